@@ -1,0 +1,25 @@
+//! Wire glue over the `kafka-protocol` crate. Performs no I/O; operates only on bytes.
+//!
+//! # Layout
+//! - [`frame`]: size-prefixed frames, the request header peek, and response framing.
+//! - [`batch`]: the record batch v2 view (validate, patch offsets in place, iterate
+//!   records) and [`batch::BatchBuilder`] for writing batches.
+//! - [`compression`]: the five Kafka codecs, with a cap on every decompression.
+//! - [`varint`]: zig-zag varints as used inside record batches.
+//! - [`murmur2`]: Kafka's key hash, for partitioning identical to the Java client.
+//! - [`alloc`]: a global allocator wrapper that keeps absurd length prefixes from
+//!   aborting the process (see its docs for why).
+//! - [`types`]: newtypes for the numbers that must not be mixed.
+//! - [`base64`]: Kafka's URL-safe, unpadded base64 used to print topic ids.
+
+pub mod alloc;
+pub mod base64;
+pub mod batch;
+pub mod compression;
+pub mod frame;
+pub mod murmur2;
+pub mod types;
+pub mod varint;
+
+pub use kafka_protocol;
+pub use kafka_protocol::error::ResponseError as ErrorCode;

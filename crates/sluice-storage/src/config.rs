@@ -1,0 +1,74 @@
+use sluice_protocol::batch::TimestampType;
+use sluice_protocol::compression::Compression;
+
+/// What `compression.type` asks of the broker: keep the producer's codec, or re-encode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CompressionTarget {
+    Producer,
+    Codec(Compression),
+}
+
+/// Settings of one partition log, resolved from topic overrides and broker defaults.
+/// Field names are the topic config names with units last.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogConfig {
+    /// `segment.bytes`
+    pub segment_bytes: u64,
+    /// `segment.ms`
+    pub segment_ms: i64,
+    /// `segment.jitter.ms`
+    pub segment_jitter_ms: i64,
+    /// `segment.index.bytes`
+    pub segment_index_bytes: u64,
+    /// `index.interval.bytes`
+    pub index_interval_bytes: u64,
+    /// `retention.ms`; negative means unlimited.
+    pub retention_ms: i64,
+    /// `retention.bytes`; negative means unlimited.
+    pub retention_bytes: i64,
+    /// `flush.messages`: fsync after this many unflushed records.
+    pub flush_messages: u64,
+    /// `flush.ms`: fsync when the oldest unflushed data is this old.
+    pub flush_ms: i64,
+    /// `max.message.bytes`: largest batch accepted.
+    pub max_message_bytes: usize,
+    /// `message.timestamp.type`
+    pub message_timestamp_type: TimestampType,
+    /// `message.timestamp.before.max.ms`
+    pub message_timestamp_before_max_ms: i64,
+    /// `message.timestamp.after.max.ms`
+    pub message_timestamp_after_max_ms: i64,
+    /// `compression.type`
+    pub compression: CompressionTarget,
+    /// `cleanup.policy` contains `delete`
+    pub cleanup_delete: bool,
+    /// `cleanup.policy` contains `compact`
+    pub cleanup_compact: bool,
+    /// `preallocate`
+    pub preallocate: bool,
+}
+
+impl Default for LogConfig {
+    /// Kafka's defaults.
+    fn default() -> Self {
+        Self {
+            segment_bytes: 1024 * 1024 * 1024,
+            segment_ms: 7 * 24 * 60 * 60 * 1000,
+            segment_jitter_ms: 0,
+            segment_index_bytes: 10 * 1024 * 1024,
+            index_interval_bytes: 4096,
+            retention_ms: 7 * 24 * 60 * 60 * 1000,
+            retention_bytes: -1,
+            flush_messages: i64::MAX as u64,
+            flush_ms: i64::MAX,
+            max_message_bytes: 1_048_588,
+            message_timestamp_type: TimestampType::CreateTime,
+            message_timestamp_before_max_ms: i64::MAX,
+            message_timestamp_after_max_ms: 3_600_000,
+            compression: CompressionTarget::Producer,
+            cleanup_delete: true,
+            cleanup_compact: false,
+            preallocate: false,
+        }
+    }
+}

@@ -1,0 +1,74 @@
+//! The leader epoch cache: for each leader epoch, the first offset written in it. Persisted as
+//! `leader-epoch-checkpoint` in Kafka's checkpoint format (version 0, then `epoch offset`
+//! lines). Used to answer "which epoch wrote this offset" and, with replication,
+//! OffsetForLeaderEpoch.
+
+use std::path::{Path, PathBuf};
+
+use crate::checkpoint;
+use crate::error::LogError;
+
+pub const FILE_NAME: &str = "leader-epoch-checkpoint";
+
+pub struct LeaderEpochCache {
+    path: PathBuf,
+    /// (epoch, start offset), both strictly increasing.
+    entries: Vec<(i32, i64)>,
+}
+
+impl LeaderEpochCache {
+    pub fn load(dir: &Path) -> Result<Self, LogError> {
+        let path = dir.join(FILE_NAME);
+        let entries = checkpoint::read_pairs(&path)?
+            .into_iter()
+            .filter_map(|(e, o)| Some((i32::try_from(e).ok()?, o)))
+            .collect();
+        Ok(Self { path, entries })
+    }
+
+    pub fn entries(&self) -> &[(i32, i64)] {
+        &self.entries
+    }
+
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.entries.last().map(|(e, _)| *e)
+    }
+
+    /// Record that `epoch` starts at `start_offset` if it is newer than the latest epoch.
+    pub fn assign(&mut self, epoch: i32, start_offset: i64) -> Result<(), LogError> {
+        if epoch < 0 || self.latest_epoch().is_some_and(|e| e >= epoch) {
+            return Ok(());
+        }
+        self.entries.retain(|(_, o)| *o < start_offset);
+        self.entries.push((epoch, start_offset));
+        self.persist()
+    }
+
+    /// The epoch that wrote `offset` (the latest epoch starting at or before it).
+    pub fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
+        self.entries
+            .iter()
+            .rev()
+            .find(|(_, o)| *o <= offset)
+            .map(|(e, _)| *e)
+    }
+
+    /// Forget epochs starting at or after `end_offset` (the log was truncated there).
+    pub fn truncate_from_end(&mut self, end_offset: i64) -> Result<(), LogError> {
+        let before = self.entries.len();
+        self.entries.retain(|(_, o)| *o < end_offset);
+        if self.entries.len() != before {
+            self.persist()?;
+        }
+        Ok(())
+    }
+
+    fn persist(&self) -> Result<(), LogError> {
+        let pairs: Vec<(i64, i64)> = self
+            .entries
+            .iter()
+            .map(|(e, o)| (i64::from(*e), *o))
+            .collect();
+        checkpoint::write_pairs(&self.path, &pairs)
+    }
+}

@@ -1,0 +1,585 @@
+//! One partition's log: an ordered map of segments keyed by base offset, the last of which
+//! (the active segment) takes appends.
+//!
+//! Owned by the broker's partition behind a lock; every method is synchronous file I/O and
+//! takes the current time as an argument. Invariants: segment base offsets strictly increase;
+//! `log_start_offset <= next_offset`; `recovery_point <= next_offset`; everything below the
+//! recovery point has been fsynced.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use sluice_protocol::types::TopicPartition;
+use tracing::{info, warn};
+
+use crate::checkpoint;
+use crate::config::LogConfig;
+use crate::epoch_cache::LeaderEpochCache;
+use crate::error::{IoContext, LogError};
+pub use crate::segment::FileSlice;
+use crate::segment::LogSegment;
+use crate::validator;
+
+/// What an append did, for the produce response and the replica state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LogAppendInfo {
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub record_count: u64,
+    pub max_timestamp: i64,
+    pub offset_of_max_timestamp: i64,
+    /// The broker's append time for LogAppendTime topics, else -1.
+    pub log_append_time_ms: i64,
+    pub log_start_offset: i64,
+}
+
+/// Where a fetch starts and the bytes to send.
+#[derive(Clone, Debug)]
+pub struct FetchDataInfo {
+    pub slice: Option<FileSlice>,
+}
+
+/// How to open an existing log directory.
+#[derive(Clone, Copy, Debug)]
+pub struct OpenOptions {
+    /// The previous process shut down cleanly (indexes were trimmed and flushed).
+    pub clean_shutdown: bool,
+    /// Offsets below this were fsynced; past it, batches are re-validated.
+    pub recovery_point: i64,
+    /// The checkpointed log start offset.
+    pub log_start_offset: i64,
+    pub now_ms: i64,
+}
+
+pub struct Log {
+    dir: PathBuf,
+    tp: TopicPartition,
+    config: LogConfig,
+    segments: BTreeMap<i64, LogSegment>,
+    log_start_offset: i64,
+    next_offset: i64,
+    recovery_point: i64,
+    unflushed_records: u64,
+    last_flush_ms: i64,
+    epoch_cache: LeaderEpochCache,
+    topic_id: Option<[u8; 16]>,
+}
+
+/// Suffixes of files a crash may leave behind mid-operation.
+const LEFTOVER_SUFFIXES: [&str; 4] = [".deleted", ".cleaned", ".swap", ".tmp"];
+
+impl Log {
+    /// Create a new, empty log directory for `tp` under `parent`.
+    pub fn create(
+        parent: &Path,
+        tp: TopicPartition,
+        topic_id: [u8; 16],
+        config: LogConfig,
+        now_ms: i64,
+    ) -> Result<Self, LogError> {
+        let dir = parent.join(tp.dir_name());
+        fs::create_dir_all(&dir).at(&dir)?;
+        checkpoint::write_partition_metadata(&dir, topic_id)?;
+        checkpoint::sync_dir(parent)?;
+        Self::open(
+            &dir,
+            tp,
+            config,
+            OpenOptions {
+                clean_shutdown: true,
+                recovery_point: 0,
+                log_start_offset: 0,
+                now_ms,
+            },
+        )
+    }
+
+    /// Open an existing log directory, recovering it if the last shutdown was not clean.
+    pub fn open(
+        dir: &Path,
+        tp: TopicPartition,
+        config: LogConfig,
+        opts: OpenOptions,
+    ) -> Result<Self, LogError> {
+        let bases = scan_dir(dir)?;
+        let mut segments = BTreeMap::new();
+        for base in bases {
+            segments.insert(base, LogSegment::open(dir, base, opts.now_ms)?);
+        }
+        if segments.is_empty() {
+            let base = opts.log_start_offset.max(0);
+            segments.insert(base, LogSegment::create(dir, base, &config, opts.now_ms)?);
+        }
+        let bases: Vec<i64> = segments.keys().copied().collect();
+        let mut truncated_at: Option<usize> = None;
+        for (i, base) in bases.iter().enumerate() {
+            let next_base = bases.get(i + 1).copied();
+            let is_last = next_base.is_none();
+            let seg = segments.get_mut(base).expect("base taken from the map");
+            let past_recovery_point = next_base.is_none_or(|n| n > opts.recovery_point);
+            let must_recover = (!opts.clean_shutdown && past_recovery_point)
+                || (is_last && !seg.indexes_are_sane());
+            if must_recover {
+                let (truncated, _) = seg.recover(&config)?;
+                if truncated > 0 {
+                    warn!(partition = %tp, segment = base, bytes = truncated, "truncated a torn or corrupt log tail");
+                    truncated_at = Some(i);
+                    break;
+                }
+            } else {
+                seg.load_stats()?;
+            }
+        }
+        if let Some(i) = truncated_at {
+            for base in &bases[i + 1..] {
+                if let Some(seg) = segments.remove(base) {
+                    warn!(partition = %tp, segment = base, "deleting segment after a truncated one");
+                    seg.delete()?;
+                }
+            }
+        }
+        let (&last_base, last) = segments
+            .iter_mut()
+            .next_back()
+            .expect("at least one segment");
+        last.make_active(&config)?;
+        let next_offset = last.next_offset()?.unwrap_or(last_base);
+        let first_base = *segments.keys().next().expect("at least one segment");
+        let log_start_offset = opts.log_start_offset.clamp(first_base, next_offset);
+        let mut epoch_cache = LeaderEpochCache::load(dir)?;
+        epoch_cache.truncate_from_end(next_offset)?;
+        let topic_id = checkpoint::read_partition_metadata(dir)?;
+        let log = Self {
+            dir: dir.to_path_buf(),
+            tp,
+            config,
+            segments,
+            log_start_offset,
+            next_offset,
+            recovery_point: opts.recovery_point.clamp(0, next_offset),
+            unflushed_records: 0,
+            last_flush_ms: opts.now_ms,
+            epoch_cache,
+            topic_id,
+        };
+        if !opts.clean_shutdown {
+            info!(partition = %log.tp, log_end_offset = next_offset, "recovered log after unclean shutdown");
+        }
+        Ok(log)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn topic_partition(&self) -> &TopicPartition {
+        &self.tp
+    }
+
+    pub fn topic_id(&self) -> Option<[u8; 16]> {
+        self.topic_id
+    }
+
+    pub fn config(&self) -> &LogConfig {
+        &self.config
+    }
+
+    /// Apply new settings (a topic config change); the active segment's index space follows.
+    pub fn set_config(&mut self, config: LogConfig) -> Result<(), LogError> {
+        self.config = config.clone();
+        self.active_mut().make_active(&config)
+    }
+
+    /// The offset the next appended record gets (LEO).
+    pub fn log_end_offset(&self) -> i64 {
+        self.next_offset
+    }
+
+    pub fn log_start_offset(&self) -> i64 {
+        self.log_start_offset
+    }
+
+    pub fn recovery_point(&self) -> i64 {
+        self.recovery_point
+    }
+
+    pub fn size_bytes(&self) -> u64 {
+        self.segments.values().map(LogSegment::size).sum()
+    }
+
+    pub fn segment_count(&self) -> usize {
+        self.segments.len()
+    }
+
+    pub fn segment_base_offsets(&self) -> Vec<i64> {
+        self.segments.keys().copied().collect()
+    }
+
+    pub fn leader_epoch_cache(&self) -> &LeaderEpochCache {
+        &self.epoch_cache
+    }
+
+    fn active(&self) -> &LogSegment {
+        self.segments
+            .values()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+
+    fn active_mut(&mut self) -> &mut LogSegment {
+        self.segments
+            .values_mut()
+            .next_back()
+            .expect("a log always has an active segment")
+    }
+
+    /// Validate a producer's batches, assign offsets and append them.
+    pub fn append_as_leader(
+        &mut self,
+        records: Vec<u8>,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, LogError> {
+        let (bytes, v) = validator::validate_and_assign(
+            records,
+            self.next_offset,
+            leader_epoch,
+            now_ms,
+            &self.config,
+        )?;
+        self.maybe_roll(bytes.len() as u64, v.last_offset, now_ms)?;
+        let config = self.config.clone();
+        self.active_mut().append(&bytes, &config)?;
+        self.epoch_cache.assign(leader_epoch, v.first_offset)?;
+        self.next_offset = v.last_offset + 1;
+        self.unflushed_records += v.record_count;
+        if self.unflushed_records >= self.config.flush_messages {
+            self.flush(now_ms)?;
+        }
+        Ok(LogAppendInfo {
+            first_offset: v.first_offset,
+            last_offset: v.last_offset,
+            record_count: v.record_count,
+            max_timestamp: v.max_timestamp,
+            offset_of_max_timestamp: v.offset_of_max_timestamp,
+            log_append_time_ms: v.log_append_time_ms,
+            log_start_offset: self.log_start_offset,
+        })
+    }
+
+    fn maybe_roll(
+        &mut self,
+        incoming_bytes: u64,
+        max_offset: i64,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        if self
+            .active()
+            .should_roll(&self.config, incoming_bytes, max_offset, now_ms)
+        {
+            self.roll(now_ms)?;
+        }
+        Ok(())
+    }
+
+    /// Start a new active segment at the log end offset. The old one is trimmed and fsynced,
+    /// which moves the recovery point past it.
+    pub fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
+        let new_base = self.next_offset;
+        if self.active().base_offset() == new_base {
+            return Ok(());
+        }
+        {
+            let old = self.active_mut();
+            old.make_inactive()?;
+            old.flush()?;
+        }
+        let seg = LogSegment::create(&self.dir, new_base, &self.config, now_ms)?;
+        checkpoint::sync_dir(&self.dir)?;
+        self.segments.insert(new_base, seg);
+        self.recovery_point = self.recovery_point.max(new_base);
+        info!(partition = %self.tp, base_offset = new_base, "rolled new log segment");
+        Ok(())
+    }
+
+    /// fsync everything appended so far; the recovery point becomes the log end.
+    pub fn flush(&mut self, now_ms: i64) -> Result<(), LogError> {
+        // Only segments that may hold data past the recovery point need an fsync.
+        let from = self
+            .segments
+            .range(..=self.recovery_point)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        for seg in self.segments.range(from..).map(|(_, s)| s) {
+            seg.flush()?;
+        }
+        self.recovery_point = self.next_offset;
+        self.unflushed_records = 0;
+        self.last_flush_ms = now_ms;
+        Ok(())
+    }
+
+    /// Whether `flush.ms` says unflushed data is due.
+    pub fn flush_due(&self, now_ms: i64) -> bool {
+        self.unflushed_records > 0 && now_ms - self.last_flush_ms >= self.config.flush_ms
+    }
+
+    /// The bytes to serve for a fetch at `start_offset`, stopping before `upper_bound`
+    /// (exclusive; the high watermark for consumers).
+    pub fn read(
+        &self,
+        start_offset: i64,
+        max_bytes: u64,
+        upper_bound: i64,
+        min_one_batch: bool,
+    ) -> Result<FetchDataInfo, LogError> {
+        if start_offset < self.log_start_offset || start_offset > self.next_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset: start_offset,
+                log_start: self.log_start_offset,
+                log_end: self.next_offset,
+            });
+        }
+        let upper_bound = upper_bound.min(self.next_offset);
+        if start_offset >= upper_bound {
+            return Ok(FetchDataInfo { slice: None });
+        }
+        let first = self
+            .segments
+            .range(..=start_offset)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        let mut iter = self.segments.range(first..).peekable();
+        while let Some((_, seg)) = iter.next() {
+            let next_base = iter.peek().map(|(b, _)| **b);
+            if seg.base_offset() >= upper_bound {
+                break;
+            }
+            let max_position =
+                if next_base.is_some_and(|n| n <= upper_bound) || upper_bound >= self.next_offset {
+                    seg.size()
+                } else {
+                    match seg.translate_offset(upper_bound, seg.size())? {
+                        Some((pos, _)) => pos,
+                        None => seg.size(),
+                    }
+                };
+            if let Some(slice) = seg.read(start_offset, max_bytes, max_position, min_one_batch)? {
+                if slice.len > 0 {
+                    return Ok(FetchDataInfo { slice: Some(slice) });
+                }
+            }
+        }
+        Ok(FetchDataInfo { slice: None })
+    }
+
+    /// The first record with timestamp >= `target` at or after the log start:
+    /// `(offset, timestamp, leader epoch)`.
+    pub fn offset_for_timestamp(
+        &self,
+        target: i64,
+    ) -> Result<Option<(i64, i64, Option<i32>)>, LogError> {
+        for seg in self.segments.values() {
+            if seg.max_timestamp() < target {
+                continue;
+            }
+            if let Some((offset, ts)) =
+                seg.find_offset_by_timestamp(target, self.log_start_offset)?
+            {
+                return Ok(Some((
+                    offset,
+                    ts,
+                    self.epoch_cache.epoch_for_offset(offset),
+                )));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The record with the largest timestamp (the first such): `(offset, timestamp, epoch)`.
+    pub fn offset_of_max_timestamp(&self) -> Result<Option<(i64, i64, Option<i32>)>, LogError> {
+        let mut best: Option<&LogSegment> = None;
+        for seg in self.segments.values() {
+            if seg.max_timestamp() >= 0
+                && best.is_none_or(|b| seg.max_timestamp() > b.max_timestamp())
+            {
+                best = Some(seg);
+            }
+        }
+        let Some(seg) = best else { return Ok(None) };
+        Ok(seg
+            .offset_of_max_timestamp()?
+            .map(|(o, ts)| (o, ts, self.epoch_cache.epoch_for_offset(o))))
+    }
+
+    /// Apply retention (`retention.ms`, `retention.bytes`) and the log start offset: delete
+    /// whole segments from the front that lie entirely below `upper_bound` (the high
+    /// watermark). Returns the number of segments deleted.
+    pub fn delete_old_segments(
+        &mut self,
+        upper_bound: i64,
+        now_ms: i64,
+    ) -> Result<usize, LogError> {
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        let mut size_excess = (self.config.retention_bytes >= 0)
+            .then(|| self.size_bytes() as i64 - self.config.retention_bytes);
+        let mut count = 0;
+        for (i, base) in bases.iter().enumerate() {
+            let seg = &self.segments[base];
+            let next_base = bases.get(i + 1).copied();
+            let seg_end = next_base.unwrap_or(self.next_offset);
+            let is_last_and_empty = next_base.is_none() && seg.size() == 0;
+            if seg_end > upper_bound || is_last_and_empty {
+                break;
+            }
+            let by_time = self.config.cleanup_delete
+                && self.config.retention_ms >= 0
+                && now_ms - seg.largest_timestamp() > self.config.retention_ms;
+            let by_size = self.config.cleanup_delete
+                && size_excess.is_some_and(|excess| excess - seg.size() as i64 >= 0);
+            let by_start = next_base.is_some_and(|n| n <= self.log_start_offset);
+            if !(by_time || by_size || by_start) {
+                break;
+            }
+            if let Some(excess) = size_excess.as_mut().filter(|_| by_size) {
+                *excess -= seg.size() as i64;
+            }
+            count += 1;
+        }
+        if count == 0 {
+            return Ok(0);
+        }
+        if count == bases.len() {
+            // The active segment goes too: roll so the log keeps an (empty) active segment.
+            self.roll(now_ms)?;
+        }
+        for base in &bases[..count] {
+            if let Some(seg) = self.segments.remove(base) {
+                seg.delete()?;
+            }
+        }
+        let first = *self
+            .segments
+            .keys()
+            .next()
+            .expect("an active segment remains");
+        self.log_start_offset = self.log_start_offset.max(first);
+        info!(partition = %self.tp, segments = count, log_start_offset = self.log_start_offset, "deleted old log segments");
+        Ok(count)
+    }
+
+    /// Move the log start offset forward (DeleteRecords); segments below it go at the next
+    /// retention pass.
+    pub fn advance_log_start_offset(&mut self, offset: i64) -> Result<(), LogError> {
+        if offset > self.next_offset {
+            return Err(LogError::OffsetOutOfRange {
+                offset,
+                log_start: self.log_start_offset,
+                log_end: self.next_offset,
+            });
+        }
+        self.log_start_offset = self.log_start_offset.max(offset);
+        Ok(())
+    }
+
+    /// Remove everything at and after `offset` (a follower diverging from its leader).
+    pub fn truncate_to(&mut self, offset: i64, now_ms: i64) -> Result<(), LogError> {
+        if offset >= self.next_offset {
+            return Ok(());
+        }
+        let first = *self
+            .segments
+            .keys()
+            .next()
+            .expect("a log always has a segment");
+        if offset < first {
+            return self.truncate_fully_and_start_at(offset, now_ms);
+        }
+        let config = self.config.clone();
+        let doomed: Vec<i64> = self
+            .segments
+            .range(offset..)
+            .map(|(b, _)| *b)
+            .filter(|b| *b != first)
+            .collect();
+        for base in doomed {
+            if let Some(seg) = self.segments.remove(&base) {
+                seg.delete()?;
+            }
+        }
+        let active = self.active_mut();
+        active.truncate_to(offset, &config)?;
+        active.make_active(&config)?;
+        self.next_offset = active.next_offset()?.unwrap_or(active.base_offset());
+        self.recovery_point = self.recovery_point.min(self.next_offset);
+        self.log_start_offset = self.log_start_offset.min(self.next_offset);
+        self.epoch_cache.truncate_from_end(self.next_offset)?;
+        Ok(())
+    }
+
+    /// Drop every segment and start empty at `offset`.
+    pub fn truncate_fully_and_start_at(
+        &mut self,
+        offset: i64,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        for (_, seg) in std::mem::take(&mut self.segments) {
+            seg.delete()?;
+        }
+        let seg = LogSegment::create(&self.dir, offset, &self.config, now_ms)?;
+        self.segments.insert(offset, seg);
+        self.next_offset = offset;
+        self.log_start_offset = offset;
+        self.recovery_point = offset;
+        self.epoch_cache.truncate_from_end(offset)?;
+        Ok(())
+    }
+
+    /// Flush and trim the active segment's indexes: the clean-shutdown state.
+    pub fn close(&mut self, now_ms: i64) -> Result<(), LogError> {
+        self.flush(now_ms)?;
+        let active = self.active_mut();
+        active.make_inactive()?;
+        active.flush()
+    }
+
+    /// Remove the log directory and everything in it.
+    pub fn delete(self) -> Result<(), LogError> {
+        let dir = self.dir.clone();
+        drop(self);
+        fs::remove_dir_all(&dir).at(&dir)
+    }
+}
+
+/// Base offsets of the segments in `dir`, after removing files a crash left behind.
+fn scan_dir(dir: &Path) -> Result<Vec<i64>, LogError> {
+    let mut logs = Vec::new();
+    let mut indexes = Vec::new();
+    for entry in fs::read_dir(dir).at(dir)? {
+        let entry = entry.at(dir)?;
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if LEFTOVER_SUFFIXES.iter().any(|s| name.ends_with(s)) {
+            fs::remove_file(entry.path()).at(&entry.path())?;
+            continue;
+        }
+        let Some((stem, ext)) = name.split_once('.') else {
+            continue;
+        };
+        let Ok(base) = stem.parse::<i64>() else {
+            continue;
+        };
+        match ext {
+            "log" => logs.push(base),
+            "index" | "timeindex" => indexes.push((base, entry.path())),
+            _ => {}
+        }
+    }
+    for (base, path) in indexes {
+        if !logs.contains(&base) {
+            fs::remove_file(&path).at(&path)?;
+        }
+    }
+    logs.sort_unstable();
+    Ok(logs)
+}

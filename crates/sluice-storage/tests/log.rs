@@ -1,0 +1,367 @@
+//! Behaviour of a partition log on disk: append/read, roll, indexes, timestamp lookup,
+//! retention, and recovery from crashes that leave torn or corrupt files.
+
+use std::fs::OpenOptions as FsOpen;
+use std::io::Write;
+use std::path::Path;
+
+use sluice_protocol::batch::{decode_records, BatchBuilder, BatchIter, RecordLimits};
+use sluice_protocol::compression::Compression;
+use sluice_protocol::types::TopicPartition;
+use sluice_storage::log::OpenOptions;
+use sluice_storage::{Log, LogConfig, LogError, LogManager};
+
+const NOW: i64 = 1_700_000_000_000;
+const TOPIC_ID: [u8; 16] = [1; 16];
+
+fn batch(n: usize, ts: i64, codec: Compression) -> Vec<u8> {
+    let mut b = BatchBuilder::new(codec);
+    for i in 0..n {
+        b.append(
+            ts,
+            Some(format!("k{i}").as_bytes()),
+            Some(&[b'x'; 100]),
+            &[],
+        );
+    }
+    b.build(0).unwrap()
+}
+
+fn tp() -> TopicPartition {
+    TopicPartition::new("t", 0)
+}
+
+fn small_segments() -> LogConfig {
+    LogConfig {
+        segment_bytes: 4096,
+        index_interval_bytes: 512,
+        ..LogConfig::default()
+    }
+}
+
+/// Read everything from `offset` and decode it.
+fn read_all(log: &Log, from: i64) -> Vec<i64> {
+    let mut out = Vec::new();
+    let mut next = from;
+    while next < log.log_end_offset() {
+        let info = log.read(next, 1 << 20, log.log_end_offset(), true).unwrap();
+        let Some(slice) = info.slice else { break };
+        let mut buf = Vec::new();
+        slice.read_into(&mut buf).unwrap();
+        for item in BatchIter::new(&buf) {
+            let Ok((h, bytes)) = item else { break };
+            for r in decode_records(bytes, RecordLimits::default()).unwrap() {
+                if r.offset >= next {
+                    out.push(r.offset);
+                }
+            }
+            next = next.max(h.next_offset());
+        }
+    }
+    out
+}
+
+fn reopen(dir: &Path, config: LogConfig, clean: bool, recovery_point: i64) -> Log {
+    Log::open(
+        &dir.join("t-0"),
+        tp(),
+        config,
+        OpenOptions {
+            clean_shutdown: clean,
+            recovery_point,
+            log_start_offset: 0,
+            now_ms: NOW,
+        },
+    )
+    .unwrap()
+}
+
+#[test]
+fn appends_roll_segments_and_read_back_from_any_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    for i in 0..100 {
+        let info = log
+            .append_as_leader(batch(3, NOW + i, Compression::None), 2, NOW)
+            .unwrap();
+        assert_eq!(info.first_offset, i * 3);
+        assert_eq!(info.last_offset, i * 3 + 2);
+    }
+    assert_eq!(log.log_end_offset(), 300);
+    assert!(
+        log.segment_count() > 5,
+        "4 KiB segments must roll: {}",
+        log.segment_count()
+    );
+    for name in [
+        "00000000000000000000.log",
+        "00000000000000000000.index",
+        "00000000000000000000.timeindex",
+    ] {
+        assert!(dir.path().join("t-0").join(name).exists(), "{name}");
+    }
+    assert_eq!(read_all(&log, 0), (0..300).collect::<Vec<_>>());
+    assert_eq!(read_all(&log, 157), (157..300).collect::<Vec<_>>());
+    assert!(matches!(
+        log.read(301, 100, 301, true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    assert!(log.read(300, 100, 300, true).unwrap().slice.is_none());
+    // The upper bound (a high watermark) is respected: nothing at or past it is served.
+    let info = log.read(0, 1 << 20, 30, true).unwrap().slice.unwrap();
+    let mut buf = Vec::new();
+    info.read_into(&mut buf).unwrap();
+    let last = BatchIter::new(&buf)
+        .map(|b| b.unwrap().0.last_offset())
+        .max()
+        .unwrap();
+    assert!(last < 30);
+    assert_eq!(log.leader_epoch_cache().entries(), &[(2, 0)]);
+}
+
+#[test]
+fn min_one_batch_returns_a_whole_oversized_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, LogConfig::default(), NOW).unwrap();
+    let b = batch(50, NOW, Compression::None);
+    let size = b.len() as u64;
+    log.append_as_leader(b, 0, NOW).unwrap();
+    let slice = log.read(0, 10, 50, true).unwrap().slice.unwrap();
+    assert_eq!(slice.len, size);
+    let slice = log.read(0, 10, 50, false).unwrap().slice.unwrap();
+    assert_eq!(slice.len, 10);
+}
+
+#[test]
+fn timestamp_lookup_uses_the_time_index_and_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    for i in 0..50 {
+        // Each batch of 2 records: timestamps NOW + 10*i and NOW + 10*i (same).
+        log.append_as_leader(batch(2, NOW + 10 * i, Compression::Lz4), 0, NOW + 1000)
+            .unwrap();
+    }
+    assert_eq!(
+        log.offset_for_timestamp(NOW).unwrap().map(|t| (t.0, t.1)),
+        Some((0, NOW))
+    );
+    assert_eq!(
+        log.offset_for_timestamp(NOW + 105)
+            .unwrap()
+            .map(|t| (t.0, t.1)),
+        Some((22, NOW + 110))
+    );
+    assert_eq!(
+        log.offset_for_timestamp(NOW + 490).unwrap().map(|t| t.0),
+        Some(98)
+    );
+    assert_eq!(log.offset_for_timestamp(NOW + 491).unwrap(), None);
+    assert_eq!(
+        log.offset_of_max_timestamp().unwrap().map(|t| (t.0, t.1)),
+        Some((98, NOW + 490))
+    );
+}
+
+#[test]
+fn clean_reopen_keeps_everything_and_trims_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    for i in 0..40 {
+        log.append_as_leader(batch(2, NOW + i, Compression::Gzip), 0, NOW)
+            .unwrap();
+    }
+    log.close(NOW).unwrap();
+    let rp = log.recovery_point();
+    assert_eq!(rp, 80);
+    drop(log);
+    let log = reopen(dir.path(), small_segments(), true, rp);
+    assert_eq!(log.log_end_offset(), 80);
+    assert_eq!(read_all(&log, 0), (0..80).collect::<Vec<_>>());
+    assert_eq!(log.topic_id(), Some(TOPIC_ID));
+}
+
+#[test]
+fn crash_with_torn_tail_truncates_to_the_last_whole_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, LogConfig::default(), NOW).unwrap();
+    for i in 0..10 {
+        log.append_as_leader(batch(5, NOW + i, Compression::Snappy), 0, NOW)
+            .unwrap();
+    }
+    drop(log); // no close: the preallocated index keeps its zero tail, as after kill -9
+    let seg = dir.path().join("t-0/00000000000000000000.log");
+    // A half-written 11th batch.
+    let partial = batch(5, NOW, Compression::None);
+    FsOpen::new()
+        .append(true)
+        .open(&seg)
+        .unwrap()
+        .write_all(&partial[..partial.len() / 2])
+        .unwrap();
+    let mut log = reopen(dir.path(), LogConfig::default(), false, 0);
+    assert_eq!(log.log_end_offset(), 50);
+    assert_eq!(read_all(&log, 0), (0..50).collect::<Vec<_>>());
+    // The log keeps working after recovery.
+    let info = log
+        .append_as_leader(batch(1, NOW, Compression::None), 0, NOW)
+        .unwrap();
+    assert_eq!(info.first_offset, 50);
+}
+
+#[test]
+fn crash_with_corrupt_batch_truncates_it_and_everything_after() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    for i in 0..60 {
+        log.append_as_leader(batch(2, NOW + i, Compression::None), 0, NOW)
+            .unwrap();
+    }
+    let bases = log.segment_base_offsets();
+    assert!(bases.len() >= 3);
+    let rp = bases[1]; // everything from the second segment on is "unflushed"
+    drop(log);
+    // Flip a byte inside the second segment's third batch.
+    let seg = dir.path().join(format!("t-0/{:020}.log", bases[1]));
+    let mut bytes = std::fs::read(&seg).unwrap();
+    let batch_len = BatchIter::new(&bytes).next().unwrap().unwrap().1.len();
+    bytes[batch_len * 2 + 70] ^= 0x55;
+    std::fs::write(&seg, &bytes).unwrap();
+    let log = reopen(dir.path(), small_segments(), false, rp);
+    assert_eq!(log.log_end_offset(), bases[1] + 4);
+    assert_eq!(log.segment_base_offsets(), bases[..2].to_vec());
+    assert_eq!(read_all(&log, 0), (0..bases[1] + 4).collect::<Vec<_>>());
+}
+
+#[test]
+fn missing_or_garbage_index_is_rebuilt() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    for i in 0..10 {
+        log.append_as_leader(batch(2, NOW + i, Compression::None), 0, NOW)
+            .unwrap();
+    }
+    log.close(NOW).unwrap();
+    drop(log);
+    let idx = dir.path().join("t-0/00000000000000000000.index");
+    std::fs::write(&idx, [0xffu8; 24]).unwrap();
+    let log = reopen(dir.path(), small_segments(), true, 20);
+    assert_eq!(read_all(&log, 7), (7..20).collect::<Vec<_>>());
+}
+
+#[test]
+fn retention_by_time_and_size_deletes_old_segments_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_ms: 60_000,
+        ..small_segments()
+    };
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, config.clone(), NOW).unwrap();
+    // Old records first, then fresh ones.
+    for i in 0..40 {
+        log.append_as_leader(batch(2, NOW - 600_000 + i, Compression::None), 0, NOW)
+            .unwrap();
+    }
+    let old_end = log.log_end_offset();
+    log.roll(NOW).unwrap();
+    for i in 0..5 {
+        log.append_as_leader(batch(2, NOW + i, Compression::None), 0, NOW)
+            .unwrap();
+    }
+    let before = log.segment_count();
+    let deleted = log.delete_old_segments(log.log_end_offset(), NOW).unwrap();
+    assert_eq!(deleted, before - 1);
+    assert_eq!(log.log_start_offset(), old_end);
+    assert!(matches!(
+        log.read(0, 100, 100, true),
+        Err(LogError::OffsetOutOfRange { .. })
+    ));
+    assert_eq!(
+        read_all(&log, old_end),
+        (old_end..old_end + 10).collect::<Vec<_>>()
+    );
+    // Deleted segment files are gone from disk.
+    assert!(!dir.path().join("t-0/00000000000000000000.log").exists());
+
+    // retention.bytes keeps the newest segments within the limit.
+    let dir2 = tempfile::tempdir().unwrap();
+    let by_size = LogConfig {
+        retention_bytes: 8192,
+        ..small_segments()
+    };
+    let mut log = Log::create(dir2.path(), tp(), TOPIC_ID, by_size, NOW).unwrap();
+    for i in 0..100 {
+        log.append_as_leader(batch(2, NOW + i, Compression::None), 0, NOW)
+            .unwrap();
+    }
+    log.delete_old_segments(log.log_end_offset(), NOW).unwrap();
+    assert!(log.size_bytes() <= 8192 + 4096, "size {}", log.size_bytes());
+    assert!(log.log_start_offset() > 0);
+}
+
+#[test]
+fn expired_active_segment_is_rolled_then_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        retention_ms: 1000,
+        ..LogConfig::default()
+    };
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, config, NOW).unwrap();
+    log.append_as_leader(batch(3, NOW, Compression::None), 0, NOW)
+        .unwrap();
+    assert_eq!(log.delete_old_segments(3, NOW + 5000).unwrap(), 1);
+    assert_eq!((log.log_start_offset(), log.log_end_offset()), (3, 3));
+    assert_eq!(log.segment_base_offsets(), vec![3]);
+}
+
+#[test]
+fn truncate_to_removes_the_tail() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    for i in 0..60 {
+        log.append_as_leader(batch(2, NOW + i, Compression::None), 0, NOW)
+            .unwrap();
+    }
+    log.truncate_to(31, NOW).unwrap();
+    // Truncation is to a batch boundary at or below the offset.
+    assert_eq!(log.log_end_offset(), 30);
+    assert_eq!(read_all(&log, 0), (0..30).collect::<Vec<_>>());
+    assert_eq!(
+        log.append_as_leader(batch(1, NOW, Compression::None), 0, NOW)
+            .unwrap()
+            .first_offset,
+        30
+    );
+}
+
+#[test]
+fn log_manager_checkpoints_and_detects_unclean_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let mgr = LogManager::open(dir.path()).unwrap();
+        assert!(!mgr.had_clean_shutdown());
+        let log = mgr
+            .get_or_create(&tp(), TOPIC_ID, LogConfig::default(), NOW)
+            .unwrap();
+        log.write()
+            .unwrap()
+            .append_as_leader(batch(4, NOW, Compression::None), 0, NOW)
+            .unwrap();
+        mgr.shutdown(NOW).unwrap();
+    }
+    {
+        let mgr = LogManager::open(dir.path()).unwrap();
+        assert!(mgr.had_clean_shutdown());
+        let found = mgr.scan().unwrap();
+        assert_eq!(found.len(), 1);
+        assert_eq!(found[0].topic_id, Some(TOPIC_ID));
+        let log = mgr.load(&tp(), LogConfig::default(), NOW).unwrap();
+        assert_eq!(log.read().unwrap().log_end_offset(), 4);
+        assert_eq!(log.read().unwrap().recovery_point(), 4);
+        // No shutdown this time: the next open must see an unclean shutdown.
+    }
+    let mgr = LogManager::open(dir.path()).unwrap();
+    assert!(!mgr.had_clean_shutdown());
+    mgr.delete(&tp()).unwrap();
+    assert!(mgr.scan().unwrap().is_empty());
+    assert!(!dir.path().join("t-0").exists());
+}
