@@ -1,1 +1,20 @@
-//! sluice-metadata
+//! Pure data: cluster metadata records, the [`MetadataImage`] they build, and the catalogue
+//! of configuration keys (broker and topic) with Kafka's names, types and defaults.
+//!
+//! # Layout
+//! - [`config`]: config definitions, value parsing/validation, the typed [`BrokerConfig`],
+//!   topic config resolution with synonyms and sources (what DescribeConfigs reports).
+//! - [`record`]: [`MetadataRecord`], each change the controller makes, and its byte codec.
+//! - [`image`]: [`MetadataImage`], the state after applying records, and the diff a broker
+//!   reacts to.
+//! - [`topic`]: topic name rules and the internal topic names.
+
+pub mod config;
+pub mod image;
+pub mod record;
+pub mod topic;
+
+pub use config::BrokerConfig;
+pub use image::MetadataImage;
+pub use record::MetadataRecord;
+pub use uuid::Uuid;

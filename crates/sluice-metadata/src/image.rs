@@ -1,0 +1,237 @@
+//! [`MetadataImage`]: cluster metadata as of some offset of the metadata log, built by
+//! applying [`MetadataRecord`]s in order. Cheap to clone and compare; brokers keep an
+//! `Arc<MetadataImage>` and react to [`PartitionDelta`] between two images.
+
+use std::collections::{BTreeMap, HashMap};
+
+use uuid::Uuid;
+
+use crate::record::{Endpoint, MetadataRecord};
+
+/// Config resource types (Kafka's `ConfigResource.Type` codes).
+pub const RESOURCE_TOPIC: i8 = 2;
+pub const RESOURCE_BROKER: i8 = 4;
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BrokerRegistration {
+    pub node_id: i32,
+    pub epoch: i64,
+    pub incarnation_id: Uuid,
+    pub endpoints: Vec<Endpoint>,
+    pub rack: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionRegistration {
+    pub replicas: Vec<i32>,
+    pub isr: Vec<i32>,
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TopicImage {
+    pub name: String,
+    pub id: Uuid,
+    pub partitions: BTreeMap<i32, PartitionRegistration>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct MetadataImage {
+    /// Offset of the last applied record in the metadata log; -1 when empty.
+    pub offset: i64,
+    pub brokers: BTreeMap<i32, BrokerRegistration>,
+    pub topics: BTreeMap<String, TopicImage>,
+    pub topic_names: HashMap<Uuid, String>,
+    /// (resource type, resource name) -> config key -> value.
+    pub configs: BTreeMap<(i8, String), BTreeMap<String, String>>,
+}
+
+impl MetadataImage {
+    pub fn empty() -> Self {
+        Self {
+            offset: -1,
+            ..Self::default()
+        }
+    }
+
+    /// Apply one record (the metadata log's offset `offset`).
+    pub fn apply(&mut self, offset: i64, record: &MetadataRecord) {
+        self.offset = offset;
+        match record {
+            MetadataRecord::RegisterBroker {
+                node_id,
+                epoch,
+                incarnation_id,
+                endpoints,
+                rack,
+            } => {
+                self.brokers.insert(
+                    *node_id,
+                    BrokerRegistration {
+                        node_id: *node_id,
+                        epoch: *epoch,
+                        incarnation_id: *incarnation_id,
+                        endpoints: endpoints.clone(),
+                        rack: rack.clone(),
+                    },
+                );
+            }
+            MetadataRecord::Topic { name, id } => {
+                self.topic_names.insert(*id, name.clone());
+                self.topics.insert(
+                    name.clone(),
+                    TopicImage {
+                        name: name.clone(),
+                        id: *id,
+                        partitions: BTreeMap::new(),
+                    },
+                );
+            }
+            MetadataRecord::Partition {
+                topic_id,
+                partition,
+                replicas,
+                isr,
+                leader,
+                leader_epoch,
+                partition_epoch,
+            } => {
+                if let Some(topic) = self.topic_names.get(topic_id).and_then(|n| self.topics.get_mut(n)) {
+                    topic.partitions.insert(
+                        *partition,
+                        PartitionRegistration {
+                            replicas: replicas.clone(),
+                            isr: isr.clone(),
+                            leader: *leader,
+                            leader_epoch: *leader_epoch,
+                            partition_epoch: *partition_epoch,
+                        },
+                    );
+                }
+            }
+            MetadataRecord::Config {
+                resource_type,
+                resource_name,
+                name,
+                value,
+            } => {
+                let key = (*resource_type, resource_name.clone());
+                let entry = self.configs.entry(key.clone()).or_default();
+                match value {
+                    Some(v) => {
+                        entry.insert(name.clone(), v.clone());
+                    }
+                    None => {
+                        entry.remove(name);
+                        if entry.is_empty() {
+                            self.configs.remove(&key);
+                        }
+                    }
+                }
+            }
+            MetadataRecord::RemoveTopic { topic_id } => {
+                if let Some(name) = self.topic_names.remove(topic_id) {
+                    self.topics.remove(&name);
+                    self.configs.remove(&(RESOURCE_TOPIC, name));
+                }
+            }
+        }
+    }
+
+    pub fn topic(&self, name: &str) -> Option<&TopicImage> {
+        self.topics.get(name)
+    }
+
+    pub fn topic_by_id(&self, id: &Uuid) -> Option<&TopicImage> {
+        self.topic_names.get(id).and_then(|n| self.topics.get(n))
+    }
+
+    /// A topic's config overrides (empty map when none).
+    pub fn topic_configs(&self, name: &str) -> BTreeMap<String, String> {
+        self.configs
+            .get(&(RESOURCE_TOPIC, name.to_string()))
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+/// What changed for partitions between two images.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PartitionDelta {
+    /// Partitions that are new or whose registration changed: (topic, id, partition, reg).
+    pub changed: Vec<(String, Uuid, i32, PartitionRegistration)>,
+    /// Topics that no longer exist: (name, id, partition ids).
+    pub deleted: Vec<(String, Uuid, Vec<i32>)>,
+    /// Topics whose config overrides changed.
+    pub config_changed: Vec<String>,
+}
+
+impl PartitionDelta {
+    pub fn between(old: &MetadataImage, new: &MetadataImage) -> Self {
+        let mut delta = PartitionDelta::default();
+        for (name, topic) in &new.topics {
+            let old_topic = old.topics.get(name).filter(|t| t.id == topic.id);
+            for (p, reg) in &topic.partitions {
+                if old_topic.and_then(|t| t.partitions.get(p)) != Some(reg) {
+                    delta.changed.push((name.clone(), topic.id, *p, reg.clone()));
+                }
+            }
+            if old_topic.is_some() && old.topic_configs(name) != new.topic_configs(name) {
+                delta.config_changed.push(name.clone());
+            }
+        }
+        for (name, topic) in &old.topics {
+            if new.topics.get(name).is_none_or(|t| t.id != topic.id) {
+                delta
+                    .deleted
+                    .push((name.clone(), topic.id, topic.partitions.keys().copied().collect()));
+            }
+        }
+        delta
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn apply_and_diff() {
+        let id = Uuid::from_bytes([5; 16]);
+        let mut a = MetadataImage::empty();
+        a.apply(0, &MetadataRecord::Topic { name: "t".into(), id });
+        a.apply(
+            1,
+            &MetadataRecord::Partition {
+                topic_id: id,
+                partition: 0,
+                replicas: vec![0],
+                isr: vec![0],
+                leader: 0,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            },
+        );
+        let d = PartitionDelta::between(&MetadataImage::empty(), &a);
+        assert_eq!(d.changed.len(), 1);
+        let mut b = a.clone();
+        b.apply(
+            2,
+            &MetadataRecord::Config {
+                resource_type: RESOURCE_TOPIC,
+                resource_name: "t".into(),
+                name: "retention.ms".into(),
+                value: Some("1".into()),
+            },
+        );
+        assert_eq!(b.topic_configs("t").get("retention.ms").map(String::as_str), Some("1"));
+        let d = PartitionDelta::between(&a, &b);
+        assert_eq!((d.changed.len(), d.config_changed.len()), (0, 1));
+        b.apply(3, &MetadataRecord::RemoveTopic { topic_id: id });
+        let d = PartitionDelta::between(&a, &b);
+        assert_eq!(d.deleted, vec![("t".to_string(), id, vec![0])]);
+        assert!(b.topics.is_empty() && b.configs.is_empty());
+    }
+}
