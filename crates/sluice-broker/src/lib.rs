@@ -1,1 +1,39 @@
-//! sluice-broker
+//! The broker: the network layer, one request handler per Kafka API, and the replica
+//! manager that serves partition logs.
+//!
+//! # Layout
+//! - [`network`]: listeners and connection tasks: frames in, responses out, in order; bad
+//!   frames close only their own connection.
+//! - [`request`]: [`request::RequestContext`] and the encode/decode helpers handlers share.
+//! - [`handlers`]: one file per API; [`handlers::HandlerTable`] routes by api key and is the
+//!   source of the ApiVersions answer.
+//! - [`replica_manager`]: [`ReplicaManager`] owns every hosted [`partition::Partition`]:
+//!   append as leader, read, delayed produce/fetch wake-ups, retention and checkpoints.
+//! - [`replica_state`]: the pure LEO/HW/ISR state machine of one partition.
+//! - [`metadata_cache`]: the broker's current [`sluice_metadata::MetadataImage`] and the
+//!   publisher that applies image changes to the replica manager.
+//! - [`controller_api`]: what the broker needs from the controller (a trait; the node wires
+//!   in the real controller).
+//! - [`broker`]: [`Broker`], the shared state every handler receives.
+//! - [`error_map`]: storage errors to Kafka error codes, in one place.
+
+pub mod broker;
+pub mod controller_api;
+pub mod error_map;
+pub mod handlers;
+pub mod metadata_cache;
+pub mod network;
+pub mod partition;
+pub mod replica_manager;
+pub mod replica_state;
+pub mod request;
+
+pub use broker::Broker;
+pub use replica_manager::ReplicaManager;
+
+/// Milliseconds since the Unix epoch: the broker's clock, passed into the pure layers.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}

@@ -20,8 +20,9 @@ use sluice_storage::log::OpenOptions;
 use sluice_storage::{Log, LogConfig};
 use tracing::info;
 
-use crate::error::{ApiError, ControllerError};
+use crate::error::ControllerError;
 use crate::placement;
+pub use sluice_metadata::controller_types::{ApiError, CreateTopicSpec, CreatedTopic, TopicRef};
 
 /// Cluster-wide defaults for new topics.
 #[derive(Clone, Debug)]
@@ -29,27 +30,6 @@ pub struct ControllerDefaults {
     pub num_partitions: i32,
     pub replication_factor: i16,
     pub delete_topic_enable: bool,
-}
-
-/// One topic of a CreateTopics request.
-#[derive(Clone, Debug, Default)]
-pub struct CreateTopicSpec {
-    pub name: String,
-    /// -1 for the default.
-    pub num_partitions: i32,
-    /// -1 for the default.
-    pub replication_factor: i16,
-    /// Manual assignment: partition index -> replica node ids.
-    pub assignments: Vec<(i32, Vec<i32>)>,
-    pub configs: Vec<(String, Option<String>)>,
-}
-
-/// What a successful (or validated) creation produced.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CreatedTopic {
-    pub id: Uuid,
-    pub num_partitions: i32,
-    pub replication_factor: i16,
 }
 
 pub struct Controller {
@@ -86,7 +66,12 @@ pub fn random_topic_id() -> Uuid {
 
 impl Controller {
     /// Open the metadata log under `dir` (creating it on first start) and replay it.
-    pub fn open(dir: &Path, node_id: i32, defaults: ControllerDefaults, now_ms: i64) -> Result<Self, ControllerError> {
+    pub fn open(
+        dir: &Path,
+        node_id: i32,
+        defaults: ControllerDefaults,
+        now_ms: i64,
+    ) -> Result<Self, ControllerError> {
         let tp = TopicPartition::new(topic::CLUSTER_METADATA, 0);
         let log_dir = dir.join(tp.dir_name());
         let log = if log_dir.exists() {
@@ -128,14 +113,17 @@ impl Controller {
             let info = self.log.read(next, 1 << 20, end, true)?;
             let Some(slice) = info.slice else { break };
             let mut buf = Vec::new();
-            slice.read_into(&mut buf).map_err(|e| sluice_storage::LogError::io(self.log.dir(), e))?;
+            slice
+                .read_into(&mut buf)
+                .map_err(|e| sluice_storage::LogError::io(self.log.dir(), e))?;
             for item in BatchIter::new(&buf) {
                 let Ok((header, bytes)) = item else { break };
                 let corrupt = |reason: String| ControllerError::Corrupt {
                     offset: header.base_offset,
                     reason,
                 };
-                let records = decode_records(bytes, RecordLimits::default()).map_err(|e| corrupt(e.to_string()))?;
+                let records = decode_records(bytes, RecordLimits::default())
+                    .map_err(|e| corrupt(e.to_string()))?;
                 for r in records {
                     let value = r.value.unwrap_or_default();
                     let rec = MetadataRecord::decode(&value).map_err(|e| corrupt(e.to_string()))?;
@@ -176,8 +164,17 @@ impl Controller {
     }
 
     /// Record this node's registration (once per start, with a fresh incarnation id).
-    pub fn register_broker(&mut self, endpoints: Vec<Endpoint>, rack: Option<String>, now_ms: i64) -> Result<(), ControllerError> {
-        let epoch = self.image.brokers.get(&self.node_id).map_or(0, |b| b.epoch + 1);
+    pub fn register_broker(
+        &mut self,
+        endpoints: Vec<Endpoint>,
+        rack: Option<String>,
+        now_ms: i64,
+    ) -> Result<(), ControllerError> {
+        let epoch = self
+            .image
+            .brokers
+            .get(&self.node_id)
+            .map_or(0, |b| b.epoch + 1);
         let rec = MetadataRecord::RegisterBroker {
             node_id: self.node_id,
             epoch,
@@ -204,7 +201,10 @@ impl Controller {
         let mut new_names = HashSet::new();
         for spec in specs {
             if seen[spec.name.as_str()] > 1 {
-                outcomes.push(Err(ApiError::new(ErrorCode::InvalidRequest, "Duplicate topic name.")));
+                outcomes.push(Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    "Duplicate topic name.",
+                )));
                 continue;
             }
             let outcome = self.plan_topic(spec, &new_names).map(|(created, recs)| {
@@ -220,7 +220,11 @@ impl Controller {
         Ok(outcomes)
     }
 
-    fn plan_topic(&mut self, spec: &CreateTopicSpec, pending: &HashSet<String>) -> Result<(CreatedTopic, Vec<MetadataRecord>), ApiError> {
+    fn plan_topic(
+        &mut self,
+        spec: &CreateTopicSpec,
+        pending: &HashSet<String>,
+    ) -> Result<(CreatedTopic, Vec<MetadataRecord>), ApiError> {
         let name = spec.name.as_str();
         if name == topic::CLUSTER_METADATA {
             return Err(ApiError::new(
@@ -228,12 +232,21 @@ impl Controller {
                 format!("Creation of internal topic {name} is prohibited."),
             ));
         }
-        topic::validate_name(name).map_err(|m| ApiError::new(ErrorCode::InvalidTopicException, m))?;
+        topic::validate_name(name)
+            .map_err(|m| ApiError::new(ErrorCode::InvalidTopicException, m))?;
         if self.image.topics.contains_key(name) || pending.contains(name) {
-            return Err(ApiError::new(ErrorCode::TopicAlreadyExists, format!("Topic '{name}' already exists.")));
+            return Err(ApiError::new(
+                ErrorCode::TopicAlreadyExists,
+                format!("Topic '{name}' already exists."),
+            ));
         }
         let unified = topic::unify_collision_chars(name);
-        if let Some(other) = self.image.topics.keys().find(|t| topic::unify_collision_chars(t) == unified) {
+        if let Some(other) = self
+            .image
+            .topics
+            .keys()
+            .find(|t| topic::unify_collision_chars(t) == unified)
+        {
             return Err(ApiError::new(
                 ErrorCode::InvalidTopicException,
                 format!("Topic '{name}' collides with existing topic: {other}"),
@@ -243,16 +256,15 @@ impl Controller {
             .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
         let brokers: Vec<i32> = self.image.brokers.keys().copied().collect();
         let assignments = if spec.assignments.is_empty() {
-            let rf = match spec.replication_factor {
-                -1 => self.defaults.replication_factor,
-                rf if rf <= 0 => {
-                    return Err(ApiError::new(
+            let rf =
+                match spec.replication_factor {
+                    -1 => self.defaults.replication_factor,
+                    rf if rf <= 0 => return Err(ApiError::new(
                         ErrorCode::InvalidReplicationFactor,
                         "Replication factor must be larger than 0, or -1 to use the default value.",
-                    ))
-                }
-                rf => rf,
-            };
+                    )),
+                    rf => rf,
+                };
             let partitions = match spec.num_partitions {
                 -1 => self.defaults.num_partitions,
                 n if n <= 0 => {
@@ -317,16 +329,24 @@ impl Controller {
         for t in targets {
             let found = match t {
                 TopicRef::Name(n) => self.image.topic(n).ok_or_else(|| {
-                    ApiError::new(ErrorCode::UnknownTopicOrPartition, "This server does not host this topic-partition.")
+                    ApiError::new(
+                        ErrorCode::UnknownTopicOrPartition,
+                        "This server does not host this topic-partition.",
+                    )
                 }),
-                TopicRef::Id(id) => self
-                    .image
-                    .topic_by_id(id)
-                    .ok_or_else(|| ApiError::new(ErrorCode::UnknownTopicId, "This server does not host this topic ID.")),
+                TopicRef::Id(id) => self.image.topic_by_id(id).ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::UnknownTopicId,
+                        "This server does not host this topic ID.",
+                    )
+                }),
             };
             let outcome = found.and_then(|topic| {
                 if !self.defaults.delete_topic_enable {
-                    return Err(ApiError::new(ErrorCode::TopicDeletionDisabled, "Topic deletion is disabled."));
+                    return Err(ApiError::new(
+                        ErrorCode::TopicDeletionDisabled,
+                        "Topic deletion is disabled.",
+                    ));
                 }
                 if doomed.insert(topic.id) {
                     records.push(MetadataRecord::RemoveTopic { topic_id: topic.id });
@@ -368,7 +388,11 @@ impl Controller {
             )));
         }
         let id = topic.id;
-        let rf = topic.partitions.values().next().map_or(1, |p| p.replicas.len());
+        let rf = topic
+            .partitions
+            .values()
+            .next()
+            .map_or(1, |p| p.replicas.len());
         let brokers: Vec<i32> = self.image.brokers.keys().copied().collect();
         let placed = match assignments {
             Some(a) => {
@@ -382,7 +406,11 @@ impl Controller {
                         ),
                     )));
                 }
-                let indexed: Vec<(i32, Vec<i32>)> = a.iter().enumerate().map(|(i, r)| (current + i as i32, r.clone())).collect();
+                let indexed: Vec<(i32, Vec<i32>)> = a
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| (current + i as i32, r.clone()))
+                    .collect();
                 match validate_assignment(&indexed, current, &brokers) {
                     Ok(p) => p,
                     Err(e) => return Ok(Err(e)),
@@ -419,13 +447,18 @@ impl Controller {
                 format!("Topic {name} does not exist."),
             )));
         }
-        let sets = changes.iter().filter_map(|(k, v)| v.as_deref().map(|v| (k.as_str(), Some(v))));
+        let sets = changes
+            .iter()
+            .filter_map(|(k, v)| v.as_deref().map(|v| (k.as_str(), Some(v))));
         if let Err(m) = validate_topic_configs(sets) {
             return Ok(Err(ApiError::new(ErrorCode::InvalidConfig, m)));
         }
         for (k, _) in changes {
             if sluice_metadata::config::topic_def(k).is_none() {
-                return Ok(Err(ApiError::new(ErrorCode::InvalidConfig, format!("Unknown topic config name: {k}"))));
+                return Ok(Err(ApiError::new(
+                    ErrorCode::InvalidConfig,
+                    format!("Unknown topic config name: {k}"),
+                )));
             }
         }
         if !validate_only {
@@ -443,18 +476,29 @@ impl Controller {
         Ok(Ok(()))
     }
 
+    /// Hand out `count` producer ids to `node_id`: returns the first of the block.
+    pub fn allocate_producer_ids(
+        &mut self,
+        node_id: i32,
+        count: i64,
+        now_ms: i64,
+    ) -> Result<i64, ControllerError> {
+        let first = self.image.next_producer_id;
+        self.commit(
+            &[MetadataRecord::ProducerIds {
+                node_id,
+                next_producer_id: first + count,
+            }],
+            now_ms,
+        )?;
+        Ok(first)
+    }
+
     /// Flush and close the metadata log.
     pub fn shutdown(&mut self, now_ms: i64) -> Result<(), ControllerError> {
         self.log.close(now_ms)?;
         Ok(())
     }
-}
-
-/// A topic named by a DeleteTopics request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum TopicRef {
-    Name(String),
-    Id(Uuid),
 }
 
 fn partition_records(topic_id: Uuid, first: i32, assignments: &[Vec<i32>]) -> Vec<MetadataRecord> {
@@ -475,7 +519,11 @@ fn partition_records(topic_id: Uuid, first: i32, assignments: &[Vec<i32>]) -> Ve
 
 /// Check a manual assignment: consecutive partitions from `first`, non-empty replica lists of
 /// distinct, registered brokers, all the same size.
-fn validate_assignment(assignments: &[(i32, Vec<i32>)], first: i32, brokers: &[i32]) -> Result<Vec<Vec<i32>>, ApiError> {
+fn validate_assignment(
+    assignments: &[(i32, Vec<i32>)],
+    first: i32,
+    brokers: &[i32],
+) -> Result<Vec<Vec<i32>>, ApiError> {
     let bad = |m: String| ApiError::new(ErrorCode::InvalidReplicaAssignment, m);
     let mut sorted: Vec<&(i32, Vec<i32>)> = assignments.iter().collect();
     sorted.sort_by_key(|(p, _)| *p);
@@ -483,10 +531,15 @@ fn validate_assignment(assignments: &[(i32, Vec<i32>)], first: i32, brokers: &[i
     let mut out = Vec::with_capacity(sorted.len());
     for (i, (p, replicas)) in sorted.iter().enumerate() {
         if *p != first + i as i32 {
-            return Err(bad(format!("Partitions should be consecutive and start from {first}; found partition {p}.")));
+            return Err(bad(format!(
+                "Partitions should be consecutive and start from {first}; found partition {p}."
+            )));
         }
         if replicas.is_empty() || replicas.len() != rf {
-            return Err(bad(format!("Partition {p} has {} replicas where {rf} are expected.", replicas.len())));
+            return Err(bad(format!(
+                "Partition {p} has {} replicas where {rf} are expected.",
+                replicas.len()
+            )));
         }
         let mut distinct = replicas.clone();
         distinct.sort_unstable();
@@ -544,26 +597,68 @@ mod tests {
         with_cfg.configs = vec![("retention.ms".into(), Some("1000".into()))];
         let out = c
             .create_topics(
-                &[spec("a", -1, -1), spec("b.x", 3, 1), spec("bad name", 1, 1), spec("d", 0, 1), spec("e", 1, 2), with_cfg],
+                &[
+                    spec("a", -1, -1),
+                    spec("b.x", 3, 1),
+                    spec("bad name", 1, 1),
+                    spec("d", 0, 1),
+                    spec("e", 1, 2),
+                    with_cfg,
+                ],
                 false,
                 0,
             )
             .unwrap();
         assert_eq!(out[0].as_ref().unwrap().num_partitions, 2);
         assert_eq!(out[1].as_ref().unwrap().num_partitions, 3);
-        assert_eq!(out[2].as_ref().unwrap_err().code, ErrorCode::InvalidTopicException);
-        assert_eq!(out[3].as_ref().unwrap_err().code, ErrorCode::InvalidPartitions);
-        assert_eq!(out[4].as_ref().unwrap_err().code, ErrorCode::InvalidReplicationFactor);
+        assert_eq!(
+            out[2].as_ref().unwrap_err().code,
+            ErrorCode::InvalidTopicException
+        );
+        assert_eq!(
+            out[3].as_ref().unwrap_err().code,
+            ErrorCode::InvalidPartitions
+        );
+        assert_eq!(
+            out[4].as_ref().unwrap_err().code,
+            ErrorCode::InvalidReplicationFactor
+        );
         assert!(out[5].is_ok());
-        let again = c.create_topics(&[spec("a", 1, 1), spec("b_x", 1, 1), spec("z", 1, 1), spec("z", 1, 1)], true, 0).unwrap();
-        assert_eq!(again[0].as_ref().unwrap_err().code, ErrorCode::TopicAlreadyExists);
-        assert_eq!(again[1].as_ref().unwrap_err().code, ErrorCode::InvalidTopicException);
-        assert_eq!(again[2].as_ref().unwrap_err().code, ErrorCode::InvalidRequest);
+        let again = c
+            .create_topics(
+                &[
+                    spec("a", 1, 1),
+                    spec("b_x", 1, 1),
+                    spec("z", 1, 1),
+                    spec("z", 1, 1),
+                ],
+                true,
+                0,
+            )
+            .unwrap();
+        assert_eq!(
+            again[0].as_ref().unwrap_err().code,
+            ErrorCode::TopicAlreadyExists
+        );
+        assert_eq!(
+            again[1].as_ref().unwrap_err().code,
+            ErrorCode::InvalidTopicException
+        );
+        assert_eq!(
+            again[2].as_ref().unwrap_err().code,
+            ErrorCode::InvalidRequest
+        );
         let bad_cfg = CreateTopicSpec {
             configs: vec![("nope".into(), Some("1".into()))],
             ..spec("q", 1, 1)
         };
-        assert_eq!(c.create_topics(&[bad_cfg], false, 0).unwrap()[0].as_ref().unwrap_err().code, ErrorCode::InvalidConfig);
+        assert_eq!(
+            c.create_topics(&[bad_cfg], false, 0).unwrap()[0]
+                .as_ref()
+                .unwrap_err()
+                .code,
+            ErrorCode::InvalidConfig
+        );
         // validate_only wrote nothing.
         assert!(c.image().topic("z").is_none());
         let image = c.image().clone();
@@ -571,7 +666,13 @@ mod tests {
         drop(c);
         let c = open(dir.path());
         assert_eq!(c.image().topics, image.topics);
-        assert_eq!(c.image().topic_configs("c").get("retention.ms").map(String::as_str), Some("1000"));
+        assert_eq!(
+            c.image()
+                .topic_configs("c")
+                .get("retention.ms")
+                .map(String::as_str),
+            Some("1000")
+        );
     }
 
     #[test]
@@ -579,19 +680,62 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut c = open(dir.path());
         c.create_topics(&[spec("t", 2, 1)], false, 0).unwrap();
-        assert_eq!(c.create_partitions("t", 1, None, false, 0).unwrap().unwrap_err().code, ErrorCode::InvalidPartitions);
-        assert_eq!(c.create_partitions("t", 2, None, false, 0).unwrap().unwrap_err().code, ErrorCode::InvalidPartitions);
-        assert_eq!(c.create_partitions("nope", 3, None, false, 0).unwrap().unwrap_err().code, ErrorCode::UnknownTopicOrPartition);
-        c.create_partitions("t", 4, None, false, 0).unwrap().unwrap();
+        assert_eq!(
+            c.create_partitions("t", 1, None, false, 0)
+                .unwrap()
+                .unwrap_err()
+                .code,
+            ErrorCode::InvalidPartitions
+        );
+        assert_eq!(
+            c.create_partitions("t", 2, None, false, 0)
+                .unwrap()
+                .unwrap_err()
+                .code,
+            ErrorCode::InvalidPartitions
+        );
+        assert_eq!(
+            c.create_partitions("nope", 3, None, false, 0)
+                .unwrap()
+                .unwrap_err()
+                .code,
+            ErrorCode::UnknownTopicOrPartition
+        );
+        c.create_partitions("t", 4, None, false, 0)
+            .unwrap()
+            .unwrap();
         assert_eq!(c.image().topic("t").unwrap().partitions.len(), 4);
         let bad = [vec![7]];
         assert_eq!(
-            c.create_partitions("t", 5, Some(&bad), false, 0).unwrap().unwrap_err().code,
+            c.create_partitions("t", 5, Some(&bad), false, 0)
+                .unwrap()
+                .unwrap_err()
+                .code,
             ErrorCode::InvalidReplicaAssignment
         );
-        let out = c.delete_topics(&[TopicRef::Name("t".into()), TopicRef::Name("t2".into())], 0).unwrap();
+        let out = c
+            .delete_topics(
+                &[TopicRef::Name("t".into()), TopicRef::Name("t2".into())],
+                0,
+            )
+            .unwrap();
         assert!(out[0].is_ok());
-        assert_eq!(out[1].as_ref().unwrap_err().code, ErrorCode::UnknownTopicOrPartition);
+        assert_eq!(
+            out[1].as_ref().unwrap_err().code,
+            ErrorCode::UnknownTopicOrPartition
+        );
         assert!(c.image().topics.is_empty());
+    }
+
+    #[test]
+    fn producer_id_blocks_never_overlap_across_restarts() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = open(dir.path());
+        assert_eq!(c.allocate_producer_ids(0, 1000, 0).unwrap(), 0);
+        assert_eq!(c.allocate_producer_ids(0, 1000, 0).unwrap(), 1000);
+        c.shutdown(0).unwrap();
+        drop(c);
+        let mut c = open(dir.path());
+        assert_eq!(c.allocate_producer_ids(0, 1000, 0).unwrap(), 2000);
     }
 }

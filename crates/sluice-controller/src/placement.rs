@@ -5,8 +5,17 @@
 /// Place `partitions` partitions starting at index `first_partition`, each with
 /// `replication_factor` distinct replicas chosen from `brokers` (sorted, non-empty,
 /// `replication_factor <= brokers.len()`). `start` rotates the first leader.
-pub fn place(brokers: &[i32], first_partition: i32, partitions: i32, replication_factor: usize, start: usize) -> Vec<Vec<i32>> {
-    assert!(!brokers.is_empty() && replication_factor <= brokers.len(), "caller checked the broker count");
+pub fn place(
+    brokers: &[i32],
+    first_partition: i32,
+    partitions: i32,
+    replication_factor: usize,
+    start: usize,
+) -> Vec<Vec<i32>> {
+    assert!(
+        !brokers.is_empty() && replication_factor <= brokers.len(),
+        "caller checked the broker count"
+    );
     (0..partitions)
         .map(|i| {
             let p = (first_partition + i) as usize;

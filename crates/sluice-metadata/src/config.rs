@@ -64,7 +64,13 @@ pub struct TopicConfigDef {
     pub broker_synonyms: &'static [(&'static str, i64)],
 }
 
-const fn def(name: &'static str, ty: ConfigType, default: Option<&'static str>, check: Check, doc: &'static str) -> ConfigDef {
+const fn def(
+    name: &'static str,
+    ty: ConfigType,
+    default: Option<&'static str>,
+    check: Check,
+    doc: &'static str,
+) -> ConfigDef {
     ConfigDef {
         name,
         ty,
@@ -98,7 +104,11 @@ fn gzip_level(v: &str) -> Result<(), String> {
 }
 
 fn roles(v: &str) -> Result<(), String> {
-    let items: Vec<&str> = v.split(',').map(str::trim).filter(|s| !s.is_empty()).collect();
+    let items: Vec<&str> = v
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect();
     if items.is_empty() {
         return Err("must contain broker and/or controller".into());
     }
@@ -116,39 +126,346 @@ fn listener_list(v: &str) -> Result<(), String> {
 
 /// Every topic-level config Kafka 4 defines.
 pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
-    TopicConfigDef { def: def("cleanup.policy", T::List, Some("delete"), EachOf(CLEANUP), "Retention policy for old log segments: delete and/or compact."), broker_synonyms: &[("log.cleanup.policy", 1)] },
-    TopicConfigDef { def: def("compression.gzip.level", T::Int, Some("-1"), Custom(gzip_level), "Compression level when compression.type is gzip."), broker_synonyms: &[("compression.gzip.level", 1)] },
-    TopicConfigDef { def: def("compression.lz4.level", T::Int, Some("9"), Between(1, 17), "Compression level when compression.type is lz4."), broker_synonyms: &[("compression.lz4.level", 1)] },
-    TopicConfigDef { def: def("compression.type", T::String, Some("producer"), OneOf(CODECS), "Final codec of the topic's data; producer keeps the producer's codec."), broker_synonyms: &[("compression.type", 1)] },
-    TopicConfigDef { def: def("compression.zstd.level", T::Int, Some("3"), Between(-131_072, 22), "Compression level when compression.type is zstd."), broker_synonyms: &[("compression.zstd.level", 1)] },
-    TopicConfigDef { def: def("delete.retention.ms", T::Long, Some("86400000"), AtLeast(0), "How long delete tombstones are kept on compacted topics."), broker_synonyms: &[("log.cleaner.delete.retention.ms", 1)] },
-    TopicConfigDef { def: def("file.delete.delay.ms", T::Long, Some("60000"), AtLeast(0), "Delay before a deleted segment's files are removed."), broker_synonyms: &[("log.segment.delete.delay.ms", 1)] },
-    TopicConfigDef { def: def("flush.messages", T::Long, Some(LONG_MAX), AtLeast(1), "Records after which the log is fsynced."), broker_synonyms: &[("log.flush.interval.messages", 1)] },
-    TopicConfigDef { def: def("flush.ms", T::Long, Some(LONG_MAX), AtLeast(0), "Time after which unflushed data is fsynced."), broker_synonyms: &[("log.flush.interval.ms", 1), ("log.flush.scheduler.interval.ms", 1)] },
-    TopicConfigDef { def: def("follower.replication.throttled.replicas", T::List, Some(""), Any, "Replicas throttled on the follower side."), broker_synonyms: &[] },
-    TopicConfigDef { def: def("index.interval.bytes", T::Int, Some("4096"), AtLeast(0), "Bytes of log between two offset index entries."), broker_synonyms: &[("log.index.interval.bytes", 1)] },
-    TopicConfigDef { def: def("leader.replication.throttled.replicas", T::List, Some(""), Any, "Replicas throttled on the leader side."), broker_synonyms: &[] },
-    TopicConfigDef { def: def("local.retention.bytes", T::Long, Some("-2"), AtLeast(-2), "Local retention size with tiered storage; -2 follows retention.bytes."), broker_synonyms: &[("log.local.retention.bytes", 1)] },
-    TopicConfigDef { def: def("local.retention.ms", T::Long, Some("-2"), AtLeast(-2), "Local retention time with tiered storage; -2 follows retention.ms."), broker_synonyms: &[("log.local.retention.ms", 1)] },
-    TopicConfigDef { def: def("max.compaction.lag.ms", T::Long, Some(LONG_MAX), AtLeast(1), "Longest a record stays uncompacted."), broker_synonyms: &[("log.cleaner.max.compaction.lag.ms", 1)] },
-    TopicConfigDef { def: def("max.message.bytes", T::Int, Some("1048588"), AtLeast(0), "Largest record batch the topic accepts."), broker_synonyms: &[("message.max.bytes", 1)] },
-    TopicConfigDef { def: def("message.timestamp.after.max.ms", T::Long, Some("3600000"), AtLeast(0), "How far in the future a CreateTime timestamp may be."), broker_synonyms: &[("log.message.timestamp.after.max.ms", 1)] },
-    TopicConfigDef { def: def("message.timestamp.before.max.ms", T::Long, Some(LONG_MAX), AtLeast(0), "How far in the past a CreateTime timestamp may be."), broker_synonyms: &[("log.message.timestamp.before.max.ms", 1)] },
-    TopicConfigDef { def: def("message.timestamp.type", T::String, Some("CreateTime"), OneOf(TIMESTAMP_TYPES), "Whether record timestamps are the producer's or the broker's append time."), broker_synonyms: &[("log.message.timestamp.type", 1)] },
-    TopicConfigDef { def: def("min.cleanable.dirty.ratio", T::Double, Some("0.5"), DoubleBetween(0.0, 1.0), "Dirty ratio that makes a compacted log eligible for cleaning."), broker_synonyms: &[("log.cleaner.min.cleanable.ratio", 1)] },
-    TopicConfigDef { def: def("min.compaction.lag.ms", T::Long, Some("0"), AtLeast(0), "Shortest a record stays uncompacted."), broker_synonyms: &[("log.cleaner.min.compaction.lag.ms", 1)] },
-    TopicConfigDef { def: def("min.insync.replicas", T::Int, Some("1"), AtLeast(1), "In-sync replicas required for an acks=all write."), broker_synonyms: &[("min.insync.replicas", 1)] },
-    TopicConfigDef { def: def("preallocate", T::Boolean, Some("false"), Any, "Preallocate segment files."), broker_synonyms: &[("log.preallocate", 1)] },
-    TopicConfigDef { def: def("remote.log.copy.disable", T::Boolean, Some("false"), Any, "Stop copying segments to tiered storage."), broker_synonyms: &[] },
-    TopicConfigDef { def: def("remote.log.delete.on.disable", T::Boolean, Some("false"), Any, "Delete tiered data when tiered storage is disabled."), broker_synonyms: &[] },
-    TopicConfigDef { def: def("remote.storage.enable", T::Boolean, Some("false"), Custom(no_remote_storage), "Tiered storage for the topic (not supported)."), broker_synonyms: &[] },
-    TopicConfigDef { def: def("retention.bytes", T::Long, Some("-1"), Any, "Largest size of a partition before old segments are deleted; -1 is unlimited."), broker_synonyms: &[("log.retention.bytes", 1)] },
-    TopicConfigDef { def: def("retention.ms", T::Long, Some("604800000"), AtLeast(-1), "Longest a segment is kept; -1 is unlimited."), broker_synonyms: &[("log.retention.ms", 1), ("log.retention.minutes", MINUTE_MS), ("log.retention.hours", HOUR_MS)] },
-    TopicConfigDef { def: def("segment.bytes", T::Int, Some("1073741824"), AtLeast(14), "Size at which a segment rolls."), broker_synonyms: &[("log.segment.bytes", 1)] },
-    TopicConfigDef { def: def("segment.index.bytes", T::Int, Some("10485760"), AtLeast(4), "Size of a segment's offset and time index files."), broker_synonyms: &[("log.index.size.max.bytes", 1)] },
-    TopicConfigDef { def: def("segment.jitter.ms", T::Long, Some("0"), AtLeast(0), "Random jitter subtracted from segment.ms."), broker_synonyms: &[("log.roll.jitter.ms", 1), ("log.roll.jitter.hours", HOUR_MS)] },
-    TopicConfigDef { def: def("segment.ms", T::Long, Some("604800000"), AtLeast(1), "Age at which a segment rolls."), broker_synonyms: &[("log.roll.ms", 1), ("log.roll.hours", HOUR_MS)] },
-    TopicConfigDef { def: def("unclean.leader.election.enable", T::Boolean, Some("false"), Any, "Allow an out-of-sync replica to become leader."), broker_synonyms: &[("unclean.leader.election.enable", 1)] },
+    TopicConfigDef {
+        def: def(
+            "cleanup.policy",
+            T::List,
+            Some("delete"),
+            EachOf(CLEANUP),
+            "Retention policy for old log segments: delete and/or compact.",
+        ),
+        broker_synonyms: &[("log.cleanup.policy", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "compression.gzip.level",
+            T::Int,
+            Some("-1"),
+            Custom(gzip_level),
+            "Compression level when compression.type is gzip.",
+        ),
+        broker_synonyms: &[("compression.gzip.level", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "compression.lz4.level",
+            T::Int,
+            Some("9"),
+            Between(1, 17),
+            "Compression level when compression.type is lz4.",
+        ),
+        broker_synonyms: &[("compression.lz4.level", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "compression.type",
+            T::String,
+            Some("producer"),
+            OneOf(CODECS),
+            "Final codec of the topic's data; producer keeps the producer's codec.",
+        ),
+        broker_synonyms: &[("compression.type", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "compression.zstd.level",
+            T::Int,
+            Some("3"),
+            Between(-131_072, 22),
+            "Compression level when compression.type is zstd.",
+        ),
+        broker_synonyms: &[("compression.zstd.level", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "delete.retention.ms",
+            T::Long,
+            Some("86400000"),
+            AtLeast(0),
+            "How long delete tombstones are kept on compacted topics.",
+        ),
+        broker_synonyms: &[("log.cleaner.delete.retention.ms", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "file.delete.delay.ms",
+            T::Long,
+            Some("60000"),
+            AtLeast(0),
+            "Delay before a deleted segment's files are removed.",
+        ),
+        broker_synonyms: &[("log.segment.delete.delay.ms", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "flush.messages",
+            T::Long,
+            Some(LONG_MAX),
+            AtLeast(1),
+            "Records after which the log is fsynced.",
+        ),
+        broker_synonyms: &[("log.flush.interval.messages", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "flush.ms",
+            T::Long,
+            Some(LONG_MAX),
+            AtLeast(0),
+            "Time after which unflushed data is fsynced.",
+        ),
+        broker_synonyms: &[
+            ("log.flush.interval.ms", 1),
+            ("log.flush.scheduler.interval.ms", 1),
+        ],
+    },
+    TopicConfigDef {
+        def: def(
+            "follower.replication.throttled.replicas",
+            T::List,
+            Some(""),
+            Any,
+            "Replicas throttled on the follower side.",
+        ),
+        broker_synonyms: &[],
+    },
+    TopicConfigDef {
+        def: def(
+            "index.interval.bytes",
+            T::Int,
+            Some("4096"),
+            AtLeast(0),
+            "Bytes of log between two offset index entries.",
+        ),
+        broker_synonyms: &[("log.index.interval.bytes", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "leader.replication.throttled.replicas",
+            T::List,
+            Some(""),
+            Any,
+            "Replicas throttled on the leader side.",
+        ),
+        broker_synonyms: &[],
+    },
+    TopicConfigDef {
+        def: def(
+            "local.retention.bytes",
+            T::Long,
+            Some("-2"),
+            AtLeast(-2),
+            "Local retention size with tiered storage; -2 follows retention.bytes.",
+        ),
+        broker_synonyms: &[("log.local.retention.bytes", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "local.retention.ms",
+            T::Long,
+            Some("-2"),
+            AtLeast(-2),
+            "Local retention time with tiered storage; -2 follows retention.ms.",
+        ),
+        broker_synonyms: &[("log.local.retention.ms", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "max.compaction.lag.ms",
+            T::Long,
+            Some(LONG_MAX),
+            AtLeast(1),
+            "Longest a record stays uncompacted.",
+        ),
+        broker_synonyms: &[("log.cleaner.max.compaction.lag.ms", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "max.message.bytes",
+            T::Int,
+            Some("1048588"),
+            AtLeast(0),
+            "Largest record batch the topic accepts.",
+        ),
+        broker_synonyms: &[("message.max.bytes", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "message.timestamp.after.max.ms",
+            T::Long,
+            Some("3600000"),
+            AtLeast(0),
+            "How far in the future a CreateTime timestamp may be.",
+        ),
+        broker_synonyms: &[("log.message.timestamp.after.max.ms", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "message.timestamp.before.max.ms",
+            T::Long,
+            Some(LONG_MAX),
+            AtLeast(0),
+            "How far in the past a CreateTime timestamp may be.",
+        ),
+        broker_synonyms: &[("log.message.timestamp.before.max.ms", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "message.timestamp.type",
+            T::String,
+            Some("CreateTime"),
+            OneOf(TIMESTAMP_TYPES),
+            "Whether record timestamps are the producer's or the broker's append time.",
+        ),
+        broker_synonyms: &[("log.message.timestamp.type", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "min.cleanable.dirty.ratio",
+            T::Double,
+            Some("0.5"),
+            DoubleBetween(0.0, 1.0),
+            "Dirty ratio that makes a compacted log eligible for cleaning.",
+        ),
+        broker_synonyms: &[("log.cleaner.min.cleanable.ratio", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "min.compaction.lag.ms",
+            T::Long,
+            Some("0"),
+            AtLeast(0),
+            "Shortest a record stays uncompacted.",
+        ),
+        broker_synonyms: &[("log.cleaner.min.compaction.lag.ms", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "min.insync.replicas",
+            T::Int,
+            Some("1"),
+            AtLeast(1),
+            "In-sync replicas required for an acks=all write.",
+        ),
+        broker_synonyms: &[("min.insync.replicas", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "preallocate",
+            T::Boolean,
+            Some("false"),
+            Any,
+            "Preallocate segment files.",
+        ),
+        broker_synonyms: &[("log.preallocate", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "remote.log.copy.disable",
+            T::Boolean,
+            Some("false"),
+            Any,
+            "Stop copying segments to tiered storage.",
+        ),
+        broker_synonyms: &[],
+    },
+    TopicConfigDef {
+        def: def(
+            "remote.log.delete.on.disable",
+            T::Boolean,
+            Some("false"),
+            Any,
+            "Delete tiered data when tiered storage is disabled.",
+        ),
+        broker_synonyms: &[],
+    },
+    TopicConfigDef {
+        def: def(
+            "remote.storage.enable",
+            T::Boolean,
+            Some("false"),
+            Custom(no_remote_storage),
+            "Tiered storage for the topic (not supported).",
+        ),
+        broker_synonyms: &[],
+    },
+    TopicConfigDef {
+        def: def(
+            "retention.bytes",
+            T::Long,
+            Some("-1"),
+            Any,
+            "Largest size of a partition before old segments are deleted; -1 is unlimited.",
+        ),
+        broker_synonyms: &[("log.retention.bytes", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "retention.ms",
+            T::Long,
+            Some("604800000"),
+            AtLeast(-1),
+            "Longest a segment is kept; -1 is unlimited.",
+        ),
+        broker_synonyms: &[
+            ("log.retention.ms", 1),
+            ("log.retention.minutes", MINUTE_MS),
+            ("log.retention.hours", HOUR_MS),
+        ],
+    },
+    TopicConfigDef {
+        def: def(
+            "segment.bytes",
+            T::Int,
+            Some("1073741824"),
+            AtLeast(14),
+            "Size at which a segment rolls.",
+        ),
+        broker_synonyms: &[("log.segment.bytes", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "segment.index.bytes",
+            T::Int,
+            Some("10485760"),
+            AtLeast(4),
+            "Size of a segment's offset and time index files.",
+        ),
+        broker_synonyms: &[("log.index.size.max.bytes", 1)],
+    },
+    TopicConfigDef {
+        def: def(
+            "segment.jitter.ms",
+            T::Long,
+            Some("0"),
+            AtLeast(0),
+            "Random jitter subtracted from segment.ms.",
+        ),
+        broker_synonyms: &[
+            ("log.roll.jitter.ms", 1),
+            ("log.roll.jitter.hours", HOUR_MS),
+        ],
+    },
+    TopicConfigDef {
+        def: def(
+            "segment.ms",
+            T::Long,
+            Some("604800000"),
+            AtLeast(1),
+            "Age at which a segment rolls.",
+        ),
+        broker_synonyms: &[("log.roll.ms", 1), ("log.roll.hours", HOUR_MS)],
+    },
+    TopicConfigDef {
+        def: def(
+            "unclean.leader.election.enable",
+            T::Boolean,
+            Some("false"),
+            Any,
+            "Allow an out-of-sync replica to become leader.",
+        ),
+        broker_synonyms: &[("unclean.leader.election.enable", 1)],
+    },
 ];
 
 fn no_remote_storage(v: &str) -> Result<(), String> {
@@ -162,77 +479,503 @@ fn no_remote_storage(v: &str) -> Result<(), String> {
 /// The broker configs Sluice knows. Keys outside this list are reported as unknown.
 pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("node.id", T::Int, Some("0"), AtLeast(0), "This node's id."),
-    def("broker.id", T::Int, None, AtLeast(-1), "Synonym of node.id."),
-    def("process.roles", T::List, Some("broker,controller"), Custom(roles), "broker, controller, or both (combined mode)."),
-    def("listeners", T::String, Some("PLAINTEXT://127.0.0.1:9092"), Custom(listener_list), "Comma-separated NAME://host:port listeners; port 0 picks a free port."),
-    def("advertised.listeners", T::String, None, Custom(listener_list), "Listeners given to clients in metadata; defaults to listeners."),
-    def("listener.security.protocol.map", T::String, Some("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"), Any, "Listener name to security protocol."),
-    def("controller.listener.names", T::String, None, Any, "Listeners used by the controller quorum."),
-    def("controller.quorum.voters", T::List, Some(""), Any, "id@host:port of each controller voter."),
-    def("controller.quorum.bootstrap.servers", T::List, Some(""), Any, "host:port of controllers to bootstrap from."),
-    def("inter.broker.listener.name", T::String, None, Any, "Listener brokers use among themselves."),
-    def("log.dirs", T::String, None, Any, "Directory holding the log data."),
-    def("log.dir", T::String, Some("./sluice-data"), Any, "Directory holding the log data, when log.dirs is unset."),
-    def("metadata.log.dir", T::String, None, Any, "Directory of the metadata log; defaults to the log directory."),
-    def("num.partitions", T::Int, Some("1"), AtLeast(1), "Default partition count of new topics."),
-    def("default.replication.factor", T::Int, Some("1"), AtLeast(1), "Default replication factor of new topics."),
-    def("auto.create.topics.enable", T::Boolean, Some("true"), Any, "Create topics on first Metadata or Produce request."),
-    def("delete.topic.enable", T::Boolean, Some("true"), Any, "Allow DeleteTopics."),
-    dynamic(def("message.max.bytes", T::Int, Some("1048588"), AtLeast(0), "Largest record batch accepted (topic max.message.bytes default).")),
-    dynamic(def("min.insync.replicas", T::Int, Some("1"), AtLeast(1), "Default min.insync.replicas of topics.")),
-    dynamic(def("compression.type", T::String, Some("producer"), OneOf(CODECS), "Default compression.type of topics.")),
-    dynamic(def("compression.gzip.level", T::Int, Some("-1"), Custom(gzip_level), "Default gzip level.")),
-    dynamic(def("compression.lz4.level", T::Int, Some("9"), Between(1, 17), "Default lz4 level.")),
-    dynamic(def("compression.zstd.level", T::Int, Some("3"), Between(-131_072, 22), "Default zstd level.")),
-    dynamic(def("unclean.leader.election.enable", T::Boolean, Some("false"), Any, "Default unclean.leader.election.enable of topics.")),
-    dynamic(def("log.segment.bytes", T::Int, Some("1073741824"), AtLeast(14), "Default segment.bytes.")),
-    dynamic(def("log.roll.ms", T::Long, None, AtLeast(1), "Default segment.ms; overrides log.roll.hours.")),
-    def("log.roll.hours", T::Int, Some("168"), AtLeast(1), "Default segment.ms in hours."),
-    dynamic(def("log.roll.jitter.ms", T::Long, None, AtLeast(0), "Default segment.jitter.ms.")),
-    def("log.roll.jitter.hours", T::Int, Some("0"), AtLeast(0), "Default segment.jitter.ms in hours."),
-    dynamic(def("log.retention.ms", T::Long, None, AtLeast(-1), "Default retention.ms; overrides minutes and hours.")),
-    def("log.retention.minutes", T::Int, None, Any, "Default retention.ms in minutes."),
-    def("log.retention.hours", T::Int, Some("168"), Any, "Default retention.ms in hours."),
-    dynamic(def("log.retention.bytes", T::Long, Some("-1"), Any, "Default retention.bytes.")),
-    def("log.retention.check.interval.ms", T::Long, Some("300000"), AtLeast(1), "How often retention runs."),
-    dynamic(def("log.cleanup.policy", T::List, Some("delete"), EachOf(CLEANUP), "Default cleanup.policy.")),
-    dynamic(def("log.index.size.max.bytes", T::Int, Some("10485760"), AtLeast(4), "Default segment.index.bytes.")),
-    dynamic(def("log.index.interval.bytes", T::Int, Some("4096"), AtLeast(0), "Default index.interval.bytes.")),
-    dynamic(def("log.flush.interval.messages", T::Long, Some(LONG_MAX), AtLeast(1), "Default flush.messages.")),
-    dynamic(def("log.flush.interval.ms", T::Long, None, AtLeast(0), "Default flush.ms.")),
-    def("log.flush.scheduler.interval.ms", T::Long, Some(LONG_MAX), Any, "How often logs are checked for a due flush."),
-    def("log.flush.offset.checkpoint.interval.ms", T::Int, Some("60000"), AtLeast(0), "How often recovery points are checkpointed."),
-    def("log.flush.start.offset.checkpoint.interval.ms", T::Int, Some("60000"), AtLeast(0), "How often log start offsets are checkpointed."),
-    dynamic(def("log.segment.delete.delay.ms", T::Long, Some("60000"), AtLeast(0), "Default file.delete.delay.ms.")),
-    dynamic(def("log.preallocate", T::Boolean, Some("false"), Any, "Default preallocate.")),
-    dynamic(def("log.message.timestamp.type", T::String, Some("CreateTime"), OneOf(TIMESTAMP_TYPES), "Default message.timestamp.type.")),
-    dynamic(def("log.message.timestamp.before.max.ms", T::Long, Some(LONG_MAX), AtLeast(0), "Default message.timestamp.before.max.ms.")),
-    dynamic(def("log.message.timestamp.after.max.ms", T::Long, Some("3600000"), AtLeast(0), "Default message.timestamp.after.max.ms.")),
-    dynamic(def("log.local.retention.ms", T::Long, Some("-2"), AtLeast(-2), "Default local.retention.ms.")),
-    dynamic(def("log.local.retention.bytes", T::Long, Some("-2"), AtLeast(-2), "Default local.retention.bytes.")),
-    dynamic(def("log.cleaner.delete.retention.ms", T::Long, Some("86400000"), AtLeast(0), "Default delete.retention.ms.")),
-    dynamic(def("log.cleaner.min.compaction.lag.ms", T::Long, Some("0"), AtLeast(0), "Default min.compaction.lag.ms.")),
-    dynamic(def("log.cleaner.max.compaction.lag.ms", T::Long, Some(LONG_MAX), AtLeast(1), "Default max.compaction.lag.ms.")),
-    dynamic(def("log.cleaner.min.cleanable.ratio", T::Double, Some("0.5"), DoubleBetween(0.0, 1.0), "Default min.cleanable.dirty.ratio.")),
-    def("socket.request.max.bytes", T::Int, Some("104857600"), AtLeast(1), "Largest request frame accepted."),
-    def("socket.send.buffer.bytes", T::Int, Some("102400"), Any, "SO_SNDBUF of client sockets; -1 keeps the OS default."),
-    def("socket.receive.buffer.bytes", T::Int, Some("102400"), Any, "SO_RCVBUF of client sockets; -1 keeps the OS default."),
-    def("socket.listen.backlog.size", T::Int, Some("50"), AtLeast(1), "Accept backlog of each listener."),
-    def("queued.max.requests", T::Int, Some("500"), AtLeast(1), "Requests one connection may have read ahead."),
-    dynamic(def("num.network.threads", T::Int, Some("3"), AtLeast(1), "Accepted for compatibility; Sluice sizes its runtime by cores.")),
-    dynamic(def("num.io.threads", T::Int, Some("8"), AtLeast(1), "Accepted for compatibility; Sluice sizes its runtime by cores.")),
-    dynamic(def("num.recovery.threads.per.data.dir", T::Int, Some("2"), AtLeast(1), "Accepted for compatibility.")),
-    def("connections.max.idle.ms", T::Long, Some("600000"), Any, "Idle connections are closed after this long."),
-    dynamic(def("max.connections", T::Int, Some("2147483647"), AtLeast(0), "Most concurrent client connections.")),
-    def("request.timeout.ms", T::Int, Some("30000"), Any, "Upper bound of a request's server-side wait."),
-    def("fetch.max.bytes", T::Int, Some("57671680"), AtLeast(1024), "Largest fetch response served."),
-    def("offsets.topic.num.partitions", T::Int, Some("50"), AtLeast(1), "Partitions of __consumer_offsets."),
-    def("offsets.topic.replication.factor", T::Short, Some("3"), AtLeast(1), "Replication factor of __consumer_offsets (capped by live brokers)."),
-    def("transaction.state.log.num.partitions", T::Int, Some("50"), AtLeast(1), "Partitions of __transaction_state."),
-    def("transaction.state.log.replication.factor", T::Short, Some("3"), AtLeast(1), "Replication factor of __transaction_state (capped by live brokers)."),
-    def("transaction.state.log.min.isr", T::Int, Some("2"), AtLeast(1), "min.insync.replicas of __transaction_state."),
-    def("group.initial.rebalance.delay.ms", T::Int, Some("3000"), Any, "Delay before the first rebalance of an empty group."),
-    def("replica.lag.time.max.ms", T::Long, Some("30000"), Any, "Time a follower may lag before leaving the ISR."),
+    def(
+        "broker.id",
+        T::Int,
+        None,
+        AtLeast(-1),
+        "Synonym of node.id.",
+    ),
+    def(
+        "process.roles",
+        T::List,
+        Some("broker,controller"),
+        Custom(roles),
+        "broker, controller, or both (combined mode).",
+    ),
+    def(
+        "listeners",
+        T::String,
+        Some("PLAINTEXT://127.0.0.1:9092"),
+        Custom(listener_list),
+        "Comma-separated NAME://host:port listeners; port 0 picks a free port.",
+    ),
+    def(
+        "advertised.listeners",
+        T::String,
+        None,
+        Custom(listener_list),
+        "Listeners given to clients in metadata; defaults to listeners.",
+    ),
+    def(
+        "listener.security.protocol.map",
+        T::String,
+        Some("PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+        Any,
+        "Listener name to security protocol.",
+    ),
+    def(
+        "controller.listener.names",
+        T::String,
+        None,
+        Any,
+        "Listeners used by the controller quorum.",
+    ),
+    def(
+        "controller.quorum.voters",
+        T::List,
+        Some(""),
+        Any,
+        "id@host:port of each controller voter.",
+    ),
+    def(
+        "controller.quorum.bootstrap.servers",
+        T::List,
+        Some(""),
+        Any,
+        "host:port of controllers to bootstrap from.",
+    ),
+    def(
+        "inter.broker.listener.name",
+        T::String,
+        None,
+        Any,
+        "Listener brokers use among themselves.",
+    ),
+    def(
+        "log.dirs",
+        T::String,
+        None,
+        Any,
+        "Directory holding the log data.",
+    ),
+    def(
+        "log.dir",
+        T::String,
+        Some("./sluice-data"),
+        Any,
+        "Directory holding the log data, when log.dirs is unset.",
+    ),
+    def(
+        "metadata.log.dir",
+        T::String,
+        None,
+        Any,
+        "Directory of the metadata log; defaults to the log directory.",
+    ),
+    def(
+        "num.partitions",
+        T::Int,
+        Some("1"),
+        AtLeast(1),
+        "Default partition count of new topics.",
+    ),
+    def(
+        "default.replication.factor",
+        T::Int,
+        Some("1"),
+        AtLeast(1),
+        "Default replication factor of new topics.",
+    ),
+    def(
+        "auto.create.topics.enable",
+        T::Boolean,
+        Some("true"),
+        Any,
+        "Create topics on first Metadata or Produce request.",
+    ),
+    def(
+        "delete.topic.enable",
+        T::Boolean,
+        Some("true"),
+        Any,
+        "Allow DeleteTopics.",
+    ),
+    dynamic(def(
+        "message.max.bytes",
+        T::Int,
+        Some("1048588"),
+        AtLeast(0),
+        "Largest record batch accepted (topic max.message.bytes default).",
+    )),
+    dynamic(def(
+        "min.insync.replicas",
+        T::Int,
+        Some("1"),
+        AtLeast(1),
+        "Default min.insync.replicas of topics.",
+    )),
+    dynamic(def(
+        "compression.type",
+        T::String,
+        Some("producer"),
+        OneOf(CODECS),
+        "Default compression.type of topics.",
+    )),
+    dynamic(def(
+        "compression.gzip.level",
+        T::Int,
+        Some("-1"),
+        Custom(gzip_level),
+        "Default gzip level.",
+    )),
+    dynamic(def(
+        "compression.lz4.level",
+        T::Int,
+        Some("9"),
+        Between(1, 17),
+        "Default lz4 level.",
+    )),
+    dynamic(def(
+        "compression.zstd.level",
+        T::Int,
+        Some("3"),
+        Between(-131_072, 22),
+        "Default zstd level.",
+    )),
+    dynamic(def(
+        "unclean.leader.election.enable",
+        T::Boolean,
+        Some("false"),
+        Any,
+        "Default unclean.leader.election.enable of topics.",
+    )),
+    dynamic(def(
+        "log.segment.bytes",
+        T::Int,
+        Some("1073741824"),
+        AtLeast(14),
+        "Default segment.bytes.",
+    )),
+    dynamic(def(
+        "log.roll.ms",
+        T::Long,
+        None,
+        AtLeast(1),
+        "Default segment.ms; overrides log.roll.hours.",
+    )),
+    def(
+        "log.roll.hours",
+        T::Int,
+        Some("168"),
+        AtLeast(1),
+        "Default segment.ms in hours.",
+    ),
+    dynamic(def(
+        "log.roll.jitter.ms",
+        T::Long,
+        None,
+        AtLeast(0),
+        "Default segment.jitter.ms.",
+    )),
+    def(
+        "log.roll.jitter.hours",
+        T::Int,
+        Some("0"),
+        AtLeast(0),
+        "Default segment.jitter.ms in hours.",
+    ),
+    dynamic(def(
+        "log.retention.ms",
+        T::Long,
+        None,
+        AtLeast(-1),
+        "Default retention.ms; overrides minutes and hours.",
+    )),
+    def(
+        "log.retention.minutes",
+        T::Int,
+        None,
+        Any,
+        "Default retention.ms in minutes.",
+    ),
+    def(
+        "log.retention.hours",
+        T::Int,
+        Some("168"),
+        Any,
+        "Default retention.ms in hours.",
+    ),
+    dynamic(def(
+        "log.retention.bytes",
+        T::Long,
+        Some("-1"),
+        Any,
+        "Default retention.bytes.",
+    )),
+    def(
+        "log.retention.check.interval.ms",
+        T::Long,
+        Some("300000"),
+        AtLeast(1),
+        "How often retention runs.",
+    ),
+    dynamic(def(
+        "log.cleanup.policy",
+        T::List,
+        Some("delete"),
+        EachOf(CLEANUP),
+        "Default cleanup.policy.",
+    )),
+    dynamic(def(
+        "log.index.size.max.bytes",
+        T::Int,
+        Some("10485760"),
+        AtLeast(4),
+        "Default segment.index.bytes.",
+    )),
+    dynamic(def(
+        "log.index.interval.bytes",
+        T::Int,
+        Some("4096"),
+        AtLeast(0),
+        "Default index.interval.bytes.",
+    )),
+    dynamic(def(
+        "log.flush.interval.messages",
+        T::Long,
+        Some(LONG_MAX),
+        AtLeast(1),
+        "Default flush.messages.",
+    )),
+    dynamic(def(
+        "log.flush.interval.ms",
+        T::Long,
+        None,
+        AtLeast(0),
+        "Default flush.ms.",
+    )),
+    def(
+        "log.flush.scheduler.interval.ms",
+        T::Long,
+        Some(LONG_MAX),
+        Any,
+        "How often logs are checked for a due flush.",
+    ),
+    def(
+        "log.flush.offset.checkpoint.interval.ms",
+        T::Int,
+        Some("60000"),
+        AtLeast(0),
+        "How often recovery points are checkpointed.",
+    ),
+    def(
+        "log.flush.start.offset.checkpoint.interval.ms",
+        T::Int,
+        Some("60000"),
+        AtLeast(0),
+        "How often log start offsets are checkpointed.",
+    ),
+    dynamic(def(
+        "log.segment.delete.delay.ms",
+        T::Long,
+        Some("60000"),
+        AtLeast(0),
+        "Default file.delete.delay.ms.",
+    )),
+    dynamic(def(
+        "log.preallocate",
+        T::Boolean,
+        Some("false"),
+        Any,
+        "Default preallocate.",
+    )),
+    dynamic(def(
+        "log.message.timestamp.type",
+        T::String,
+        Some("CreateTime"),
+        OneOf(TIMESTAMP_TYPES),
+        "Default message.timestamp.type.",
+    )),
+    dynamic(def(
+        "log.message.timestamp.before.max.ms",
+        T::Long,
+        Some(LONG_MAX),
+        AtLeast(0),
+        "Default message.timestamp.before.max.ms.",
+    )),
+    dynamic(def(
+        "log.message.timestamp.after.max.ms",
+        T::Long,
+        Some("3600000"),
+        AtLeast(0),
+        "Default message.timestamp.after.max.ms.",
+    )),
+    dynamic(def(
+        "log.local.retention.ms",
+        T::Long,
+        Some("-2"),
+        AtLeast(-2),
+        "Default local.retention.ms.",
+    )),
+    dynamic(def(
+        "log.local.retention.bytes",
+        T::Long,
+        Some("-2"),
+        AtLeast(-2),
+        "Default local.retention.bytes.",
+    )),
+    dynamic(def(
+        "log.cleaner.delete.retention.ms",
+        T::Long,
+        Some("86400000"),
+        AtLeast(0),
+        "Default delete.retention.ms.",
+    )),
+    dynamic(def(
+        "log.cleaner.min.compaction.lag.ms",
+        T::Long,
+        Some("0"),
+        AtLeast(0),
+        "Default min.compaction.lag.ms.",
+    )),
+    dynamic(def(
+        "log.cleaner.max.compaction.lag.ms",
+        T::Long,
+        Some(LONG_MAX),
+        AtLeast(1),
+        "Default max.compaction.lag.ms.",
+    )),
+    dynamic(def(
+        "log.cleaner.min.cleanable.ratio",
+        T::Double,
+        Some("0.5"),
+        DoubleBetween(0.0, 1.0),
+        "Default min.cleanable.dirty.ratio.",
+    )),
+    def(
+        "socket.request.max.bytes",
+        T::Int,
+        Some("104857600"),
+        AtLeast(1),
+        "Largest request frame accepted.",
+    ),
+    def(
+        "socket.send.buffer.bytes",
+        T::Int,
+        Some("102400"),
+        Any,
+        "SO_SNDBUF of client sockets; -1 keeps the OS default.",
+    ),
+    def(
+        "socket.receive.buffer.bytes",
+        T::Int,
+        Some("102400"),
+        Any,
+        "SO_RCVBUF of client sockets; -1 keeps the OS default.",
+    ),
+    def(
+        "socket.listen.backlog.size",
+        T::Int,
+        Some("50"),
+        AtLeast(1),
+        "Accept backlog of each listener.",
+    ),
+    def(
+        "queued.max.requests",
+        T::Int,
+        Some("500"),
+        AtLeast(1),
+        "Requests one connection may have read ahead.",
+    ),
+    dynamic(def(
+        "num.network.threads",
+        T::Int,
+        Some("3"),
+        AtLeast(1),
+        "Accepted for compatibility; Sluice sizes its runtime by cores.",
+    )),
+    dynamic(def(
+        "num.io.threads",
+        T::Int,
+        Some("8"),
+        AtLeast(1),
+        "Accepted for compatibility; Sluice sizes its runtime by cores.",
+    )),
+    dynamic(def(
+        "num.recovery.threads.per.data.dir",
+        T::Int,
+        Some("2"),
+        AtLeast(1),
+        "Accepted for compatibility.",
+    )),
+    def(
+        "connections.max.idle.ms",
+        T::Long,
+        Some("600000"),
+        Any,
+        "Idle connections are closed after this long.",
+    ),
+    dynamic(def(
+        "max.connections",
+        T::Int,
+        Some("2147483647"),
+        AtLeast(0),
+        "Most concurrent client connections.",
+    )),
+    def(
+        "request.timeout.ms",
+        T::Int,
+        Some("30000"),
+        Any,
+        "Upper bound of a request's server-side wait.",
+    ),
+    def(
+        "fetch.max.bytes",
+        T::Int,
+        Some("57671680"),
+        AtLeast(1024),
+        "Largest fetch response served.",
+    ),
+    def(
+        "offsets.topic.num.partitions",
+        T::Int,
+        Some("50"),
+        AtLeast(1),
+        "Partitions of __consumer_offsets.",
+    ),
+    def(
+        "offsets.topic.replication.factor",
+        T::Short,
+        Some("3"),
+        AtLeast(1),
+        "Replication factor of __consumer_offsets (capped by live brokers).",
+    ),
+    def(
+        "transaction.state.log.num.partitions",
+        T::Int,
+        Some("50"),
+        AtLeast(1),
+        "Partitions of __transaction_state.",
+    ),
+    def(
+        "transaction.state.log.replication.factor",
+        T::Short,
+        Some("3"),
+        AtLeast(1),
+        "Replication factor of __transaction_state (capped by live brokers).",
+    ),
+    def(
+        "transaction.state.log.min.isr",
+        T::Int,
+        Some("2"),
+        AtLeast(1),
+        "min.insync.replicas of __transaction_state.",
+    ),
+    def(
+        "group.initial.rebalance.delay.ms",
+        T::Int,
+        Some("3000"),
+        Any,
+        "Delay before the first rebalance of an empty group.",
+    ),
+    def(
+        "replica.lag.time.max.ms",
+        T::Long,
+        Some("30000"),
+        Any,
+        "Time a follower may lag before leaving the ISR.",
+    ),
 ];
 
 pub fn broker_def(name: &str) -> Option<&'static ConfigDef> {
@@ -260,7 +1003,12 @@ fn type_name(ty: ConfigType) -> &'static str {
 /// Check `raw` against a definition; the error reads like Kafka's ConfigException.
 pub fn validate(d: &ConfigDef, raw: &str) -> Result<(), String> {
     let v = raw.trim();
-    let invalid = |why: String| Err(format!("Invalid value {raw} for configuration {}: {why}", d.name));
+    let invalid = |why: String| {
+        Err(format!(
+            "Invalid value {raw} for configuration {}: {why}",
+            d.name
+        ))
+    };
     let number: Option<i64> = match d.ty {
         T::Int => match v.parse::<i32>() {
             Ok(n) => Some(i64::from(n)),
@@ -295,11 +1043,15 @@ pub fn validate(d: &ConfigDef, raw: &str) -> Result<(), String> {
             _ => Ok(()),
         },
         Between(lo, hi) => match number {
-            Some(n) if n < lo || n > hi => invalid(format!("Value must be no less than {lo} and no more than {hi}")),
+            Some(n) if n < lo || n > hi => invalid(format!(
+                "Value must be no less than {lo} and no more than {hi}"
+            )),
             _ => Ok(()),
         },
         DoubleBetween(lo, hi) => match v.parse::<f64>() {
-            Ok(x) if x < lo || x > hi => invalid(format!("Value must be no less than {lo} and no more than {hi}")),
+            Ok(x) if x < lo || x > hi => invalid(format!(
+                "Value must be no less than {lo} and no more than {hi}"
+            )),
             _ => Ok(()),
         },
         OneOf(allowed) => {
@@ -312,7 +1064,10 @@ pub fn validate(d: &ConfigDef, raw: &str) -> Result<(), String> {
         EachOf(allowed) => {
             for item in v.split(',').map(str::trim).filter(|s| !s.is_empty()) {
                 if !allowed.contains(&item) {
-                    return invalid(format!("Invalid value {item}; must be one of [{}]", allowed.join(", ")));
+                    return invalid(format!(
+                        "Invalid value {item}; must be one of [{}]",
+                        allowed.join(", ")
+                    ));
                 }
             }
             Ok(())
@@ -338,8 +1093,13 @@ pub fn parse_listeners(v: &str) -> Result<Vec<Listener>, String> {
         let (host, port) = rest
             .rsplit_once(':')
             .ok_or_else(|| format!("listener {item} has no port"))?;
-        let port: u16 = port.parse().map_err(|_| format!("listener {item} has an invalid port"))?;
-        let host = host.trim_start_matches('[').trim_end_matches(']').to_string();
+        let port: u16 = port
+            .parse()
+            .map_err(|_| format!("listener {item} has an invalid port"))?;
+        let host = host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string();
         if out.iter().any(|l: &Listener| l.name == name) {
             return Err(format!("listener name {name} appears more than once"));
         }
@@ -380,7 +1140,11 @@ pub enum Origin {
 }
 
 /// Environment variables with the `SLUICE_` prefix that are not broker configs.
-pub const NON_CONFIG_ENV: &[&str] = &["SLUICE_BOOTSTRAP", "SLUICE_LOG", "SLUICE_DATA_DIR_FOR_TESTS"];
+pub const NON_CONFIG_ENV: &[&str] = &[
+    "SLUICE_BOOTSTRAP",
+    "SLUICE_LOG",
+    "SLUICE_DATA_DIR_FOR_TESTS",
+];
 
 /// `SLUICE_LOG_SEGMENT_BYTES` -> `log.segment.bytes` (`__` -> `_`, `___` -> `-`, as Kafka's
 /// container images map `KAFKA_*`).
@@ -390,7 +1154,14 @@ pub fn env_key_to_config(var: &str) -> Option<String> {
         return None;
     }
     let lower = rest.to_ascii_lowercase();
-    Some(lower.replace("___", "\u{1}").replace("__", "\u{2}").replace('_', ".").replace('\u{1}', "-").replace('\u{2}', "_"))
+    Some(
+        lower
+            .replace("___", "\u{1}")
+            .replace("__", "\u{2}")
+            .replace('_', ".")
+            .replace('\u{1}', "-")
+            .replace('\u{2}', "_"),
+    )
 }
 
 /// The broker's static configuration: explicitly set keys plus Kafka's defaults.
@@ -401,14 +1172,18 @@ pub struct BrokerConfig {
 
 impl Default for BrokerConfig {
     fn default() -> Self {
-        Self { set: BTreeMap::new() }
+        Self {
+            set: BTreeMap::new(),
+        }
     }
 }
 
 impl BrokerConfig {
     /// Merge settings (later origins win), validate every known key, and report unknown ones.
     /// Returns the config and one warning per unknown key.
-    pub fn build(settings: &[(Origin, String, String)]) -> Result<(Self, Vec<String>), ConfigError> {
+    pub fn build(
+        settings: &[(Origin, String, String)],
+    ) -> Result<(Self, Vec<String>), ConfigError> {
         let mut ordered: Vec<&(Origin, String, String)> = settings.iter().collect();
         ordered.sort_by_key(|(o, _, _)| *o as u8);
         let mut set = BTreeMap::new();
@@ -471,11 +1246,14 @@ impl BrokerConfig {
     }
 
     fn int(&self, key: &str) -> i64 {
-        self.value(key).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+        self.value(key)
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0)
     }
 
     fn flag(&self, key: &str) -> bool {
-        self.value(key).is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        self.value(key)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
     }
 
     pub fn set_explicit(&mut self, key: &str, value: &str) {
@@ -485,7 +1263,11 @@ impl BrokerConfig {
     pub fn node_id(&self) -> i32 {
         match self.explicit("node.id") {
             Some(v) => v.parse().unwrap_or(0),
-            None => self.explicit("broker.id").and_then(|v| v.parse().ok()).filter(|v| *v >= 0).unwrap_or(0),
+            None => self
+                .explicit("broker.id")
+                .and_then(|v| v.parse().ok())
+                .filter(|v| *v >= 0)
+                .unwrap_or(0),
         }
     }
 
@@ -501,8 +1283,16 @@ impl BrokerConfig {
     }
 
     pub fn log_dirs(&self) -> Vec<PathBuf> {
-        let raw = self.explicit("log.dirs").map(str::to_owned).or_else(|| self.value("log.dir")).unwrap_or_default();
-        raw.split(',').map(str::trim).filter(|s| !s.is_empty()).map(PathBuf::from).collect()
+        let raw = self
+            .explicit("log.dirs")
+            .map(str::to_owned)
+            .or_else(|| self.value("log.dir"))
+            .unwrap_or_default();
+        raw.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(PathBuf::from)
+            .collect()
     }
 
     pub fn num_partitions(&self) -> i32 {
@@ -554,16 +1344,25 @@ impl BrokerConfig {
     }
 
     pub fn socket_buffer_bytes(&self) -> (i32, i32) {
-        (self.int("socket.send.buffer.bytes") as i32, self.int("socket.receive.buffer.bytes") as i32)
+        (
+            self.int("socket.send.buffer.bytes") as i32,
+            self.int("socket.receive.buffer.bytes") as i32,
+        )
     }
 
     /// The broker-level default of a topic config: its highest-priority set synonym
     /// (converted to the topic config's unit), else the topic default.
-    pub fn topic_default(&self, topic_key: &str) -> Option<(String, Option<(&'static str, ConfigSource)>)> {
+    pub fn topic_default(
+        &self,
+        topic_key: &str,
+    ) -> Option<(String, Option<(&'static str, ConfigSource)>)> {
         let tdef = topic_def(topic_key)?;
         for (syn, factor) in tdef.broker_synonyms {
             if let Some(v) = self.explicit(syn) {
-                return Some((scale(v, *factor), Some((syn, ConfigSource::StaticBrokerConfig))));
+                return Some((
+                    scale(v, *factor),
+                    Some((syn, ConfigSource::StaticBrokerConfig)),
+                ));
             }
         }
         Some((tdef.def.default.unwrap_or_default().to_string(), None))
@@ -597,7 +1396,9 @@ pub struct DescribedConfig {
 
 /// Validate topic config overrides (CreateTopics, AlterConfigs): Kafka's INVALID_CONFIG
 /// message on failure.
-pub fn validate_topic_configs<'a>(overrides: impl IntoIterator<Item = (&'a str, Option<&'a str>)>) -> Result<(), String> {
+pub fn validate_topic_configs<'a>(
+    overrides: impl IntoIterator<Item = (&'a str, Option<&'a str>)>,
+) -> Result<(), String> {
     for (k, v) in overrides {
         let Some(d) = topic_def(k) else {
             return Err(format!("Unknown topic config name: {k}"));
@@ -611,7 +1412,11 @@ pub fn validate_topic_configs<'a>(overrides: impl IntoIterator<Item = (&'a str, 
 }
 
 /// The effective value of a topic config: override > broker synonym > default.
-pub fn topic_value(broker: &BrokerConfig, overrides: &BTreeMap<String, String>, key: &str) -> Option<String> {
+pub fn topic_value(
+    broker: &BrokerConfig,
+    overrides: &BTreeMap<String, String>,
+    key: &str,
+) -> Option<String> {
     overrides
         .get(key)
         .cloned()
@@ -619,25 +1424,42 @@ pub fn topic_value(broker: &BrokerConfig, overrides: &BTreeMap<String, String>, 
 }
 
 /// Every topic config with value, source and synonyms, as DescribeConfigs(TOPIC) reports.
-pub fn describe_topic(broker: &BrokerConfig, overrides: &BTreeMap<String, String>) -> Vec<DescribedConfig> {
+pub fn describe_topic(
+    broker: &BrokerConfig,
+    overrides: &BTreeMap<String, String>,
+) -> Vec<DescribedConfig> {
     TOPIC_CONFIGS
         .iter()
         .map(|t| {
             let mut synonyms = Vec::new();
             if let Some(v) = overrides.get(t.def.name) {
-                synonyms.push((t.def.name.to_string(), Some(v.clone()), ConfigSource::TopicConfig));
+                synonyms.push((
+                    t.def.name.to_string(),
+                    Some(v.clone()),
+                    ConfigSource::TopicConfig,
+                ));
             }
             for (syn, _) in t.broker_synonyms {
                 if let Some(v) = broker.explicit(syn) {
-                    synonyms.push((syn.to_string(), Some(v.to_string()), ConfigSource::StaticBrokerConfig));
+                    synonyms.push((
+                        syn.to_string(),
+                        Some(v.to_string()),
+                        ConfigSource::StaticBrokerConfig,
+                    ));
                 }
             }
             if let Some((syn, _)) = t.broker_synonyms.first() {
                 if let Some(d) = broker_def(syn).and_then(|d| d.default) {
-                    synonyms.push((syn.to_string(), Some(d.to_string()), ConfigSource::DefaultConfig));
+                    synonyms.push((
+                        syn.to_string(),
+                        Some(d.to_string()),
+                        ConfigSource::DefaultConfig,
+                    ));
                 }
             }
-            let source = synonyms.first().map_or(ConfigSource::DefaultConfig, |s| s.2);
+            let source = synonyms
+                .first()
+                .map_or(ConfigSource::DefaultConfig, |s| s.2);
             DescribedConfig {
                 name: t.def.name.to_string(),
                 value: topic_value(broker, overrides, t.def.name),
@@ -665,12 +1487,22 @@ pub fn describe_broker(broker: &BrokerConfig) -> Vec<DescribedConfig> {
                 broker.explicit(d.name).map(str::to_owned)
             };
             if let Some(v) = &explicit {
-                synonyms.push((d.name.to_string(), Some(v.clone()), ConfigSource::StaticBrokerConfig));
+                synonyms.push((
+                    d.name.to_string(),
+                    Some(v.clone()),
+                    ConfigSource::StaticBrokerConfig,
+                ));
             }
             if let Some(def) = d.default {
-                synonyms.push((d.name.to_string(), Some(def.to_string()), ConfigSource::DefaultConfig));
+                synonyms.push((
+                    d.name.to_string(),
+                    Some(def.to_string()),
+                    ConfigSource::DefaultConfig,
+                ));
             }
-            let source = synonyms.first().map_or(ConfigSource::DefaultConfig, |s| s.2);
+            let source = synonyms
+                .first()
+                .map_or(ConfigSource::DefaultConfig, |s| s.2);
             DescribedConfig {
                 name: d.name.to_string(),
                 value: explicit.or_else(|| d.default.map(str::to_owned)),
@@ -705,7 +1537,10 @@ mod tests {
     use super::*;
 
     fn build(pairs: &[(Origin, &str, &str)]) -> Result<(BrokerConfig, Vec<String>), ConfigError> {
-        let owned: Vec<(Origin, String, String)> = pairs.iter().map(|(o, k, v)| (*o, k.to_string(), v.to_string())).collect();
+        let owned: Vec<(Origin, String, String)> = pairs
+            .iter()
+            .map(|(o, k, v)| (*o, k.to_string(), v.to_string()))
+            .collect();
         BrokerConfig::build(&owned)
     }
 
@@ -734,7 +1569,10 @@ mod tests {
         ])
         .unwrap();
         assert_eq!(c.num_partitions(), 6);
-        assert_eq!(w, vec!["unknown configuration key 'zookeeper.connect' is ignored".to_string()]);
+        assert_eq!(
+            w,
+            vec!["unknown configuration key 'zookeeper.connect' is ignored".to_string()]
+        );
         assert_eq!(c.topic_default("retention.ms").unwrap().0, "7200000");
         let err = build(&[(Origin::File, "num.partitions", "zero")]).unwrap_err();
         assert_eq!(err.key, "num.partitions");
@@ -746,8 +1584,14 @@ mod tests {
 
     #[test]
     fn env_names_map_like_kafka_images() {
-        assert_eq!(env_key_to_config("SLUICE_LOG_SEGMENT_BYTES").as_deref(), Some("log.segment.bytes"));
-        assert_eq!(env_key_to_config("SLUICE_A__B___C").as_deref(), Some("a_b-c"));
+        assert_eq!(
+            env_key_to_config("SLUICE_LOG_SEGMENT_BYTES").as_deref(),
+            Some("log.segment.bytes")
+        );
+        assert_eq!(
+            env_key_to_config("SLUICE_A__B___C").as_deref(),
+            Some("a_b-c")
+        );
         assert_eq!(env_key_to_config("SLUICE_BOOTSTRAP"), None);
         assert_eq!(env_key_to_config("OTHER"), None);
     }
@@ -759,7 +1603,9 @@ mod tests {
             validate_topic_configs([("nope", Some("1"))]).unwrap_err(),
             "Unknown topic config name: nope"
         );
-        assert!(validate_topic_configs([("retention.ms", Some("x"))]).unwrap_err().contains("Not a number"));
+        assert!(validate_topic_configs([("retention.ms", Some("x"))])
+            .unwrap_err()
+            .contains("Not a number"));
         assert!(validate_topic_configs([("cleanup.policy", Some("compact,delete"))]).is_ok());
         assert!(validate_topic_configs([("cleanup.policy", Some("shred"))]).is_err());
         assert!(validate_topic_configs([("compression.type", Some("brotli"))]).is_err());
@@ -769,10 +1615,19 @@ mod tests {
         let d = describe_topic(&broker, &overrides);
         assert_eq!(d.len(), TOPIC_CONFIGS.len());
         let r = d.iter().find(|e| e.name == "retention.ms").unwrap();
-        assert_eq!((r.value.as_deref(), r.source), (Some("5"), ConfigSource::TopicConfig));
+        assert_eq!(
+            (r.value.as_deref(), r.source),
+            (Some("5"), ConfigSource::TopicConfig)
+        );
         let s = d.iter().find(|e| e.name == "segment.bytes").unwrap();
-        assert_eq!((s.value.as_deref(), s.source), (Some("2048"), ConfigSource::StaticBrokerConfig));
+        assert_eq!(
+            (s.value.as_deref(), s.source),
+            (Some("2048"), ConfigSource::StaticBrokerConfig)
+        );
         let m = d.iter().find(|e| e.name == "max.message.bytes").unwrap();
-        assert_eq!((m.value.as_deref(), m.source), (Some("1048588"), ConfigSource::DefaultConfig));
+        assert_eq!(
+            (m.value.as_deref(), m.source),
+            (Some("1048588"), ConfigSource::DefaultConfig)
+        );
     }
 }

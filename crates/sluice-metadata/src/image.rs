@@ -46,6 +46,8 @@ pub struct MetadataImage {
     pub topic_names: HashMap<Uuid, String>,
     /// (resource type, resource name) -> config key -> value.
     pub configs: BTreeMap<(i8, String), BTreeMap<String, String>>,
+    /// The first producer id not yet handed out.
+    pub next_producer_id: i64,
 }
 
 impl MetadataImage {
@@ -98,7 +100,11 @@ impl MetadataImage {
                 leader_epoch,
                 partition_epoch,
             } => {
-                if let Some(topic) = self.topic_names.get(topic_id).and_then(|n| self.topics.get_mut(n)) {
+                if let Some(topic) = self
+                    .topic_names
+                    .get(topic_id)
+                    .and_then(|n| self.topics.get_mut(n))
+                {
                     topic.partitions.insert(
                         *partition,
                         PartitionRegistration {
@@ -130,6 +136,11 @@ impl MetadataImage {
                         }
                     }
                 }
+            }
+            MetadataRecord::ProducerIds {
+                next_producer_id, ..
+            } => {
+                self.next_producer_id = self.next_producer_id.max(*next_producer_id);
             }
             MetadataRecord::RemoveTopic { topic_id } => {
                 if let Some(name) = self.topic_names.remove(topic_id) {
@@ -175,7 +186,9 @@ impl PartitionDelta {
             let old_topic = old.topics.get(name).filter(|t| t.id == topic.id);
             for (p, reg) in &topic.partitions {
                 if old_topic.and_then(|t| t.partitions.get(p)) != Some(reg) {
-                    delta.changed.push((name.clone(), topic.id, *p, reg.clone()));
+                    delta
+                        .changed
+                        .push((name.clone(), topic.id, *p, reg.clone()));
                 }
             }
             if old_topic.is_some() && old.topic_configs(name) != new.topic_configs(name) {
@@ -184,9 +197,11 @@ impl PartitionDelta {
         }
         for (name, topic) in &old.topics {
             if new.topics.get(name).is_none_or(|t| t.id != topic.id) {
-                delta
-                    .deleted
-                    .push((name.clone(), topic.id, topic.partitions.keys().copied().collect()));
+                delta.deleted.push((
+                    name.clone(),
+                    topic.id,
+                    topic.partitions.keys().copied().collect(),
+                ));
             }
         }
         delta
@@ -201,7 +216,13 @@ mod tests {
     fn apply_and_diff() {
         let id = Uuid::from_bytes([5; 16]);
         let mut a = MetadataImage::empty();
-        a.apply(0, &MetadataRecord::Topic { name: "t".into(), id });
+        a.apply(
+            0,
+            &MetadataRecord::Topic {
+                name: "t".into(),
+                id,
+            },
+        );
         a.apply(
             1,
             &MetadataRecord::Partition {
@@ -226,7 +247,10 @@ mod tests {
                 value: Some("1".into()),
             },
         );
-        assert_eq!(b.topic_configs("t").get("retention.ms").map(String::as_str), Some("1"));
+        assert_eq!(
+            b.topic_configs("t").get("retention.ms").map(String::as_str),
+            Some("1")
+        );
         let d = PartitionDelta::between(&a, &b);
         assert_eq!((d.changed.len(), d.config_changed.len()), (0, 1));
         b.apply(3, &MetadataRecord::RemoveTopic { topic_id: id });

@@ -8,8 +8,10 @@
 //! - [`image`]: [`MetadataImage`], the state after applying records, and the diff a broker
 //!   reacts to.
 //! - [`topic`]: topic name rules and the internal topic names.
+//! - [`controller_types`]: requests to and answers from the controller.
 
 pub mod config;
+pub mod controller_types;
 pub mod image;
 pub mod record;
 pub mod topic;

@@ -47,6 +47,9 @@ pub enum MetadataRecord {
     },
     /// A topic and all its partitions were deleted.
     RemoveTopic { topic_id: Uuid },
+    /// A block of producer ids was handed out to `node_id`; ids below `next_producer_id`
+    /// are taken.
+    ProducerIds { node_id: i32, next_producer_id: i64 },
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -217,6 +220,14 @@ impl MetadataRecord {
                 w.0.extend_from_slice(&[5, 0]);
                 w.uuid(topic_id);
             }
+            MetadataRecord::ProducerIds {
+                node_id,
+                next_producer_id,
+            } => {
+                w.0.extend_from_slice(&[6, 0]);
+                w.i32(*node_id);
+                w.i64(*next_producer_id);
+            }
         }
         w.0
     }
@@ -268,7 +279,13 @@ impl MetadataRecord {
                 name: r.str()?,
                 value: r.opt_str()?,
             },
-            (5, 0) => MetadataRecord::RemoveTopic { topic_id: r.uuid()? },
+            (5, 0) => MetadataRecord::RemoveTopic {
+                topic_id: r.uuid()?,
+            },
+            (6, 0) => MetadataRecord::ProducerIds {
+                node_id: r.i32()?,
+                next_producer_id: r.i64()?,
+            },
             (t, v) => return Err(RecordError::UnknownType(t, v)),
         };
         if !r.buf.is_empty() {
@@ -317,6 +334,10 @@ mod tests {
             MetadataRecord::RemoveTopic {
                 topic_id: Uuid::from_bytes([1; 16]),
             },
+            MetadataRecord::ProducerIds {
+                node_id: 0,
+                next_producer_id: 2000,
+            },
         ]
     }
 
@@ -329,6 +350,9 @@ mod tests {
                 assert!(MetadataRecord::decode(&bytes[..cut]).is_err());
             }
         }
-        assert_eq!(MetadataRecord::decode(&[9, 0]), Err(RecordError::UnknownType(9, 0)));
+        assert_eq!(
+            MetadataRecord::decode(&[9, 0]),
+            Err(RecordError::UnknownType(9, 0))
+        );
     }
 }

@@ -18,7 +18,10 @@ pub fn validate_name(name: &str) -> Result<(), String> {
             "Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {name}"
         ));
     }
-    if !name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-') {
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_' || b == b'-')
+    {
         return Err(format!(
             "Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
         ));

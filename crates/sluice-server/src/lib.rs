@@ -1,1 +1,15 @@
-//! sluice-server
+//! A Sluice node: wires the controller, the log manager, the replica manager and the
+//! broker's listeners together, runs the background chores, and shuts it all down in order.
+//!
+//! # Layout
+//! - [`node`]: [`Node::start`] / [`Node::shutdown`]: startup sequence, tasks, clean shutdown.
+//! - [`local_controller`]: the broker's [`sluice_broker::controller_api::ControllerApi`] over
+//!   the in-process controller, publishing each committed change to the broker.
+//! - [`settings`]: building a [`sluice_metadata::BrokerConfig`] from a properties file,
+//!   `SLUICE_*` environment variables and `--override` flags.
+
+pub mod local_controller;
+pub mod node;
+pub mod settings;
+
+pub use node::{Node, NodeError};

@@ -1,0 +1,61 @@
+//! [`Broker`]: the state every request handler receives. Built once by the node and shared
+//! (`Arc`) by all connection tasks; it owns no tasks itself.
+
+use std::sync::Arc;
+
+use sluice_metadata::config::BrokerConfig;
+
+use crate::controller_api::ControllerApi;
+use crate::handlers::HandlerTable;
+use crate::metadata_cache::MetadataCache;
+use crate::replica_manager::ReplicaManager;
+
+pub struct Broker {
+    pub node_id: i32,
+    pub cluster_id: String,
+    pub config: Arc<BrokerConfig>,
+    pub metadata: Arc<MetadataCache>,
+    pub replicas: Arc<ReplicaManager>,
+    pub controller: Arc<dyn ControllerApi>,
+    pub handlers: HandlerTable,
+    pub producer_ids: ProducerIdBlock,
+}
+
+/// Producer ids reserved from the controller in blocks, handed out one by one.
+#[derive(Default)]
+pub struct ProducerIdBlock {
+    /// (next id, end of block exclusive)
+    block: tokio::sync::Mutex<(i64, i64)>,
+}
+
+/// Ids reserved per controller round trip (Kafka's block size).
+const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
+
+impl Broker {
+    /// A producer id never handed out before, in this process or any earlier one.
+    pub async fn next_producer_id(&self) -> Result<i64, String> {
+        let mut block = self.producer_ids.block.lock().await;
+        if block.0 >= block.1 {
+            let first = self
+                .call_controller(|c| c.allocate_producer_ids(PRODUCER_ID_BLOCK_SIZE))
+                .await?;
+            *block = (first, first + PRODUCER_ID_BLOCK_SIZE);
+        }
+        let id = block.0;
+        block.0 += 1;
+        Ok(id)
+    }
+
+    /// Run a controller call on the blocking pool (it appends to the metadata log).
+    pub async fn call_controller<T, F>(&self, f: F) -> Result<T, String>
+    where
+        T: Send + 'static,
+        F: FnOnce(&dyn ControllerApi) -> Result<T, String> + Send + 'static,
+    {
+        let controller = Arc::clone(&self.controller);
+        match tokio::task::spawn_blocking(move || f(controller.as_ref())).await {
+            Ok(r) => r,
+            Err(e) => Err(format!("controller call failed: {e}")),
+        }
+    }
+}

@@ -1,0 +1,40 @@
+//! What the broker asks of the controller. The node implements this over the in-process
+//! controller; calls block (they append to the metadata log), so handlers run them on the
+//! blocking pool. A call returns once the change is committed and published to this broker.
+
+use sluice_metadata::controller_types::{ApiError, CreateTopicSpec, CreatedTopic, TopicRef};
+use sluice_metadata::Uuid;
+
+/// A controller failure that is not the request's fault (e.g. the metadata log's disk).
+pub type ControllerFailure = String;
+
+pub trait ControllerApi: Send + Sync + 'static {
+    fn create_topics(
+        &self,
+        specs: &[CreateTopicSpec],
+        validate_only: bool,
+    ) -> Result<Vec<Result<CreatedTopic, ApiError>>, ControllerFailure>;
+
+    fn delete_topics(
+        &self,
+        targets: &[TopicRef],
+    ) -> Result<Vec<Result<(String, Uuid), ApiError>>, ControllerFailure>;
+
+    fn create_partitions(
+        &self,
+        topic: &str,
+        count: i32,
+        assignments: Option<&[Vec<i32>]>,
+        validate_only: bool,
+    ) -> Result<Result<(), ApiError>, ControllerFailure>;
+
+    /// Reserve `count` producer ids for this broker; returns the first.
+    fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerFailure>;
+
+    fn alter_topic_configs(
+        &self,
+        topic: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Result<Result<(), ApiError>, ControllerFailure>;
+}

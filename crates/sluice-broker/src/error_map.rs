@@ -1,0 +1,16 @@
+//! The one place storage errors become Kafka error codes.
+
+use sluice_protocol::ErrorCode;
+use sluice_storage::LogError;
+
+pub fn log_error_code(e: &LogError) -> ErrorCode {
+    match e {
+        LogError::Corrupt(_) => ErrorCode::CorruptMessage,
+        LogError::InvalidRecord(_) => ErrorCode::InvalidRecord,
+        LogError::MessageTooLarge { .. } => ErrorCode::MessageTooLarge,
+        LogError::InvalidTimestamp { .. } => ErrorCode::InvalidTimestamp,
+        LogError::UnsupportedFormat(_) => ErrorCode::UnsupportedForMessageFormat,
+        LogError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
+        LogError::Io { .. } => ErrorCode::KafkaStorageError,
+    }
+}

@@ -1,0 +1,89 @@
+//! ApiVersions (key 18): the versions of every API this broker routes, generated from the
+//! handler table. A request at a version we do not know is answered by the network layer
+//! with a v0 response carrying UNSUPPORTED_VERSION and the table (see
+//! [`unsupported_version_response`]), so clients can retry at a version we speak.
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
+use sluice_protocol::{frame, ErrorCode};
+
+use super::{Handler, HandlerFuture, HandlerTable};
+use crate::broker::Broker;
+use crate::request::{HandlerError, RequestContext, Response};
+
+pub const HANDLER: Handler = Handler {
+    api_key: ApiKey::ApiVersions,
+    min_version: 0,
+    max_version: 4,
+    handle: dispatch,
+};
+
+fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
+    Box::pin(async move { handle(broker, ctx, body) })
+}
+
+fn api_keys(table: &HandlerTable) -> Vec<ApiVersion> {
+    table
+        .iter()
+        .map(|h| {
+            ApiVersion::default()
+                .with_api_key(h.api_key as i16)
+                .with_min_version(h.min_version)
+                .with_max_version(h.max_version)
+        })
+        .collect()
+}
+
+/// Kafka's rule for client software names and versions (KIP-511).
+fn valid_software_field(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b[0].is_ascii_alphanumeric()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'.')
+}
+
+fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+    let req: ApiVersionsRequest = ctx.decode(body)?;
+    let mut resp = ApiVersionsResponse::default();
+    resp.api_keys = api_keys(&broker.handlers);
+    if ctx.api_version >= 3
+        && (!valid_software_field(&req.client_software_name)
+            || !valid_software_field(&req.client_software_version))
+    {
+        resp.error_code = ErrorCode::InvalidRequest.code();
+        resp.api_keys.clear();
+    }
+    ctx.respond(&resp)
+}
+
+/// The answer to an ApiVersions request at a version above ours: always encoded as v0.
+pub fn unsupported_version_response(
+    table: &HandlerTable,
+    correlation_id: i32,
+) -> Result<BytesMut, HandlerError> {
+    let mut resp = ApiVersionsResponse::default();
+    resp.error_code = ErrorCode::UnsupportedVersion.code();
+    resp.api_keys = api_keys(table);
+    let mut out = BytesMut::new();
+    frame::encode_response(&mut out, ApiKey::ApiVersions, 0, correlation_id, &resp)
+        .map_err(|e| HandlerError::Encode(e.to_string()))?;
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn software_names_follow_kip_511() {
+        assert!(valid_software_field("librdkafka"));
+        assert!(valid_software_field("2.3.0"));
+        assert!(valid_software_field("apache-kafka-java"));
+        assert!(!valid_software_field(""));
+        assert!(!valid_software_field("-x"));
+        assert!(!valid_software_field("a b"));
+    }
+}

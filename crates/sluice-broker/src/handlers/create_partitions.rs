@@ -1,0 +1,69 @@
+//! CreatePartitions (key 37): grow a topic; a smaller or equal count is INVALID_PARTITIONS.
+
+use bytes::Bytes;
+use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
+use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, CreatePartitionsResponse};
+use sluice_protocol::ErrorCode;
+
+use super::{Handler, HandlerFuture};
+use crate::broker::Broker;
+use crate::request::{str_bytes, HandlerError, RequestContext, Response};
+
+pub const HANDLER: Handler = Handler {
+    api_key: ApiKey::CreatePartitions,
+    min_version: 0,
+    max_version: 3,
+    handle: dispatch,
+};
+
+fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
+    Box::pin(handle(broker, ctx, body))
+}
+
+async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
+    let req: CreatePartitionsRequest = ctx.decode(body)?;
+    let mut resp = CreatePartitionsResponse::default();
+    let mut seen = std::collections::HashMap::<String, usize>::new();
+    for t in &req.topics {
+        *seen.entry(t.name.to_string()).or_default() += 1;
+    }
+    for t in req.topics {
+        let name = t.name.to_string();
+        let mut r = CreatePartitionsTopicResult::default();
+        r.name = t.name.clone();
+        if seen[&name] > 1 {
+            r.error_code = ErrorCode::InvalidRequest.code();
+            r.error_message = Some(str_bytes("Duplicate topic in request."));
+            resp.results.push(r);
+            continue;
+        }
+        let assignments: Option<Vec<Vec<i32>>> = t.assignments.as_ref().map(|a| {
+            a.iter()
+                .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
+                .collect()
+        });
+        let (count, validate_only) = (t.count, req.validate_only);
+        let outcome = broker
+            .call_controller(move |c| {
+                c.create_partitions(&name, count, assignments.as_deref(), validate_only)
+            })
+            .await;
+        match outcome {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                r.error_code = e.code.code();
+                r.error_message = Some(str_bytes(e.message));
+            }
+            Err(e) => {
+                r.error_code = ErrorCode::UnknownServerError.code();
+                r.error_message = Some(str_bytes(e));
+            }
+        }
+        resp.results.push(r);
+    }
+    ctx.respond(&resp)
+}

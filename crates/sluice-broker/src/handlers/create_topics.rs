@@ -1,0 +1,106 @@
+//! CreateTopics (key 19): validated and committed by the controller; v5+ answers carry the
+//! new topic's partition count, replication factor and full config.
+
+use bytes::Bytes;
+use kafka_protocol::messages::create_topics_response::{
+    CreatableTopicConfigs, CreatableTopicResult,
+};
+use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
+use sluice_metadata::config::describe_topic;
+use sluice_metadata::controller_types::CreateTopicSpec;
+use sluice_protocol::ErrorCode;
+
+use super::{Handler, HandlerFuture};
+use crate::broker::Broker;
+use crate::request::{str_bytes, HandlerError, RequestContext, Response};
+
+pub const HANDLER: Handler = Handler {
+    api_key: ApiKey::CreateTopics,
+    min_version: 2,
+    max_version: 7,
+    handle: dispatch,
+};
+
+fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
+    Box::pin(handle(broker, ctx, body))
+}
+
+async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
+    let req: CreateTopicsRequest = ctx.decode(body)?;
+    let specs: Vec<CreateTopicSpec> = req
+        .topics
+        .iter()
+        .map(|t| CreateTopicSpec {
+            name: t.name.to_string(),
+            num_partitions: t.num_partitions,
+            replication_factor: t.replication_factor,
+            assignments: t
+                .assignments
+                .iter()
+                .map(|a| {
+                    (
+                        a.partition_index,
+                        a.broker_ids.iter().map(|b| b.0).collect(),
+                    )
+                })
+                .collect(),
+            configs: t
+                .configs
+                .iter()
+                .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                .collect(),
+        })
+        .collect();
+    let validate_only = req.validate_only;
+    let call_specs = specs.clone();
+    let outcomes = broker
+        .call_controller(move |c| c.create_topics(&call_specs, validate_only))
+        .await;
+    let mut resp = CreateTopicsResponse::default();
+    for (i, t) in req.topics.iter().enumerate() {
+        let mut r = CreatableTopicResult::default();
+        r.name = t.name.clone();
+        r.num_partitions = -1;
+        r.replication_factor = -1;
+        match outcomes.as_ref().map(|o| o.get(i)) {
+            Ok(Some(Ok(created))) => {
+                r.topic_id = created.id;
+                r.num_partitions = created.num_partitions;
+                r.replication_factor = created.replication_factor;
+                let overrides = specs[i]
+                    .configs
+                    .iter()
+                    .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
+                    .collect();
+                r.configs = Some(
+                    describe_topic(&broker.config, &overrides)
+                        .into_iter()
+                        .map(|d| {
+                            let mut c = CreatableTopicConfigs::default();
+                            c.name = str_bytes(d.name);
+                            c.value = d.value.map(str_bytes);
+                            c.read_only = d.read_only;
+                            c.config_source = d.source as i8;
+                            c.is_sensitive = d.sensitive;
+                            c
+                        })
+                        .collect(),
+                );
+            }
+            Ok(Some(Err(e))) => {
+                r.error_code = e.code.code();
+                r.error_message = Some(str_bytes(e.message.clone()));
+            }
+            Ok(None) | Err(_) => {
+                r.error_code = ErrorCode::UnknownServerError.code();
+                r.error_message = outcomes.as_ref().err().map(|e| str_bytes(e.clone()));
+            }
+        }
+        resp.topics.push(r);
+    }
+    ctx.respond(&resp)
+}

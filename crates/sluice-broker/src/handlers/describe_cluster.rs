@@ -1,0 +1,65 @@
+//! DescribeCluster (key 60): cluster id, controller and brokers (or controllers, v1+).
+
+use bytes::Bytes;
+use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
+use kafka_protocol::messages::{ApiKey, BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use sluice_protocol::ErrorCode;
+
+use super::{Handler, HandlerFuture};
+use crate::broker::Broker;
+use crate::handlers::metadata::brokers_for_listener;
+use crate::request::{
+    str_bytes, HandlerError, RequestContext, Response, AUTHORIZED_OPERATIONS_OMITTED,
+};
+
+pub const HANDLER: Handler = Handler {
+    api_key: ApiKey::DescribeCluster,
+    min_version: 0,
+    max_version: 2,
+    handle: dispatch,
+};
+
+const ENDPOINT_BROKERS: i8 = 1;
+const ENDPOINT_CONTROLLERS: i8 = 2;
+
+fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
+    Box::pin(async move { handle(broker, ctx, body) })
+}
+
+fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+    let req: DescribeClusterRequest = ctx.decode(body)?;
+    let image = broker.metadata.current();
+    let mut resp = DescribeClusterResponse::default();
+    resp.endpoint_type = if ctx.api_version >= 1 {
+        req.endpoint_type
+    } else {
+        ENDPOINT_BROKERS
+    };
+    if resp.endpoint_type != ENDPOINT_BROKERS && resp.endpoint_type != ENDPOINT_CONTROLLERS {
+        resp.error_code = ErrorCode::UnsupportedEndpointType.code();
+        resp.error_message = Some(str_bytes(format!(
+            "Unsupported endpoint type {}",
+            req.endpoint_type
+        )));
+        return ctx.respond(&resp);
+    }
+    resp.cluster_id = str_bytes(broker.cluster_id.clone());
+    resp.controller_id = BrokerId(broker.node_id);
+    resp.cluster_authorized_operations = if req.include_cluster_authorized_operations {
+        0
+    } else {
+        AUTHORIZED_OPERATIONS_OMITTED
+    };
+    resp.brokers = brokers_for_listener(&image, &ctx.listener)
+        .into_iter()
+        .map(|(id, host, port, rack)| {
+            let mut b = DescribeClusterBroker::default();
+            b.broker_id = BrokerId(id);
+            b.host = str_bytes(host);
+            b.port = port;
+            b.rack = rack.map(str_bytes);
+            b
+        })
+        .collect();
+    ctx.respond(&resp)
+}

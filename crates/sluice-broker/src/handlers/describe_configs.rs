@@ -1,0 +1,125 @@
+//! DescribeConfigs (key 32): topic configs (override > broker synonym > default, with
+//! sources and synonyms) and this broker's static configs.
+
+use bytes::Bytes;
+use kafka_protocol::messages::describe_configs_response::{
+    DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
+};
+use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
+use sluice_metadata::config::{describe_broker, describe_topic, DescribedConfig};
+use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use sluice_metadata::topic;
+use sluice_protocol::ErrorCode;
+
+use super::{Handler, HandlerFuture};
+use crate::broker::Broker;
+use crate::request::{str_bytes, HandlerError, RequestContext, Response};
+
+pub const HANDLER: Handler = Handler {
+    api_key: ApiKey::DescribeConfigs,
+    min_version: 1,
+    max_version: 4,
+    handle: dispatch,
+};
+
+const RESOURCE_BROKER_LOGGER: i8 = 8;
+
+fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
+    Box::pin(async move { handle(broker, ctx, body) })
+}
+
+fn entry(d: DescribedConfig, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult {
+    let mut r = DescribeConfigsResourceResult::default();
+    r.name = str_bytes(d.name);
+    r.value = if d.sensitive {
+        None
+    } else {
+        d.value.map(str_bytes)
+    };
+    r.read_only = d.read_only;
+    r.config_source = d.source as i8;
+    r.is_sensitive = d.sensitive;
+    r.config_type = d.ty as i8;
+    if docs {
+        r.documentation = Some(str_bytes(d.doc));
+    }
+    if synonyms {
+        r.synonyms = d
+            .synonyms
+            .into_iter()
+            .map(|(name, value, source)| {
+                let mut s = DescribeConfigsSynonym::default();
+                s.name = str_bytes(name);
+                s.value = if d.sensitive {
+                    None
+                } else {
+                    value.map(str_bytes)
+                };
+                s.source = source as i8;
+                s
+            })
+            .collect();
+    }
+    r
+}
+
+fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+    let req: DescribeConfigsRequest = ctx.decode(body)?;
+    let image = broker.metadata.current();
+    let mut resp = DescribeConfigsResponse::default();
+    for res in req.resources {
+        let mut out = DescribeConfigsResult::default();
+        out.resource_type = res.resource_type;
+        out.resource_name = res.resource_name.clone();
+        let name = res.resource_name.to_string();
+        let described: Result<Vec<DescribedConfig>, (ErrorCode, String)> = match res.resource_type {
+            RESOURCE_TOPIC => {
+                if topic::validate_name(&name).is_err() {
+                    Err((
+                        ErrorCode::InvalidTopicException,
+                        format!("Topic name {name} is invalid"),
+                    ))
+                } else if image.topic(&name).is_none() {
+                    Err((
+                        ErrorCode::UnknownTopicOrPartition,
+                        format!("Topic {name} does not exist"),
+                    ))
+                } else {
+                    Ok(describe_topic(&broker.config, &image.topic_configs(&name)))
+                }
+            }
+            RESOURCE_BROKER if name.is_empty() => Ok(Vec::new()),
+            RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => match name.parse::<i32>() {
+                Ok(id) if id == broker.node_id => Ok(if res.resource_type == RESOURCE_BROKER {
+                    describe_broker(&broker.config)
+                } else {
+                    Vec::new()
+                }),
+                _ => Err((
+                    ErrorCode::InvalidRequest,
+                    format!("Unexpected broker id, expected {}", broker.node_id),
+                )),
+            },
+            other => Err((
+                ErrorCode::InvalidRequest,
+                format!("Unsupported resource type {other}"),
+            )),
+        };
+        match described {
+            Ok(entries) => {
+                let wanted = res.configuration_keys.as_ref().filter(|k| !k.is_empty());
+                out.configs = entries
+                    .into_iter()
+                    .filter(|e| wanted.is_none_or(|keys| keys.iter().any(|k| **k == *e.name)))
+                    .map(|e| entry(e, req.include_synonyms, req.include_documentation))
+                    .collect();
+            }
+            Err((code, message)) => {
+                out.error_code = code.code();
+                out.error_message = Some(str_bytes(message));
+            }
+        }
+        resp.results.push(out);
+    }
+    ctx.respond(&resp)
+}

@@ -1,0 +1,229 @@
+//! Fetch (key 1): read from each requested partition up to the high watermark (the log end
+//! for a follower), at most `partition_max_bytes` each and `max_bytes` in all, but always the
+//! whole first batch found (KIP-74). If fewer than `min_bytes` are ready the request parks
+//! on the partitions' wake-ups until data arrives or `max_wait_ms` passes: no polling.
+//! Sessions (KIP-227) are not kept: every response is a full, sessionless one (session id
+//! 0), which clients accept.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use kafka_protocol::messages::fetch_request::FetchPartition;
+use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
+use sluice_metadata::Uuid;
+use sluice_protocol::batch::BatchIter;
+use sluice_protocol::types::TopicPartition;
+use sluice_protocol::ErrorCode;
+use tokio::sync::Notify;
+
+use super::{Handler, HandlerFuture};
+use crate::broker::Broker;
+use crate::error_map::log_error_code;
+use crate::partition::{FetchIsolation, Partition};
+use crate::request::{HandlerError, RequestContext, Response};
+
+pub const HANDLER: Handler = Handler {
+    api_key: ApiKey::Fetch,
+    min_version: 4,
+    max_version: 17,
+    handle: dispatch,
+};
+
+fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
+    Box::pin(handle(broker, ctx, body))
+}
+
+/// One requested partition, resolved once.
+struct Wanted {
+    topic: TopicName,
+    topic_id: Uuid,
+    request: FetchPartition,
+    target: Result<Arc<Partition>, ErrorCode>,
+}
+
+fn empty_partition(index: i32, code: ErrorCode) -> PartitionData {
+    let mut p = PartitionData::default();
+    p.partition_index = index;
+    p.error_code = code.code();
+    p.high_watermark = -1;
+    p.last_stable_offset = -1;
+    p.log_start_offset = -1;
+    p.records = Some(Bytes::new());
+    p
+}
+
+/// Keep only whole batches (a slice may end inside one).
+fn whole_batches(mut buf: Vec<u8>) -> Vec<u8> {
+    let mut end = 0;
+    for item in BatchIter::new(&buf) {
+        match item {
+            Ok((h, _)) => end += h.total_size(),
+            Err(_) => break,
+        }
+    }
+    buf.truncate(end);
+    buf
+}
+
+async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
+    let req: FetchRequest = ctx.decode(body)?;
+    let replica_id = if ctx.api_version >= 15 {
+        req.replica_state.replica_id.0
+    } else {
+        req.replica_id.0
+    };
+    let isolation = if replica_id >= 0 {
+        FetchIsolation::LogEnd
+    } else if req.isolation_level == 1 {
+        FetchIsolation::TxnCommitted
+    } else {
+        FetchIsolation::HighWatermark
+    };
+    let by_id = ctx.api_version >= 13;
+    let image = broker.metadata.current();
+    let mut wanted = Vec::new();
+    for topic in req.topics {
+        let name = if by_id {
+            image.topic_by_id(&topic.topic_id).map(|t| t.name.clone())
+        } else {
+            Some(topic.topic.to_string())
+        };
+        for request in topic.partitions {
+            let target = match &name {
+                None => Err(ErrorCode::UnknownTopicId),
+                Some(n) => broker
+                    .replicas
+                    .get(&TopicPartition::new(n.clone(), request.partition))
+                    .ok_or_else(|| {
+                        if image
+                            .topic(n)
+                            .is_some_and(|t| t.partitions.contains_key(&request.partition))
+                        {
+                            ErrorCode::NotLeaderOrFollower
+                        } else {
+                            ErrorCode::UnknownTopicOrPartition
+                        }
+                    }),
+            };
+            wanted.push(Wanted {
+                topic: topic.topic.clone(),
+                topic_id: topic.topic_id,
+                request,
+                target,
+            });
+        }
+    }
+    let max_bytes = i64::from(req.max_bytes.max(0)).min(broker.config.fetch_max_bytes()) as u64;
+    let min_bytes = req.min_bytes.max(0) as u64;
+    let deadline =
+        tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
+    let notify = Arc::new(Notify::new());
+    let (partitions, bytes, errors) = loop {
+        for w in &wanted {
+            if let Ok(p) = &w.target {
+                p.add_waiter(&notify);
+            }
+        }
+        let (partitions, bytes, errors) = read_all(&wanted, max_bytes, isolation);
+        if bytes >= min_bytes || errors || tokio::time::Instant::now() >= deadline {
+            break (partitions, bytes, errors);
+        }
+        if tokio::time::timeout_at(deadline, notify.notified())
+            .await
+            .is_err()
+        {
+            break read_all(&wanted, max_bytes, isolation);
+        }
+    };
+    let _ = (bytes, errors);
+    let mut resp = FetchResponse::default();
+    for (w, data) in wanted.iter().zip(partitions) {
+        let same_topic = resp
+            .responses
+            .last()
+            .is_some_and(|t: &FetchableTopicResponse| {
+                t.topic == w.topic && t.topic_id == w.topic_id
+            });
+        if !same_topic {
+            let mut t = FetchableTopicResponse::default();
+            t.topic = w.topic.clone();
+            t.topic_id = w.topic_id;
+            resp.responses.push(t);
+        }
+        if let Some(t) = resp.responses.last_mut() {
+            t.partitions.push(data);
+        }
+    }
+    ctx.respond(&resp)
+}
+
+/// Read every wanted partition once: (responses, bytes read, whether any had an error).
+fn read_all(
+    wanted: &[Wanted],
+    max_bytes: u64,
+    isolation: FetchIsolation,
+) -> (Vec<PartitionData>, u64, bool) {
+    let mut total = 0u64;
+    let mut errors = false;
+    let out = wanted
+        .iter()
+        .map(|w| {
+            let index = w.request.partition;
+            let p = match &w.target {
+                Ok(p) => p,
+                Err(code) => {
+                    errors = true;
+                    return empty_partition(index, *code);
+                }
+            };
+            if let Err(code) = p.check_leader_epoch(w.request.current_leader_epoch) {
+                errors = true;
+                return empty_partition(index, code);
+            }
+            let budget =
+                (w.request.partition_max_bytes.max(0) as u64).min(max_bytes.saturating_sub(total));
+            match p.read(w.request.fetch_offset, budget, isolation, total == 0) {
+                Ok(read) => {
+                    let mut data = empty_partition(index, ErrorCode::UnknownServerError);
+                    data.error_code = 0;
+                    data.high_watermark = read.high_watermark;
+                    data.last_stable_offset = read.last_stable_offset;
+                    data.log_start_offset = read.log_start_offset;
+                    if isolation == FetchIsolation::TxnCommitted {
+                        data.aborted_transactions = Some(Vec::new());
+                    }
+                    if let Some(slice) = read.slice {
+                        let mut buf = Vec::new();
+                        match slice.read_into(&mut buf) {
+                            Ok(()) => {
+                                let buf = whole_batches(buf);
+                                total += buf.len() as u64;
+                                data.records = Some(Bytes::from(buf));
+                            }
+                            Err(_) => {
+                                errors = true;
+                                return empty_partition(index, ErrorCode::KafkaStorageError);
+                            }
+                        }
+                    }
+                    data
+                }
+                Err(e) => {
+                    errors = true;
+                    let mut data = empty_partition(index, log_error_code(&e));
+                    data.high_watermark = p.high_watermark();
+                    data.last_stable_offset = data.high_watermark;
+                    data.log_start_offset = p.log_start_offset();
+                    data
+                }
+            }
+        })
+        .collect();
+    (out, total, errors)
+}

@@ -1,0 +1,176 @@
+//! Metadata (key 3): brokers, controller, topics with their partitions' leaders, replicas
+//! and ISR. Unknown topics are auto-created when both the request and
+//! `auto.create.topics.enable` allow it.
+
+use bytes::Bytes;
+use kafka_protocol::messages::metadata_response::{
+    MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use sluice_metadata::controller_types::CreateTopicSpec;
+use sluice_metadata::image::TopicImage;
+use sluice_metadata::{topic, MetadataImage, Uuid};
+use sluice_protocol::ErrorCode;
+
+use super::{Handler, HandlerFuture};
+use crate::broker::Broker;
+use crate::request::{
+    str_bytes, HandlerError, RequestContext, Response, AUTHORIZED_OPERATIONS_OMITTED,
+};
+
+pub const HANDLER: Handler = Handler {
+    api_key: ApiKey::Metadata,
+    min_version: 0,
+    max_version: 13,
+    handle: dispatch,
+};
+
+fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
+    Box::pin(handle(broker, ctx, body))
+}
+
+/// Endpoints of every broker for the listener the client used.
+pub fn brokers_for_listener(
+    image: &MetadataImage,
+    listener: &str,
+) -> Vec<(i32, String, i32, Option<String>)> {
+    image
+        .brokers
+        .values()
+        .filter_map(|b| {
+            let e = b
+                .endpoints
+                .iter()
+                .find(|e| e.name == listener)
+                .or_else(|| b.endpoints.first())?;
+            Some((b.node_id, e.host.clone(), i32::from(e.port), b.rack.clone()))
+        })
+        .collect()
+}
+
+/// Auto-create the named topics with the broker's defaults; failures are left for the
+/// caller to report as unknown topics.
+pub async fn auto_create(broker: &Broker, names: Vec<String>) {
+    if names.is_empty() || !broker.config.auto_create_topics() {
+        return;
+    }
+    let specs: Vec<CreateTopicSpec> = names
+        .into_iter()
+        .map(|name| CreateTopicSpec {
+            name,
+            num_partitions: -1,
+            replication_factor: -1,
+            ..CreateTopicSpec::default()
+        })
+        .collect();
+    let _ = broker
+        .call_controller(move |c| c.create_topics(&specs, false))
+        .await;
+}
+
+pub fn topic_response(t: &TopicImage, include_ops: bool) -> MetadataResponseTopic {
+    let mut out = MetadataResponseTopic::default();
+    out.name = Some(TopicName(str_bytes(t.name.clone())));
+    out.topic_id = t.id;
+    out.is_internal = topic::is_internal(&t.name);
+    out.topic_authorized_operations = if include_ops {
+        0
+    } else {
+        AUTHORIZED_OPERATIONS_OMITTED
+    };
+    out.partitions = t
+        .partitions
+        .iter()
+        .map(|(index, reg)| {
+            let mut p = MetadataResponsePartition::default();
+            p.partition_index = *index;
+            p.leader_id = BrokerId(reg.leader);
+            p.leader_epoch = reg.leader_epoch;
+            p.replica_nodes = reg.replicas.iter().map(|r| BrokerId(*r)).collect();
+            p.isr_nodes = reg.isr.iter().map(|r| BrokerId(*r)).collect();
+            if reg.leader < 0 {
+                p.error_code = ErrorCode::LeaderNotAvailable.code();
+            }
+            p
+        })
+        .collect();
+    out
+}
+
+fn missing_topic(name: Option<&str>, id: Uuid, code: ErrorCode) -> MetadataResponseTopic {
+    let mut out = MetadataResponseTopic::default();
+    out.name = name.map(|n| TopicName(str_bytes(n)));
+    out.topic_id = id;
+    out.error_code = code.code();
+    out.topic_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    out
+}
+
+async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
+    let req: MetadataRequest = ctx.decode(body)?;
+    // v0: an empty list means all topics; v1+: null means all, empty means none.
+    let requested = match req.topics {
+        None => None,
+        Some(t) if t.is_empty() && ctx.api_version == 0 => None,
+        Some(t) => Some(t),
+    };
+    let allow_auto_create = ctx.api_version < 4 || req.allow_auto_topic_creation;
+    if let Some(topics) = &requested {
+        let image = broker.metadata.current();
+        let to_create: Vec<String> = topics
+            .iter()
+            .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+            .filter(|n| image.topic(n).is_none() && topic::validate_name(n).is_ok())
+            .collect();
+        if allow_auto_create {
+            auto_create(broker, to_create).await;
+        }
+    }
+    let image = broker.metadata.current();
+    let mut resp = MetadataResponse::default();
+    resp.brokers = brokers_for_listener(&image, &ctx.listener)
+        .into_iter()
+        .map(|(id, host, port, rack)| {
+            let mut b = MetadataResponseBroker::default();
+            b.node_id = BrokerId(id);
+            b.host = str_bytes(host);
+            b.port = port;
+            b.rack = rack.map(str_bytes);
+            b
+        })
+        .collect();
+    resp.cluster_id = Some(str_bytes(broker.cluster_id.clone()));
+    resp.controller_id = BrokerId(broker.node_id);
+    resp.cluster_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+    let include_ops = req.include_topic_authorized_operations;
+    resp.topics = match requested {
+        None => image
+            .topics
+            .values()
+            .map(|t| topic_response(t, include_ops))
+            .collect(),
+        Some(topics) => topics
+            .iter()
+            .map(|t| match &t.name {
+                Some(name) => match image.topic(name) {
+                    Some(found) => topic_response(found, include_ops),
+                    None if topic::validate_name(name).is_err() => {
+                        missing_topic(Some(name), Uuid::nil(), ErrorCode::InvalidTopicException)
+                    }
+                    None => {
+                        missing_topic(Some(name), Uuid::nil(), ErrorCode::UnknownTopicOrPartition)
+                    }
+                },
+                None => match image.topic_by_id(&t.topic_id) {
+                    Some(found) => topic_response(found, include_ops),
+                    None => missing_topic(None, t.topic_id, ErrorCode::UnknownTopicId),
+                },
+            })
+            .collect(),
+    };
+    ctx.respond(&resp)
+}

@@ -1,0 +1,86 @@
+//! One file per Kafka API. Each declares the versions it serves and a `handle` function;
+//! [`HandlerTable::standard`] is the router, and ApiVersions answers from the same table, so
+//! what is advertised is exactly what is routed.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use bytes::Bytes;
+use kafka_protocol::messages::ApiKey;
+
+use crate::broker::Broker;
+use crate::request::{HandlerError, RequestContext, Response};
+
+pub mod api_versions;
+pub mod create_partitions;
+pub mod create_topics;
+pub mod delete_topics;
+pub mod describe_cluster;
+pub mod describe_configs;
+pub mod fetch;
+pub mod init_producer_id;
+pub mod list_offsets;
+pub mod metadata;
+pub mod produce;
+
+pub type HandlerFuture<'a> =
+    Pin<Box<dyn Future<Output = Result<Response, HandlerError>> + Send + 'a>>;
+pub type HandlerFn = for<'a> fn(&'a Broker, &'a RequestContext, Bytes) -> HandlerFuture<'a>;
+
+/// A registered API: its key, the versions served and the entry point.
+#[derive(Clone, Copy)]
+pub struct Handler {
+    pub api_key: ApiKey,
+    pub min_version: i16,
+    pub max_version: i16,
+    pub handle: HandlerFn,
+}
+
+impl Handler {
+    pub fn supports(&self, version: i16) -> bool {
+        (self.min_version..=self.max_version).contains(&version)
+    }
+}
+
+/// Routes requests by api key.
+#[derive(Clone)]
+pub struct HandlerTable {
+    handlers: Vec<Handler>,
+}
+
+impl HandlerTable {
+    /// Every API this broker serves.
+    pub fn standard() -> Self {
+        let mut handlers = vec![
+            produce::HANDLER,
+            fetch::HANDLER,
+            list_offsets::HANDLER,
+            metadata::HANDLER,
+            api_versions::HANDLER,
+            create_topics::HANDLER,
+            delete_topics::HANDLER,
+            describe_configs::HANDLER,
+            create_partitions::HANDLER,
+            describe_cluster::HANDLER,
+            init_producer_id::HANDLER,
+        ];
+        handlers.sort_by_key(|h| h.api_key as i16);
+        for h in &handlers {
+            let lib = h.api_key.valid_versions();
+            assert!(
+                h.min_version >= lib.min && h.max_version <= lib.max,
+                "{:?} advertises versions the codec lacks",
+                h.api_key
+            );
+        }
+        Self { handlers }
+    }
+
+    pub fn get(&self, api_key: i16) -> Option<&Handler> {
+        self.handlers.iter().find(|h| h.api_key as i16 == api_key)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Handler> {
+        self.handlers.iter()
+    }
+}

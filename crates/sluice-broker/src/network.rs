@@ -1,0 +1,270 @@
+//! Listeners and connections. Each connection is one task that reads size-prefixed frames,
+//! handles them strictly in order (as Kafka does: one request in flight per connection) and
+//! writes responses back, batching writes while more requests are already buffered.
+//!
+//! A frame over `socket.request.max.bytes`, a negative size, an unknown api key, an
+//! unsupported version (other than ApiVersions, which gets a v0 error answer), or a body that
+//! does not decode closes that connection with the reason logged; nothing else is affected.
+//! Memory for a frame grows with the bytes actually received, never with the size it claims.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use kafka_protocol::messages::ApiKey;
+use sluice_protocol::frame::{self, SIZE_PREFIX_LEN};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+use tracing::{debug, info, warn};
+
+use crate::broker::Broker;
+use crate::handlers::api_versions::unsupported_version_response;
+use crate::request::{RequestContext, Response};
+
+/// Connection limits, from the broker config.
+#[derive(Clone, Copy, Debug)]
+pub struct NetworkLimits {
+    /// `socket.request.max.bytes`
+    pub request_max_bytes: usize,
+    /// `connections.max.idle.ms`
+    pub idle_timeout: Duration,
+    /// `max.connections`
+    pub max_connections: usize,
+}
+
+const READ_CHUNK_BYTES: usize = 1024 * 1024;
+const WRITE_BATCH_BYTES: usize = 256 * 1024;
+
+/// Bind a listening socket; `send_buffer`/`recv_buffer` of -1 keep the OS defaults.
+pub fn bind(
+    addr: SocketAddr,
+    send_buffer: i32,
+    recv_buffer: i32,
+    backlog: u32,
+) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        TcpSocket::new_v4()?
+    } else {
+        TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    if send_buffer > 0 {
+        socket.set_send_buffer_size(send_buffer as u32)?;
+    }
+    if recv_buffer > 0 {
+        socket.set_recv_buffer_size(recv_buffer as u32)?;
+    }
+    socket.bind(addr)?;
+    socket.listen(backlog)
+}
+
+/// Accept connections until `shutdown` flips, then wait for every connection to finish its
+/// in-flight request and close.
+pub async fn serve(
+    listener: TcpListener,
+    listener_name: String,
+    broker: Arc<Broker>,
+    limits: NetworkLimits,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut connections = JoinSet::new();
+    let permits = Arc::new(Semaphore::new(
+        limits.max_connections.min(Semaphore::MAX_PERMITS),
+    ));
+    let name: Arc<str> = listener_name.into();
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => break,
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+            accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) => {
+                    let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
+                        warn!(%peer, "closing connection: max.connections reached");
+                        continue;
+                    };
+                    let broker = Arc::clone(&broker);
+                    let shutdown = shutdown.clone();
+                    let name = Arc::clone(&name);
+                    connections.spawn(async move {
+                        connection(stream, peer, &name, &broker, limits, shutdown).await;
+                        drop(permit);
+                    });
+                }
+                Err(e) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }
+        }
+    }
+    drop(listener);
+    while connections.join_next().await.is_some() {}
+}
+
+/// Split one whole frame off the front of `buf`, if there is one.
+fn take_frame(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<Bytes>, String> {
+    if buf.len() < SIZE_PREFIX_LEN {
+        return Ok(None);
+    }
+    let size = i32::from_be_bytes([buf[0], buf[1], buf[2], buf[3]]);
+    if size < 0 {
+        return Err(format!("negative frame size {size}"));
+    }
+    let size = size as usize;
+    if size > max_bytes {
+        return Err(format!(
+            "frame of {size} bytes exceeds socket.request.max.bytes={max_bytes}"
+        ));
+    }
+    let needed = SIZE_PREFIX_LEN + size;
+    if buf.len() < needed {
+        buf.reserve((needed - buf.len()).min(READ_CHUNK_BYTES));
+        return Ok(None);
+    }
+    buf.advance(SIZE_PREFIX_LEN);
+    Ok(Some(buf.split_to(size).freeze()))
+}
+
+async fn connection(
+    stream: TcpStream,
+    peer: SocketAddr,
+    listener: &str,
+    broker: &Broker,
+    limits: NetworkLimits,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let (mut rd, mut wr) = stream.into_split();
+    let mut rbuf = BytesMut::with_capacity(64 * 1024);
+    let mut wbuf = BytesMut::new();
+    debug!(%peer, "connection opened");
+    let reason: String = loop {
+        match take_frame(&mut rbuf, limits.request_max_bytes) {
+            Err(reason) => break reason,
+            Ok(Some(frame)) => {
+                match process(broker, listener, peer, frame).await {
+                    Ok(Some(out)) => {
+                        if wbuf.is_empty() {
+                            wbuf = out;
+                        } else {
+                            wbuf.extend_from_slice(&out);
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(reason) => {
+                        let _ = wr.write_all(&wbuf).await;
+                        break reason;
+                    }
+                }
+                if wbuf.len() >= WRITE_BATCH_BYTES {
+                    if let Err(e) = wr.write_all(&wbuf).await {
+                        break format!("write failed: {e}");
+                    }
+                    wbuf.clear();
+                }
+            }
+            Ok(None) => {
+                if !wbuf.is_empty() {
+                    if let Err(e) = wr.write_all(&wbuf).await {
+                        break format!("write failed: {e}");
+                    }
+                    wbuf.clear();
+                }
+                if *shutdown.borrow() {
+                    break "broker shutting down".into();
+                }
+                if rbuf.capacity() - rbuf.len() < 4096 {
+                    rbuf.reserve(64 * 1024);
+                }
+                let read = tokio::select! {
+                    r = tokio::time::timeout(limits.idle_timeout, rd.read_buf(&mut rbuf)) => r,
+                    _ = shutdown.changed() => break "broker shutting down".into(),
+                };
+                match read {
+                    Err(_) => break "idle for connections.max.idle.ms".into(),
+                    Ok(Ok(0)) if rbuf.is_empty() => break String::new(),
+                    Ok(Ok(0)) => {
+                        break format!(
+                            "connection closed inside a frame ({} bytes buffered)",
+                            rbuf.len()
+                        )
+                    }
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => break format!("read failed: {e}"),
+                }
+            }
+        }
+    };
+    if reason.is_empty() || reason == "broker shutting down" {
+        debug!(%peer, reason, "connection closed");
+    } else {
+        info!(%peer, reason, "closing connection");
+    }
+    let _ = wr.shutdown().await;
+}
+
+/// Route one frame to its handler.
+async fn process(
+    broker: &Broker,
+    listener: &str,
+    peer: SocketAddr,
+    frame: Bytes,
+) -> Result<Response, String> {
+    let peek = frame::peek_request(&frame).map_err(|e| e.to_string())?;
+    let Some(handler) = broker.handlers.get(peek.api_key) else {
+        return Err(format!("unknown api key {}", peek.api_key));
+    };
+    if !handler.supports(peek.api_version) {
+        if peek.api_key == ApiKey::ApiVersions as i16 {
+            return unsupported_version_response(&broker.handlers, peek.correlation_id)
+                .map(Some)
+                .map_err(|e| e.to_string());
+        }
+        return Err(format!(
+            "unsupported version {} of {:?} (supported {}..={})",
+            peek.api_version, handler.api_key, handler.min_version, handler.max_version
+        ));
+    }
+    let mut body = frame;
+    let header = frame::decode_request_header(&mut body, handler.api_key, peek.api_version)
+        .map_err(|e| e.to_string())?;
+    let ctx = RequestContext {
+        api_key: handler.api_key,
+        api_version: peek.api_version,
+        correlation_id: peek.correlation_id,
+        client_id: header.client_id.map(|c| c.to_string()),
+        listener: listener.to_string(),
+        peer,
+    };
+    (handler.handle)(broker, &ctx, body)
+        .await
+        .map_err(|e| format!("{:?} v{}: {e}", ctx.api_key, ctx.api_version))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn frames_split_and_limits_apply() {
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(&3i32.to_be_bytes());
+        buf.extend_from_slice(b"ab");
+        assert_eq!(take_frame(&mut buf, 100).unwrap(), None);
+        buf.extend_from_slice(b"c");
+        buf.extend_from_slice(&1i32.to_be_bytes());
+        assert_eq!(
+            take_frame(&mut buf, 100).unwrap().as_deref(),
+            Some(&b"abc"[..])
+        );
+        assert_eq!(take_frame(&mut buf, 100).unwrap(), None);
+        let mut big = BytesMut::from(&200i32.to_be_bytes()[..]);
+        assert!(take_frame(&mut big, 100).is_err());
+        let mut neg = BytesMut::from(&(-5i32).to_be_bytes()[..]);
+        assert!(take_frame(&mut neg, 100).is_err());
+    }
+}

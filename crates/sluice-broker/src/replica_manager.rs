@@ -1,0 +1,233 @@
+//! [`ReplicaManager`]: every partition this broker hosts, created and removed as metadata
+//! changes, plus the log-wide chores (retention, flush, checkpoints).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+
+use sluice_metadata::config::{topic_value, BrokerConfig};
+use sluice_metadata::image::{MetadataImage, PartitionDelta};
+use sluice_metadata::Uuid;
+use sluice_protocol::batch::TimestampType;
+use sluice_protocol::compression::Compression;
+use sluice_protocol::types::TopicPartition;
+use sluice_storage::config::CompressionTarget;
+use sluice_storage::{LogConfig, LogError, LogManager};
+use tracing::{info, warn};
+
+use crate::partition::{Partition, PartitionSettings};
+
+pub struct ReplicaManager {
+    node_id: i32,
+    logs: Arc<LogManager>,
+    broker_config: Arc<BrokerConfig>,
+    partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+}
+
+fn num<T: std::str::FromStr>(v: Option<String>, fallback: T) -> T {
+    v.and_then(|s| s.trim().parse().ok()).unwrap_or(fallback)
+}
+
+/// Resolve a topic's log settings: overrides, then broker synonyms, then Kafka defaults.
+pub fn log_config(
+    broker: &BrokerConfig,
+    overrides: &BTreeMap<String, String>,
+) -> (LogConfig, PartitionSettings) {
+    let get = |k: &str| topic_value(broker, overrides, k);
+    let d = LogConfig::default();
+    let policy = get("cleanup.policy").unwrap_or_default();
+    let codec = get("compression.type").unwrap_or_default();
+    let compression = match codec.as_str() {
+        "producer" | "" => CompressionTarget::Producer,
+        other => {
+            CompressionTarget::Codec(Compression::from_name(other).unwrap_or(Compression::None))
+        }
+    };
+    let log = LogConfig {
+        segment_bytes: num(get("segment.bytes"), d.segment_bytes),
+        segment_ms: num(get("segment.ms"), d.segment_ms),
+        segment_jitter_ms: num(get("segment.jitter.ms"), d.segment_jitter_ms),
+        segment_index_bytes: num(get("segment.index.bytes"), d.segment_index_bytes),
+        index_interval_bytes: num(get("index.interval.bytes"), d.index_interval_bytes),
+        retention_ms: num(get("retention.ms"), d.retention_ms),
+        retention_bytes: num(get("retention.bytes"), d.retention_bytes),
+        flush_messages: num(get("flush.messages"), d.flush_messages),
+        flush_ms: num(get("flush.ms"), d.flush_ms),
+        max_message_bytes: num(get("max.message.bytes"), d.max_message_bytes),
+        message_timestamp_type: if get("message.timestamp.type").as_deref() == Some("LogAppendTime")
+        {
+            TimestampType::LogAppendTime
+        } else {
+            TimestampType::CreateTime
+        },
+        message_timestamp_before_max_ms: num(
+            get("message.timestamp.before.max.ms"),
+            d.message_timestamp_before_max_ms,
+        ),
+        message_timestamp_after_max_ms: num(
+            get("message.timestamp.after.max.ms"),
+            d.message_timestamp_after_max_ms,
+        ),
+        compression,
+        cleanup_delete: policy.split(',').any(|p| p.trim() == "delete"),
+        cleanup_compact: policy.split(',').any(|p| p.trim() == "compact"),
+        preallocate: get("preallocate").is_some_and(|v| v.eq_ignore_ascii_case("true")),
+    };
+    let settings = PartitionSettings {
+        min_insync_replicas: num(get("min.insync.replicas"), 1),
+    };
+    (log, settings)
+}
+
+impl ReplicaManager {
+    pub fn new(node_id: i32, logs: Arc<LogManager>, broker_config: Arc<BrokerConfig>) -> Self {
+        Self {
+            node_id,
+            logs,
+            broker_config,
+            partitions: RwLock::new(HashMap::new()),
+        }
+    }
+
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    pub fn log_manager(&self) -> &Arc<LogManager> {
+        &self.logs
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HashMap<TopicPartition, Arc<Partition>>> {
+        self.partitions
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HashMap<TopicPartition, Arc<Partition>>> {
+        self.partitions
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+        self.read().get(tp).cloned()
+    }
+
+    pub fn all(&self) -> Vec<Arc<Partition>> {
+        self.read().values().cloned().collect()
+    }
+
+    /// At startup: open the logs on disk that metadata still knows (with the same topic id);
+    /// delete the strays (topics deleted or re-created while this node was down).
+    pub fn load_existing(&self, image: &MetadataImage, now_ms: i64) -> Result<(), LogError> {
+        for found in self.logs.scan()? {
+            let topic = image.topic(&found.tp.topic);
+            let hosted =
+                topic.and_then(|t| t.partitions.get(&found.tp.partition.0).map(|p| (t, p)));
+            match hosted {
+                Some((t, reg))
+                    if found.topic_id.is_none_or(|id| id == *t.id.as_bytes())
+                        && reg.replicas.contains(&self.node_id) =>
+                {
+                    let (config, settings) =
+                        log_config(&self.broker_config, &image.topic_configs(&t.name));
+                    let log = self.logs.load(&found.tp, config, now_ms)?;
+                    let p = Arc::new(Partition::new(
+                        found.tp.clone(),
+                        t.id,
+                        log,
+                        self.node_id,
+                        settings,
+                    ));
+                    p.update_registration(reg.leader, reg.leader_epoch, &reg.replicas, &reg.isr);
+                    self.write().insert(found.tp, p);
+                }
+                _ => {
+                    warn!(partition = %found.tp, "deleting a log that metadata no longer knows");
+                    self.logs.delete(&found.tp)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// React to a metadata change: create logs for new partitions hosted here, update
+    /// leadership and configs, delete logs of deleted topics.
+    pub fn apply_delta(
+        &self,
+        old: &MetadataImage,
+        new: &MetadataImage,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let delta = PartitionDelta::between(old, new);
+        for (name, _id, partitions) in &delta.deleted {
+            for p in partitions {
+                let tp = TopicPartition::new(name.clone(), *p);
+                self.write().remove(&tp);
+                self.logs.delete(&tp)?;
+            }
+        }
+        for (name, id, index, reg) in &delta.changed {
+            if !reg.replicas.contains(&self.node_id) {
+                continue;
+            }
+            let tp = TopicPartition::new(name.clone(), *index);
+            let partition = match self.get(&tp) {
+                Some(p) => p,
+                None => self.create_partition(&tp, *id, new, now_ms)?,
+            };
+            partition.update_registration(reg.leader, reg.leader_epoch, &reg.replicas, &reg.isr);
+        }
+        for name in &delta.config_changed {
+            let (config, settings) = log_config(&self.broker_config, &new.topic_configs(name));
+            for p in self.all().into_iter().filter(|p| &p.tp.topic == name) {
+                p.set_settings(settings);
+                p.log
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .set_config(config.clone())?;
+            }
+        }
+        Ok(())
+    }
+
+    fn create_partition(
+        &self,
+        tp: &TopicPartition,
+        id: Uuid,
+        image: &MetadataImage,
+        now_ms: i64,
+    ) -> Result<Arc<Partition>, LogError> {
+        let (config, settings) = log_config(&self.broker_config, &image.topic_configs(&tp.topic));
+        let log = self
+            .logs
+            .get_or_create(tp, *id.as_bytes(), config, now_ms)?;
+        let p = Arc::new(Partition::new(tp.clone(), id, log, self.node_id, settings));
+        self.write().insert(tp.clone(), Arc::clone(&p));
+        info!(partition = %tp, "created partition");
+        Ok(p)
+    }
+
+    /// One retention pass; returns segments deleted.
+    pub fn run_retention(&self, now_ms: i64) -> usize {
+        let hws: HashMap<TopicPartition, i64> = self
+            .all()
+            .iter()
+            .map(|p| (p.tp.clone(), p.high_watermark()))
+            .collect();
+        self.logs
+            .cleanup(now_ms, |tp| hws.get(tp).copied().unwrap_or(0))
+    }
+
+    pub fn flush_due(&self, now_ms: i64) {
+        self.logs.flush_due(now_ms);
+    }
+
+    pub fn checkpoint(&self) -> Result<(), LogError> {
+        self.logs.checkpoint()
+    }
+
+    /// Close every log cleanly (flush, checkpoints, clean-shutdown marker).
+    pub fn shutdown(&self, now_ms: i64) -> Result<(), LogError> {
+        self.logs.shutdown(now_ms)
+    }
+}

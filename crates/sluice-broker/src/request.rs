@@ -1,0 +1,61 @@
+//! Per-request context and the helpers every handler uses to decode its request and encode
+//! its response at the negotiated version.
+
+use std::net::SocketAddr;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::ApiKey;
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use sluice_protocol::frame;
+use thiserror::Error;
+
+/// Who sent a request and how: what a handler may need beyond the body.
+#[derive(Clone, Debug)]
+pub struct RequestContext {
+    pub api_key: ApiKey,
+    pub api_version: i16,
+    pub correlation_id: i32,
+    pub client_id: Option<String>,
+    pub listener: String,
+    pub peer: SocketAddr,
+}
+
+/// A request that cannot be answered: the connection is closed with this reason logged.
+#[derive(Debug, Error)]
+pub enum HandlerError {
+    #[error("malformed request: {0}")]
+    Malformed(String),
+    #[error("cannot encode response: {0}")]
+    Encode(String),
+}
+
+/// A complete response frame, or nothing (acks=0 produce).
+pub type Response = Option<BytesMut>;
+
+impl RequestContext {
+    pub fn decode<T: Decodable>(&self, mut body: Bytes) -> Result<T, HandlerError> {
+        frame::decode(&mut body, self.api_version, "request body")
+            .map_err(|e| HandlerError::Malformed(e.to_string()))
+    }
+
+    /// Encode `body` as this request's response frame.
+    pub fn respond<T: Encodable>(&self, body: &T) -> Result<Response, HandlerError> {
+        let mut out = BytesMut::new();
+        frame::encode_response(
+            &mut out,
+            self.api_key,
+            self.api_version,
+            self.correlation_id,
+            body,
+        )
+        .map_err(|e| HandlerError::Encode(e.to_string()))?;
+        Ok(Some(out))
+    }
+}
+
+pub fn str_bytes(s: impl Into<String>) -> StrBytes {
+    StrBytes::from_string(s.into())
+}
+
+/// Kafka's "authorized operations not requested" sentinel.
+pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;

@@ -1,0 +1,49 @@
+//! Requests to, and answers from, the controller: shared by the broker (which asks) and the
+//! controller (which answers), so neither depends on the other.
+
+use sluice_protocol::ErrorCode;
+use uuid::Uuid;
+
+/// A per-item failure answered to the client: the Kafka error code and a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// One topic of a CreateTopics request.
+#[derive(Clone, Debug, Default)]
+pub struct CreateTopicSpec {
+    pub name: String,
+    /// -1 for the default.
+    pub num_partitions: i32,
+    /// -1 for the default.
+    pub replication_factor: i16,
+    /// Manual assignment: partition index -> replica node ids.
+    pub assignments: Vec<(i32, Vec<i32>)>,
+    pub configs: Vec<(String, Option<String>)>,
+}
+
+/// What a successful (or validated) creation produced.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CreatedTopic {
+    pub id: Uuid,
+    pub num_partitions: i32,
+    pub replication_factor: i16,
+}
+
+/// A topic named by a DeleteTopics request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TopicRef {
+    Name(String),
+    Id(Uuid),
+}
