@@ -1,1 +1,137 @@
-//! sluice-testkit
+//! Test harness: runs the real `sluice` binary as a child process on a free port with its
+//! own data directory, waits for it to report where it listens (no sleeping), and stops it
+//! cleanly (SIGTERM) or brutally (SIGKILL).
+//!
+//! # Layout
+//! - [`TestServer`]: one node process and its captured log.
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long a node may take to start listening before the test fails.
+pub const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+pub struct TestServer {
+    binary: PathBuf,
+    child: Option<Child>,
+    /// `host:port` of the PLAINTEXT listener.
+    pub bootstrap: String,
+    data: Arc<tempfile::TempDir>,
+    log: Arc<Mutex<String>>,
+    overrides: Vec<String>,
+}
+
+impl TestServer {
+    /// Start a node with a fresh data directory and `overrides` (`key=value`).
+    pub fn start(binary: &Path, overrides: &[&str]) -> TestServer {
+        let data = Arc::new(tempfile::tempdir().expect("create a temp dir"));
+        Self::launch(binary, data, overrides.iter().map(|s| s.to_string()).collect())
+    }
+
+    fn launch(binary: &Path, data: Arc<tempfile::TempDir>, overrides: Vec<String>) -> TestServer {
+        let mut cmd = Command::new(binary);
+        cmd.arg("server")
+            .arg("--override")
+            .arg(format!("log.dirs={}", data.path().join("data").display()));
+        if !overrides.iter().any(|o| o.starts_with("listeners=")) {
+            cmd.arg("--override").arg("listeners=PLAINTEXT://127.0.0.1:0");
+        }
+        for o in &overrides {
+            cmd.arg("--override").arg(o);
+        }
+        cmd.env("RUST_LOG", std::env::var("SLUICE_TEST_LOG").unwrap_or_else(|_| "info".into()))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("spawn the sluice binary");
+        let log = Arc::new(Mutex::new(String::new()));
+        let (tx, rx) = mpsc::channel::<String>();
+        for stream in [
+            child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            let log = Arc::clone(&log);
+            let tx = tx.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines() {
+                    let Ok(line) = line else { break };
+                    if let Some(addr) = line.split("listening on PLAINTEXT://").nth(1) {
+                        let addr: String = addr.chars().take_while(|c| !c.is_whitespace() && *c != ',').collect();
+                        let _ = tx.send(addr);
+                    }
+                    let mut l = log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    l.push_str(&line);
+                    l.push('\n');
+                }
+            });
+        }
+        drop(tx);
+        let bootstrap = match rx.recv_timeout(START_TIMEOUT) {
+            Ok(addr) => addr,
+            Err(_) => {
+                let _ = child.kill();
+                let _ = child.wait();
+                let l = log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+                panic!("sluice did not start listening within {START_TIMEOUT:?}; log:\n{l}");
+            }
+        };
+        TestServer {
+            binary: binary.to_path_buf(),
+            child: Some(child),
+            bootstrap,
+            data,
+            log,
+            overrides,
+        }
+    }
+
+    /// The node's log directory.
+    pub fn data_dir(&self) -> PathBuf {
+        self.data.path().join("data")
+    }
+
+    /// Everything the process printed so far.
+    pub fn log(&self) -> String {
+        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    /// SIGTERM and wait for the exit status (a clean shutdown).
+    pub fn stop(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("server is running");
+        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        child.wait().expect("wait for sluice")
+    }
+
+    /// SIGKILL: the process dies mid-whatever, like a crash.
+    pub fn kill(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Start again on the same data directory (a new port).
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            self.stop();
+        }
+        let next = Self::launch(&self.binary, Arc::clone(&self.data), self.overrides.clone());
+        *self = next;
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}

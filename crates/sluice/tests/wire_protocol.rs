@@ -1,0 +1,290 @@
+//! Protocol edge cases at the byte level: version negotiation, malformed and hostile frames,
+//! and the error codes Kafka gives for bad produce and fetch requests.
+
+mod common;
+#[path = "common/wire.rs"]
+mod wire;
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use sluice_protocol::batch::{BatchBuilder, BatchIter};
+use sluice_protocol::compression::Compression;
+use sluice_protocol::ErrorCode;
+use wire::Wire;
+
+fn api_versions(w: &mut Wire) -> ApiVersionsResponse {
+    let req = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("sluice-test"))
+        .with_client_software_version(StrBytes::from_static_str("1.0"));
+    w.call(ApiKey::ApiVersions, 3, &req)
+}
+
+fn batch(n: usize, value_len: usize) -> Vec<u8> {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let mut b = BatchBuilder::new(Compression::None);
+    for i in 0..n {
+        b.append(now, Some(format!("k{i}").as_bytes()), Some(&vec![b'v'; value_len]), &[]);
+    }
+    b.build(0).unwrap()
+}
+
+fn produce(w: &mut Wire, topic: &str, acks: i16, records: Vec<u8>) -> ProduceResponse {
+    let req = produce_request(topic, acks, records);
+    w.call(ApiKey::Produce, 9, &req)
+}
+
+fn produce_request(topic: &str, acks: i16, records: Vec<u8>) -> ProduceRequest {
+    ProduceRequest::default().with_acks(acks).with_timeout_ms(5000).with_topic_data(vec![TopicProduceData::default()
+        .with_name(TopicName(StrBytes::from_string(topic.into())))
+        .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(Bytes::from(records)))])])
+}
+
+fn produce_code(resp: &ProduceResponse) -> i16 {
+    resp.responses[0].partition_responses[0].error_code
+}
+
+fn fetch_request(topic: &str, offset: i64, max_wait_ms: i32, min_bytes: i32, partition_max_bytes: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(max_wait_ms)
+        .with_min_bytes(min_bytes)
+        .with_max_bytes(50 * 1024 * 1024)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_string(topic.into())))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(offset)
+                .with_partition_max_bytes(partition_max_bytes)])])
+}
+
+#[test]
+fn api_versions_lists_the_handler_table_and_falls_back_to_v0() {
+    let server = start(&[]);
+    let mut w = Wire::connect(&server.bootstrap);
+    let resp = api_versions(&mut w);
+    assert_eq!(resp.error_code, 0);
+    let keys: Vec<i16> = resp.api_keys.iter().map(|k| k.api_key).collect();
+    for k in [0, 1, 2, 3, 18, 19, 20, 22, 32, 37, 60] {
+        assert!(keys.contains(&k), "api key {k} missing from {keys:?}");
+    }
+    // A version from the future: answered at v0 with UNSUPPORTED_VERSION and the real table.
+    let id = w.send_as(ApiKey::ApiVersions, 99, 3, &ApiVersionsRequest::default());
+    let v0: ApiVersionsResponse = w.recv(ApiKey::ApiVersions, 0, id);
+    assert_eq!(v0.error_code, ErrorCode::UnsupportedVersion.code());
+    assert_eq!(v0.api_keys.len(), resp.api_keys.len());
+    // The connection stays usable.
+    assert_eq!(api_versions(&mut w).error_code, 0);
+}
+
+#[test]
+fn api_versions_v3_carries_no_default_tagged_fields() {
+    // librdkafka < 2.2 misreads ApiVersions v3 responses carrying default-valued tagged
+    // fields; Kafka omits them, and so must we: the body must end with an empty tag buffer.
+    let server = start(&[]);
+    let mut w = Wire::connect(&server.bootstrap);
+    let req = ApiVersionsRequest::default()
+        .with_client_software_name(StrBytes::from_static_str("t"))
+        .with_client_software_version(StrBytes::from_static_str("1"));
+    w.send(ApiKey::ApiVersions, 3, &req);
+    let frame = w.read_frame().unwrap();
+    // correlation id (4) + error code (2) + compact array len + n*(2+2+2+1) + throttle (4) + tags (1)
+    let n = (frame[6] - 1) as usize;
+    assert_eq!(frame.len(), 4 + 2 + 1 + n * 7 + 4 + 1);
+    assert_eq!(*frame.last().unwrap(), 0, "no tagged fields at their defaults");
+}
+
+#[test]
+fn hostile_frames_close_only_their_connection() {
+    let server = start(&["socket.request.max.bytes=4096"]);
+    let mut healthy = Wire::connect(&server.bootstrap);
+    assert_eq!(api_versions(&mut healthy).error_code, 0);
+
+    let cases: Vec<(&str, Vec<u8>)> = vec![
+        ("oversized frame", [&100_000i32.to_be_bytes()[..], &[0u8; 16]].concat()),
+        ("negative size", (-1i32).to_be_bytes().to_vec()),
+        ("unknown api key", [&10i32.to_be_bytes()[..], &[0x7f, 0x00, 0, 0, 0, 0, 0, 1, 0, 0]].concat()),
+        ("too short for a header", [&3i32.to_be_bytes()[..], &[0, 3, 0]].concat()),
+        ("unsupported produce version", [&10i32.to_be_bytes()[..], &[0, 0, 0, 1, 0, 0, 0, 1, 0, 0]].concat()),
+        // Metadata v0 claiming 2^31-1 topics in a 14-byte frame: must not allocate for them.
+        ("absurd array length", [&14i32.to_be_bytes()[..], &[0, 3, 0, 0, 0, 0, 0, 7, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff]].concat()),
+        // A compact array claiming 2^32-2 elements in a flexible request.
+        ("absurd compact array length", [&16i32.to_be_bytes()[..], &[0, 3, 0, 12, 0, 0, 0, 7, 0xff, 0xff, 0, 0xff, 0xff, 0xff, 0xff, 0x0f]].concat()),
+    ];
+    for (what, bytes) in cases {
+        let mut w = Wire::connect(&server.bootstrap);
+        w.write_raw(&bytes);
+        assert!(w.is_closed_by_peer(), "{what}: connection should be closed");
+    }
+    // A frame cut short by the client closing: the broker just cleans up.
+    let mut w = Wire::connect(&server.bootstrap);
+    w.write_raw(&[0, 0, 0, 50, 0, 3]);
+    drop(w);
+    assert_eq!(api_versions(&mut healthy).error_code, 0, "other connections are unaffected");
+    assert!(server.log().contains("exceeds socket.request.max.bytes"));
+    assert!(server.log().contains("unknown api key"));
+}
+
+#[test]
+fn random_bytes_never_take_the_broker_down() {
+    let server = start(&[]);
+    let seed: u64 = std::env::var("SLUICE_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
+    });
+    println!("fuzz seed {seed} (rerun with SLUICE_FUZZ_SEED={seed})");
+    let mut state = seed | 1;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    for round in 0..300 {
+        let len = (next() % 200) as usize;
+        let mut body: Vec<u8> = (0..len).map(|_| next() as u8).collect();
+        if round % 2 == 0 && body.len() >= 4 {
+            // Half the rounds: a plausible header (known key, small version) then garbage.
+            let key = [0u16, 1, 2, 3, 18, 19, 20, 22, 32, 37, 60][(next() % 11) as usize];
+            body[0..2].copy_from_slice(&key.to_be_bytes());
+            body[2..4].copy_from_slice(&((next() % 14) as u16).to_be_bytes());
+        }
+        let mut w = Wire::connect(&server.bootstrap);
+        w.write_raw(&(body.len() as i32).to_be_bytes());
+        w.write_raw(&body);
+        // Either an answer or a close; never a hang or a crash.
+        let _ = w.read_frame();
+    }
+    let mut w = Wire::connect(&server.bootstrap);
+    assert_eq!(api_versions(&mut w).error_code, 0, "broker alive after fuzzing (seed {seed})");
+}
+
+#[test]
+fn produce_errors_match_kafka() {
+    let server = start(&["auto.create.topics.enable=false"]);
+    create_topic(&server.bootstrap, "p", 1, &[("max.message.bytes", "2000"), ("min.insync.replicas", "2")]);
+    let mut w = Wire::connect(&server.bootstrap);
+
+    let mut corrupt = batch(3, 10);
+    let n = corrupt.len();
+    corrupt[n - 2] ^= 0xff;
+    assert_eq!(produce_code(&produce(&mut w, "p", 1, corrupt)), ErrorCode::CorruptMessage.code());
+    assert_eq!(produce_code(&produce(&mut w, "p", 1, batch(10, 500))), ErrorCode::MessageTooLarge.code());
+    assert_eq!(produce_code(&produce(&mut w, "p", -1, batch(1, 10))), ErrorCode::NotEnoughReplicas.code());
+    assert_eq!(produce_code(&produce(&mut w, "p", 2, batch(1, 10))), ErrorCode::InvalidRequiredAcks.code());
+    assert_eq!(produce_code(&produce(&mut w, "nope", 1, batch(1, 10))), ErrorCode::UnknownTopicOrPartition.code());
+    assert_eq!(produce_code(&produce(&mut w, "bad/name", 1, batch(1, 10))), ErrorCode::InvalidTopicException.code());
+    let ok = produce(&mut w, "p", 1, batch(2, 10));
+    assert_eq!(produce_code(&ok), 0);
+    assert_eq!(ok.responses[0].partition_responses[0].base_offset, 0);
+
+    // acks=0: no response; the next request's answer comes back in order.
+    w.send(ApiKey::Produce, 9, &produce_request("p", 0, batch(1, 10)));
+    let resp = produce(&mut w, "p", 1, batch(1, 10));
+    assert_eq!(resp.responses[0].partition_responses[0].base_offset, 3);
+    // acks=0 with an error closes the connection, as Kafka does.
+    let mut w0 = Wire::connect(&server.bootstrap);
+    w0.send(ApiKey::Produce, 9, &produce_request("nope", 0, batch(1, 10)));
+    assert!(w0.is_closed_by_peer());
+}
+
+#[test]
+fn fetch_long_polls_without_busy_waiting_and_honours_sizes() {
+    let server = start(&[]);
+    create_topic(&server.bootstrap, "f", 1, &[]);
+    let mut w = Wire::connect(&server.bootstrap);
+    // Nothing to read: waits max_wait_ms, then answers empty.
+    let started = Instant::now();
+    let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch_request("f", 0, 300, 1, 1 << 20));
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(290), "returned after {waited:?}");
+    assert_eq!(resp.responses[0].partitions[0].records.as_ref().map_or(0, Bytes::len), 0);
+
+    // A parked fetch is woken by a produce, long before its max wait.
+    let bootstrap = server.bootstrap.clone();
+    let producer_thread = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        let mut p = Wire::connect(&bootstrap);
+        produce(&mut p, "f", 1, batch(5, 100));
+    });
+    let started = Instant::now();
+    let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch_request("f", 0, 20_000, 1, 1 << 20));
+    let waited = started.elapsed();
+    producer_thread.join().unwrap();
+    assert!(waited < Duration::from_secs(10), "fetch was not woken by the produce: {waited:?}");
+    let data = &resp.responses[0].partitions[0];
+    assert_eq!(data.high_watermark, 5);
+    assert!(!data.records.as_ref().unwrap().is_empty());
+
+    // partition_max_bytes smaller than the first batch: the whole first batch still comes.
+    let mut p = Wire::connect(&server.bootstrap);
+    produce(&mut p, "f", 1, batch(50, 200));
+    let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch_request("f", 5, 0, 0, 10));
+    let records = resp.responses[0].partitions[0].records.clone().unwrap();
+    let batches: Vec<_> = BatchIter::new(&records).collect::<Result<_, _>>().unwrap();
+    assert_eq!(batches.len(), 1);
+    assert_eq!(batches[0].0.record_count, 50);
+    // ...and partition_max_bytes caps the rest: from offset 0 only the first batch fits.
+    let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch_request("f", 0, 0, 0, 600));
+    let records = resp.responses[0].partitions[0].records.clone().unwrap();
+    assert_eq!(BatchIter::new(&records).count(), 1);
+
+    // Beyond the log end: OFFSET_OUT_OF_RANGE.
+    let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch_request("f", 1000, 0, 0, 1 << 20));
+    assert_eq!(resp.responses[0].partitions[0].error_code, ErrorCode::OffsetOutOfRange.code());
+}
+
+#[test]
+fn list_offsets_earliest_latest_and_max_timestamp() {
+    let server = start(&[]);
+    create_topic(&server.bootstrap, "lo", 1, &[]);
+    let mut w = Wire::connect(&server.bootstrap);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let mut b = BatchBuilder::new(Compression::Gzip);
+    for (i, ts) in [now - 50, now - 10, now - 30].iter().enumerate() {
+        b.append(*ts, Some(format!("k{i}").as_bytes()), Some(b"v"), &[]);
+    }
+    produce(&mut w, "lo", 1, b.build(0).unwrap());
+    let ask = |w: &mut Wire, ts: i64| -> (i16, i64, i64) {
+        let req = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_static_str("lo")))
+            .with_partitions(vec![ListOffsetsPartition::default().with_partition_index(0).with_timestamp(ts)])]);
+        let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, 7, &req);
+        let p = &resp.topics[0].partitions[0];
+        (p.error_code, p.offset, p.timestamp)
+    };
+    assert_eq!(ask(&mut w, -2), (0, 0, -1));
+    assert_eq!(ask(&mut w, -1), (0, 3, -1));
+    assert_eq!(ask(&mut w, -3), (0, 1, now - 10));
+    assert_eq!(ask(&mut w, now - 40), (0, 1, now - 10));
+    assert_eq!(ask(&mut w, now - 20).1, 1);
+    assert_eq!(ask(&mut w, now + 1000).1, -1);
+}
+
+#[test]
+fn metadata_auto_creates_only_when_allowed() {
+    let server = start(&["num.partitions=3"]);
+    let mut w = Wire::connect(&server.bootstrap);
+    let ask = |w: &mut Wire, name: &str, allow: bool| -> MetadataResponse {
+        let req = MetadataRequest::default()
+            .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(name.into()))))]))
+            .with_allow_auto_topic_creation(allow);
+        w.call(ApiKey::Metadata, 12, &req)
+    };
+    assert_eq!(ask(&mut w, "no-auto", false).topics[0].error_code, ErrorCode::UnknownTopicOrPartition.code());
+    let created = ask(&mut w, "auto", true);
+    assert_eq!(created.topics[0].error_code, 0);
+    assert_eq!(created.topics[0].partitions.len(), 3);
+    assert!(!created.topics[0].topic_id.is_nil());
+    assert_eq!(ask(&mut w, "bad name!", true).topics[0].error_code, ErrorCode::InvalidTopicException.code());
+    let all: MetadataResponse = w.call(ApiKey::Metadata, 12, &MetadataRequest::default().with_topics(None));
+    assert_eq!(all.topics.len(), 1);
+    assert_eq!(all.brokers.len(), 1);
+    assert_eq!(all.brokers[0].port, server.bootstrap.rsplit(':').next().unwrap().parse::<i32>().unwrap());
+}
