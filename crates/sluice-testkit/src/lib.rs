@@ -29,7 +29,11 @@ impl TestServer {
     /// Start a node with a fresh data directory and `overrides` (`key=value`).
     pub fn start(binary: &Path, overrides: &[&str]) -> TestServer {
         let data = Arc::new(tempfile::tempdir().expect("create a temp dir"));
-        Self::launch(binary, data, overrides.iter().map(|s| s.to_string()).collect())
+        Self::launch(
+            binary,
+            data,
+            overrides.iter().map(|s| s.to_string()).collect(),
+        )
     }
 
     fn launch(binary: &Path, data: Arc<tempfile::TempDir>, overrides: Vec<String>) -> TestServer {
@@ -38,20 +42,30 @@ impl TestServer {
             .arg("--override")
             .arg(format!("log.dirs={}", data.path().join("data").display()));
         if !overrides.iter().any(|o| o.starts_with("listeners=")) {
-            cmd.arg("--override").arg("listeners=PLAINTEXT://127.0.0.1:0");
+            cmd.arg("--override")
+                .arg("listeners=PLAINTEXT://127.0.0.1:0");
         }
         for o in &overrides {
             cmd.arg("--override").arg(o);
         }
-        cmd.env("RUST_LOG", std::env::var("SLUICE_TEST_LOG").unwrap_or_else(|_| "info".into()))
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
+        cmd.env(
+            "RUST_LOG",
+            std::env::var("SLUICE_TEST_LOG").unwrap_or_else(|_| "info".into()),
+        )
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn the sluice binary");
         let log = Arc::new(Mutex::new(String::new()));
         let (tx, rx) = mpsc::channel::<String>();
         for stream in [
-            child.stdout.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
-            child.stderr.take().map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child
+                .stdout
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
+            child
+                .stderr
+                .take()
+                .map(|s| Box::new(s) as Box<dyn std::io::Read + Send>),
         ]
         .into_iter()
         .flatten()
@@ -62,10 +76,15 @@ impl TestServer {
                 for line in BufReader::new(stream).lines() {
                     let Ok(line) = line else { break };
                     if let Some(addr) = line.split("listening on PLAINTEXT://").nth(1) {
-                        let addr: String = addr.chars().take_while(|c| !c.is_whitespace() && *c != ',').collect();
+                        let addr: String = addr
+                            .chars()
+                            .take_while(|c| !c.is_whitespace() && *c != ',')
+                            .collect();
                         let _ = tx.send(addr);
                     }
-                    let mut l = log.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let mut l = log
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner);
                     l.push_str(&line);
                     l.push('\n');
                 }
@@ -77,7 +96,10 @@ impl TestServer {
             Err(_) => {
                 let _ = child.kill();
                 let _ = child.wait();
-                let l = log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+                let l = log
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
                 panic!("sluice did not start listening within {START_TIMEOUT:?}; log:\n{l}");
             }
         };
@@ -98,7 +120,10 @@ impl TestServer {
 
     /// Everything the process printed so far.
     pub fn log(&self) -> String {
-        self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+        self.log
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     pub fn pid(&self) -> u32 {
@@ -108,7 +133,16 @@ impl TestServer {
     /// SIGTERM and wait for the exit status (a clean shutdown).
     pub fn stop(&mut self) -> ExitStatus {
         let mut child = self.child.take().expect("server is running");
-        let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        child.wait().expect("wait for sluice")
+    }
+
+    /// Wait for a process that was already signalled to exit.
+    pub fn stop_after_signal(&mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("server is running");
         child.wait().expect("wait for sluice")
     }
 

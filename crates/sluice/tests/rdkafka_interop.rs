@@ -35,18 +35,29 @@ fn every_codec_round_trips_100k_keyed_records_with_kafka_partitioning() {
         let topic = format!("codec-{codec}");
         create_topic(&server.bootstrap, &topic, PARTITIONS, &[]);
         let records = keyed(RECORDS, codec);
-        let p = producer(&server.bootstrap, &[("compression.codec", codec), ("batch.num.messages", "2000")]);
+        let p = producer(
+            &server.bootstrap,
+            &[("compression.codec", codec), ("batch.num.messages", "2000")],
+        );
         produce_all(&p, &topic, &records);
         let acked = p.context().acked.lock().unwrap().clone();
         assert_eq!(acked.len(), RECORDS);
         for (key, partition, _) in &acked {
-            assert_eq!(*partition, partition_for_key(key, PARTITIONS), "{codec}: key {:?}", String::from_utf8_lossy(key));
+            assert_eq!(
+                *partition,
+                partition_for_key(key, PARTITIONS),
+                "{codec}: key {:?}",
+                String::from_utf8_lossy(key)
+            );
         }
         let consumed = consume_all(&server.bootstrap, &topic, PARTITIONS, RECORDS);
         assert_eq!(consumed.len(), RECORDS, "{codec}");
         let mut seen = HashSet::new();
         for (partition, offset, key, value, _) in &consumed {
-            assert!(seen.insert((*partition, *offset)), "{codec}: duplicate offset {partition}/{offset}");
+            assert!(
+                seen.insert((*partition, *offset)),
+                "{codec}: duplicate offset {partition}/{offset}"
+            );
             let key = key.as_ref().unwrap();
             assert_eq!(*partition, partition_for_key(key, PARTITIONS));
             assert!(value.as_ref().unwrap().starts_with(codec.as_bytes()));
@@ -55,7 +66,10 @@ fn every_codec_round_trips_100k_keyed_records_with_kafka_partitioning() {
         for p in 0..PARTITIONS {
             let mut offs: Vec<i64> = consumed.iter().filter(|r| r.0 == p).map(|r| r.1).collect();
             offs.sort_unstable();
-            assert!(offs.iter().enumerate().all(|(i, o)| *o == i as i64), "{codec}: partition {p} has gaps");
+            assert!(
+                offs.iter().enumerate().all(|(i, o)| *o == i as i64),
+                "{codec}: partition {p} has gaps"
+            );
         }
     }
 }
@@ -64,27 +78,51 @@ fn every_codec_round_trips_100k_keyed_records_with_kafka_partitioning() {
 fn offsets_for_times_finds_the_first_record_at_or_after_a_timestamp() {
     let server = start(&[]);
     create_topic(&server.bootstrap, "times", 1, &[]);
-    let base = 1_700_000_000_000i64 + (std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64 - 1_700_000_000_000);
+    let base = 1_700_000_000_000i64
+        + (std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+            - 1_700_000_000_000);
     // 1000 records, 10 ms apart, in the past so they pass the timestamp window.
     let start_ts = base - 100_000;
     let records: Vec<_> = (0..1000)
-        .map(|i| (format!("k{i}").into_bytes(), b"v".to_vec(), Some(start_ts + 10 * i as i64)))
+        .map(|i| {
+            (
+                format!("k{i}").into_bytes(),
+                b"v".to_vec(),
+                Some(start_ts + 10 * i as i64),
+            )
+        })
         .collect();
     let p = producer(&server.bootstrap, &[("linger.ms", "20")]);
     produce_all(&p, "times", &records);
     let c = consumer(&server.bootstrap, &[]);
-    for (ts, want) in [(start_ts - 5, 0i64), (start_ts, 0), (start_ts + 1, 1), (start_ts + 4995, 500), (start_ts + 9990, 999)] {
+    for (ts, want) in [
+        (start_ts - 5, 0i64),
+        (start_ts, 0),
+        (start_ts + 1, 1),
+        (start_ts + 4995, 500),
+        (start_ts + 9990, 999),
+    ] {
         let mut tpl = TopicPartitionList::new();
-        tpl.add_partition_offset("times", 0, Offset::Offset(ts)).unwrap();
+        tpl.add_partition_offset("times", 0, Offset::Offset(ts))
+            .unwrap();
         let got = c.offsets_for_times(tpl, Duration::from_secs(10)).unwrap();
         let off = got.find_partition("times", 0).unwrap().offset();
         assert_eq!(off, Offset::Offset(want), "timestamp {ts}");
     }
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset("times", 0, Offset::Offset(start_ts + 100_000)).unwrap();
+    tpl.add_partition_offset("times", 0, Offset::Offset(start_ts + 100_000))
+        .unwrap();
     let got = c.offsets_for_times(tpl, Duration::from_secs(10)).unwrap();
-    assert_eq!(got.find_partition("times", 0).unwrap().offset(), Offset::End);
-    let (low, high) = c.fetch_watermarks("times", 0, Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        got.find_partition("times", 0).unwrap().offset(),
+        Offset::End
+    );
+    let (low, high) = c
+        .fetch_watermarks("times", 0, Duration::from_secs(10))
+        .unwrap();
     assert_eq!((low, high), (0, 1000));
 }
 
@@ -93,7 +131,11 @@ fn clean_restart_between_produce_and_consume_loses_nothing() {
     let mut server = start(&[]);
     create_topic(&server.bootstrap, "durable", 3, &[]);
     let records = keyed(20_000, "restart");
-    produce_all(&producer(&server.bootstrap, &[("acks", "all")]), "durable", &records);
+    produce_all(
+        &producer(&server.bootstrap, &[("acks", "all")]),
+        "durable",
+        &records,
+    );
     let status = server.stop();
     assert!(status.success(), "SIGTERM must exit 0, got {status}");
     assert!(server.data_dir().join(".kafka_cleanshutdown").exists());
@@ -107,23 +149,44 @@ fn kill_9_after_acks_all_loses_nothing_acknowledged() {
     let mut server = start(&["log.segment.bytes=1048576"]);
     create_topic(&server.bootstrap, "crashy", 2, &[]);
     let records = keyed(30_000, "crash");
-    let p = producer(&server.bootstrap, &[("acks", "all"), ("compression.codec", "lz4")]);
+    let p = producer(
+        &server.bootstrap,
+        &[("acks", "all"), ("compression.codec", "lz4")],
+    );
     produce_all(&p, "crashy", &records);
     let acked = p.context().acked.lock().unwrap().len();
     drop(p);
     server.kill();
     // Tear the tail of the active segment as a crash in mid-write would.
     let dir = server.data_dir().join("crashy-0");
-    let mut logs: Vec<_> = std::fs::read_dir(&dir).unwrap().filter_map(|e| e.ok()).map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == "log")).collect();
+    let mut logs: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .collect();
     logs.sort();
     let active = logs.last().unwrap();
-    let mut f = std::fs::OpenOptions::new().append(true).open(active).unwrap();
+    let mut f = std::fs::OpenOptions::new()
+        .append(true)
+        .open(active)
+        .unwrap();
     std::io::Write::write_all(&mut f, &[0, 0, 0, 0, 0, 0, 0, 9, 0, 0, 1, 0, 1, 2, 3]).unwrap();
     drop(f);
     server.restart();
-    assert!(server.log().contains("truncated a torn or corrupt log tail"), "{}", server.log());
+    assert!(
+        server
+            .log()
+            .contains("truncated a torn or corrupt log tail"),
+        "{}",
+        server.log()
+    );
     let consumed = consume_all(&server.bootstrap, "crashy", 2, acked);
     assert_eq!(consumed.len(), acked);
     // And the log takes new writes after recovery.
-    produce_all(&producer(&server.bootstrap, &[("acks", "all")]), "crashy", &keyed(10, "after"));
+    produce_all(
+        &producer(&server.bootstrap, &[("acks", "all")]),
+        "crashy",
+        &keyed(10, "after"),
+    );
 }

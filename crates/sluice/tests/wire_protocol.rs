@@ -28,10 +28,18 @@ fn api_versions(w: &mut Wire) -> ApiVersionsResponse {
 }
 
 fn batch(n: usize, value_len: usize) -> Vec<u8> {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     let mut b = BatchBuilder::new(Compression::None);
     for i in 0..n {
-        b.append(now, Some(format!("k{i}").as_bytes()), Some(&vec![b'v'; value_len]), &[]);
+        b.append(
+            now,
+            Some(format!("k{i}").as_bytes()),
+            Some(&vec![b'v'; value_len]),
+            &[],
+        );
     }
     b.build(0).unwrap()
 }
@@ -42,16 +50,27 @@ fn produce(w: &mut Wire, topic: &str, acks: i16, records: Vec<u8>) -> ProduceRes
 }
 
 fn produce_request(topic: &str, acks: i16, records: Vec<u8>) -> ProduceRequest {
-    ProduceRequest::default().with_acks(acks).with_timeout_ms(5000).with_topic_data(vec![TopicProduceData::default()
-        .with_name(TopicName(StrBytes::from_string(topic.into())))
-        .with_partition_data(vec![PartitionProduceData::default().with_index(0).with_records(Some(Bytes::from(records)))])])
+    ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(Bytes::from(records)))])])
 }
 
 fn produce_code(resp: &ProduceResponse) -> i16 {
     resp.responses[0].partition_responses[0].error_code
 }
 
-fn fetch_request(topic: &str, offset: i64, max_wait_ms: i32, min_bytes: i32, partition_max_bytes: i32) -> FetchRequest {
+fn fetch_request(
+    topic: &str,
+    offset: i64,
+    max_wait_ms: i32,
+    min_bytes: i32,
+    partition_max_bytes: i32,
+) -> FetchRequest {
     FetchRequest::default()
         .with_replica_id(BrokerId(-1))
         .with_max_wait_ms(max_wait_ms)
@@ -98,7 +117,11 @@ fn api_versions_v3_carries_no_default_tagged_fields() {
     // correlation id (4) + error code (2) + compact array len + n*(2+2+2+1) + throttle (4) + tags (1)
     let n = (frame[6] - 1) as usize;
     assert_eq!(frame.len(), 4 + 2 + 1 + n * 7 + 4 + 1);
-    assert_eq!(*frame.last().unwrap(), 0, "no tagged fields at their defaults");
+    assert_eq!(
+        *frame.last().unwrap(),
+        0,
+        "no tagged fields at their defaults"
+    );
 }
 
 #[test]
@@ -108,15 +131,47 @@ fn hostile_frames_close_only_their_connection() {
     assert_eq!(api_versions(&mut healthy).error_code, 0);
 
     let cases: Vec<(&str, Vec<u8>)> = vec![
-        ("oversized frame", [&100_000i32.to_be_bytes()[..], &[0u8; 16]].concat()),
+        (
+            "oversized frame",
+            [&100_000i32.to_be_bytes()[..], &[0u8; 16]].concat(),
+        ),
         ("negative size", (-1i32).to_be_bytes().to_vec()),
-        ("unknown api key", [&10i32.to_be_bytes()[..], &[0x7f, 0x00, 0, 0, 0, 0, 0, 1, 0, 0]].concat()),
-        ("too short for a header", [&3i32.to_be_bytes()[..], &[0, 3, 0]].concat()),
-        ("unsupported produce version", [&10i32.to_be_bytes()[..], &[0, 0, 0, 1, 0, 0, 0, 1, 0, 0]].concat()),
+        (
+            "unknown api key",
+            [
+                &10i32.to_be_bytes()[..],
+                &[0x7f, 0x00, 0, 0, 0, 0, 0, 1, 0, 0],
+            ]
+            .concat(),
+        ),
+        (
+            "too short for a header",
+            [&3i32.to_be_bytes()[..], &[0, 3, 0]].concat(),
+        ),
+        (
+            "unsupported produce version",
+            [&10i32.to_be_bytes()[..], &[0, 0, 0, 1, 0, 0, 0, 1, 0, 0]].concat(),
+        ),
         // Metadata v0 claiming 2^31-1 topics in a 14-byte frame: must not allocate for them.
-        ("absurd array length", [&14i32.to_be_bytes()[..], &[0, 3, 0, 0, 0, 0, 0, 7, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff]].concat()),
+        (
+            "absurd array length",
+            [
+                &14i32.to_be_bytes()[..],
+                &[0, 3, 0, 0, 0, 0, 0, 7, 0xff, 0xff, 0x7f, 0xff, 0xff, 0xff],
+            ]
+            .concat(),
+        ),
         // A compact array claiming 2^32-2 elements in a flexible request.
-        ("absurd compact array length", [&16i32.to_be_bytes()[..], &[0, 3, 0, 12, 0, 0, 0, 7, 0xff, 0xff, 0, 0xff, 0xff, 0xff, 0xff, 0x0f]].concat()),
+        (
+            "absurd compact array length",
+            [
+                &16i32.to_be_bytes()[..],
+                &[
+                    0, 3, 0, 12, 0, 0, 0, 7, 0xff, 0xff, 0, 0xff, 0xff, 0xff, 0xff, 0x0f,
+                ],
+            ]
+            .concat(),
+        ),
     ];
     for (what, bytes) in cases {
         let mut w = Wire::connect(&server.bootstrap);
@@ -127,7 +182,11 @@ fn hostile_frames_close_only_their_connection() {
     let mut w = Wire::connect(&server.bootstrap);
     w.write_raw(&[0, 0, 0, 50, 0, 3]);
     drop(w);
-    assert_eq!(api_versions(&mut healthy).error_code, 0, "other connections are unaffected");
+    assert_eq!(
+        api_versions(&mut healthy).error_code,
+        0,
+        "other connections are unaffected"
+    );
     assert!(server.log().contains("exceeds socket.request.max.bytes"));
     assert!(server.log().contains("unknown api key"));
 }
@@ -135,9 +194,15 @@ fn hostile_frames_close_only_their_connection() {
 #[test]
 fn random_bytes_never_take_the_broker_down() {
     let server = start(&[]);
-    let seed: u64 = std::env::var("SLUICE_FUZZ_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_nanos() as u64
-    });
+    let seed: u64 = std::env::var("SLUICE_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
     println!("fuzz seed {seed} (rerun with SLUICE_FUZZ_SEED={seed})");
     let mut state = seed | 1;
     let mut next = || {
@@ -162,24 +227,51 @@ fn random_bytes_never_take_the_broker_down() {
         let _ = w.read_frame();
     }
     let mut w = Wire::connect(&server.bootstrap);
-    assert_eq!(api_versions(&mut w).error_code, 0, "broker alive after fuzzing (seed {seed})");
+    assert_eq!(
+        api_versions(&mut w).error_code,
+        0,
+        "broker alive after fuzzing (seed {seed})"
+    );
 }
 
 #[test]
 fn produce_errors_match_kafka() {
     let server = start(&["auto.create.topics.enable=false"]);
-    create_topic(&server.bootstrap, "p", 1, &[("max.message.bytes", "2000"), ("min.insync.replicas", "2")]);
+    create_topic(
+        &server.bootstrap,
+        "p",
+        1,
+        &[("max.message.bytes", "2000"), ("min.insync.replicas", "2")],
+    );
     let mut w = Wire::connect(&server.bootstrap);
 
     let mut corrupt = batch(3, 10);
     let n = corrupt.len();
     corrupt[n - 2] ^= 0xff;
-    assert_eq!(produce_code(&produce(&mut w, "p", 1, corrupt)), ErrorCode::CorruptMessage.code());
-    assert_eq!(produce_code(&produce(&mut w, "p", 1, batch(10, 500))), ErrorCode::MessageTooLarge.code());
-    assert_eq!(produce_code(&produce(&mut w, "p", -1, batch(1, 10))), ErrorCode::NotEnoughReplicas.code());
-    assert_eq!(produce_code(&produce(&mut w, "p", 2, batch(1, 10))), ErrorCode::InvalidRequiredAcks.code());
-    assert_eq!(produce_code(&produce(&mut w, "nope", 1, batch(1, 10))), ErrorCode::UnknownTopicOrPartition.code());
-    assert_eq!(produce_code(&produce(&mut w, "bad/name", 1, batch(1, 10))), ErrorCode::InvalidTopicException.code());
+    assert_eq!(
+        produce_code(&produce(&mut w, "p", 1, corrupt)),
+        ErrorCode::CorruptMessage.code()
+    );
+    assert_eq!(
+        produce_code(&produce(&mut w, "p", 1, batch(10, 500))),
+        ErrorCode::MessageTooLarge.code()
+    );
+    assert_eq!(
+        produce_code(&produce(&mut w, "p", -1, batch(1, 10))),
+        ErrorCode::NotEnoughReplicas.code()
+    );
+    assert_eq!(
+        produce_code(&produce(&mut w, "p", 2, batch(1, 10))),
+        ErrorCode::InvalidRequiredAcks.code()
+    );
+    assert_eq!(
+        produce_code(&produce(&mut w, "nope", 1, batch(1, 10))),
+        ErrorCode::UnknownTopicOrPartition.code()
+    );
+    assert_eq!(
+        produce_code(&produce(&mut w, "bad/name", 1, batch(1, 10))),
+        ErrorCode::InvalidTopicException.code()
+    );
     let ok = produce(&mut w, "p", 1, batch(2, 10));
     assert_eq!(produce_code(&ok), 0);
     assert_eq!(ok.responses[0].partition_responses[0].base_offset, 0);
@@ -190,7 +282,11 @@ fn produce_errors_match_kafka() {
     assert_eq!(resp.responses[0].partition_responses[0].base_offset, 3);
     // acks=0 with an error closes the connection, as Kafka does.
     let mut w0 = Wire::connect(&server.bootstrap);
-    w0.send(ApiKey::Produce, 9, &produce_request("nope", 0, batch(1, 10)));
+    w0.send(
+        ApiKey::Produce,
+        9,
+        &produce_request("nope", 0, batch(1, 10)),
+    );
     assert!(w0.is_closed_by_peer());
 }
 
@@ -203,8 +299,17 @@ fn fetch_long_polls_without_busy_waiting_and_honours_sizes() {
     let started = Instant::now();
     let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch_request("f", 0, 300, 1, 1 << 20));
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(290), "returned after {waited:?}");
-    assert_eq!(resp.responses[0].partitions[0].records.as_ref().map_or(0, Bytes::len), 0);
+    assert!(
+        waited >= Duration::from_millis(290),
+        "returned after {waited:?}"
+    );
+    assert_eq!(
+        resp.responses[0].partitions[0]
+            .records
+            .as_ref()
+            .map_or(0, Bytes::len),
+        0
+    );
 
     // A parked fetch is woken by a produce, long before its max wait.
     let bootstrap = server.bootstrap.clone();
@@ -214,10 +319,17 @@ fn fetch_long_polls_without_busy_waiting_and_honours_sizes() {
         produce(&mut p, "f", 1, batch(5, 100));
     });
     let started = Instant::now();
-    let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch_request("f", 0, 20_000, 1, 1 << 20));
+    let resp: FetchResponse = w.call(
+        ApiKey::Fetch,
+        12,
+        &fetch_request("f", 0, 20_000, 1, 1 << 20),
+    );
     let waited = started.elapsed();
     producer_thread.join().unwrap();
-    assert!(waited < Duration::from_secs(10), "fetch was not woken by the produce: {waited:?}");
+    assert!(
+        waited < Duration::from_secs(10),
+        "fetch was not woken by the produce: {waited:?}"
+    );
     let data = &resp.responses[0].partitions[0];
     assert_eq!(data.high_watermark, 5);
     assert!(!data.records.as_ref().unwrap().is_empty());
@@ -237,7 +349,10 @@ fn fetch_long_polls_without_busy_waiting_and_honours_sizes() {
 
     // Beyond the log end: OFFSET_OUT_OF_RANGE.
     let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch_request("f", 1000, 0, 0, 1 << 20));
-    assert_eq!(resp.responses[0].partitions[0].error_code, ErrorCode::OffsetOutOfRange.code());
+    assert_eq!(
+        resp.responses[0].partitions[0].error_code,
+        ErrorCode::OffsetOutOfRange.code()
+    );
 }
 
 #[test]
@@ -245,16 +360,23 @@ fn list_offsets_earliest_latest_and_max_timestamp() {
     let server = start(&[]);
     create_topic(&server.bootstrap, "lo", 1, &[]);
     let mut w = Wire::connect(&server.bootstrap);
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as i64;
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
     let mut b = BatchBuilder::new(Compression::Gzip);
     for (i, ts) in [now - 50, now - 10, now - 30].iter().enumerate() {
         b.append(*ts, Some(format!("k{i}").as_bytes()), Some(b"v"), &[]);
     }
     produce(&mut w, "lo", 1, b.build(0).unwrap());
     let ask = |w: &mut Wire, ts: i64| -> (i16, i64, i64) {
-        let req = ListOffsetsRequest::default().with_replica_id(BrokerId(-1)).with_topics(vec![ListOffsetsTopic::default()
-            .with_name(TopicName(StrBytes::from_static_str("lo")))
-            .with_partitions(vec![ListOffsetsPartition::default().with_partition_index(0).with_timestamp(ts)])]);
+        let req = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_topics(vec![ListOffsetsTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("lo")))
+                .with_partitions(vec![ListOffsetsPartition::default()
+                    .with_partition_index(0)
+                    .with_timestamp(ts)])]);
         let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, 7, &req);
         let p = &resp.topics[0].partitions[0];
         (p.error_code, p.offset, p.timestamp)
@@ -273,18 +395,61 @@ fn metadata_auto_creates_only_when_allowed() {
     let mut w = Wire::connect(&server.bootstrap);
     let ask = |w: &mut Wire, name: &str, allow: bool| -> MetadataResponse {
         let req = MetadataRequest::default()
-            .with_topics(Some(vec![MetadataRequestTopic::default().with_name(Some(TopicName(StrBytes::from_string(name.into()))))]))
+            .with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_name(Some(TopicName(StrBytes::from_string(name.into()))))]))
             .with_allow_auto_topic_creation(allow);
         w.call(ApiKey::Metadata, 12, &req)
     };
-    assert_eq!(ask(&mut w, "no-auto", false).topics[0].error_code, ErrorCode::UnknownTopicOrPartition.code());
+    assert_eq!(
+        ask(&mut w, "no-auto", false).topics[0].error_code,
+        ErrorCode::UnknownTopicOrPartition.code()
+    );
     let created = ask(&mut w, "auto", true);
     assert_eq!(created.topics[0].error_code, 0);
     assert_eq!(created.topics[0].partitions.len(), 3);
     assert!(!created.topics[0].topic_id.is_nil());
-    assert_eq!(ask(&mut w, "bad name!", true).topics[0].error_code, ErrorCode::InvalidTopicException.code());
-    let all: MetadataResponse = w.call(ApiKey::Metadata, 12, &MetadataRequest::default().with_topics(None));
+    assert_eq!(
+        ask(&mut w, "bad name!", true).topics[0].error_code,
+        ErrorCode::InvalidTopicException.code()
+    );
+    // By topic id alone (v10+; the Java admin sends an empty name).
+    let id = created.topics[0].topic_id;
+    for name in [None, Some(TopicName(StrBytes::from_static_str("")))] {
+        let req =
+            MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_topic_id(id)
+                .with_name(name)]));
+        let by_id: MetadataResponse = w.call(ApiKey::Metadata, 12, &req);
+        assert_eq!(
+            by_id.topics[0].name.as_deref().map(|n| n.as_str()),
+            Some("auto")
+        );
+        assert_eq!(by_id.topics[0].topic_id, id);
+    }
+    let unknown = sluice_metadata::Uuid::from_bytes([7; 16]);
+    let req = MetadataRequest::default().with_topics(Some(vec![
+        MetadataRequestTopic::default().with_topic_id(unknown)
+    ]));
+    let by_id: MetadataResponse = w.call(ApiKey::Metadata, 12, &req);
+    assert_eq!(
+        (by_id.topics[0].error_code, by_id.topics[0].topic_id),
+        (ErrorCode::UnknownTopicId.code(), unknown)
+    );
+    let all: MetadataResponse = w.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(None),
+    );
     assert_eq!(all.topics.len(), 1);
     assert_eq!(all.brokers.len(), 1);
-    assert_eq!(all.brokers[0].port, server.bootstrap.rsplit(':').next().unwrap().parse::<i32>().unwrap());
+    assert_eq!(
+        all.brokers[0].port,
+        server
+            .bootstrap
+            .rsplit(':')
+            .next()
+            .unwrap()
+            .parse::<i32>()
+            .unwrap()
+    );
 }

@@ -124,7 +124,9 @@ async fn handle(
         let to_create: Vec<String> = topics
             .iter()
             .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
-            .filter(|n| image.topic(n).is_none() && topic::validate_name(n).is_ok())
+            .filter(|n| {
+                !n.is_empty() && image.topic(n).is_none() && topic::validate_name(n).is_ok()
+            })
             .collect();
         if allow_auto_create {
             auto_create(broker, to_create).await;
@@ -155,20 +157,29 @@ async fn handle(
             .collect(),
         Some(topics) => topics
             .iter()
-            .map(|t| match &t.name {
-                Some(name) => match image.topic(name) {
-                    Some(found) => topic_response(found, include_ops),
-                    None if topic::validate_name(name).is_err() => {
-                        missing_topic(Some(name), Uuid::nil(), ErrorCode::InvalidTopicException)
-                    }
-                    None => {
-                        missing_topic(Some(name), Uuid::nil(), ErrorCode::UnknownTopicOrPartition)
-                    }
-                },
-                None => match image.topic_by_id(&t.topic_id) {
-                    Some(found) => topic_response(found, include_ops),
-                    None => missing_topic(None, t.topic_id, ErrorCode::UnknownTopicId),
-                },
+            .map(|t| {
+                match t
+                    .name
+                    .as_ref()
+                    .filter(|n| !n.is_empty() || t.topic_id.is_nil())
+                {
+                    Some(name) => match image.topic(name) {
+                        Some(found) => topic_response(found, include_ops),
+                        None if topic::validate_name(name).is_err() => {
+                            missing_topic(Some(name), Uuid::nil(), ErrorCode::InvalidTopicException)
+                        }
+                        None => missing_topic(
+                            Some(name),
+                            Uuid::nil(),
+                            ErrorCode::UnknownTopicOrPartition,
+                        ),
+                    },
+                    // v10+: a topic named by id alone (the name is null or empty).
+                    None => match image.topic_by_id(&t.topic_id) {
+                        Some(found) => topic_response(found, include_ops),
+                        None => missing_topic(None, t.topic_id, ErrorCode::UnknownTopicId),
+                    },
+                }
             })
             .collect(),
     };

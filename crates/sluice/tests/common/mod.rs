@@ -40,7 +40,11 @@ impl ProducerContext for Deliveries {
     type DeliveryOpaque = ();
     fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
         match result {
-            Ok(m) => self.acked.lock().unwrap().push((m.key().unwrap_or_default().to_vec(), m.partition(), m.offset())),
+            Ok(m) => self.acked.lock().unwrap().push((
+                m.key().unwrap_or_default().to_vec(),
+                m.partition(),
+                m.offset(),
+            )),
             Err((e, _)) => {
                 self.failed.fetch_add(1, Ordering::Relaxed);
                 *self.last_error.lock().unwrap() = Some(e.to_string());
@@ -58,11 +62,16 @@ pub fn producer(bootstrap: &str, extra: &[(&str, &str)]) -> BaseProducer<Deliver
     for (k, v) in extra {
         cfg.set(*k, *v);
     }
-    cfg.create_with_context(Deliveries::default()).expect("producer")
+    cfg.create_with_context(Deliveries::default())
+        .expect("producer")
 }
 
 /// Send `records` (key, value, timestamp) and wait until all are acknowledged or failed.
-pub fn produce_all(p: &BaseProducer<Deliveries>, topic: &str, records: &[(Vec<u8>, Vec<u8>, Option<i64>)]) {
+pub fn produce_all(
+    p: &BaseProducer<Deliveries>,
+    topic: &str,
+    records: &[(Vec<u8>, Vec<u8>, Option<i64>)],
+) {
     for (k, v, ts) in records {
         let mut rec = BaseRecord::to(topic).key(k).payload(v);
         if let Some(ts) = ts {
@@ -81,7 +90,12 @@ pub fn produce_all(p: &BaseProducer<Deliveries>, topic: &str, records: &[(Vec<u8
     }
     p.flush(Duration::from_secs(120)).expect("flush");
     let ctx = p.context();
-    assert_eq!(ctx.failed.load(Ordering::Relaxed), 0, "delivery errors: {:?}", ctx.last_error.lock().unwrap());
+    assert_eq!(
+        ctx.failed.load(Ordering::Relaxed),
+        0,
+        "delivery errors: {:?}",
+        ctx.last_error.lock().unwrap()
+    );
 }
 
 pub fn consumer(bootstrap: &str, extra: &[(&str, &str)]) -> BaseConsumer {
@@ -106,13 +120,18 @@ pub fn consume_all(bootstrap: &str, topic: &str, partitions: i32, count: usize) 
     let c = consumer(bootstrap, &[]);
     let mut tpl = TopicPartitionList::new();
     for p in 0..partitions {
-        tpl.add_partition_offset(topic, p, Offset::Beginning).unwrap();
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
     }
     c.assign(&tpl).unwrap();
     let mut out = Vec::with_capacity(count);
     let deadline = Instant::now() + Duration::from_secs(120);
     while out.len() < count {
-        assert!(Instant::now() < deadline, "consumed only {} of {count}", out.len());
+        assert!(
+            Instant::now() < deadline,
+            "consumed only {} of {count}",
+            out.len()
+        );
         if let Some(m) = c.poll(Duration::from_millis(500)) {
             let m = m.expect("consume error");
             out.push((
@@ -128,11 +147,18 @@ pub fn consume_all(bootstrap: &str, topic: &str, partitions: i32, count: usize) 
 }
 
 pub fn admin(bootstrap: &str) -> AdminClient<DefaultClientContext> {
-    ClientConfig::new().set("bootstrap.servers", bootstrap).create().expect("admin")
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .expect("admin")
 }
 
 pub fn block_on<F: std::future::Future>(f: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(f)
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(f)
 }
 
 /// Create a topic through the Admin API and assert it succeeded.

@@ -19,7 +19,9 @@ pub struct Wire {
 impl Wire {
     pub fn connect(bootstrap: &str) -> Wire {
         let stream = TcpStream::connect(bootstrap).expect("connect");
-        stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
         Wire {
             stream,
             next_correlation: 1,
@@ -33,7 +35,13 @@ impl Wire {
 
     /// Send a request whose header claims `claimed_version` but whose body is encoded at
     /// `encoded_version` (a client from the future).
-    pub fn send_as<Req: Encodable>(&mut self, key: ApiKey, claimed_version: i16, encoded_version: i16, req: &Req) -> i32 {
+    pub fn send_as<Req: Encodable>(
+        &mut self,
+        key: ApiKey,
+        claimed_version: i16,
+        encoded_version: i16,
+        req: &Req,
+    ) -> i32 {
         let id = self.next_correlation;
         self.next_correlation += 1;
         let header = RequestHeader::default()
@@ -58,13 +66,21 @@ impl Wire {
     }
 
     pub fn recv<Resp: Decodable>(&mut self, key: ApiKey, version: i16, expect_id: i32) -> Resp {
-        let mut frame = self.read_frame().expect("a response, not a closed connection");
-        let header = frame::decode_response_header(&mut frame, key, version).expect("response header");
+        let mut frame = self
+            .read_frame()
+            .expect("a response, not a closed connection");
+        let header =
+            frame::decode_response_header(&mut frame, key, version).expect("response header");
         assert_eq!(header.correlation_id, expect_id);
         frame::decode(&mut frame, version, "response").expect("response body")
     }
 
-    pub fn call<Req: Encodable, Resp: Decodable>(&mut self, key: ApiKey, version: i16, req: &Req) -> Resp {
+    pub fn call<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        req: &Req,
+    ) -> Resp {
         let id = self.send(key, version, req);
         self.recv(key, version, id)
     }
@@ -79,7 +95,10 @@ impl Wire {
         match self.stream.read(&mut b) {
             Ok(0) => true,
             Ok(_) => false,
-            Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+            Err(e) => !matches!(
+                e.kind(),
+                std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+            ),
         }
     }
 }

@@ -1,0 +1,32 @@
+"""kafka-python (a pure-Python client, idempotent producer by default) against Sluice."""
+import sys
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+bootstrap = sys.argv[1]
+N = 2000
+admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+admin.create_topics([NewTopic("kp", num_partitions=2, replication_factor=1)])
+assert "kp" in admin.list_topics()
+
+for codec in [None, "gzip", "snappy", "lz4", "zstd"]:
+    try:
+        p = KafkaProducer(bootstrap_servers=bootstrap, compression_type=codec, acks="all")
+    except Exception as e:  # a codec library missing on this machine is not a broker problem
+        sys.exit("cannot create producer with %s: %s" % (codec, e))
+    futures = [p.send("kp", key=b"k%d" % i, value=b"v%d" % i) for i in range(N)]
+    p.flush()
+    for f in futures:
+        md = f.get(timeout=30)
+        assert md.offset >= 0
+    p.close()
+
+c = KafkaConsumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=10000)
+c.assign([TopicPartition("kp", 0), TopicPartition("kp", 1)])
+count = sum(1 for _ in c)
+assert count == 5 * N, count
+end = c.end_offsets([TopicPartition("kp", 0), TopicPartition("kp", 1)])
+assert sum(end.values()) == 5 * N, end
+admin.delete_topics(["kp"])
+print("kafka-python OK")
