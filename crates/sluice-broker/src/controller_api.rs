@@ -2,8 +2,7 @@
 //! controller; calls block (they append to the metadata log), so handlers run them on the
 //! blocking pool. A call returns once the change is committed and published to this broker.
 
-use sluice_metadata::controller_types::{ApiError, CreateTopicSpec, CreatedTopic, TopicRef};
-use sluice_metadata::Uuid;
+use sluice_metadata::controller_types::{ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef};
 
 /// A controller failure that is not the request's fault (e.g. the metadata log's disk).
 pub type ControllerFailure = String;
@@ -18,7 +17,7 @@ pub trait ControllerApi: Send + Sync + 'static {
     fn delete_topics(
         &self,
         targets: &[TopicRef],
-    ) -> Result<Vec<Result<(String, Uuid), ApiError>>, ControllerFailure>;
+    ) -> Result<Vec<DeleteOutcome>, ControllerFailure>;
 
     fn create_partitions(
         &self,

@@ -22,7 +22,7 @@ use tracing::info;
 
 use crate::error::ControllerError;
 use crate::placement;
-pub use sluice_metadata::controller_types::{ApiError, CreateTopicSpec, CreatedTopic, TopicRef};
+pub use sluice_metadata::controller_types::{ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef};
 
 /// Cluster-wide defaults for new topics.
 #[derive(Clone, Debug)]
@@ -322,7 +322,7 @@ impl Controller {
         &mut self,
         targets: &[TopicRef],
         now_ms: i64,
-    ) -> Result<Vec<Result<(String, Uuid), ApiError>>, ControllerError> {
+    ) -> Result<Vec<DeleteOutcome>, ControllerError> {
         let mut records = Vec::new();
         let mut outcomes = Vec::with_capacity(targets.len());
         let mut doomed = HashSet::new();

@@ -1165,17 +1165,9 @@ pub fn env_key_to_config(var: &str) -> Option<String> {
 }
 
 /// The broker's static configuration: explicitly set keys plus Kafka's defaults.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct BrokerConfig {
     set: BTreeMap<String, String>,
-}
-
-impl Default for BrokerConfig {
-    fn default() -> Self {
-        Self {
-            set: BTreeMap::new(),
-        }
-    }
 }
 
 impl BrokerConfig {

@@ -47,3 +47,6 @@ pub enum TopicRef {
     Name(String),
     Id(Uuid),
 }
+
+/// The outcome of deleting one topic: its name and id, or why not.
+pub type DeleteOutcome = Result<(String, Uuid), ApiError>;

@@ -7,8 +7,7 @@ use std::sync::{Arc, Mutex};
 use sluice_broker::controller_api::{ControllerApi, ControllerFailure};
 use sluice_broker::metadata_cache::MetadataPublisher;
 use sluice_controller::{Controller, ControllerError};
-use sluice_metadata::controller_types::{ApiError, CreateTopicSpec, CreatedTopic, TopicRef};
-use sluice_metadata::Uuid;
+use sluice_metadata::controller_types::{ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef};
 
 pub struct LocalController {
     controller: Mutex<Controller>,
@@ -62,7 +61,7 @@ impl ControllerApi for LocalController {
     fn delete_topics(
         &self,
         targets: &[TopicRef],
-    ) -> Result<Vec<Result<(String, Uuid), ApiError>>, ControllerFailure> {
+    ) -> Result<Vec<DeleteOutcome>, ControllerFailure> {
         self.run(|c, now| c.delete_topics(targets, now))
     }
 
