@@ -2,7 +2,9 @@
 //! controller; calls block (they append to the metadata log), so handlers run them on the
 //! blocking pool. A call returns once the change is committed and published to this broker.
 
-use sluice_metadata::controller_types::{ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef};
+use sluice_metadata::controller_types::{
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef,
+};
 
 /// A controller failure that is not the request's fault (e.g. the metadata log's disk).
 pub type ControllerFailure = String;
@@ -14,10 +16,7 @@ pub trait ControllerApi: Send + Sync + 'static {
         validate_only: bool,
     ) -> Result<Vec<Result<CreatedTopic, ApiError>>, ControllerFailure>;
 
-    fn delete_topics(
-        &self,
-        targets: &[TopicRef],
-    ) -> Result<Vec<DeleteOutcome>, ControllerFailure>;
+    fn delete_topics(&self, targets: &[TopicRef]) -> Result<Vec<DeleteOutcome>, ControllerFailure>;
 
     fn create_partitions(
         &self,

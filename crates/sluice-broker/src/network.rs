@@ -199,7 +199,9 @@ async fn connection(
             }
         }
     };
-    if reason.is_empty() || reason == "broker shutting down" {
+    let routine =
+        reason.is_empty() || reason == "broker shutting down" || reason.contains("reset by peer");
+    if routine {
         debug!(%peer, reason, "connection closed");
     } else {
         info!(%peer, reason, "closing connection");

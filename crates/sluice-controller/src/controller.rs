@@ -22,7 +22,9 @@ use tracing::info;
 
 use crate::error::ControllerError;
 use crate::placement;
-pub use sluice_metadata::controller_types::{ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef};
+pub use sluice_metadata::controller_types::{
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef,
+};
 
 /// Cluster-wide defaults for new topics.
 #[derive(Clone, Debug)]

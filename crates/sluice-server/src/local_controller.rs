@@ -7,7 +7,9 @@ use std::sync::{Arc, Mutex};
 use sluice_broker::controller_api::{ControllerApi, ControllerFailure};
 use sluice_broker::metadata_cache::MetadataPublisher;
 use sluice_controller::{Controller, ControllerError};
-use sluice_metadata::controller_types::{ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef};
+use sluice_metadata::controller_types::{
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef,
+};
 
 pub struct LocalController {
     controller: Mutex<Controller>,
@@ -58,10 +60,7 @@ impl ControllerApi for LocalController {
         self.run(|c, now| c.create_topics(specs, validate_only, now))
     }
 
-    fn delete_topics(
-        &self,
-        targets: &[TopicRef],
-    ) -> Result<Vec<DeleteOutcome>, ControllerFailure> {
+    fn delete_topics(&self, targets: &[TopicRef]) -> Result<Vec<DeleteOutcome>, ControllerFailure> {
         self.run(|c, now| c.delete_topics(targets, now))
     }
 

@@ -185,7 +185,7 @@ impl Node {
 
         let logs = Arc::new(LogManager::open(&data_dir)?);
         if !logs.had_clean_shutdown() {
-            info!(dir = %data_dir.display(), "no clean-shutdown marker: recovering logs past their recovery points");
+            tracing::debug!(dir = %data_dir.display(), "no clean-shutdown marker: logs are re-validated past their recovery points");
         }
         let replicas = Arc::new(ReplicaManager::new(
             node_id,

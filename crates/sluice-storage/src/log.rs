@@ -11,7 +11,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use sluice_protocol::types::TopicPartition;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::checkpoint;
 use crate::config::LogConfig;
@@ -164,7 +164,7 @@ impl Log {
             topic_id,
         };
         if !opts.clean_shutdown {
-            info!(partition = %log.tp, log_end_offset = next_offset, "recovered log after unclean shutdown");
+            debug!(partition = %log.tp, log_end_offset = next_offset, "log re-validated past its recovery point");
         }
         Ok(log)
     }

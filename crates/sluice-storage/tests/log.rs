@@ -365,3 +365,48 @@ fn log_manager_checkpoints_and_detects_unclean_shutdown() {
     assert!(mgr.scan().unwrap().is_empty());
     assert!(!dir.path().join("t-0").exists());
 }
+
+#[test]
+fn segment_ms_rolls_by_age_of_the_first_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        segment_ms: 60_000,
+        ..LogConfig::default()
+    };
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, config, NOW).unwrap();
+    log.append_as_leader(batch(1, NOW, Compression::None), 0, NOW)
+        .unwrap();
+    log.append_as_leader(batch(1, NOW, Compression::None), 0, NOW + 59_000)
+        .unwrap();
+    assert_eq!(log.segment_count(), 1);
+    log.append_as_leader(batch(1, NOW + 61_000, Compression::None), 0, NOW + 61_000)
+        .unwrap();
+    assert_eq!(log.segment_base_offsets(), vec![0, 2]);
+}
+
+#[test]
+fn flush_messages_one_fsyncs_before_the_append_returns() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        flush_messages: 1,
+        ..LogConfig::default()
+    };
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, config, NOW).unwrap();
+    for i in 0..5 {
+        log.append_as_leader(batch(2, NOW, Compression::None), 0, NOW)
+            .unwrap();
+        // The recovery point only moves past data that was fsynced.
+        assert_eq!(log.recovery_point(), (i + 1) * 2);
+    }
+    let mut lazy = Log::create(
+        &dir.path().join("b"),
+        tp(),
+        TOPIC_ID,
+        LogConfig::default(),
+        NOW,
+    )
+    .unwrap();
+    lazy.append_as_leader(batch(2, NOW, Compression::None), 0, NOW)
+        .unwrap();
+    assert_eq!(lazy.recovery_point(), 0);
+}

@@ -9,15 +9,21 @@ use std::time::{Duration, Instant};
 use rdkafka::config::ClientConfig;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use rdkafka::types::RDKafkaErrorCode;
-use rdkafka::message::Message;
 use rdkafka::{Offset, TopicPartitionList};
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
-    let bootstrap = args.get(1).cloned().unwrap_or_else(|| "127.0.0.1:9092".into());
-    let records: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(5_000_000);
+    let bootstrap = args
+        .get(1)
+        .cloned()
+        .unwrap_or_else(|| "127.0.0.1:9092".into());
+    let records: usize = args
+        .get(2)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(5_000_000);
     let size: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(100);
     let topic = format!("perf-{}", std::process::id());
     let payload = vec![b'x'; size];
@@ -34,7 +40,9 @@ fn main() {
         .expect("producer");
     let started = Instant::now();
     for _ in 0..records {
-        let mut rec = BaseRecord::<(), [u8]>::to(&topic).payload(&payload).partition(0);
+        let mut rec = BaseRecord::<(), [u8]>::to(&topic)
+            .payload(&payload)
+            .partition(0);
         loop {
             match producer.send(rec) {
                 Ok(()) => break,
@@ -68,7 +76,8 @@ fn main() {
         .create()
         .expect("consumer");
     let mut tpl = TopicPartitionList::new();
-    tpl.add_partition_offset(&topic, 0, Offset::Beginning).unwrap();
+    tpl.add_partition_offset(&topic, 0, Offset::Beginning)
+        .unwrap();
     consumer.assign(&tpl).unwrap();
     let started = Instant::now();
     let mut n = 0usize;

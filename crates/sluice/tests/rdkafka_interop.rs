@@ -11,6 +11,8 @@ use common::*;
 use rdkafka::consumer::Consumer;
 use rdkafka::producer::Producer;
 use rdkafka::{Offset, TopicPartitionList};
+use sluice_protocol::batch::BatchHeader;
+use sluice_protocol::compression::Compression;
 use sluice_protocol::murmur2::partition_for_key;
 
 const RECORDS: usize = 100_000;
@@ -50,6 +52,22 @@ fn every_codec_round_trips_100k_keyed_records_with_kafka_partitioning() {
                 String::from_utf8_lossy(key)
             );
         }
+        // The batches on disk carry the producer's codec. librdkafka compresses lz4 only for
+        // brokers that advertise FindCoordinator (its LZ4 feature probe, which arrives with
+        // consumer groups); lz4 from the Java client and kafka-python is covered elsewhere.
+        let first = std::fs::read(
+            server
+                .data_dir()
+                .join(format!("{topic}-0/00000000000000000000.log")),
+        )
+        .unwrap();
+        let stored = BatchHeader::parse(&first).unwrap().compression().unwrap();
+        let expected = if codec == "lz4" {
+            Compression::None
+        } else {
+            Compression::from_name(codec).unwrap()
+        };
+        assert_eq!(stored, expected, "{codec}: stored codec");
         let consumed = consume_all(&server.bootstrap, &topic, PARTITIONS, RECORDS);
         assert_eq!(consumed.len(), RECORDS, "{codec}");
         let mut seen = HashSet::new();

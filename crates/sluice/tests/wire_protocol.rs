@@ -453,3 +453,25 @@ fn metadata_auto_creates_only_when_allowed() {
             .unwrap()
     );
 }
+
+#[test]
+fn describe_cluster_names_this_node_as_broker_and_controller() {
+    let server = start(&["node.id=7"]);
+    let mut w = Wire::connect(&server.bootstrap);
+    let resp: DescribeClusterResponse = w.call(
+        ApiKey::DescribeCluster,
+        1,
+        &DescribeClusterRequest::default().with_endpoint_type(1),
+    );
+    assert_eq!(resp.error_code, 0);
+    assert_eq!(resp.controller_id, BrokerId(7));
+    assert_eq!(resp.brokers.len(), 1);
+    assert_eq!(resp.brokers[0].broker_id, BrokerId(7));
+    assert!(!resp.cluster_id.is_empty());
+    let bad: DescribeClusterResponse = w.call(
+        ApiKey::DescribeCluster,
+        1,
+        &DescribeClusterRequest::default().with_endpoint_type(9),
+    );
+    assert_eq!(bad.error_code, ErrorCode::UnsupportedEndpointType.code());
+}
