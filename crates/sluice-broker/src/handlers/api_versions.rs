@@ -8,20 +8,11 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use sluice_protocol::{frame, ErrorCode};
 
-use super::{Handler, HandlerFuture, HandlerTable};
+use super::HandlerTable;
 use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
 
-pub const HANDLER: Handler = Handler {
-    api_key: ApiKey::ApiVersions,
-    min_version: 0,
-    max_version: 4,
-    handle: dispatch,
-};
-
-fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
-    Box::pin(async move { handle(broker, ctx, body) })
-}
+handler!(ApiKey::ApiVersions, 0, 4, sync handle);
 
 fn api_keys(table: &HandlerTable) -> Vec<ApiVersion> {
     table

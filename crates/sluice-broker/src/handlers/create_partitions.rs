@@ -5,20 +5,10 @@ use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicR
 use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, CreatePartitionsResponse};
 use sluice_protocol::ErrorCode;
 
-use super::{Handler, HandlerFuture};
 use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-pub const HANDLER: Handler = Handler {
-    api_key: ApiKey::CreatePartitions,
-    min_version: 0,
-    max_version: 3,
-    handle: dispatch,
-};
-
-fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
-    Box::pin(handle(broker, ctx, body))
-}
+handler!(ApiKey::CreatePartitions, 0, 3, handle);
 
 async fn handle(
     broker: &Broker,

@@ -10,20 +10,10 @@ use sluice_metadata::config::describe_topic;
 use sluice_metadata::controller_types::CreateTopicSpec;
 use sluice_protocol::ErrorCode;
 
-use super::{Handler, HandlerFuture};
 use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-pub const HANDLER: Handler = Handler {
-    api_key: ApiKey::CreateTopics,
-    min_version: 2,
-    max_version: 7,
-    handle: dispatch,
-};
-
-fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
-    Box::pin(handle(broker, ctx, body))
-}
+handler!(ApiKey::CreateTopics, 2, 7, handle);
 
 async fn handle(
     broker: &Broker,

@@ -7,20 +7,10 @@ use sluice_metadata::controller_types::TopicRef;
 use sluice_metadata::Uuid;
 use sluice_protocol::ErrorCode;
 
-use super::{Handler, HandlerFuture};
 use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-pub const HANDLER: Handler = Handler {
-    api_key: ApiKey::DeleteTopics,
-    min_version: 1,
-    max_version: 6,
-    handle: dispatch,
-};
-
-fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
-    Box::pin(handle(broker, ctx, body))
-}
+handler!(ApiKey::DeleteTopics, 1, 6, handle);
 
 async fn handle(
     broker: &Broker,

@@ -5,26 +5,16 @@ use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{ApiKey, BrokerId, DescribeClusterRequest, DescribeClusterResponse};
 use sluice_protocol::ErrorCode;
 
-use super::{Handler, HandlerFuture};
 use crate::broker::Broker;
 use crate::handlers::metadata::brokers_for_listener;
 use crate::request::{
     str_bytes, HandlerError, RequestContext, Response, AUTHORIZED_OPERATIONS_OMITTED,
 };
 
-pub const HANDLER: Handler = Handler {
-    api_key: ApiKey::DescribeCluster,
-    min_version: 0,
-    max_version: 2,
-    handle: dispatch,
-};
+handler!(ApiKey::DescribeCluster, 0, 2, sync handle);
 
 const ENDPOINT_BROKERS: i8 = 1;
 const ENDPOINT_CONTROLLERS: i8 = 2;
-
-fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
-    Box::pin(async move { handle(broker, ctx, body) })
-}
 
 fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: DescribeClusterRequest = ctx.decode(body)?;

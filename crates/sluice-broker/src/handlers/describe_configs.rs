@@ -11,22 +11,12 @@ use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use sluice_metadata::topic;
 use sluice_protocol::ErrorCode;
 
-use super::{Handler, HandlerFuture};
 use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-pub const HANDLER: Handler = Handler {
-    api_key: ApiKey::DescribeConfigs,
-    min_version: 1,
-    max_version: 4,
-    handle: dispatch,
-};
+handler!(ApiKey::DescribeConfigs, 1, 4, sync handle);
 
 const RESOURCE_BROKER_LOGGER: i8 = 8;
-
-fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
-    Box::pin(async move { handle(broker, ctx, body) })
-}
 
 fn entry(d: DescribedConfig, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult {
     let mut r = DescribeConfigsResourceResult::default();

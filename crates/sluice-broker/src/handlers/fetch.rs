@@ -18,22 +18,12 @@ use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 use tokio::sync::Notify;
 
-use super::{Handler, HandlerFuture};
 use crate::broker::Broker;
 use crate::error_map::log_error_code;
 use crate::partition::{FetchIsolation, Partition};
 use crate::request::{HandlerError, RequestContext, Response};
 
-pub const HANDLER: Handler = Handler {
-    api_key: ApiKey::Fetch,
-    min_version: 4,
-    max_version: 17,
-    handle: dispatch,
-};
-
-fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
-    Box::pin(handle(broker, ctx, body))
-}
+handler!(ApiKey::Fetch, 4, 17, handle);
 
 /// One requested partition, resolved once.
 struct Wanted {

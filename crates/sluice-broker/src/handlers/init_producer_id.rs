@@ -7,20 +7,10 @@ use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResp
 use sluice_protocol::ErrorCode;
 use tracing::warn;
 
-use super::{Handler, HandlerFuture};
 use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
 
-pub const HANDLER: Handler = Handler {
-    api_key: ApiKey::InitProducerId,
-    min_version: 0,
-    max_version: 5,
-    handle: dispatch,
-};
-
-fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
-    Box::pin(handle(broker, ctx, body))
-}
+handler!(ApiKey::InitProducerId, 0, 5, handle);
 
 async fn handle(
     broker: &Broker,

@@ -11,28 +11,18 @@ use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 
-use super::{Handler, HandlerFuture};
 use crate::broker::Broker;
 use crate::error_map::log_error_code;
 use crate::partition::Partition;
 use crate::request::{HandlerError, RequestContext, Response};
 
-pub const HANDLER: Handler = Handler {
-    api_key: ApiKey::ListOffsets,
-    min_version: 1,
-    max_version: 10,
-    handle: dispatch,
-};
+handler!(ApiKey::ListOffsets, 1, 10, sync handle);
 
 pub const LATEST: i64 = -1;
 pub const EARLIEST: i64 = -2;
 pub const MAX_TIMESTAMP: i64 = -3;
 pub const EARLIEST_LOCAL: i64 = -4;
 pub const LATEST_TIERED: i64 = -5;
-
-fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
-    Box::pin(async move { handle(broker, ctx, body) })
-}
 
 fn answer(
     index: i32,

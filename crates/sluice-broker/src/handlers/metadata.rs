@@ -12,22 +12,12 @@ use sluice_metadata::image::TopicImage;
 use sluice_metadata::{topic, MetadataImage, Uuid};
 use sluice_protocol::ErrorCode;
 
-use super::{Handler, HandlerFuture};
 use crate::broker::Broker;
 use crate::request::{
     str_bytes, HandlerError, RequestContext, Response, AUTHORIZED_OPERATIONS_OMITTED,
 };
 
-pub const HANDLER: Handler = Handler {
-    api_key: ApiKey::Metadata,
-    min_version: 0,
-    max_version: 13,
-    handle: dispatch,
-};
-
-fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
-    Box::pin(handle(broker, ctx, body))
-}
+handler!(ApiKey::Metadata, 0, 13, handle);
 
 /// Endpoints of every broker for the listener the client used.
 pub fn brokers_for_listener(

@@ -11,6 +11,27 @@ use kafka_protocol::messages::ApiKey;
 use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
 
+/// Declare a handler file's `HANDLER`: its api key, served versions and entry point
+/// (`async fn handle(&Broker, &RequestContext, Bytes)`, or a plain `fn` marked `sync`).
+macro_rules! handler {
+    ($key:expr, $min:expr, $max:expr, $handle:ident) => {
+        pub const HANDLER: $crate::handlers::Handler = $crate::handlers::Handler {
+            api_key: $key,
+            min_version: $min,
+            max_version: $max,
+            handle: |broker, ctx, body| Box::pin($handle(broker, ctx, body)),
+        };
+    };
+    ($key:expr, $min:expr, $max:expr, sync $handle:ident) => {
+        pub const HANDLER: $crate::handlers::Handler = $crate::handlers::Handler {
+            api_key: $key,
+            min_version: $min,
+            max_version: $max,
+            handle: |broker, ctx, body| Box::pin(async move { $handle(broker, ctx, body) }),
+        };
+    };
+}
+
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;

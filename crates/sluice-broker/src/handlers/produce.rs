@@ -15,21 +15,11 @@ use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 use tokio::sync::Notify;
 
-use super::{Handler, HandlerFuture};
 use crate::broker::Broker;
 use crate::partition::{AppendError, Partition};
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-pub const HANDLER: Handler = Handler {
-    api_key: ApiKey::Produce,
-    min_version: 3,
-    max_version: 13,
-    handle: dispatch,
-};
-
-fn dispatch<'a>(broker: &'a Broker, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a> {
-    Box::pin(handle(broker, ctx, body))
-}
+handler!(ApiKey::Produce, 3, 13, handle);
 
 fn partition_error(
     index: i32,
