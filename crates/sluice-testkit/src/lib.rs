@@ -154,6 +154,24 @@ impl TestServer {
         }
     }
 
+    /// Start again on the same data directory and the same port, so connected clients can
+    /// reconnect (as to a real broker that restarted).
+    pub fn restart_same_port(&mut self) {
+        let port = self.bootstrap.rsplit(':').next().unwrap_or("0").to_string();
+        if self.child.is_some() {
+            self.stop();
+        }
+        let mut overrides: Vec<String> = self
+            .overrides
+            .iter()
+            .filter(|o| !o.starts_with("listeners="))
+            .cloned()
+            .collect();
+        overrides.push(format!("listeners=PLAINTEXT://127.0.0.1:{port}"));
+        let next = Self::launch(&self.binary, Arc::clone(&self.data), overrides);
+        *self = next;
+    }
+
     /// Start again on the same data directory (a new port).
     pub fn restart(&mut self) {
         if self.child.is_some() {

@@ -1,4 +1,6 @@
-//! `sluice`: the server and (later) the command-line tools, in one binary.
+//! `sluice`: the server and the command-line tools, in one binary.
+
+mod cli;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -36,6 +38,22 @@ enum Command {
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
     },
+    /// Create, list, describe, alter and delete topics (kafka-topics.sh).
+    Topics(cli::topics::TopicsArgs),
+    /// Write lines from stdin or a file as records (kafka-console-producer.sh).
+    Produce(cli::produce::ProduceArgs),
+    /// Print records (kafka-console-consumer.sh).
+    Consume(cli::consume::ConsumeArgs),
+    /// Describe and alter topic and broker configs (kafka-configs.sh).
+    Configs(cli::configs::ConfigsArgs),
+    /// Print partition offsets (kafka-get-offsets.sh).
+    Offsets(cli::offsets::OffsetsArgs),
+    /// Print the contents of log segment and index files (kafka-dump-log.sh).
+    #[command(name = "dump-log")]
+    DumpLog(cli::dump_log::DumpLogArgs),
+    /// Measure throughput and latency (kafka-producer-perf-test.sh and friends).
+    #[command(subcommand)]
+    Perf(cli::perf::PerfCommand),
 }
 
 fn init_logging() {
@@ -49,11 +67,93 @@ fn init_logging() {
         .init();
 }
 
+/// Parse arguments; a mistake is reported on one line (exit 2), help and version as usual.
+fn parse_args() -> Result<Cli, ExitCode> {
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e) if !e.use_stderr() => {
+            let _ = e.print();
+            Err(ExitCode::SUCCESS)
+        }
+        Err(e) => {
+            let rendered = e.render().to_string();
+            let message: Vec<&str> = rendered
+                .lines()
+                .take_while(|l| !l.starts_with("Usage:"))
+                .map(str::trim)
+                .filter(|l| {
+                    !l.is_empty()
+                        && !l.starts_with("tip:")
+                        && !l.starts_with("For more information")
+                })
+                .collect();
+            let message = message.join(" ");
+            let message = message.strip_prefix("error: ").unwrap_or(&message);
+            eprintln!("sluice: {message} (see --help)");
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match parse_args() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     match cli.command {
         Command::Server { config, overrides } => run_server(config, overrides),
+        Command::DumpLog(args) => finish(cli::dump_log::run(args)),
+        tool => run_tool(tool),
     }
+}
+
+/// Exit code and one-line message for a tool's result.
+fn finish(result: cli::CliResult) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(cli::CliError::Usage(m)) => {
+            eprintln!("sluice: {m}");
+            ExitCode::from(2)
+        }
+        Err(cli::CliError::Failed(m)) => {
+            eprintln!("sluice: {m}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run_tool(command: Command) -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("sluice: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match command {
+            Command::Topics(a) => cli::topics::run(a).await,
+            Command::Produce(a) => cli::produce::run(a).await,
+            Command::Consume(a) => cli::consume::run(a).await,
+            Command::Configs(a) => cli::configs::run(a).await,
+            Command::Offsets(a) => cli::offsets::run(a).await,
+            Command::Perf(a) => cli::perf::run(a).await,
+            Command::Server { .. } | Command::DumpLog(_) => Ok(()),
+        }
+    });
+    // Do not wait for background tasks (a consumer's parked fetch) once the answer is in.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    finish(result)
 }
 
 fn run_server(config_file: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {

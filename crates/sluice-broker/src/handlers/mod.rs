@@ -32,13 +32,16 @@ macro_rules! handler {
     };
 }
 
+pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod fetch;
+pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod list_offsets;
 pub mod metadata;
@@ -84,6 +87,9 @@ impl HandlerTable {
             create_partitions::HANDLER,
             describe_cluster::HANDLER,
             init_producer_id::HANDLER,
+            delete_records::HANDLER,
+            alter_configs::HANDLER,
+            incremental_alter_configs::HANDLER,
         ];
         handlers.sort_by_key(|h| h.api_key as i16);
         for h in &handlers {

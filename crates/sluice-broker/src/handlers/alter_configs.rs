@@ -1,0 +1,82 @@
+//! AlterConfigs (key 33, the legacy form): replaces a topic's whole set of overrides — keys
+//! not named are reset to their defaults.
+
+use bytes::Bytes;
+use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
+use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
+use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use sluice_protocol::ErrorCode;
+
+use crate::broker::Broker;
+use crate::request::{str_bytes, HandlerError, RequestContext, Response};
+
+handler!(ApiKey::AlterConfigs, 0, 2, handle);
+
+/// Commit topic config changes through the controller.
+pub(crate) async fn alter_topic(
+    broker: &Broker,
+    topic: String,
+    changes: Vec<(String, Option<String>)>,
+    validate_only: bool,
+) -> Result<(), (ErrorCode, String)> {
+    match broker
+        .call_controller(move |c| c.alter_topic_configs(&topic, &changes, validate_only))
+        .await
+    {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err((e.code, e.message)),
+        Err(e) => Err((ErrorCode::UnknownServerError, e)),
+    }
+}
+
+/// The answer for anything but a topic: broker configs are static for now.
+pub(crate) fn broker_configs_are_static(resource_type: i8) -> Result<(), (ErrorCode, String)> {
+    if resource_type == RESOURCE_BROKER {
+        Err((
+            ErrorCode::InvalidConfig,
+            "broker configs cannot be changed at runtime yet; set them in server.properties".into(),
+        ))
+    } else {
+        Err((
+            ErrorCode::InvalidRequest,
+            format!("unsupported resource type {resource_type}"),
+        ))
+    }
+}
+
+async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
+    let req: AlterConfigsRequest = ctx.decode(body)?;
+    let image = broker.metadata.current();
+    let mut resp = AlterConfigsResponse::default();
+    for res in req.resources {
+        let mut out = AlterConfigsResourceResponse::default();
+        out.resource_type = res.resource_type;
+        out.resource_name = res.resource_name.clone();
+        let name = res.resource_name.to_string();
+        let result = if res.resource_type == RESOURCE_TOPIC {
+            let mut changes: Vec<(String, Option<String>)> = res
+                .configs
+                .iter()
+                .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                .collect();
+            for existing in image.topic_configs(&name).keys() {
+                if !changes.iter().any(|(k, _)| k == existing) {
+                    changes.push((existing.clone(), None));
+                }
+            }
+            alter_topic(broker, name, changes, req.validate_only).await
+        } else {
+            broker_configs_are_static(res.resource_type)
+        };
+        if let Err((code, message)) = result {
+            out.error_code = code.code();
+            out.error_message = Some(str_bytes(message));
+        }
+        resp.responses.push(out);
+    }
+    ctx.respond(&resp)
+}

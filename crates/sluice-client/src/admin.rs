@@ -1,0 +1,496 @@
+//! [`Admin`]: topic and cluster administration.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::{CreatableTopic, CreatableTopicConfig};
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource, AlterableConfig,
+};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use sluice_protocol::types::TopicPartition;
+
+use crate::cluster::{ClusterCore, TopicInfo};
+use crate::config::ClientConfig;
+use crate::error::{check, Error, Result};
+
+/// A topic to create.
+#[derive(Clone, Debug)]
+pub struct NewTopic {
+    pub name: String,
+    /// -1 for the broker's `num.partitions`.
+    pub partitions: i32,
+    /// -1 for the broker's `default.replication.factor`.
+    pub replication_factor: i16,
+    pub configs: Vec<(String, String)>,
+}
+
+impl NewTopic {
+    pub fn new(name: &str, partitions: i32, replication_factor: i16) -> Self {
+        Self {
+            name: name.to_string(),
+            partitions,
+            replication_factor,
+            configs: Vec::new(),
+        }
+    }
+
+    pub fn config(mut self, key: &str, value: &str) -> Self {
+        self.configs.push((key.to_string(), value.to_string()));
+        self
+    }
+}
+
+/// What a config resource is.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ConfigResource {
+    Topic(String),
+    Broker(i32),
+}
+
+impl ConfigResource {
+    fn type_and_name(&self) -> (i8, String) {
+        match self {
+            ConfigResource::Topic(t) => (2, t.clone()),
+            ConfigResource::Broker(b) => (4, b.to_string()),
+        }
+    }
+}
+
+/// One entry of a described config.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigEntry {
+    pub name: String,
+    pub value: Option<String>,
+    pub read_only: bool,
+    pub sensitive: bool,
+    /// Kafka's source code: 1 topic, 4 static broker, 5 default, …
+    pub source: i8,
+    pub is_default: bool,
+}
+
+/// A change to one config key (IncrementalAlterConfigs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AlterOp {
+    Set(String, String),
+    Delete(String),
+}
+
+/// Which offset to look up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetSpec {
+    Earliest,
+    Latest,
+    MaxTimestamp,
+    /// The first record with a timestamp at or after this one.
+    Timestamp(i64),
+}
+
+impl OffsetSpec {
+    fn code(self) -> i64 {
+        match self {
+            OffsetSpec::Earliest => -2,
+            OffsetSpec::Latest => -1,
+            OffsetSpec::MaxTimestamp => -3,
+            OffsetSpec::Timestamp(t) => t,
+        }
+    }
+}
+
+/// A ListOffsets answer: the offset (-1 when none) and its record's timestamp.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OffsetAndTimestamp {
+    pub offset: i64,
+    pub timestamp: i64,
+}
+
+#[derive(Clone, Debug)]
+pub struct ClusterDescription {
+    pub cluster_id: String,
+    pub controller_id: i32,
+    /// (node id, host, port, rack)
+    pub brokers: Vec<(i32, String, i32, Option<String>)>,
+}
+
+#[derive(Clone)]
+pub struct Admin {
+    core: Arc<ClusterCore>,
+}
+
+fn name(s: &str) -> TopicName {
+    TopicName(StrBytes::from_string(s.to_string()))
+}
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.to_string())
+}
+
+impl Admin {
+    pub fn new(config: ClientConfig) -> Result<Admin> {
+        Ok(Admin {
+            core: ClusterCore::new(config)?,
+        })
+    }
+
+    /// Create topics; one result per topic, in order.
+    pub async fn create_topics(
+        &self,
+        topics: &[NewTopic],
+        validate_only: bool,
+    ) -> Result<Vec<(String, Result<()>)>> {
+        let conn = self.core.any_connection().await?;
+        let req = CreateTopicsRequest::default()
+            .with_validate_only(validate_only)
+            .with_timeout_ms(self.core.config.request_timeout.as_millis() as i32)
+            .with_topics(
+                topics
+                    .iter()
+                    .map(|t| {
+                        CreatableTopic::default()
+                            .with_name(name(&t.name))
+                            .with_num_partitions(t.partitions)
+                            .with_replication_factor(t.replication_factor)
+                            .with_configs(
+                                t.configs
+                                    .iter()
+                                    .map(|(k, v)| {
+                                        CreatableTopicConfig::default()
+                                            .with_name(s(k))
+                                            .with_value(Some(s(v)))
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            );
+        let resp: CreateTopicsResponse = conn.call(&req).await?;
+        Ok(resp
+            .topics
+            .into_iter()
+            .map(|t| {
+                (
+                    t.name.to_string(),
+                    check(t.error_code, t.error_message.map(|m| m.to_string())),
+                )
+            })
+            .collect())
+    }
+
+    /// Delete topics by name; one result per topic.
+    pub async fn delete_topics(&self, topics: &[&str]) -> Result<Vec<(String, Result<()>)>> {
+        let conn = self.core.any_connection().await?;
+        let req = DeleteTopicsRequest::default()
+            .with_timeout_ms(self.core.config.request_timeout.as_millis() as i32)
+            .with_topic_names(topics.iter().map(|t| name(t)).collect());
+        let resp: DeleteTopicsResponse = conn.call(&req).await?;
+        Ok(resp
+            .responses
+            .into_iter()
+            .map(|r| {
+                (
+                    r.name.map(|n| n.to_string()).unwrap_or_default(),
+                    check(r.error_code, r.error_message.map(|m| m.to_string())),
+                )
+            })
+            .collect())
+    }
+
+    /// Names of all topics (internal ones included when asked).
+    pub async fn list_topics(&self, include_internal: bool) -> Result<Vec<String>> {
+        let cluster = self.core.refresh(&[]).await?;
+        let mut names: Vec<String> = cluster
+            .topics
+            .values()
+            .filter(|t| include_internal || !t.internal)
+            .map(|t| t.name.clone())
+            .collect();
+        names.sort();
+        Ok(names)
+    }
+
+    /// Partitions, leaders, replicas and ISR of each topic (all when `topics` is empty).
+    pub async fn describe_topics(&self, topics: &[&str]) -> Result<Vec<TopicInfo>> {
+        let wanted: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
+        let cluster = self.core.refresh(&wanted).await?;
+        let mut out: Vec<TopicInfo> = if wanted.is_empty() {
+            cluster.topics.values().cloned().collect()
+        } else {
+            let mut v = Vec::new();
+            for t in &wanted {
+                let info = cluster.topics.get(t).cloned().ok_or_else(|| Error::Kafka {
+                    code: sluice_protocol::ErrorCode::UnknownTopicOrPartition,
+                    message: Some(format!("topic {t}")),
+                })?;
+                if let Some(code) = info.error {
+                    return Err(Error::Kafka {
+                        code,
+                        message: Some(format!("topic {t}")),
+                    });
+                }
+                v.push(info);
+            }
+            v
+        };
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// Grow a topic to `count` partitions.
+    pub async fn create_partitions(
+        &self,
+        topic: &str,
+        count: i32,
+        validate_only: bool,
+    ) -> Result<()> {
+        let conn = self.core.any_connection().await?;
+        let req = CreatePartitionsRequest::default()
+            .with_validate_only(validate_only)
+            .with_timeout_ms(self.core.config.request_timeout.as_millis() as i32)
+            .with_topics(vec![CreatePartitionsTopic::default()
+                .with_name(name(topic))
+                .with_count(count)
+                .with_assignments(None)]);
+        let resp: CreatePartitionsResponse = conn.call(&req).await?;
+        let r = resp
+            .results
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Protocol("empty CreatePartitions response".into()))?;
+        check(r.error_code, r.error_message.map(|m| m.to_string()))
+    }
+
+    /// Describe config resources; one result per resource.
+    pub async fn describe_configs(
+        &self,
+        resources: &[ConfigResource],
+    ) -> Result<Vec<Result<Vec<ConfigEntry>>>> {
+        let conn = self.core.any_connection().await?;
+        let req = DescribeConfigsRequest::default()
+            .with_include_synonyms(true)
+            .with_resources(
+                resources
+                    .iter()
+                    .map(|r| {
+                        let (t, n) = r.type_and_name();
+                        DescribeConfigsResource::default()
+                            .with_resource_type(t)
+                            .with_resource_name(s(&n))
+                    })
+                    .collect(),
+            );
+        let resp: DescribeConfigsResponse = conn.call(&req).await?;
+        Ok(resp
+            .results
+            .into_iter()
+            .map(|r| {
+                check(r.error_code, r.error_message.map(|m| m.to_string()))?;
+                let mut entries: Vec<ConfigEntry> = r
+                    .configs
+                    .into_iter()
+                    .map(|c| ConfigEntry {
+                        name: c.name.to_string(),
+                        value: c.value.map(|v| v.to_string()),
+                        read_only: c.read_only,
+                        sensitive: c.is_sensitive,
+                        source: c.config_source,
+                        is_default: c.config_source == 5,
+                    })
+                    .collect();
+                entries.sort_by(|a, b| a.name.cmp(&b.name));
+                Ok(entries)
+            })
+            .collect())
+    }
+
+    /// Change configs of one resource (IncrementalAlterConfigs).
+    pub async fn alter_configs(
+        &self,
+        resource: &ConfigResource,
+        ops: &[AlterOp],
+        validate_only: bool,
+    ) -> Result<()> {
+        let conn = self.core.any_connection().await?;
+        let (t, n) = resource.type_and_name();
+        let configs = ops
+            .iter()
+            .map(|op| match op {
+                AlterOp::Set(k, v) => AlterableConfig::default()
+                    .with_name(s(k))
+                    .with_config_operation(0)
+                    .with_value(Some(s(v))),
+                AlterOp::Delete(k) => AlterableConfig::default()
+                    .with_name(s(k))
+                    .with_config_operation(1),
+            })
+            .collect();
+        let req = IncrementalAlterConfigsRequest::default()
+            .with_validate_only(validate_only)
+            .with_resources(vec![AlterConfigsResource::default()
+                .with_resource_type(t)
+                .with_resource_name(s(&n))
+                .with_configs(configs)]);
+        let resp: IncrementalAlterConfigsResponse = conn.call(&req).await?;
+        let r = resp
+            .responses
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::Protocol("empty IncrementalAlterConfigs response".into()))?;
+        check(r.error_code, r.error_message.map(|m| m.to_string()))
+    }
+
+    /// Look up offsets; requests go to each partition's leader.
+    pub async fn list_offsets(
+        &self,
+        wanted: &[(TopicPartition, OffsetSpec)],
+    ) -> Result<Vec<(TopicPartition, Result<OffsetAndTimestamp>)>> {
+        list_offsets(&self.core, wanted, false).await
+    }
+
+    /// Delete records below `offset` in each partition; returns each new low watermark.
+    pub async fn delete_records(
+        &self,
+        wanted: &[(TopicPartition, i64)],
+    ) -> Result<Vec<(TopicPartition, Result<i64>)>> {
+        let mut by_leader: BTreeMap<i32, Vec<(TopicPartition, i64)>> = BTreeMap::new();
+        for (tp, offset) in wanted {
+            self.core
+                .topic(&tp.topic, false, Duration::from_secs(5))
+                .await?;
+            let leader = self.core.leader(tp).ok_or_else(|| Error::Kafka {
+                code: sluice_protocol::ErrorCode::LeaderNotAvailable,
+                message: Some(tp.to_string()),
+            })?;
+            by_leader
+                .entry(leader)
+                .or_default()
+                .push((tp.clone(), *offset));
+        }
+        let mut out = Vec::new();
+        for (leader, parts) in by_leader {
+            let conn = self.core.connection_to_node(leader).await?;
+            let mut topics: BTreeMap<String, Vec<DeleteRecordsPartition>> = BTreeMap::new();
+            for (tp, offset) in &parts {
+                topics.entry(tp.topic.clone()).or_default().push(
+                    DeleteRecordsPartition::default()
+                        .with_partition_index(tp.partition.0)
+                        .with_offset(*offset),
+                );
+            }
+            let req = DeleteRecordsRequest::default()
+                .with_timeout_ms(self.core.config.request_timeout.as_millis() as i32)
+                .with_topics(
+                    topics
+                        .into_iter()
+                        .map(|(t, p)| {
+                            DeleteRecordsTopic::default()
+                                .with_name(name(&t))
+                                .with_partitions(p)
+                        })
+                        .collect(),
+                );
+            let resp: DeleteRecordsResponse = conn.call(&req).await?;
+            for t in resp.topics {
+                for p in t.partitions {
+                    let tp = TopicPartition::new(t.name.to_string(), p.partition_index);
+                    out.push((tp, check(p.error_code, None).map(|()| p.low_watermark)));
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    pub async fn describe_cluster(&self) -> Result<ClusterDescription> {
+        let conn = self.core.any_connection().await?;
+        let resp: DescribeClusterResponse = conn.call(&DescribeClusterRequest::default()).await?;
+        check(resp.error_code, resp.error_message.map(|m| m.to_string()))?;
+        Ok(ClusterDescription {
+            cluster_id: resp.cluster_id.to_string(),
+            controller_id: resp.controller_id.0,
+            brokers: resp
+                .brokers
+                .into_iter()
+                .map(|b| {
+                    (
+                        b.broker_id.0,
+                        b.host.to_string(),
+                        b.port,
+                        b.rack.map(|r| r.to_string()),
+                    )
+                })
+                .collect(),
+        })
+    }
+}
+
+/// ListOffsets to each partition's leader (shared with the consumer).
+pub(crate) async fn list_offsets(
+    core: &ClusterCore,
+    wanted: &[(TopicPartition, OffsetSpec)],
+    read_committed: bool,
+) -> Result<Vec<(TopicPartition, Result<OffsetAndTimestamp>)>> {
+    let mut by_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec)>> = BTreeMap::new();
+    for (tp, spec) in wanted {
+        core.topic(&tp.topic, false, Duration::from_secs(5)).await?;
+        let leader = core.leader(tp).ok_or_else(|| Error::Kafka {
+            code: sluice_protocol::ErrorCode::UnknownTopicOrPartition,
+            message: Some(tp.to_string()),
+        })?;
+        by_leader
+            .entry(leader)
+            .or_default()
+            .push((tp.clone(), *spec));
+    }
+    let mut out = Vec::new();
+    for (leader, parts) in by_leader {
+        let conn = core.connection_to_node(leader).await?;
+        let mut topics: HashMap<String, Vec<ListOffsetsPartition>> = HashMap::new();
+        for (tp, spec) in &parts {
+            topics.entry(tp.topic.clone()).or_default().push(
+                ListOffsetsPartition::default()
+                    .with_partition_index(tp.partition.0)
+                    .with_timestamp(spec.code()),
+            );
+        }
+        let req = ListOffsetsRequest::default()
+            .with_replica_id(BrokerId(-1))
+            .with_isolation_level(i8::from(read_committed))
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, p)| {
+                        ListOffsetsTopic::default()
+                            .with_name(name(&t))
+                            .with_partitions(p)
+                    })
+                    .collect(),
+            );
+        let resp: ListOffsetsResponse = conn.call(&req).await?;
+        for t in resp.topics {
+            for p in t.partitions {
+                let tp = TopicPartition::new(t.name.to_string(), p.partition_index);
+                let r = check(p.error_code, None).map(|()| OffsetAndTimestamp {
+                    offset: p.offset,
+                    timestamp: p.timestamp,
+                });
+                out.push((tp, r));
+            }
+        }
+    }
+    Ok(out)
+}
+
+impl std::fmt::Debug for Admin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Admin")
+            .field("bootstrap", &self.core.config.bootstrap_servers)
+            .finish()
+    }
+}

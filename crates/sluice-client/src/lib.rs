@@ -1,0 +1,30 @@
+//! `sluice-client`: a pure-Rust, async Kafka client — producer, consumer and admin — that
+//! speaks the Kafka protocol to Sluice and to Apache Kafka alike.
+//!
+//! # Layout
+//! - [`config`]: [`ClientConfig`], built typed or from Kafka property strings
+//!   (`bootstrap.servers`, `acks`, `linger.ms`, …).
+//! - [`connection`]: one TCP connection to one broker: version negotiation (ApiVersions),
+//!   pipelined requests matched to responses in order.
+//! - [`cluster`]: the shared client core: connections by broker, cached metadata, refresh.
+//! - [`producer`]: [`Producer`]: serializer → partitioner → record accumulator → sender task.
+//! - [`consumer`]: [`Consumer`]: assignment, positions, pipelined fetches, `poll`, a stream.
+//! - [`admin`]: [`Admin`]: topics, partitions, configs, offsets, records, cluster.
+//! - [`error`]: [`Error`], with the broker's Kafka error code where there is one.
+
+pub mod admin;
+pub mod cluster;
+pub mod config;
+pub mod connection;
+pub mod consumer;
+pub mod error;
+pub mod producer;
+
+pub use admin::Admin;
+pub use config::ClientConfig;
+pub use consumer::{Consumer, ConsumerRecord, OffsetReset};
+pub use error::Error;
+pub use producer::{DeliveryFuture, Producer, ProducerRecord, RecordMetadata};
+pub use sluice_protocol::compression::Compression;
+pub use sluice_protocol::types::TopicPartition;
+pub use sluice_protocol::ErrorCode;

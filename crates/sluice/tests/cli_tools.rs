@@ -1,0 +1,584 @@
+//! The `sluice` tools run as a user runs them: real binary, real node, stdout/stderr/exit
+//! codes checked — including wrong arguments (exit 2, one line) and an unreachable broker
+//! (a clear message within --timeout).
+
+mod common;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+
+fn sluice(bootstrap: &str, args: &[&str]) -> Output {
+    Command::new(sluice_bin())
+        .args(args)
+        .env("SLUICE_BOOTSTRAP", bootstrap)
+        .output()
+        .unwrap()
+}
+
+fn ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn fails(out: &Output, code: i32) -> String {
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(code), "stderr: {err}");
+    err
+}
+
+fn produce_lines(bootstrap: &str, args: &[&str], input: &str) -> Output {
+    let mut child = Command::new(sluice_bin())
+        .args(args)
+        .env("SLUICE_BOOTSTRAP", bootstrap)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(input.as_bytes())
+        .unwrap();
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn topics_create_list_describe_alter_delete() {
+    let server = start(&[]);
+    let b = server.bootstrap.as_str();
+    let out = ok(&sluice(
+        b,
+        &[
+            "topics",
+            "--create",
+            "--topic",
+            "orders",
+            "--partitions",
+            "3",
+            "--replication-factor",
+            "1",
+            "--config",
+            "retention.ms=60000",
+        ],
+    ));
+    assert_eq!(out.trim(), "Created topic orders.");
+    ok(&sluice(
+        b,
+        &["topics", "--create", "--topic", "orders", "--if-not-exists"],
+    ));
+    let err = fails(&sluice(b, &["topics", "--create", "--topic", "orders"]), 1);
+    assert!(err.contains("TopicAlreadyExists"), "{err}");
+    assert_eq!(ok(&sluice(b, &["topics", "--list"])).trim(), "orders");
+    let described = ok(&sluice(b, &["topics", "--describe", "--topic", "orders"]));
+    assert!(
+        described.contains("PartitionCount: 3\tReplicationFactor: 1\tConfigs: retention.ms=60000"),
+        "{described}"
+    );
+    assert!(
+        described.contains(
+            "Partition: 2\tLeader: 0\tReplicas: 0\tIsr: 0\tLogStartOffset: 0\tLogEndOffset: 0"
+        ),
+        "{described}"
+    );
+    ok(&sluice(
+        b,
+        &[
+            "topics",
+            "--alter",
+            "--topic",
+            "orders",
+            "--partitions",
+            "5",
+        ],
+    ));
+    let err = fails(
+        &sluice(
+            b,
+            &[
+                "topics",
+                "--alter",
+                "--topic",
+                "orders",
+                "--partitions",
+                "2",
+            ],
+        ),
+        1,
+    );
+    assert!(err.contains("InvalidPartitions"), "{err}");
+    assert!(
+        ok(&sluice(b, &["topics", "--describe", "--topic", "orders"]))
+            .contains("PartitionCount: 5")
+    );
+    assert_eq!(
+        ok(&sluice(b, &["topics", "--delete", "--topic", "orders"])).trim(),
+        "Deleted topic orders."
+    );
+    assert_eq!(ok(&sluice(b, &["topics", "--list"])).trim(), "");
+}
+
+#[test]
+fn produce_and_consume_like_the_console_tools() {
+    let server = start(&[]);
+    let b = server.bootstrap.as_str();
+    ok(&sluice(
+        b,
+        &[
+            "topics",
+            "--create",
+            "--topic",
+            "lines",
+            "--partitions",
+            "1",
+        ],
+    ));
+    let input: String = (0..50).map(|i| format!("key{i}:value {i}\n")).collect();
+    let out = produce_lines(
+        b,
+        &[
+            "produce",
+            "--topic",
+            "lines",
+            "--property",
+            "parse.key=true",
+            "--property",
+            "key.separator=:",
+            "--compression",
+            "gzip",
+            "--acks",
+            "1",
+        ],
+        &input,
+    );
+    ok(&out);
+    let text = ok(&sluice(
+        b,
+        &[
+            "consume",
+            "--topic",
+            "lines",
+            "--from-beginning",
+            "--max-messages",
+            "50",
+            "--property",
+            "print.key=true",
+            "--property",
+            "print.offset=true",
+            "--property",
+            "key.separator=|",
+        ],
+    ));
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 50);
+    assert_eq!(lines[0], "Offset:0|key0|value 0");
+    assert_eq!(lines[49], "Offset:49|key49|value 49");
+    let json = ok(&sluice(
+        b,
+        &[
+            "consume",
+            "--topic",
+            "lines",
+            "--partition",
+            "0",
+            "--offset",
+            "48",
+            "--format",
+            "json",
+            "--timeout-ms",
+            "1000",
+        ],
+    ));
+    let rows: Vec<&str> = json.lines().collect();
+    assert_eq!(rows.len(), 2, "{json}");
+    assert!(
+        rows[0].starts_with("{\"topic\":\"lines\",\"partition\":0,\"offset\":48,"),
+        "{}",
+        rows[0]
+    );
+    assert!(
+        rows[0].contains("\"key\":\"key48\",\"value\":\"value 48\""),
+        "{}",
+        rows[0]
+    );
+    // A file instead of stdin; no key parsing.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("in.txt");
+    std::fs::write(&file, "plain one\nplain two\n").unwrap();
+    ok(&sluice(
+        b,
+        &[
+            "produce",
+            "--topic",
+            "lines",
+            "--file",
+            file.to_str().unwrap(),
+        ],
+    ));
+    let tail = ok(&sluice(
+        b,
+        &[
+            "consume",
+            "--topic",
+            "lines",
+            "--partition",
+            "0",
+            "--offset",
+            "50",
+            "--max-messages",
+            "2",
+        ],
+    ));
+    assert_eq!(tail, "plain one\nplain two\n");
+    // A line without the separator is an error unless ignore.error=true.
+    let out = produce_lines(
+        b,
+        &[
+            "produce",
+            "--topic",
+            "lines",
+            "--property",
+            "parse.key=true",
+        ],
+        "no-tab-here\n",
+    );
+    assert!(fails(&out, 1).contains("no key separator"));
+    // --group asks for group membership, which this broker does not offer yet.
+    let err = fails(
+        &sluice(
+            b,
+            &[
+                "consume",
+                "--topic",
+                "lines",
+                "--group",
+                "g",
+                "--max-messages",
+                "1",
+            ],
+        ),
+        1,
+    );
+    assert!(err.contains("not supported yet"), "{err}");
+}
+
+#[test]
+fn configs_and_offsets() {
+    let server = start(&[]);
+    let b = server.bootstrap.as_str();
+    ok(&sluice(
+        b,
+        &["topics", "--create", "--topic", "cfg", "--partitions", "2"],
+    ));
+    ok(&sluice(
+        b,
+        &[
+            "configs",
+            "--alter",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "cfg",
+            "--add-config",
+            "retention.ms=5000,max.message.bytes=2048",
+        ],
+    ));
+    let d = ok(&sluice(
+        b,
+        &[
+            "configs",
+            "--describe",
+            "--entity-type",
+            "topics",
+            "--entity-name",
+            "cfg",
+        ],
+    ));
+    assert!(d.contains("Dynamic configs for topic cfg are:"), "{d}");
+    assert!(
+        d.contains("  retention.ms=5000 sensitive=false source=DYNAMIC_TOPIC_CONFIG"),
+        "{d}"
+    );
+    assert!(d.contains("  max.message.bytes=2048"), "{d}");
+    ok(&sluice(
+        b,
+        &[
+            "configs",
+            "--alter",
+            "--topic",
+            "cfg",
+            "--delete-config",
+            "retention.ms",
+        ],
+    ));
+    let all = ok(&sluice(
+        b,
+        &["configs", "--describe", "--topic", "cfg", "--all"],
+    ));
+    assert!(
+        all.contains("  retention.ms=604800000 sensitive=false source=DEFAULT_CONFIG"),
+        "{all}"
+    );
+    let broker = ok(&sluice(
+        b,
+        &[
+            "configs",
+            "--describe",
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            "0",
+            "--all",
+        ],
+    ));
+    assert!(broker.contains("  num.partitions=1"), "{broker}");
+    let err = fails(
+        &sluice(
+            b,
+            &[
+                "configs",
+                "--alter",
+                "--topic",
+                "cfg",
+                "--add-config",
+                "retention.ms=never",
+            ],
+        ),
+        1,
+    );
+    assert!(err.contains("InvalidConfig"), "{err}");
+    fails(
+        &sluice(
+            b,
+            &[
+                "configs",
+                "--describe",
+                "--entity-type",
+                "users",
+                "--entity-name",
+                "x",
+            ],
+        ),
+        2,
+    );
+
+    produce_lines(b, &["produce", "--topic", "cfg"], "a\nb\nc\n");
+    let latest = ok(&sluice(b, &["offsets", "--topic", "cfg"]));
+    let total: i64 = latest
+        .lines()
+        .map(|l| l.rsplit(':').next().unwrap().parse::<i64>().unwrap())
+        .sum();
+    assert_eq!(total, 3, "{latest}");
+    assert_eq!(
+        ok(&sluice(b, &["offsets", "--topic", "cfg", "--time", "-2"])),
+        "cfg:0:0\ncfg:1:0\n"
+    );
+    fails(
+        &sluice(b, &["offsets", "--topic", "cfg", "--time", "yesterday"]),
+        2,
+    );
+}
+
+#[test]
+fn dump_log_prints_batches_records_and_verifies_indexes() {
+    let server = start(&["log.index.interval.bytes=100"]);
+    let b = server.bootstrap.as_str();
+    ok(&sluice(
+        b,
+        &["topics", "--create", "--topic", "dump", "--partitions", "1"],
+    ));
+    for round in 0..5 {
+        let input: String = (0..20)
+            .map(|i| format!("k{i}\tround {round} value {i}\n"))
+            .collect();
+        ok(&produce_lines(
+            b,
+            &[
+                "produce",
+                "--topic",
+                "dump",
+                "--property",
+                "parse.key=true",
+                "--compression",
+                "snappy",
+            ],
+            &input,
+        ));
+    }
+    let dir = server.data_dir().join("dump-0");
+    let log = dir.join("00000000000000000000.log");
+    let out = ok(&sluice(
+        b,
+        &[
+            "dump-log",
+            "--files",
+            log.to_str().unwrap(),
+            "--print-data-log",
+        ],
+    ));
+    assert!(
+        out.starts_with(&format!(
+            "Dumping {}\nLog starting offset: 0\n",
+            log.display()
+        )),
+        "{out}"
+    );
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("baseOffset:")).count(),
+        5,
+        "{out}"
+    );
+    assert!(out.contains("compresscodec: snappy"), "{out}");
+    assert!(out
+        .lines()
+        .all(|l| !l.starts_with("baseOffset") || l.ends_with("isvalid: true")));
+    assert!(out.contains("| offset: 99 "), "{out}");
+    assert!(out.contains("key: k19 payload: round 4 value 19"), "{out}");
+    let index = dir.join("00000000000000000000.index");
+    let idx = ok(&sluice(
+        b,
+        &["dump-log", "--files", index.to_str().unwrap()],
+    ));
+    assert!(
+        idx.lines().filter(|l| l.starts_with("offset:")).count() >= 3,
+        "{idx}"
+    );
+    let timeindex = dir.join("00000000000000000000.timeindex");
+    let verified = ok(&sluice(
+        b,
+        &[
+            "dump-log",
+            "--files",
+            &format!("{},{}", index.display(), timeindex.display()),
+            "--verify-index-only",
+        ],
+    ));
+    assert!(!verified.contains("Mismatches"), "{verified}");
+    fails(&sluice(b, &["dump-log", "--files", "/etc/hostname"]), 2);
+}
+
+#[test]
+fn perf_produce_consume_and_e2e_report_numbers() {
+    let server = start(&[]);
+    let b = server.bootstrap.as_str();
+    let out = ok(&sluice(
+        b,
+        &[
+            "perf",
+            "produce",
+            "--topic",
+            "perf",
+            "--records",
+            "20000",
+            "--record-size",
+            "100",
+            "--throughput",
+            "-1",
+            "--producer-props",
+            "acks=1",
+            "linger.ms=5",
+            "--json",
+        ],
+    ));
+    assert!(
+        out.starts_with("{\"records\":20000,\"bytes\":2000000,"),
+        "{out}"
+    );
+    assert!(out.contains("\"latency_ms\":{\"avg\":"), "{out}");
+    let text = ok(&sluice(
+        b,
+        &[
+            "perf",
+            "produce",
+            "--topic",
+            "perf",
+            "--records",
+            "1000",
+            "--throughput",
+            "5000",
+        ],
+    ));
+    assert!(
+        text.contains("1000 records, ") && text.contains("ms p99.9"),
+        "{text}"
+    );
+    let consumed = ok(&sluice(
+        b,
+        &[
+            "perf",
+            "consume",
+            "--topic",
+            "perf",
+            "--messages",
+            "21000",
+            "--json",
+        ],
+    ));
+    assert!(consumed.starts_with("{\"records\":21000,"), "{consumed}");
+    let e2e = ok(&sluice(
+        b,
+        &[
+            "perf",
+            "e2e",
+            "--topic",
+            "perf-e2e",
+            "--records",
+            "2000",
+            "--json",
+        ],
+    ));
+    assert!(e2e.contains("\"p99\":"), "{e2e}");
+}
+
+#[test]
+fn wrong_arguments_exit_2_with_one_line() {
+    for args in [
+        vec!["topics", "--create"],
+        vec!["topics"],
+        vec!["topics", "--list", "--delete"],
+        vec!["consume"],
+        vec!["consume", "--topic", "t", "--offset", "5"],
+        vec!["produce", "--topic", "t", "--compression", "brotli"],
+        vec!["perf", "produce", "--topic", "t"],
+        vec!["no-such-command"],
+    ] {
+        let out = sluice("127.0.0.1:1", &args);
+        let err = fails(&out, 2);
+        assert!(!err.trim().is_empty(), "{args:?}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+        assert!(err.starts_with("sluice: "), "{args:?}: {err}");
+    }
+    for cmd in [
+        "topics", "produce", "consume", "configs", "offsets", "dump-log", "perf", "server",
+    ] {
+        let help = ok(&sluice("127.0.0.1:1", &[cmd, "--help"]));
+        assert!(help.contains("Usage:"), "{cmd}");
+    }
+    assert!(ok(&sluice("127.0.0.1:1", &["topics", "--help"])).contains("Examples:"));
+}
+
+#[test]
+fn an_unreachable_broker_gets_a_clear_message_within_the_timeout() {
+    // A port nothing listens on.
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let addr = format!("127.0.0.1:{port}");
+    let started = Instant::now();
+    let out = sluice(&addr, &["topics", "--list", "--timeout", "2000"]);
+    let err = fails(&out, 1);
+    assert!(started.elapsed() < Duration::from_secs(10));
+    assert!(err.contains(&format!("cannot reach {addr}")), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+}
