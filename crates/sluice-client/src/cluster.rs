@@ -228,6 +228,18 @@ impl ClusterCore {
         }
     }
 
+    /// Partition count of a topic known to the cache (no copy of its metadata).
+    pub fn partition_count(&self, topic: &str) -> Option<i32> {
+        let c = self
+            .cluster
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        c.topics
+            .get(topic)
+            .filter(|t| !t.partitions.is_empty())
+            .map(|t| t.partitions.len() as i32)
+    }
+
     pub fn cached_topic(&self, topic: &str) -> Option<TopicInfo> {
         self.cluster
             .read()

@@ -100,29 +100,41 @@ impl Accumulator {
         config: &ClientConfig,
     ) -> (DeliveryFuture, bool) {
         let keyless = partition.is_none() && record.key.is_none();
+        let topic: &str = &record.topic;
         let partition = match (partition, &record.key) {
             (Some(p), _) => p,
             (None, Some(k)) => for_key(k, partitions),
-            (None, None) => self.keyless_partition(&record.topic, partitions),
+            (None, None) => self.keyless_partition(topic, partitions),
         };
-        if !self.topics.contains_key(&record.topic) {
-            self.topics.insert(record.topic.clone(), Vec::new());
+        if !self.topics.contains_key(topic) {
+            self.topics.insert(topic.to_string(), Vec::new());
         }
-        let queues = self.topics.get_mut(&record.topic).expect("inserted above");
+        let queues = self.topics.get_mut(topic).expect("inserted above");
         if queues.len() < partitions as usize {
             queues.resize_with(partitions as usize, PartitionQueue::default);
         }
         let queue = &mut queues[partition as usize];
-        let fits = queue.batches.back().is_some_and(|b| {
-            b.attempts == 0 && b.builder.estimated_size() + size <= config.batch_size
-        });
+        // While the partition has a batch in flight, its open batch may grow past batch.size
+        // (up to max.request.size): records pile up anyway, and one bigger batch keeps the
+        // single in-flight slot busy with more data instead of many small round trips.
+        let limit = if queue.in_flight {
+            config
+                .batch_size
+                .max(config.max_request_size.saturating_sub(1024))
+        } else {
+            config.batch_size
+        };
+        let fits = queue
+            .batches
+            .back()
+            .is_some_and(|b| b.attempts == 0 && b.builder.estimated_size() + size <= limit);
         let mut new_batch = false;
         if !fits {
             queue.batches.push_back(ProducerBatch {
-                tp: TopicPartition::new(record.topic.clone(), partition),
+                tp: TopicPartition::new(topic, partition),
                 builder: BatchBuilder::new(config.compression),
                 created: Instant::now(),
-                outcome: Arc::new(BatchOutcome::default()),
+                outcome: Arc::new(BatchOutcome::new(Arc::clone(&record.topic), partition)),
                 reserved_bytes: 0,
                 attempts: 0,
                 retry_at: None,
@@ -132,6 +144,7 @@ impl Accumulator {
             new_batch = true;
         }
         let batch = queue.batches.back_mut().expect("a batch was just ensured");
+        let size_before = batch.builder.estimated_size();
         let headers: Vec<(&str, Option<&[u8]>)> = record
             .headers
             .iter()
@@ -149,14 +162,14 @@ impl Accumulator {
         let future = DeliveryFuture {
             outcome: Arc::clone(&batch.outcome),
             index,
-            topic: record.topic,
-            partition,
             timestamp,
         };
-        // A new batch also wakes the sender, so it schedules the batch's linger deadline.
-        let ready = new_batch
-            || batch.builder.estimated_size() >= config.batch_size
-            || queue.batches.len() > 1;
+        // Wake the sender when it has something new to do: a new batch (to schedule its
+        // linger deadline) or one that just filled up. A partition with a batch in flight
+        // gets its turn when that answer arrives, which wakes the sender anyway.
+        let filled =
+            size_before < config.batch_size && batch.builder.estimated_size() >= config.batch_size;
+        let ready = !queue.in_flight && (new_batch || filled);
         // KIP-480: a keyless record that opened a new batch moves the sticky partition on.
         if keyless
             && new_batch
@@ -165,7 +178,7 @@ impl Accumulator {
             && partitions > 1
         {
             let next = (partition + 1 + random_start(partitions - 1)) % partitions;
-            self.sticky.insert(future.topic.clone(), next);
+            self.sticky.insert(topic.to_string(), next);
         }
         (future, ready)
     }
@@ -258,5 +271,63 @@ impl Accumulator {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::Bytes;
+
+    fn record() -> ProducerRecord {
+        ProducerRecord::new("t").value(Bytes::from(vec![b'x'; 100]))
+    }
+
+    #[test]
+    fn an_open_batch_grows_past_batch_size_while_its_partition_is_in_flight() {
+        let config = ClientConfig::new("x:1");
+        let mut acc = Accumulator::new(PartitionerKind::Default);
+        let size = record().size_estimate();
+        for _ in 0..200 {
+            acc.append(record(), Some(0), 1, 0, size, &config);
+        }
+        let now = Instant::now();
+        let (ready, _, _) = acc.drain_ready(
+            now,
+            config.linger,
+            config.delivery_timeout,
+            false,
+            config.batch_size,
+        );
+        assert_eq!(ready.len(), 1, "the full first batch goes");
+        // The partition is in flight: further records extend one open batch.
+        for _ in 0..1000 {
+            acc.append(record(), Some(0), 1, 0, size, &config);
+        }
+        let (none, _, _) = acc.drain_ready(
+            now,
+            config.linger,
+            config.delivery_timeout,
+            true,
+            config.batch_size,
+        );
+        assert!(
+            none.is_empty(),
+            "nothing else goes while a batch is in flight"
+        );
+        acc.done(&TopicPartition::new("t", 0));
+        let (next, _, _) = acc.drain_ready(
+            now,
+            config.linger,
+            config.delivery_timeout,
+            false,
+            config.batch_size,
+        );
+        assert_eq!(next.len(), 1);
+        assert!(
+            next[0].builder.record_count() > 1000,
+            "{}",
+            next[0].builder.record_count()
+        );
     }
 }

@@ -15,7 +15,6 @@ use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
 
 use bytes::Bytes;
 use tokio::sync::{Notify, Semaphore};
@@ -30,7 +29,9 @@ pub use partitioner::Partitioner;
 /// A record to send. Keys and values are bytes: serialize before building the record.
 #[derive(Clone, Debug, Default)]
 pub struct ProducerRecord {
-    pub topic: String,
+    /// Shared, so records for one topic need not copy its name: build many records from
+    /// one `Arc<str>`.
+    pub topic: Arc<str>,
     pub partition: Option<i32>,
     pub key: Option<Bytes>,
     pub value: Option<Bytes>,
@@ -40,7 +41,7 @@ pub struct ProducerRecord {
 }
 
 impl ProducerRecord {
-    pub fn new(topic: impl Into<String>) -> Self {
+    pub fn new(topic: impl Into<Arc<str>>) -> Self {
         Self {
             topic: topic.into(),
             ..Self::default()
@@ -121,14 +122,24 @@ impl Serializer<[u8]> for BytesSerializer {
 }
 
 /// The shared result of one batch: every record's future waits on it.
-#[derive(Default)]
 pub(crate) struct BatchOutcome {
+    topic: Arc<str>,
+    partition: i32,
     /// (base offset, log append time or -1)
     result: OnceLock<Result<(i64, i64)>>,
     done: Notify,
 }
 
 impl BatchOutcome {
+    pub(crate) fn new(topic: Arc<str>, partition: i32) -> Self {
+        Self {
+            topic,
+            partition,
+            result: OnceLock::new(),
+            done: Notify::new(),
+        }
+    }
+
     pub(crate) fn complete(&self, result: Result<(i64, i64)>) {
         if self.result.set(result).is_ok() {
             self.done.notify_waiters();
@@ -152,9 +163,24 @@ impl BatchOutcome {
 pub struct DeliveryFuture {
     outcome: Arc<BatchOutcome>,
     index: i64,
-    topic: String,
-    partition: i32,
     timestamp: i64,
+}
+
+impl DeliveryFuture {
+    /// Wait for the acknowledgement (what `.await` does, without boxing).
+    pub async fn wait(self) -> Result<RecordMetadata> {
+        let (base, append_time) = self.outcome.wait().await?;
+        Ok(RecordMetadata {
+            topic: self.outcome.topic.to_string(),
+            partition: self.outcome.partition,
+            offset: if base < 0 { -1 } else { base + self.index },
+            timestamp: if append_time >= 0 {
+                append_time
+            } else {
+                self.timestamp
+            },
+        })
+    }
 }
 
 impl IntoFuture for DeliveryFuture {
@@ -162,19 +188,7 @@ impl IntoFuture for DeliveryFuture {
     type IntoFuture = Pin<Box<dyn Future<Output = Result<RecordMetadata>> + Send>>;
 
     fn into_future(self) -> Self::IntoFuture {
-        Box::pin(async move {
-            let (base, append_time) = self.outcome.wait().await?;
-            Ok(RecordMetadata {
-                topic: self.topic,
-                partition: self.partition,
-                offset: if base < 0 { -1 } else { base + self.index },
-                timestamp: if append_time >= 0 {
-                    append_time
-                } else {
-                    self.timestamp
-                },
-            })
-        })
+        Box::pin(self.wait())
     }
 }
 
@@ -259,13 +273,8 @@ impl Producer {
                 )),
             });
         }
-        let started = Instant::now();
-        let partitions = match shared
-            .core
-            .cached_topic(&record.topic)
-            .filter(|t| !t.partitions.is_empty())
-        {
-            Some(t) => t.partitions.len() as i32,
+        let partitions = match shared.core.partition_count(&record.topic) {
+            Some(n) => n,
             None => shared
                 .core
                 .topic(&record.topic, true, shared.config.max_block)
@@ -290,14 +299,25 @@ impl Producer {
                 .map(|custom| custom.partition(&record.topic, record.key.as_deref(), partitions)),
         };
         let permits = u32::try_from(size).unwrap_or(u32::MAX);
-        let remaining = shared.config.max_block.saturating_sub(started.elapsed());
-        match tokio::time::timeout(remaining, shared.memory.acquire_many(permits)).await {
-            Ok(Ok(p)) => p.forget(),
-            Ok(Err(_)) => return Err(Error::Closed),
-            Err(_) => {
-                return Err(Error::BufferExhausted(
-                    shared.config.max_block.as_millis() as u64
-                ))
+        match shared.memory.try_acquire_many(permits) {
+            Ok(p) => p.forget(),
+            Err(tokio::sync::TryAcquireError::Closed) => return Err(Error::Closed),
+            Err(tokio::sync::TryAcquireError::NoPermits) => {
+                // The buffer is full: block up to max.block.ms for the sender to free it.
+                match tokio::time::timeout(
+                    shared.config.max_block,
+                    shared.memory.acquire_many(permits),
+                )
+                .await
+                {
+                    Ok(Ok(p)) => p.forget(),
+                    Ok(Err(_)) => return Err(Error::Closed),
+                    Err(_) => {
+                        return Err(Error::BufferExhausted(
+                            shared.config.max_block.as_millis() as u64
+                        ))
+                    }
+                }
             }
         }
         let timestamp = record.timestamp.unwrap_or_else(now_ms);

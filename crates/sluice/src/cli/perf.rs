@@ -184,26 +184,33 @@ async fn produce(args: ProduceArgs) -> CliResult {
     let producer = Producer::new(config)?;
     let value = Bytes::from(vec![b'x'; args.record_size]);
     let bar = progress(args.records);
-    // Acknowledgements are awaited in send order by a collector, which times each one.
-    let (tx, mut rx) = mpsc::channel::<(Instant, sluice_client::DeliveryFuture)>(1 << 16);
+    // Acknowledgements are awaited in send order by a collector, which times each one;
+    // futures travel to it in chunks to keep the hand-off cheap.
+    type Chunk = Vec<(Instant, sluice_client::DeliveryFuture)>;
+    const CHUNK: usize = 1024;
+    let (tx, mut rx) = mpsc::channel::<Chunk>(256);
     let collector = tokio::spawn(async move {
         let mut h = histogram();
         let mut failed = 0u64;
         let mut first_error = None;
-        while let Some((sent, fut)) = rx.recv().await {
-            match fut.await {
-                Ok(_) => {
-                    let _ = h.record(sent.elapsed().as_micros().max(1) as u64);
-                }
-                Err(e) => {
-                    failed += 1;
-                    first_error.get_or_insert(e.to_string());
+        while let Some(chunk) = rx.recv().await {
+            for (sent, fut) in chunk {
+                match fut.wait().await {
+                    Ok(_) => {
+                        let _ = h.record(sent.elapsed().as_micros().max(1) as u64);
+                    }
+                    Err(e) => {
+                        failed += 1;
+                        first_error.get_or_insert(e.to_string());
+                    }
                 }
             }
         }
         (h, failed, first_error)
     });
+    let topic: Arc<str> = args.topic.as_str().into();
     let started = Instant::now();
+    let mut chunk: Chunk = Vec::with_capacity(CHUNK);
     for i in 0..args.records {
         if args.throughput > 0 {
             let due = started + Duration::from_secs_f64(i as f64 / args.throughput as f64);
@@ -213,14 +220,22 @@ async fn produce(args: ProduceArgs) -> CliResult {
         }
         let sent = Instant::now();
         let fut = producer
-            .send(ProducerRecord::new(args.topic.clone()).value(value.clone()))
+            .send(ProducerRecord::new(Arc::clone(&topic)).value(value.clone()))
             .await?;
-        if tx.send((sent, fut)).await.is_err() {
-            break;
-        }
-        if i % 10_000 == 0 {
+        chunk.push((sent, fut));
+        if chunk.len() == CHUNK {
+            if tx
+                .send(std::mem::replace(&mut chunk, Vec::with_capacity(CHUNK)))
+                .await
+                .is_err()
+            {
+                break;
+            }
             bar.set_position(i);
         }
+    }
+    if !chunk.is_empty() {
+        let _ = tx.send(chunk).await;
     }
     drop(tx);
     producer.flush().await;
