@@ -359,20 +359,7 @@ impl Admin {
         &self,
         wanted: &[(TopicPartition, i64)],
     ) -> Result<Vec<(TopicPartition, Result<i64>)>> {
-        let mut by_leader: BTreeMap<i32, Vec<(TopicPartition, i64)>> = BTreeMap::new();
-        for (tp, offset) in wanted {
-            self.core
-                .topic(&tp.topic, false, Duration::from_secs(5))
-                .await?;
-            let leader = self.core.leader(tp).ok_or_else(|| Error::Kafka {
-                code: sluice_protocol::ErrorCode::LeaderNotAvailable,
-                message: Some(tp.to_string()),
-            })?;
-            by_leader
-                .entry(leader)
-                .or_default()
-                .push((tp.clone(), *offset));
-        }
+        let by_leader = by_leader(&self.core, wanted).await?;
         let mut out = Vec::new();
         for (leader, parts) in by_leader {
             let conn = self.core.connection_to_node(leader).await?;
@@ -430,24 +417,32 @@ impl Admin {
     }
 }
 
+/// Group per-partition requests by the partition's current leader.
+async fn by_leader<T: Clone>(
+    core: &ClusterCore,
+    wanted: &[(TopicPartition, T)],
+) -> Result<BTreeMap<i32, Vec<(TopicPartition, T)>>> {
+    let mut out: BTreeMap<i32, Vec<(TopicPartition, T)>> = BTreeMap::new();
+    for (tp, item) in wanted {
+        core.topic(&tp.topic, false, Duration::from_secs(5)).await?;
+        let leader = core.leader(tp).ok_or_else(|| Error::Kafka {
+            code: sluice_protocol::ErrorCode::LeaderNotAvailable,
+            message: Some(tp.to_string()),
+        })?;
+        out.entry(leader)
+            .or_default()
+            .push((tp.clone(), item.clone()));
+    }
+    Ok(out)
+}
+
 /// ListOffsets to each partition's leader (shared with the consumer).
 pub(crate) async fn list_offsets(
     core: &ClusterCore,
     wanted: &[(TopicPartition, OffsetSpec)],
     read_committed: bool,
 ) -> Result<Vec<(TopicPartition, Result<OffsetAndTimestamp>)>> {
-    let mut by_leader: BTreeMap<i32, Vec<(TopicPartition, OffsetSpec)>> = BTreeMap::new();
-    for (tp, spec) in wanted {
-        core.topic(&tp.topic, false, Duration::from_secs(5)).await?;
-        let leader = core.leader(tp).ok_or_else(|| Error::Kafka {
-            code: sluice_protocol::ErrorCode::UnknownTopicOrPartition,
-            message: Some(tp.to_string()),
-        })?;
-        by_leader
-            .entry(leader)
-            .or_default()
-            .push((tp.clone(), *spec));
-    }
+    let by_leader = by_leader(core, wanted).await?;
     let mut out = Vec::new();
     for (leader, parts) in by_leader {
         let conn = core.connection_to_node(leader).await?;

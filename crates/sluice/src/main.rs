@@ -122,6 +122,16 @@ fn finish(result: cli::CliResult) -> ExitCode {
     }
 }
 
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("sluice: cannot start the runtime: {e}");
+            ExitCode::FAILURE
+        })
+}
+
 fn run_tool(command: Command) -> ExitCode {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
@@ -130,15 +140,9 @@ fn run_tool(command: Command) -> ExitCode {
         .with_writer(std::io::stderr)
         .with_target(false)
         .init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("sluice: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     let result = runtime.block_on(async move {
         match command {
@@ -169,15 +173,9 @@ fn run_server(config_file: Option<PathBuf>, overrides: Vec<String>) -> ExitCode 
     for w in warnings {
         warn!("{w}");
     }
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("sluice: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async move {
         let node = match Node::start(config).await {

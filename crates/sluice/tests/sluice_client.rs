@@ -600,3 +600,101 @@ async fn consumer_positions_seeks_pauses_and_streams() {
     }
     assert_eq!(offsets, (0..100).collect::<Vec<_>>());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn interceptors_and_partitioners_shape_the_pipeline() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
+    use sluice_client::producer::{Interceptor, Partitioner, RecordMetadata};
+
+    #[derive(Default)]
+    struct Counting {
+        sent: AtomicUsize,
+        acked: AtomicUsize,
+    }
+    impl Interceptor for Counting {
+        fn on_send(&self, record: &mut ProducerRecord) {
+            self.sent.fetch_add(1, Ordering::Relaxed);
+            record.headers.push(("intercepted".into(), None));
+        }
+        fn on_acknowledgement(&self, result: &sluice_client::error::Result<RecordMetadata>) {
+            if result.is_ok() {
+                self.acked.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+    struct LastPartition;
+    impl Partitioner for LastPartition {
+        fn partition(&self, _topic: &str, _key: Option<&[u8]>, num_partitions: i32) -> i32 {
+            num_partitions - 1
+        }
+    }
+    let server = start(&[]);
+    create(&server.bootstrap, "hooks", 4).await;
+    let counting = Arc::new(Counting::default());
+    let p = Producer::with_hooks(
+        config(&server.bootstrap),
+        vec![counting.clone() as Arc<dyn Interceptor>],
+        Some(Arc::new(LastPartition)),
+    )
+    .unwrap();
+    for i in 0..10 {
+        let md = p
+            .send_and_wait(ProducerRecord::new("hooks").key(format!("k{i}")).value("v"))
+            .await
+            .unwrap();
+        assert_eq!(
+            md.partition, 3,
+            "the custom partitioner wins over the key hash"
+        );
+    }
+    // An explicit partition wins over the custom partitioner.
+    assert_eq!(
+        p.send_and_wait(ProducerRecord::new("hooks").partition(1).value("v"))
+            .await
+            .unwrap()
+            .partition,
+        1
+    );
+    assert_eq!(counting.sent.load(Ordering::Relaxed), 11);
+    assert_eq!(counting.acked.load(Ordering::Relaxed), 11);
+    let records = consume_n(&server.bootstrap, "hooks", 4, 11).await;
+    assert!(records
+        .iter()
+        .all(|r| r.headers == vec![("intercepted".to_string(), None)]));
+
+    // Round-robin spreads keyless records over every partition.
+    let rr = Producer::new(
+        config(&server.bootstrap)
+            .set("partitioner.class", "round-robin")
+            .unwrap(),
+    )
+    .unwrap();
+    let mut seen = std::collections::HashSet::new();
+    for _ in 0..8 {
+        seen.insert(
+            rr.send_and_wait(ProducerRecord::new("hooks").value("v"))
+                .await
+                .unwrap()
+                .partition,
+        );
+    }
+    assert_eq!(seen.len(), 4);
+    // The default (sticky) partitioner keeps keyless records of one batch together.
+    let sticky = Producer::new(config(&server.bootstrap).set("linger.ms", "100").unwrap()).unwrap();
+    let mut futures = Vec::new();
+    for _ in 0..20 {
+        futures.push(
+            sticky
+                .send(ProducerRecord::new("hooks").value("v"))
+                .await
+                .unwrap(),
+        );
+    }
+    let mut parts = std::collections::HashSet::new();
+    for f in futures {
+        parts.insert(f.await.unwrap().partition);
+    }
+    assert_eq!(parts.len(), 1, "one batch, one partition");
+}

@@ -285,7 +285,6 @@ fn retry(shared: &Shared, mut b: ProducerBatch, error: Error) {
 
 /// Settle a batch for good: wake its records' futures, run interceptors, free its memory.
 fn finish(shared: &Shared, b: ProducerBatch, result: Result<(i64, i64)>) {
-    b.complete(result.clone());
     if !shared.interceptors.is_empty() {
         for (i, ts) in b.timestamps.iter().enumerate() {
             let r = result.clone().map(|(base, append)| RecordMetadata {
@@ -299,6 +298,8 @@ fn finish(shared: &Shared, b: ProducerBatch, result: Result<(i64, i64)>) {
             }
         }
     }
+    // Interceptors see the acknowledgement before the record's future resolves, as in Kafka.
+    b.complete(result);
     shared.memory.add_permits(b.reserved_bytes);
     shared.lock().done(&b.tp);
     shared.progress.notify_waiters();
