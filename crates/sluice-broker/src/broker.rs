@@ -6,6 +6,7 @@ use std::sync::Arc;
 use sluice_metadata::config::BrokerConfig;
 
 use crate::controller_api::ControllerApi;
+use crate::group::coordinator::GroupCoordinator;
 use crate::handlers::HandlerTable;
 use crate::metadata_cache::MetadataCache;
 use crate::replica_manager::ReplicaManager;
@@ -19,6 +20,7 @@ pub struct Broker {
     pub controller: Arc<dyn ControllerApi>,
     pub handlers: HandlerTable,
     pub producer_ids: ProducerIdBlock,
+    pub groups: Arc<GroupCoordinator>,
 }
 
 /// Producer ids reserved from the controller in blocks, handed out one by one.

@@ -15,11 +15,14 @@
 //! - [`controller_api`]: what the broker needs from the controller (a trait; the node wires
 //!   in the real controller).
 //! - [`broker`]: [`Broker`], the shared state every handler receives.
+//! - [`group`]: consumer groups: the group state machine, `__consumer_offsets` records, the
+//!   coordinator task.
 //! - [`error_map`]: storage errors to Kafka error codes, in one place.
 
 pub mod broker;
 pub mod controller_api;
 pub mod error_map;
+pub mod group;
 pub mod handlers;
 pub mod metadata_cache;
 pub mod network;

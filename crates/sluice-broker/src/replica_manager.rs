@@ -71,6 +71,12 @@ pub fn log_config(
         cleanup_delete: policy.split(',').any(|p| p.trim() == "delete"),
         cleanup_compact: policy.split(',').any(|p| p.trim() == "compact"),
         preallocate: get("preallocate").is_some_and(|v| v.eq_ignore_ascii_case("true")),
+        delete_retention_ms: num(get("delete.retention.ms"), d.delete_retention_ms),
+        min_compaction_lag_ms: num(get("min.compaction.lag.ms"), d.min_compaction_lag_ms),
+        min_cleanable_dirty_ratio: num(
+            get("min.cleanable.dirty.ratio"),
+            d.min_cleanable_dirty_ratio,
+        ),
     };
     let settings = PartitionSettings {
         min_insync_replicas: num(get("min.insync.replicas"), 1),
@@ -216,6 +222,11 @@ impl ReplicaManager {
             .collect();
         self.logs
             .cleanup(now_ms, |tp| hws.get(tp).copied().unwrap_or(0))
+    }
+
+    /// One log-cleaner pass over compacted topics.
+    pub fn run_cleaner(&self, now_ms: i64) -> usize {
+        self.logs.clean(now_ms)
     }
 
     pub fn flush_due(&self, now_ms: i64) {

@@ -815,6 +815,20 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         AtLeast(-2),
         "Default local.retention.bytes.",
     )),
+    def(
+        "log.cleaner.enable",
+        T::Boolean,
+        Some("true"),
+        Any,
+        "Run the log cleaner for compacted topics.",
+    ),
+    dynamic(def(
+        "log.cleaner.backoff.ms",
+        T::Long,
+        Some("15000"),
+        AtLeast(0),
+        "Pause between log cleaner passes.",
+    )),
     dynamic(def(
         "log.cleaner.delete.retention.ms",
         T::Long,
@@ -961,6 +975,55 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         Some("2"),
         AtLeast(1),
         "min.insync.replicas of __transaction_state.",
+    ),
+    def(
+        "offsets.topic.segment.bytes",
+        T::Int,
+        Some("104857600"),
+        AtLeast(1),
+        "segment.bytes of __consumer_offsets.",
+    ),
+    def(
+        "offsets.retention.minutes",
+        T::Int,
+        Some("10080"),
+        AtLeast(1),
+        "How long offsets of an empty group are kept.",
+    ),
+    def(
+        "offsets.retention.check.interval.ms",
+        T::Long,
+        Some("600000"),
+        AtLeast(1),
+        "How often expired offsets are removed.",
+    ),
+    def(
+        "offset.metadata.max.bytes",
+        T::Int,
+        Some("4096"),
+        Any,
+        "Largest metadata string of a committed offset.",
+    ),
+    def(
+        "group.min.session.timeout.ms",
+        T::Int,
+        Some("6000"),
+        Any,
+        "Smallest session timeout a member may ask for.",
+    ),
+    def(
+        "group.max.session.timeout.ms",
+        T::Int,
+        Some("1800000"),
+        Any,
+        "Largest session timeout a member may ask for.",
+    ),
+    def(
+        "group.max.size",
+        T::Int,
+        Some("2147483647"),
+        AtLeast(1),
+        "Most members of a consumer group.",
     ),
     def(
         "group.initial.rebalance.delay.ms",
@@ -1329,6 +1392,19 @@ impl BrokerConfig {
 
     pub fn flush_scheduler_interval_ms(&self) -> i64 {
         self.int("log.flush.scheduler.interval.ms")
+    }
+
+    /// Numeric setting (explicit or default), for the coordinator's many knobs.
+    pub fn number(&self, key: &str) -> i64 {
+        self.int(key)
+    }
+
+    pub fn cleaner_enabled(&self) -> bool {
+        self.flag("log.cleaner.enable")
+    }
+
+    pub fn cleaner_backoff_ms(&self) -> i64 {
+        self.int("log.cleaner.backoff.ms")
     }
 
     pub fn fetch_max_bytes(&self) -> i64 {

@@ -580,6 +580,9 @@ pub struct BatchBuilder {
     base_timestamp: Option<i64>,
     max_timestamp: i64,
     count: i32,
+    /// Largest offset delta written; may exceed `count - 1` when a compacted batch keeps
+    /// its original offsets (gaps allowed).
+    last_offset_delta: i32,
     records: Vec<u8>,
 }
 
@@ -596,6 +599,7 @@ impl BatchBuilder {
             base_timestamp: None,
             max_timestamp: -1,
             count: 0,
+            last_offset_delta: -1,
             records: Vec::new(),
         }
     }
@@ -643,9 +647,26 @@ impl BatchBuilder {
         value: Option<&[u8]>,
         headers: &[(&str, Option<&[u8]>)],
     ) {
+        let offset_delta = self.last_offset_delta + 1;
+        self.append_at(offset_delta, timestamp, key, value, headers);
+    }
+
+    /// Append a record at an explicit offset delta, larger than every earlier one (the log
+    /// cleaner keeps the offsets of the records it retains).
+    pub fn append_at(
+        &mut self,
+        offset_delta: i32,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        headers: &[(&str, Option<&[u8]>)],
+    ) {
+        debug_assert!(
+            offset_delta > self.last_offset_delta,
+            "offset deltas increase"
+        );
         let base = *self.base_timestamp.get_or_insert(timestamp);
         let ts_delta = timestamp.wrapping_sub(base);
-        let offset_delta = self.count;
         let field_len = |b: Option<&[u8]>| match b {
             Some(b) => varint::varint_len(b.len() as i32) + b.len(),
             None => 1,
@@ -672,7 +693,14 @@ impl BatchBuilder {
             write_nullable(out, *v);
         }
         self.count += 1;
+        self.last_offset_delta = offset_delta;
         self.max_timestamp = self.max_timestamp.max(timestamp);
+    }
+
+    /// Keep the batch's last offset at `delta` even if its last records were removed, so
+    /// the batch still spans its original offsets.
+    pub fn extend_last_offset_delta(&mut self, delta: i32) {
+        self.last_offset_delta = self.last_offset_delta.max(delta);
     }
 
     /// Finish the batch with the given base offset (0 for a producer).
@@ -698,7 +726,7 @@ impl BatchBuilder {
         h[12..16].copy_from_slice(&(-1i32).to_be_bytes());
         h[16] = MAGIC_V2 as u8;
         h[21..23].copy_from_slice(&attrs.to_be_bytes());
-        h[23..27].copy_from_slice(&(self.count - 1).max(0).to_be_bytes());
+        h[23..27].copy_from_slice(&self.last_offset_delta.max(0).to_be_bytes());
         h[27..35].copy_from_slice(&base_ts.to_be_bytes());
         h[35..43].copy_from_slice(&self.max_timestamp.to_be_bytes());
         h[43..51].copy_from_slice(&self.producer_id.to_be_bytes());

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_broker::group::coordinator::{CoordinatorConfig, GroupCoordinator};
 use sluice_broker::handlers::HandlerTable;
 use sluice_broker::metadata_cache::{MetadataCache, MetadataPublisher};
 use sluice_broker::network::{self, NetworkLimits};
@@ -60,6 +61,7 @@ pub struct Node {
     chores: JoinHandle<()>,
     replicas: Arc<ReplicaManager>,
     controller: Arc<LocalController>,
+    groups: Arc<GroupCoordinator>,
 }
 
 /// Read or create this directory's identity.
@@ -201,6 +203,10 @@ impl Node {
         ));
         publisher.publish(image, now)?;
         let controller = Arc::new(LocalController::new(controller, publisher));
+        let groups = GroupCoordinator::start(
+            CoordinatorConfig::from_broker(&config),
+            Arc::clone(&replicas),
+        );
         let broker = Arc::new(Broker {
             node_id,
             cluster_id: meta.cluster_id.clone(),
@@ -211,6 +217,7 @@ impl Node {
                 as Arc<dyn sluice_broker::controller_api::ControllerApi>,
             handlers: HandlerTable::standard(),
             producer_ids: Default::default(),
+            groups: Arc::clone(&groups),
         });
 
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -258,6 +265,7 @@ impl Node {
             chores,
             replicas,
             controller,
+            groups,
         })
     }
 
@@ -273,6 +281,7 @@ impl Node {
             let _ = s.await;
         }
         let _ = self.chores.await;
+        self.groups.shutdown().await;
         let replicas = self.replicas;
         let controller = self.controller;
         let result = tokio::task::spawn_blocking(move || -> Result<(), NodeError> {
@@ -290,7 +299,7 @@ impl Node {
     }
 }
 
-/// Periodic log chores: retention, checkpoints, scheduled flushes. Each runs on the blocking
+/// Periodic log chores: retention, checkpoints, scheduled flushes, compaction. Each runs on the blocking
 /// pool; the loop ends when shutdown is signalled.
 async fn run_chores(
     replicas: Arc<ReplicaManager>,
@@ -300,13 +309,15 @@ async fn run_chores(
     let period = |ms: i64| Duration::from_millis(ms.clamp(1, 24 * 3_600_000) as u64);
     let mut retention = tokio::time::interval(period(config.retention_check_interval_ms()));
     let mut checkpoint = tokio::time::interval(period(config.recovery_checkpoint_interval_ms()));
+    let mut cleaner = tokio::time::interval(period(config.cleaner_backoff_ms()));
+    let cleaner_enabled = config.cleaner_enabled();
     let flush_ms = config.flush_scheduler_interval_ms();
     let mut flush = tokio::time::interval(period(if flush_ms == i64::MAX {
         3_600_000
     } else {
         flush_ms
     }));
-    for t in [&mut retention, &mut checkpoint, &mut flush] {
+    for t in [&mut retention, &mut checkpoint, &mut flush, &mut cleaner] {
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         t.reset();
     }
@@ -318,6 +329,7 @@ async fn run_chores(
                 if let Err(e) = r.checkpoint() { warn!(error = %e, "checkpoint failed"); }
             }),
             _ = flush.tick() => Box::new(|r: &ReplicaManager| r.flush_due(now_ms())),
+            _ = cleaner.tick(), if cleaner_enabled => Box::new(|r: &ReplicaManager| { r.run_cleaner(now_ms()); }),
         };
         let r = Arc::clone(&replicas);
         let _ = tokio::task::spawn_blocking(move || job(&r)).await;

@@ -46,6 +46,12 @@ pub struct LogConfig {
     pub cleanup_compact: bool,
     /// `preallocate`
     pub preallocate: bool,
+    /// `delete.retention.ms`: how long tombstones survive compaction.
+    pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms`: records younger than this are not compacted.
+    pub min_compaction_lag_ms: i64,
+    /// `min.cleanable.dirty.ratio`
+    pub min_cleanable_dirty_ratio: f64,
 }
 
 impl Default for LogConfig {
@@ -69,6 +75,9 @@ impl Default for LogConfig {
             cleanup_delete: true,
             cleanup_compact: false,
             preallocate: false,
+            delete_retention_ms: 86_400_000,
+            min_compaction_lag_ms: 0,
+            min_cleanable_dirty_ratio: 0.5,
         }
     }
 }

@@ -9,12 +9,14 @@
 //! - [`validator`]: checks a producer's batches and assigns offsets in place.
 //! - [`log_manager`]: [`LogManager`] owns every partition log of a log dir, the checkpoint
 //!   files and the clean-shutdown marker.
+//! - [`cleaner`]: log compaction for `cleanup.policy=compact`.
 //! - [`checkpoint`]: Kafka's offset checkpoint files, `partition.metadata`, `meta.properties`,
 //!   and atomic file replacement.
 //! - [`epoch_cache`]: the `leader-epoch-checkpoint` (epoch -> start offset).
 //! - [`config`]: [`LogConfig`], the per-log settings resolved from topic/broker configs.
 
 pub mod checkpoint;
+pub mod cleaner;
 pub mod config;
 pub mod epoch_cache;
 pub mod error;

@@ -14,9 +14,11 @@ use sluice_protocol::types::TopicPartition;
 use tracing::{debug, info, warn};
 
 use crate::checkpoint;
+use crate::cleaner::{self, CompactionInput, CompactionOutput, SegmentToClean};
 use crate::config::LogConfig;
 use crate::epoch_cache::LeaderEpochCache;
 use crate::error::{IoContext, LogError};
+use crate::segment;
 pub use crate::segment::FileSlice;
 use crate::segment::LogSegment;
 use crate::validator;
@@ -64,6 +66,8 @@ pub struct Log {
     last_flush_ms: i64,
     epoch_cache: LeaderEpochCache,
     topic_id: Option<[u8; 16]>,
+    /// Bumped by every truncation: a compaction planned before one is not installed.
+    truncations: u64,
 }
 
 /// Suffixes of files a crash may leave behind mid-operation.
@@ -162,6 +166,7 @@ impl Log {
             last_flush_ms: opts.now_ms,
             epoch_cache,
             topic_id,
+            truncations: 0,
         };
         if !opts.clean_shutdown {
             debug!(partition = %log.tp, log_end_offset = next_offset, "log re-validated past its recovery point");
@@ -488,6 +493,7 @@ impl Log {
         if offset >= self.next_offset {
             return Ok(());
         }
+        self.truncations += 1;
         let first = *self
             .segments
             .keys()
@@ -533,6 +539,108 @@ impl Log {
         self.log_start_offset = offset;
         self.recovery_point = offset;
         self.epoch_cache.truncate_from_end(offset)?;
+        Ok(())
+    }
+
+    /// The segments compaction may rewrite: everything below the active segment, stopping at
+    /// the first segment with records younger than `min.compaction.lag.ms`. None if there is
+    /// nothing dirty to clean.
+    pub fn compaction_input(
+        &self,
+        first_dirty_offset: i64,
+        now_ms: i64,
+    ) -> Option<CompactionInput> {
+        let active_base = self.active().base_offset();
+        let mut segments = Vec::new();
+        let mut end = active_base;
+        for seg in self
+            .segments
+            .values()
+            .filter(|s| s.base_offset() < active_base)
+        {
+            if seg.max_timestamp() > now_ms.saturating_sub(self.config.min_compaction_lag_ms) {
+                end = seg.base_offset();
+                break;
+            }
+            segments.push(SegmentToClean {
+                base_offset: seg.base_offset(),
+                file: seg.file(),
+                size: seg.size(),
+            });
+        }
+        let first_dirty_offset = first_dirty_offset.max(self.log_start_offset);
+        if segments.is_empty() || first_dirty_offset >= end {
+            return None;
+        }
+        Some(CompactionInput {
+            dir: self.dir.clone(),
+            segments,
+            first_dirty_offset,
+            end_offset: end,
+            delete_retention_ms: self.config.delete_retention_ms,
+            index_interval_bytes: self.config.index_interval_bytes,
+            truncations: self.truncations,
+        })
+    }
+
+    /// Share of the non-active bytes at or after `first_dirty_offset` (what
+    /// `min.cleanable.dirty.ratio` is compared with).
+    pub fn dirty_ratio(&self, first_dirty_offset: i64) -> f64 {
+        let active_base = self.active().base_offset();
+        let (mut dirty, mut total) = (0u64, 0u64);
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        for (i, base) in bases.iter().enumerate() {
+            if *base >= active_base {
+                break;
+            }
+            let size = self.segments[base].size();
+            total += size;
+            let end = bases.get(i + 1).copied().unwrap_or(active_base);
+            if end > first_dirty_offset {
+                dirty += size;
+            }
+        }
+        if total == 0 {
+            0.0
+        } else {
+            dirty as f64 / total as f64
+        }
+    }
+
+    /// Swap in segments rewritten by [`crate::cleaner::compact`]. Segments deleted or
+    /// truncated since the input was taken are skipped (their cleaned copies removed).
+    pub fn install_compacted(
+        &mut self,
+        input: &CompactionInput,
+        output: &CompactionOutput,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let stale = input.truncations != self.truncations;
+        for (base, _, _) in &output.segments {
+            let cleaned = |ext: &str| cleaner::cleaned_path(&self.dir, *base, ext);
+            if stale || !self.segments.contains_key(base) || *base >= self.active().base_offset() {
+                for ext in ["log", "index", "timeindex"] {
+                    let _ = fs::remove_file(cleaned(ext));
+                }
+                continue;
+            }
+            for ext in ["index", "timeindex"] {
+                let old = self.dir.join(segment::file_name(*base, ext));
+                match fs::remove_file(&old) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(LogError::io(old, e)),
+                }
+            }
+            for ext in ["log", "index", "timeindex"] {
+                let to = self.dir.join(segment::file_name(*base, ext));
+                fs::rename(cleaned(ext), &to).at(&to)?;
+            }
+            checkpoint::sync_dir(&self.dir)?;
+            let mut seg = LogSegment::open(&self.dir, *base, now_ms)?;
+            seg.load_stats()?;
+            self.segments.insert(*base, seg);
+        }
         Ok(())
     }
 

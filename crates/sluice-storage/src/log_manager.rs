@@ -21,6 +21,7 @@ use crate::log::{Log, OpenOptions};
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
+pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 /// Directory of the metadata log, which is not a partition of a user topic.
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 const DELETE_SUFFIX: &str = "-delete";
@@ -40,6 +41,8 @@ pub struct LogManager {
     had_clean_shutdown: bool,
     recovery_points: HashMap<TopicPartition, i64>,
     log_start_offsets: HashMap<TopicPartition, i64>,
+    /// How far each compacted log is clean (the cleaner's checkpoint).
+    cleaned_up_to: Mutex<BTreeMap<TopicPartition, i64>>,
     delete_counter: AtomicU64,
 }
 
@@ -76,6 +79,11 @@ impl LogManager {
             had_clean_shutdown,
             recovery_points: read_or_empty(RECOVERY_POINT_CHECKPOINT),
             log_start_offsets: read_or_empty(LOG_START_OFFSET_CHECKPOINT),
+            cleaned_up_to: Mutex::new(
+                read_or_empty(CLEANER_OFFSET_CHECKPOINT)
+                    .into_iter()
+                    .collect(),
+            ),
             delete_counter: AtomicU64::new(0),
         })
     }
@@ -181,6 +189,10 @@ impl LogManager {
     /// Remove a partition's log: rename its directory out of the way (so a crash midway
     /// cannot resurrect it), then delete it.
     pub fn delete(&self, tp: &TopicPartition) -> Result<(), LogError> {
+        self.cleaned_up_to
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(tp);
         let log = self.logs().remove(tp);
         let dir = self.dir.join(tp.dir_name());
         drop(log);
@@ -227,6 +239,61 @@ impl LogManager {
             }
         }
         deleted
+    }
+
+    /// One cleaner pass: compact every `cleanup.policy=compact` log whose dirty ratio reached
+    /// `min.cleanable.dirty.ratio`. The log's lock is held only to plan and to swap files.
+    /// Returns the number of logs cleaned.
+    pub fn clean(&self, now_ms: i64) -> usize {
+        let mut cleaned = 0;
+        for (tp, log) in self.all() {
+            let first_dirty = self
+                .cleaned_up_to
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(&tp)
+                .copied()
+                .unwrap_or(0);
+            let input = {
+                let l = lock_read(&log);
+                if !l.config().cleanup_compact
+                    || l.dirty_ratio(first_dirty) < l.config().min_cleanable_dirty_ratio
+                {
+                    continue;
+                }
+                l.compaction_input(first_dirty, now_ms)
+            };
+            let Some(input) = input else { continue };
+            let result = crate::cleaner::compact(&input, now_ms).and_then(|output| {
+                lock_write(&log)
+                    .install_compacted(&input, &output, now_ms)
+                    .map(|()| output)
+            });
+            match result {
+                Ok(output) => {
+                    info!(partition = %tp, records_removed = output.records_removed, cleaned_up_to = output.cleaned_up_to, "compacted log");
+                    self.cleaned_up_to
+                        .lock()
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
+                        .insert(tp, output.cleaned_up_to);
+                    cleaned += 1;
+                }
+                Err(e) => warn!(partition = %tp, error = %e, "compaction failed"),
+            }
+        }
+        if cleaned > 0 {
+            let snapshot = self
+                .cleaned_up_to
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .clone();
+            if let Err(e) =
+                checkpoint::write_offsets(&self.dir.join(CLEANER_OFFSET_CHECKPOINT), &snapshot)
+            {
+                warn!(error = %e, "cannot write the cleaner checkpoint");
+            }
+        }
+        cleaned
     }
 
     /// fsync logs whose `flush.ms` is due.

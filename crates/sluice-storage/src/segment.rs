@@ -248,6 +248,11 @@ impl LogSegment {
         self.size
     }
 
+    /// The segment's log file, for readers that work without the log's lock (the cleaner).
+    pub fn file(&self) -> Arc<File> {
+        Arc::clone(&self.log)
+    }
+
     pub fn log_path(&self) -> &Path {
         &self.log_path
     }

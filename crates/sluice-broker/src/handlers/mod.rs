@@ -36,16 +36,27 @@ pub mod alter_configs;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
+pub mod describe_groups;
 pub mod fetch;
+pub mod find_coordinator;
+pub mod heartbeat;
 pub mod incremental_alter_configs;
 pub mod init_producer_id;
+pub mod join_group;
+pub mod leave_group;
+pub mod list_groups;
 pub mod list_offsets;
 pub mod metadata;
+pub mod offset_commit;
+pub mod offset_delete;
+pub mod offset_fetch;
 pub mod produce;
+pub mod sync_group;
 
 pub type HandlerFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Response, HandlerError>> + Send + 'a>>;
@@ -90,6 +101,17 @@ impl HandlerTable {
             delete_records::HANDLER,
             alter_configs::HANDLER,
             incremental_alter_configs::HANDLER,
+            find_coordinator::HANDLER,
+            join_group::HANDLER,
+            sync_group::HANDLER,
+            heartbeat::HANDLER,
+            leave_group::HANDLER,
+            offset_commit::HANDLER,
+            offset_fetch::HANDLER,
+            list_groups::HANDLER,
+            describe_groups::HANDLER,
+            delete_groups::HANDLER,
+            offset_delete::HANDLER,
         ];
         handlers.sort_by_key(|h| h.api_key as i16);
         for h in &handlers {

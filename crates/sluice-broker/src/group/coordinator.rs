@@ -1,0 +1,891 @@
+//! [`GroupCoordinator`]: one task owning the group state machine and the committed-offset
+//! cache, in front of the `__consumer_offsets` partitions this broker leads.
+//!
+//! Requests arrive on a bounded channel; JoinGroup and SyncGroup answers may be parked for a
+//! whole rebalance, so they carry a oneshot that the state machine's effects complete later.
+//! Offsets and group metadata are appended to the group's partition of `__consumer_offsets`
+//! (Kafka's record formats) before the request is answered, and reloaded from it when the
+//! coordinator starts: until that load finishes, requests get COORDINATOR_LOAD_IN_PROGRESS.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use sluice_protocol::batch::{decode_records, BatchBuilder, BatchIter, RecordLimits};
+use sluice_protocol::compression::Compression;
+use sluice_protocol::types::TopicPartition;
+use sluice_protocol::ErrorCode;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tracing::{info, warn};
+
+use super::records::{GroupValue, OffsetValue, OffsetsKey};
+use super::state::{
+    Effect, GroupConfig, GroupMachine, GroupState, JoinOutcome, JoinRequest, SyncOutcome, Token,
+};
+use crate::partition::FetchIsolation;
+use crate::replica_manager::ReplicaManager;
+
+pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
+
+/// Java's `String.hashCode`, over UTF-16 code units.
+pub fn java_hash_code(s: &str) -> i32 {
+    s.encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)))
+}
+
+/// The `__consumer_offsets` partition that owns `group` (Kafka's `Utils.abs(hash) % n`).
+pub fn partition_for(group: &str, partitions: i32) -> i32 {
+    let h = java_hash_code(group);
+    let abs = if h == i32::MIN { 0 } else { h.abs() };
+    abs % partitions.max(1)
+}
+
+/// Coordinator settings (broker configs `group.*`, `offsets.*`).
+#[derive(Clone, Debug)]
+pub struct CoordinatorConfig {
+    pub group: GroupConfig,
+    pub offsets_partitions: i32,
+    pub offsets_retention_ms: i64,
+    pub offsets_retention_check_ms: u64,
+    pub offset_metadata_max_bytes: usize,
+}
+
+impl CoordinatorConfig {
+    pub fn from_broker(c: &sluice_metadata::BrokerConfig) -> Self {
+        Self {
+            group: GroupConfig {
+                min_session_timeout_ms: c.number("group.min.session.timeout.ms") as i32,
+                max_session_timeout_ms: c.number("group.max.session.timeout.ms") as i32,
+                initial_rebalance_delay_ms: c.number("group.initial.rebalance.delay.ms"),
+                max_size: c.number("group.max.size").max(1) as usize,
+            },
+            offsets_partitions: c.number("offsets.topic.num.partitions").max(1) as i32,
+            offsets_retention_ms: c.number("offsets.retention.minutes").saturating_mul(60_000),
+            offsets_retention_check_ms: c.number("offsets.retention.check.interval.ms").max(1)
+                as u64,
+            offset_metadata_max_bytes: c.number("offset.metadata.max.bytes").max(0) as usize,
+        }
+    }
+}
+
+/// A SyncGroup request, decoded.
+#[derive(Clone, Debug)]
+pub struct SyncRequest {
+    pub group_id: String,
+    pub generation: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignments: Vec<(String, Bytes)>,
+}
+
+/// An OffsetCommit request, decoded.
+#[derive(Clone, Debug)]
+pub struct CommitRequest {
+    pub group_id: String,
+    pub generation: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub version: i16,
+    /// (topic, partition, offset, leader epoch, metadata)
+    pub offsets: Vec<(String, i32, i64, i32, Option<String>)>,
+}
+
+/// A described group.
+#[derive(Clone, Debug)]
+pub struct GroupDescription {
+    pub group_id: String,
+    pub state: &'static str,
+    pub protocol_type: String,
+    pub protocol: String,
+    /// (member id, instance id, client id, client host, metadata, assignment)
+    pub members: Vec<(String, Option<String>, String, String, Bytes, Bytes)>,
+}
+
+type Committed = BTreeMap<(String, i32), OffsetValue>;
+
+enum Command {
+    Join(JoinRequest, oneshot::Sender<JoinOutcome>),
+    Sync(SyncRequest, oneshot::Sender<SyncOutcome>),
+    Heartbeat(
+        String,
+        i32,
+        String,
+        Option<String>,
+        oneshot::Sender<Option<ErrorCode>>,
+    ),
+    Leave(
+        String,
+        Vec<(String, Option<String>)>,
+        oneshot::Sender<Result<Vec<Option<ErrorCode>>, ErrorCode>>,
+    ),
+    Commit(
+        CommitRequest,
+        oneshot::Sender<Result<Vec<Option<ErrorCode>>, ErrorCode>>,
+    ),
+    Fetch(
+        String,
+        Option<Vec<(String, Vec<i32>)>>,
+        oneshot::Sender<Result<Vec<(String, i32, Option<OffsetValue>)>, ErrorCode>>,
+    ),
+    List(oneshot::Sender<Result<Vec<(String, String, &'static str)>, ErrorCode>>),
+    Describe(
+        Vec<String>,
+        oneshot::Sender<Result<Vec<Option<GroupDescription>>, ErrorCode>>,
+    ),
+    Delete(
+        Vec<String>,
+        oneshot::Sender<Result<Vec<Option<ErrorCode>>, ErrorCode>>,
+    ),
+    DeleteOffsets(
+        String,
+        Vec<(String, i32)>,
+        oneshot::Sender<Result<Vec<Option<ErrorCode>>, ErrorCode>>,
+    ),
+    Loaded(Box<LoadResult>),
+}
+
+struct LoadResult {
+    offsets: HashMap<String, Committed>,
+    groups: Vec<(String, Option<GroupValue>)>,
+}
+
+/// Handle to the coordinator task; cheap to share.
+pub struct GroupCoordinator {
+    tx: mpsc::Sender<Command>,
+    task: std::sync::Mutex<Option<JoinHandle<()>>>,
+    pub config: CoordinatorConfig,
+}
+
+/// Answer for requests that cannot reach the task (it stopped).
+fn gone<T>(r: Result<T, oneshot::error::RecvError>, fallback: T) -> T {
+    r.unwrap_or(fallback)
+}
+
+impl GroupCoordinator {
+    /// Start the coordinator task; it loads `__consumer_offsets` in the background.
+    pub fn start(
+        config: CoordinatorConfig,
+        replicas: Arc<ReplicaManager>,
+    ) -> Arc<GroupCoordinator> {
+        let (tx, rx) = mpsc::channel(1024);
+        let task = tokio::spawn(run(config.clone(), replicas, rx, tx.clone()));
+        Arc::new(GroupCoordinator {
+            tx,
+            task: std::sync::Mutex::new(Some(task)),
+            config,
+        })
+    }
+
+    pub async fn join(&self, req: JoinRequest) -> JoinOutcome {
+        let member = req.member_id.clone();
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Command::Join(req, tx)).await;
+        gone(
+            rx.await,
+            join_error(ErrorCode::CoordinatorNotAvailable, &member),
+        )
+    }
+
+    pub async fn sync(&self, req: SyncRequest) -> SyncOutcome {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Command::Sync(req, tx)).await;
+        gone(rx.await, sync_error(ErrorCode::CoordinatorNotAvailable))
+    }
+
+    pub async fn heartbeat(
+        &self,
+        group: String,
+        generation: i32,
+        member: String,
+        instance: Option<String>,
+    ) -> Option<ErrorCode> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self
+            .tx
+            .send(Command::Heartbeat(group, generation, member, instance, tx))
+            .await;
+        gone(rx.await, Some(ErrorCode::CoordinatorNotAvailable))
+    }
+
+    pub async fn leave(
+        &self,
+        group: String,
+        members: Vec<(String, Option<String>)>,
+    ) -> Result<Vec<Option<ErrorCode>>, ErrorCode> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Command::Leave(group, members, tx)).await;
+        gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
+    }
+
+    pub async fn commit(&self, req: CommitRequest) -> Result<Vec<Option<ErrorCode>>, ErrorCode> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Command::Commit(req, tx)).await;
+        gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
+    }
+
+    /// Committed offsets of a group: the named partitions, or all when `topics` is None.
+    pub async fn fetch(
+        &self,
+        group: String,
+        topics: Option<Vec<(String, Vec<i32>)>>,
+    ) -> Result<Vec<(String, i32, Option<OffsetValue>)>, ErrorCode> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Command::Fetch(group, topics, tx)).await;
+        gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
+    }
+
+    /// (group id, protocol type, state) of every group.
+    pub async fn list(&self) -> Result<Vec<(String, String, &'static str)>, ErrorCode> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Command::List(tx)).await;
+        gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
+    }
+
+    pub async fn describe(
+        &self,
+        groups: Vec<String>,
+    ) -> Result<Vec<Option<GroupDescription>>, ErrorCode> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Command::Describe(groups, tx)).await;
+        gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
+    }
+
+    pub async fn delete(&self, groups: Vec<String>) -> Result<Vec<Option<ErrorCode>>, ErrorCode> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Command::Delete(groups, tx)).await;
+        gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
+    }
+
+    pub async fn delete_offsets(
+        &self,
+        group: String,
+        partitions: Vec<(String, i32)>,
+    ) -> Result<Vec<Option<ErrorCode>>, ErrorCode> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self
+            .tx
+            .send(Command::DeleteOffsets(group, partitions, tx))
+            .await;
+        gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
+    }
+
+    /// Stop the task (at node shutdown).
+    pub async fn shutdown(&self) {
+        let handle = self
+            .task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(h) = handle {
+            h.abort();
+            let _ = h.await;
+        }
+    }
+}
+
+fn join_error(code: ErrorCode, member: &str) -> JoinOutcome {
+    JoinOutcome {
+        error: Some(code),
+        generation: -1,
+        protocol_type: None,
+        protocol: None,
+        leader: String::new(),
+        member_id: member.to_string(),
+        skip_assignment: false,
+        members: Vec::new(),
+    }
+}
+
+fn sync_error(code: ErrorCode) -> SyncOutcome {
+    SyncOutcome {
+        error: Some(code),
+        protocol_type: None,
+        protocol: None,
+        assignment: Bytes::new(),
+    }
+}
+
+/// The task's state.
+struct Coordinator {
+    config: CoordinatorConfig,
+    replicas: Arc<ReplicaManager>,
+    machine: GroupMachine,
+    offsets: HashMap<String, Committed>,
+    next_token: Token,
+    joins: HashMap<Token, oneshot::Sender<JoinOutcome>>,
+    syncs: HashMap<Token, oneshot::Sender<SyncOutcome>>,
+    loaded: bool,
+}
+
+fn now_ms() -> i64 {
+    crate::now_ms()
+}
+
+async fn run(
+    config: CoordinatorConfig,
+    replicas: Arc<ReplicaManager>,
+    mut rx: mpsc::Receiver<Command>,
+    tx: mpsc::Sender<Command>,
+) {
+    let mut c = Coordinator {
+        machine: GroupMachine::new(config.group.clone()),
+        config,
+        replicas: Arc::clone(&replicas),
+        offsets: HashMap::new(),
+        next_token: 1,
+        joins: HashMap::new(),
+        syncs: HashMap::new(),
+        loaded: false,
+    };
+    let loader = tokio::task::spawn_blocking(move || load(&replicas));
+    let loader_tx = tx;
+    let forward = tokio::spawn(async move {
+        let result = loader.await.unwrap_or_else(|_| LoadResult {
+            offsets: HashMap::new(),
+            groups: Vec::new(),
+        });
+        let _ = loader_tx.send(Command::Loaded(Box::new(result))).await;
+    });
+    let mut expiry =
+        tokio::time::interval(Duration::from_millis(c.config.offsets_retention_check_ms));
+    loop {
+        let deadline = c.machine.next_deadline();
+        let sleep = async {
+            match deadline {
+                Some(d) => {
+                    tokio::time::sleep(Duration::from_millis((d - now_ms()).max(0) as u64)).await
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            cmd = rx.recv() => match cmd {
+                Some(cmd) => c.handle(cmd),
+                None => break,
+            },
+            _ = sleep => {
+                let fx = c.machine.tick(now_ms());
+                c.apply(fx);
+            }
+            _ = expiry.tick() => c.expire_offsets(now_ms()),
+        }
+    }
+    forward.abort();
+}
+
+/// Read every local `__consumer_offsets` partition: offsets and group metadata.
+fn load(replicas: &ReplicaManager) -> LoadResult {
+    let mut offsets: HashMap<String, Committed> = HashMap::new();
+    let mut groups: BTreeMap<String, Option<GroupValue>> = BTreeMap::new();
+    let mut partitions: Vec<_> = replicas
+        .all()
+        .into_iter()
+        .filter(|p| p.tp.topic == OFFSETS_TOPIC)
+        .collect();
+    partitions.sort_by_key(|p| p.tp.partition);
+    for p in partitions {
+        let mut next = p.log_start_offset();
+        loop {
+            let read = match p.read(next, 1 << 20, FetchIsolation::HighWatermark, true) {
+                Ok(r) => r,
+                Err(e) => {
+                    warn!(partition = %p.tp, error = %e, "cannot load offsets");
+                    break;
+                }
+            };
+            let Some(slice) = read.slice else { break };
+            let mut buf = Vec::new();
+            if slice.read_into(&mut buf).is_err() {
+                break;
+            }
+            let before = next;
+            for item in BatchIter::new(&buf) {
+                let Ok((h, bytes)) = item else { break };
+                next = h.next_offset();
+                if h.is_control() {
+                    continue;
+                }
+                let Ok(records) = decode_records(bytes, RecordLimits::default()) else {
+                    continue;
+                };
+                for r in records {
+                    let Some(key) = r.key.as_deref().and_then(OffsetsKey::decode) else {
+                        continue;
+                    };
+                    match key {
+                        OffsetsKey::Offset {
+                            group,
+                            topic,
+                            partition,
+                        } => {
+                            let entry = offsets.entry(group).or_default();
+                            match r.value.as_deref().and_then(OffsetValue::decode) {
+                                Some(v) => {
+                                    entry.insert((topic, partition), v);
+                                }
+                                None => {
+                                    entry.remove(&(topic, partition));
+                                }
+                            }
+                        }
+                        OffsetsKey::Group { group } => {
+                            groups.insert(group, r.value.as_deref().and_then(GroupValue::decode));
+                        }
+                    }
+                }
+            }
+            if next == before {
+                break;
+            }
+        }
+    }
+    offsets.retain(|_, o| !o.is_empty());
+    LoadResult {
+        offsets,
+        groups: groups.into_iter().collect(),
+    }
+}
+
+impl Coordinator {
+    fn token(&mut self) -> Token {
+        self.next_token += 1;
+        self.next_token
+    }
+
+    fn handle(&mut self, cmd: Command) {
+        let now = now_ms();
+        if let Command::Loaded(result) = cmd {
+            for (group, value) in result.groups {
+                match value {
+                    Some(v) => self.machine.restore(&group, &v, now),
+                    None => self.machine.forget(&group),
+                }
+            }
+            for group in result.offsets.keys() {
+                if self.machine.group(group).is_none() {
+                    self.machine.ensure_group(group, now);
+                }
+            }
+            self.offsets = result.offsets;
+            self.loaded = true;
+            info!(
+                groups = self.machine.groups().count(),
+                "group coordinator loaded __consumer_offsets"
+            );
+            return;
+        }
+        if !self.loaded {
+            let code = ErrorCode::CoordinatorLoadInProgress;
+            match cmd {
+                Command::Join(r, tx) => drop(tx.send(join_error(code, &r.member_id))),
+                Command::Sync(_, tx) => drop(tx.send(sync_error(code))),
+                // Kafka answers heartbeats NONE while loading.
+                Command::Heartbeat(.., tx) => drop(tx.send(None)),
+                Command::Leave(.., tx)
+                | Command::Delete(.., tx)
+                | Command::DeleteOffsets(.., tx) => drop(tx.send(Err(code))),
+                Command::Commit(_, tx) => drop(tx.send(Err(code))),
+                Command::Fetch(.., tx) => drop(tx.send(Err(code))),
+                Command::List(tx) => drop(tx.send(Err(code))),
+                Command::Describe(_, tx) => drop(tx.send(Err(code))),
+                Command::Loaded(_) => {}
+            }
+            return;
+        }
+        match cmd {
+            Command::Join(req, tx) => {
+                let t = self.token();
+                self.joins.insert(t, tx);
+                let fx = self.machine.join(req, t, now);
+                self.apply(fx);
+            }
+            Command::Sync(req, tx) => {
+                let t = self.token();
+                self.syncs.insert(t, tx);
+                let fx = self.machine.sync(&req, t, now);
+                self.apply(fx);
+            }
+            Command::Heartbeat(group, generation, member, instance, tx) => {
+                let _ = tx.send(self.machine.heartbeat(
+                    &group,
+                    generation,
+                    &member,
+                    instance.as_deref(),
+                    now,
+                ));
+            }
+            Command::Leave(group, members, tx) => {
+                let (results, fx) = self.machine.leave(&group, &members, now);
+                self.apply(fx);
+                let _ = tx.send(Ok(results));
+            }
+            Command::Commit(req, tx) => {
+                let _ = tx.send(self.commit(req, now));
+            }
+            Command::Fetch(group, topics, tx) => {
+                let committed = self.offsets.get(&group);
+                let out = match topics {
+                    Some(topics) => topics
+                        .into_iter()
+                        .flat_map(|(t, parts)| {
+                            parts.into_iter().map(move |p| {
+                                let v = committed.and_then(|c| c.get(&(t.clone(), p))).cloned();
+                                (t.clone(), p, v)
+                            })
+                        })
+                        .collect(),
+                    None => committed
+                        .map(|c| {
+                            c.iter()
+                                .map(|((t, p), v)| (t.clone(), *p, Some(v.clone())))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                };
+                let _ = tx.send(Ok(out));
+            }
+            Command::List(tx) => {
+                let groups = self
+                    .machine
+                    .groups()
+                    .map(|g| {
+                        (
+                            g.id.clone(),
+                            g.protocol_type.clone().unwrap_or_default(),
+                            g.state.name(),
+                        )
+                    })
+                    .collect();
+                let _ = tx.send(Ok(groups));
+            }
+            Command::Describe(groups, tx) => {
+                let out = groups.iter().map(|g| self.describe(g)).collect();
+                let _ = tx.send(Ok(out));
+            }
+            Command::Delete(groups, tx) => {
+                let results = groups.iter().map(|g| self.delete_group(g, now)).collect();
+                let _ = tx.send(Ok(results));
+            }
+            Command::DeleteOffsets(group, partitions, tx) => {
+                let _ = tx.send(self.delete_offsets(&group, &partitions, now));
+            }
+            Command::Loaded(_) => {}
+        }
+    }
+
+    fn apply(&mut self, fx: Vec<Effect>) {
+        for e in fx {
+            match e {
+                Effect::Join(t, outcome) => {
+                    if let Some(tx) = self.joins.remove(&t) {
+                        let _ = tx.send(outcome);
+                    }
+                }
+                Effect::Sync(t, outcome) => {
+                    if let Some(tx) = self.syncs.remove(&t) {
+                        let _ = tx.send(outcome);
+                    }
+                }
+                Effect::Persist(group) => {
+                    let value = self.machine.snapshot(&group).map(|v| v.encode());
+                    let key = OffsetsKey::Group {
+                        group: group.clone(),
+                    }
+                    .encode();
+                    if let Err(code) = self.append(&group, vec![(key, value)]) {
+                        warn!(group, ?code, "cannot persist group metadata");
+                    }
+                }
+            }
+        }
+    }
+
+    /// Append records to the group's `__consumer_offsets` partition.
+    fn append(
+        &self,
+        group: &str,
+        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    ) -> Result<(), ErrorCode> {
+        let tp = TopicPartition::new(
+            OFFSETS_TOPIC,
+            partition_for(group, self.config.offsets_partitions),
+        );
+        let partition = self.replicas.get(&tp).ok_or(ErrorCode::NotCoordinator)?;
+        let now = now_ms();
+        let mut b = BatchBuilder::new(Compression::None);
+        for (k, v) in &records {
+            b.append(now, Some(k), v.as_deref(), &[]);
+        }
+        let bytes = b.build(0).map_err(|_| ErrorCode::UnknownServerError)?;
+        partition
+            .append_as_leader(bytes, -1, now)
+            .map(|_| ())
+            .map_err(|e| e.code())
+    }
+
+    fn commit(
+        &mut self,
+        req: CommitRequest,
+        now: i64,
+    ) -> Result<Vec<Option<ErrorCode>>, ErrorCode> {
+        self.machine.check_commit(
+            &req.group_id,
+            req.generation,
+            &req.member_id,
+            req.instance_id.as_deref(),
+            req.version,
+            now,
+        )?;
+        let max = self.config.offset_metadata_max_bytes;
+        let mut results = Vec::with_capacity(req.offsets.len());
+        let mut records = Vec::new();
+        let mut accepted = Vec::new();
+        for (topic, partition, offset, epoch, metadata) in &req.offsets {
+            let metadata = metadata.clone().unwrap_or_default();
+            if metadata.encode_utf16().count() > max {
+                results.push(Some(ErrorCode::OffsetMetadataTooLarge));
+                continue;
+            }
+            let value = OffsetValue {
+                offset: *offset,
+                leader_epoch: *epoch,
+                metadata,
+                commit_timestamp: now,
+            };
+            let key = OffsetsKey::Offset {
+                group: req.group_id.clone(),
+                topic: topic.clone(),
+                partition: *partition,
+            };
+            records.push((key.encode(), Some(value.encode())));
+            accepted.push(((topic.clone(), *partition), value));
+            results.push(None);
+        }
+        if !records.is_empty() {
+            if let Err(code) = self.append(&req.group_id, records) {
+                return Ok(results.into_iter().map(|r| r.or(Some(code))).collect());
+            }
+        }
+        let committed = self.offsets.entry(req.group_id.clone()).or_default();
+        for (k, v) in accepted {
+            committed.insert(k, v);
+        }
+        Ok(results)
+    }
+
+    fn describe(&self, group: &str) -> Option<GroupDescription> {
+        let g = self.machine.group(group)?;
+        let protocol = g.protocol.clone().unwrap_or_default();
+        let show_members = matches!(
+            g.state,
+            GroupState::Stable | GroupState::CompletingRebalance | GroupState::PreparingRebalance
+        );
+        let members = if show_members {
+            g.members
+                .values()
+                .map(|m| {
+                    let metadata = m
+                        .protocols
+                        .iter()
+                        .find(|(n, _)| *n == protocol)
+                        .map(|(_, b)| b.clone())
+                        .unwrap_or_default();
+                    let assignment = if g.state == GroupState::Stable {
+                        m.assignment.clone()
+                    } else {
+                        Bytes::new()
+                    };
+                    (
+                        m.id.clone(),
+                        m.instance_id.clone(),
+                        m.client_id.clone(),
+                        m.client_host.clone(),
+                        metadata,
+                        assignment,
+                    )
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
+        Some(GroupDescription {
+            group_id: g.id.clone(),
+            state: g.state.name(),
+            protocol_type: g.protocol_type.clone().unwrap_or_default(),
+            protocol: if g.state == GroupState::Stable {
+                protocol
+            } else {
+                String::new()
+            },
+            members,
+        })
+    }
+
+    fn tombstones(
+        &self,
+        group: &str,
+        partitions: impl Iterator<Item = (String, i32)>,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        partitions
+            .map(|(topic, partition)| {
+                let key = OffsetsKey::Offset {
+                    group: group.to_string(),
+                    topic,
+                    partition,
+                };
+                (key.encode(), None)
+            })
+            .collect()
+    }
+
+    fn delete_group(&mut self, group: &str, _now: i64) -> Option<ErrorCode> {
+        if let Err(code) = self.machine.delete(group) {
+            return Some(code);
+        }
+        let committed = self.offsets.remove(group).unwrap_or_default();
+        let mut records = self.tombstones(group, committed.into_keys());
+        records.push((
+            OffsetsKey::Group {
+                group: group.to_string(),
+            }
+            .encode(),
+            None,
+        ));
+        self.append(group, records).err()
+    }
+
+    fn delete_offsets(
+        &mut self,
+        group: &str,
+        partitions: &[(String, i32)],
+        _now: i64,
+    ) -> Result<Vec<Option<ErrorCode>>, ErrorCode> {
+        let Some(g) = self.machine.group(group) else {
+            return Err(ErrorCode::GroupIdNotFound);
+        };
+        // Topics the group's members are consuming keep their offsets.
+        let subscribed = |topic: &str| {
+            g.state != GroupState::Empty
+                && g.members.values().any(|m| {
+                    m.protocols
+                        .iter()
+                        .any(|(_, meta)| subscription_mentions(meta, topic))
+                })
+        };
+        let results: Vec<Option<ErrorCode>> = partitions
+            .iter()
+            .map(|(t, _)| subscribed(t).then_some(ErrorCode::GroupSubscribedToTopic))
+            .collect();
+        let doomed: Vec<(String, i32)> = partitions
+            .iter()
+            .zip(&results)
+            .filter(|(_, r)| r.is_none())
+            .map(|(k, _)| k.clone())
+            .collect();
+        if let Some(c) = self.offsets.get_mut(group) {
+            for k in &doomed {
+                c.remove(k);
+            }
+        }
+        let records = self.tombstones(group, doomed.into_iter());
+        if !records.is_empty() {
+            self.append(group, records)?;
+        }
+        Ok(results)
+    }
+
+    /// Offsets of groups that have had no members for `offsets.retention.minutes` expire.
+    fn expire_offsets(&mut self, now: i64) {
+        if !self.loaded {
+            return;
+        }
+        let retention = self.config.offsets_retention_ms;
+        let expired: Vec<String> = self
+            .machine
+            .groups()
+            .filter(|g| g.state == GroupState::Empty && now - g.state_since_ms >= retention)
+            .map(|g| g.id.clone())
+            .filter(|id| self.offsets.get(id).is_some_and(|c| !c.is_empty()))
+            .collect();
+        for group in expired {
+            let committed = self.offsets.remove(&group).unwrap_or_default();
+            info!(
+                group,
+                offsets = committed.len(),
+                "expiring offsets of an empty group"
+            );
+            let records = self.tombstones(&group, committed.into_keys());
+            if let Err(code) = self.append(&group, records) {
+                warn!(group, ?code, "cannot write offset tombstones");
+            }
+        }
+    }
+}
+
+/// Whether a consumer-protocol subscription (v0+: version i16, topics [string], ...) names
+/// `topic`.
+fn subscription_mentions(metadata: &[u8], topic: &str) -> bool {
+    let mut pos = 2usize;
+    let read_i32 = |b: &[u8], p: usize| {
+        b.get(p..p + 4)
+            .map(|x| i32::from_be_bytes([x[0], x[1], x[2], x[3]]))
+    };
+    let Some(n) = read_i32(metadata, pos) else {
+        return false;
+    };
+    pos += 4;
+    for _ in 0..n.max(0) {
+        let Some(len) = metadata
+            .get(pos..pos + 2)
+            .map(|x| i16::from_be_bytes([x[0], x[1]]))
+        else {
+            return false;
+        };
+        pos += 2;
+        let Some(name) = metadata.get(pos..pos + len.max(0) as usize) else {
+            return false;
+        };
+        if name == topic.as_bytes() {
+            return true;
+        }
+        pos += len.max(0) as usize;
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coordinator_partition_matches_kafka() {
+        // Java: "my-group".hashCode() == 1_574_218_155 (positive); "".hashCode() == 0.
+        assert_eq!(java_hash_code(""), 0);
+        assert_eq!(java_hash_code("a"), 97);
+        assert_eq!(java_hash_code("ab"), 97 * 31 + 98);
+        assert_eq!(partition_for("", 50), 0);
+        assert_eq!(partition_for("a", 50), 97 % 50);
+        // A name whose hash is negative still maps into range.
+        let neg = (0..1000)
+            .map(|i| format!("group-{i}"))
+            .find(|g| java_hash_code(g) < 0)
+            .unwrap();
+        assert!((0..50).contains(&partition_for(&neg, 50)));
+    }
+
+    #[test]
+    fn subscriptions_are_read_for_topic_names() {
+        let mut meta = vec![0, 1, 0, 0, 0, 2];
+        for t in ["orders", "pay"] {
+            meta.extend_from_slice(&(t.len() as i16).to_be_bytes());
+            meta.extend_from_slice(t.as_bytes());
+        }
+        assert!(subscription_mentions(&meta, "pay"));
+        assert!(!subscription_mentions(&meta, "other"));
+        assert!(!subscription_mentions(&[0, 1, 0x7f], "x"));
+    }
+}

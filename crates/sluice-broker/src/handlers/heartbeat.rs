@@ -1,0 +1,29 @@
+//! Heartbeat (key 12): keeps a member's session alive and tells it when to rejoin.
+
+use bytes::Bytes;
+use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse};
+
+use crate::broker::Broker;
+use crate::request::{HandlerError, RequestContext, Response};
+
+handler!(ApiKey::Heartbeat, 0, 4, handle);
+
+async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
+    let req: HeartbeatRequest = ctx.decode(body)?;
+    let error = broker
+        .groups
+        .heartbeat(
+            req.group_id.to_string(),
+            req.generation_id,
+            req.member_id.to_string(),
+            req.group_instance_id.as_ref().map(|i| i.to_string()),
+        )
+        .await;
+    let mut resp = HeartbeatResponse::default();
+    resp.error_code = error.map_or(0, |c| c.code());
+    ctx.respond(&resp)
+}

@@ -1,0 +1,54 @@
+//! ListGroups (key 16): every group this coordinator owns, optionally filtered by state
+//! (v4+) and type (v5+, all groups here are "classic").
+
+use bytes::Bytes;
+use kafka_protocol::messages::list_groups_response::ListedGroup;
+use kafka_protocol::messages::{ApiKey, GroupId, ListGroupsRequest, ListGroupsResponse};
+
+use crate::broker::Broker;
+use crate::request::{str_bytes, HandlerError, RequestContext, Response};
+
+handler!(ApiKey::ListGroups, 0, 5, handle);
+
+async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
+    let req: ListGroupsRequest = ctx.decode(body)?;
+    let mut resp = ListGroupsResponse::default();
+    match broker.groups.list().await {
+        Ok(groups) => {
+            let states: Vec<String> = req
+                .states_filter
+                .iter()
+                .map(|s| s.to_ascii_lowercase())
+                .collect();
+            let types: Vec<String> = req
+                .types_filter
+                .iter()
+                .map(|s| s.to_ascii_lowercase())
+                .collect();
+            for (id, protocol_type, state) in groups {
+                if !states.is_empty() && !states.contains(&state.to_ascii_lowercase()) {
+                    continue;
+                }
+                if !types.is_empty() && !types.iter().any(|t| t == "classic") {
+                    continue;
+                }
+                let mut g = ListedGroup::default();
+                g.group_id = GroupId(str_bytes(id));
+                g.protocol_type = str_bytes(protocol_type);
+                if ctx.api_version >= 4 {
+                    g.group_state = str_bytes(state);
+                }
+                if ctx.api_version >= 5 {
+                    g.group_type = str_bytes("classic");
+                }
+                resp.groups.push(g);
+            }
+        }
+        Err(code) => resp.error_code = code.code(),
+    }
+    ctx.respond(&resp)
+}

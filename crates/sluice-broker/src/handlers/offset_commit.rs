@@ -1,0 +1,77 @@
+//! OffsetCommit (key 8): members commit within their generation; "simple" consumers
+//! (generation -1, no member id) commit for groups without members.
+
+use bytes::Bytes;
+use kafka_protocol::messages::offset_commit_response::{
+    OffsetCommitResponsePartition, OffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
+
+use super::find_coordinator::ensure_offsets_topic;
+use crate::broker::Broker;
+use crate::group::coordinator::CommitRequest;
+use crate::request::{HandlerError, RequestContext, Response};
+
+handler!(ApiKey::OffsetCommit, 2, 9, handle);
+
+async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
+    let req: OffsetCommitRequest = ctx.decode(body)?;
+    let offsets: Vec<(String, i32, i64, i32, Option<String>)> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                (
+                    t.name.to_string(),
+                    p.partition_index,
+                    p.committed_offset,
+                    if ctx.api_version >= 6 {
+                        p.committed_leader_epoch
+                    } else {
+                        -1
+                    },
+                    p.committed_metadata.as_ref().map(|m| m.to_string()),
+                )
+            })
+        })
+        .collect();
+    let result = match ensure_offsets_topic(broker).await {
+        Ok(()) => {
+            broker
+                .groups
+                .commit(CommitRequest {
+                    group_id: req.group_id.to_string(),
+                    generation: req.generation_id_or_member_epoch,
+                    member_id: req.member_id.to_string(),
+                    instance_id: req.group_instance_id.as_ref().map(|i| i.to_string()),
+                    version: ctx.api_version,
+                    offsets,
+                })
+                .await
+        }
+        Err(code) => Err(code),
+    };
+    let mut resp = OffsetCommitResponse::default();
+    let mut i = 0usize;
+    for t in &req.topics {
+        let mut out = OffsetCommitResponseTopic::default();
+        out.name = t.name.clone();
+        for p in &t.partitions {
+            let code = match &result {
+                Ok(per) => per.get(i).copied().flatten(),
+                Err(code) => Some(*code),
+            };
+            i += 1;
+            let mut r = OffsetCommitResponsePartition::default();
+            r.partition_index = p.partition_index;
+            r.error_code = code.map_or(0, |c| c.code());
+            out.partitions.push(r);
+        }
+        resp.topics.push(out);
+    }
+    ctx.respond(&resp)
+}

@@ -1,0 +1,121 @@
+//! OffsetFetch (key 9): committed offsets of one group (v1-v7) or several (v8+); -1 where
+//! nothing was committed.
+
+use bytes::Bytes;
+use kafka_protocol::messages::offset_fetch_response::{
+    OffsetFetchResponseGroup, OffsetFetchResponsePartition, OffsetFetchResponsePartitions,
+    OffsetFetchResponseTopic, OffsetFetchResponseTopics,
+};
+use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use sluice_protocol::ErrorCode;
+
+use crate::broker::Broker;
+use crate::group::records::OffsetValue;
+use crate::request::{str_bytes, HandlerError, RequestContext, Response};
+
+handler!(ApiKey::OffsetFetch, 1, 9, handle);
+
+type Fetched = Result<Vec<(String, i32, Option<OffsetValue>)>, ErrorCode>;
+
+/// Group the flat answer by topic, in first-seen order.
+fn by_topic(
+    rows: Vec<(String, i32, Option<OffsetValue>)>,
+) -> Vec<(String, Vec<(i32, Option<OffsetValue>)>)> {
+    let mut out: Vec<(String, Vec<(i32, Option<OffsetValue>)>)> = Vec::new();
+    for (t, p, v) in rows {
+        match out.iter_mut().find(|(name, _)| *name == t) {
+            Some((_, parts)) => parts.push((p, v)),
+            None => out.push((t, vec![(p, v)])),
+        }
+    }
+    out
+}
+
+async fn fetch(broker: &Broker, group: String, topics: Option<Vec<(String, Vec<i32>)>>) -> Fetched {
+    broker.groups.fetch(group, topics).await
+}
+
+async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
+    let req: OffsetFetchRequest = ctx.decode(body)?;
+    let v = ctx.api_version;
+    let mut resp = OffsetFetchResponse::default();
+    if v >= 8 {
+        for g in &req.groups {
+            let topics = g.topics.as_ref().map(|ts| {
+                ts.iter()
+                    .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+                    .collect()
+            });
+            let mut out = OffsetFetchResponseGroup::default();
+            out.group_id = g.group_id.clone();
+            match fetch(broker, g.group_id.to_string(), topics).await {
+                Ok(rows) => {
+                    for (t, parts) in by_topic(rows) {
+                        let mut topic = OffsetFetchResponseTopics::default();
+                        topic.name = TopicName(str_bytes(t));
+                        for (p, value) in parts {
+                            let mut r = OffsetFetchResponsePartitions::default();
+                            r.partition_index = p;
+                            r.committed_offset = value.as_ref().map_or(-1, |x| x.offset);
+                            r.committed_leader_epoch =
+                                value.as_ref().map_or(-1, |x| x.leader_epoch);
+                            r.metadata =
+                                Some(str_bytes(value.map(|x| x.metadata).unwrap_or_default()));
+                            topic.partitions.push(r);
+                        }
+                        out.topics.push(topic);
+                    }
+                }
+                Err(code) => out.error_code = code.code(),
+            }
+            resp.groups.push(out);
+        }
+        return ctx.respond(&resp);
+    }
+    let topics = req.topics.as_ref().map(|ts| {
+        ts.iter()
+            .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
+            .collect()
+    });
+    match fetch(broker, req.group_id.to_string(), topics).await {
+        Ok(rows) => {
+            for (t, parts) in by_topic(rows) {
+                let mut topic = OffsetFetchResponseTopic::default();
+                topic.name = TopicName(str_bytes(t));
+                for (p, value) in parts {
+                    let mut r = OffsetFetchResponsePartition::default();
+                    r.partition_index = p;
+                    r.committed_offset = value.as_ref().map_or(-1, |x| x.offset);
+                    if v >= 5 {
+                        r.committed_leader_epoch = value.as_ref().map_or(-1, |x| x.leader_epoch);
+                    }
+                    r.metadata = Some(str_bytes(value.map(|x| x.metadata).unwrap_or_default()));
+                    topic.partitions.push(r);
+                }
+                resp.topics.push(topic);
+            }
+        }
+        Err(code) if v >= 2 => resp.error_code = code.code(),
+        Err(code) => {
+            // v1 has no top-level error: report it on every requested partition.
+            for t in req.topics.unwrap_or_default() {
+                let mut topic = OffsetFetchResponseTopic::default();
+                topic.name = t.name.clone();
+                for p in t.partition_indexes {
+                    let mut r = OffsetFetchResponsePartition::default();
+                    r.partition_index = p;
+                    r.committed_offset = -1;
+                    r.metadata = Some(str_bytes(""));
+                    r.error_code = code.code();
+                    topic.partitions.push(r);
+                }
+                resp.topics.push(topic);
+            }
+        }
+    }
+    ctx.respond(&resp)
+}
