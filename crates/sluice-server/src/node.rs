@@ -277,11 +277,12 @@ impl Node {
     pub async fn shutdown(self) -> Result<(), NodeError> {
         info!("shutting down");
         let _ = self.shutdown_tx.send(true);
+        // Parked group requests are answered first, so their connections can close.
+        self.groups.shutdown().await;
         for s in self.servers {
             let _ = s.await;
         }
         let _ = self.chores.await;
-        self.groups.shutdown().await;
         let replicas = self.replicas;
         let controller = self.controller;
         let result = tokio::task::spawn_blocking(move || -> Result<(), NodeError> {

@@ -107,6 +107,11 @@ pub struct GroupDescription {
 
 type Committed = BTreeMap<(String, i32), OffsetValue>;
 
+/// One committed offset as OffsetFetch reports it: topic, partition, value (None: nothing).
+pub type CommittedRow = (String, i32, Option<OffsetValue>);
+/// One group as ListGroups reports it: id, protocol type, state name.
+pub type GroupListing = (String, String, &'static str);
+
 enum Command {
     Join(JoinRequest, oneshot::Sender<JoinOutcome>),
     Sync(SyncRequest, oneshot::Sender<SyncOutcome>),
@@ -129,9 +134,9 @@ enum Command {
     Fetch(
         String,
         Option<Vec<(String, Vec<i32>)>>,
-        oneshot::Sender<Result<Vec<(String, i32, Option<OffsetValue>)>, ErrorCode>>,
+        oneshot::Sender<Result<Vec<CommittedRow>, ErrorCode>>,
     ),
-    List(oneshot::Sender<Result<Vec<(String, String, &'static str)>, ErrorCode>>),
+    List(oneshot::Sender<Result<Vec<GroupListing>, ErrorCode>>),
     Describe(
         Vec<String>,
         oneshot::Sender<Result<Vec<Option<GroupDescription>>, ErrorCode>>,
@@ -146,6 +151,8 @@ enum Command {
         oneshot::Sender<Result<Vec<Option<ErrorCode>>, ErrorCode>>,
     ),
     Loaded(Box<LoadResult>),
+    /// Answer everything parked with NOT_COORDINATOR and stop (node shutdown).
+    Stop,
 }
 
 struct LoadResult {
@@ -232,14 +239,14 @@ impl GroupCoordinator {
         &self,
         group: String,
         topics: Option<Vec<(String, Vec<i32>)>>,
-    ) -> Result<Vec<(String, i32, Option<OffsetValue>)>, ErrorCode> {
+    ) -> Result<Vec<CommittedRow>, ErrorCode> {
         let (tx, rx) = oneshot::channel();
         let _ = self.tx.send(Command::Fetch(group, topics, tx)).await;
         gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
     }
 
     /// (group id, protocol type, state) of every group.
-    pub async fn list(&self) -> Result<Vec<(String, String, &'static str)>, ErrorCode> {
+    pub async fn list(&self) -> Result<Vec<GroupListing>, ErrorCode> {
         let (tx, rx) = oneshot::channel();
         let _ = self.tx.send(Command::List(tx)).await;
         gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
@@ -273,15 +280,16 @@ impl GroupCoordinator {
         gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
     }
 
-    /// Stop the task (at node shutdown).
+    /// Stop the task (at node shutdown): parked JoinGroup/SyncGroup requests are answered
+    /// NOT_COORDINATOR so their connections can finish.
     pub async fn shutdown(&self) {
+        let _ = self.tx.send(Command::Stop).await;
         let handle = self
             .task
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(h) = handle {
-            h.abort();
             let _ = h.await;
         }
     }
@@ -364,11 +372,15 @@ async fn run(
         };
         tokio::select! {
             cmd = rx.recv() => match cmd {
+                Some(Command::Stop) | None => {
+                    c.unload();
+                    break;
+                }
                 Some(cmd) => c.handle(cmd),
-                None => break,
             },
             _ = sleep => {
                 let fx = c.machine.tick(now_ms());
+                tracing::debug!(effects = fx.len(), "group timers fired");
                 c.apply(fx);
             }
             _ = expiry.tick() => c.expire_offsets(now_ms()),
@@ -492,12 +504,18 @@ impl Coordinator {
                 Command::Fetch(.., tx) => drop(tx.send(Err(code))),
                 Command::List(tx) => drop(tx.send(Err(code))),
                 Command::Describe(_, tx) => drop(tx.send(Err(code))),
-                Command::Loaded(_) => {}
+                Command::Loaded(_) | Command::Stop => {}
             }
             return;
         }
         match cmd {
             Command::Join(req, tx) => {
+                tracing::debug!(
+                    group = req.group_id,
+                    member = req.member_id,
+                    version = req.version,
+                    "JoinGroup"
+                );
                 let t = self.token();
                 self.joins.insert(t, tx);
                 let fx = self.machine.join(req, t, now);
@@ -519,6 +537,7 @@ impl Coordinator {
                 ));
             }
             Command::Leave(group, members, tx) => {
+                tracing::debug!(group, ?members, "LeaveGroup");
                 let (results, fx) = self.machine.leave(&group, &members, now);
                 self.apply(fx);
                 let _ = tx.send(Ok(results));
@@ -573,7 +592,17 @@ impl Coordinator {
             Command::DeleteOffsets(group, partitions, tx) => {
                 let _ = tx.send(self.delete_offsets(&group, &partitions, now));
             }
-            Command::Loaded(_) => {}
+            Command::Loaded(_) | Command::Stop => {}
+        }
+    }
+
+    /// Answer every parked request NOT_COORDINATOR (this broker stops coordinating).
+    fn unload(&mut self) {
+        for (_, tx) in self.joins.drain() {
+            let _ = tx.send(join_error(ErrorCode::NotCoordinator, ""));
+        }
+        for (_, tx) in self.syncs.drain() {
+            let _ = tx.send(sync_error(ErrorCode::NotCoordinator));
         }
     }
 
@@ -591,6 +620,16 @@ impl Coordinator {
                     }
                 }
                 Effect::Persist(group) => {
+                    if let Some(g) = self.machine.group(&group) {
+                        info!(
+                            group,
+                            generation = g.generation,
+                            state = g.state.name(),
+                            members = g.members.len(),
+                            protocol = g.protocol.as_deref().unwrap_or(""),
+                            "group changed"
+                        );
+                    }
                     let value = self.machine.snapshot(&group).map(|v| v.encode());
                     let key = OffsetsKey::Group {
                         group: group.clone(),

@@ -10,18 +10,18 @@ use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, 
 use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
+use crate::group::coordinator::CommittedRow;
 use crate::group::records::OffsetValue;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
 handler!(ApiKey::OffsetFetch, 1, 9, handle);
 
-type Fetched = Result<Vec<(String, i32, Option<OffsetValue>)>, ErrorCode>;
+type Fetched = Result<Vec<CommittedRow>, ErrorCode>;
+type PartitionValues = Vec<(i32, Option<OffsetValue>)>;
 
 /// Group the flat answer by topic, in first-seen order.
-fn by_topic(
-    rows: Vec<(String, i32, Option<OffsetValue>)>,
-) -> Vec<(String, Vec<(i32, Option<OffsetValue>)>)> {
-    let mut out: Vec<(String, Vec<(i32, Option<OffsetValue>)>)> = Vec::new();
+fn by_topic(rows: Vec<CommittedRow>) -> Vec<(String, PartitionValues)> {
+    let mut out: Vec<(String, PartitionValues)> = Vec::new();
     for (t, p, v) in rows {
         match out.iter_mut().find(|(name, _)| *name == t) {
             Some((_, parts)) => parts.push((p, v)),

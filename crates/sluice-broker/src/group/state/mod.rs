@@ -499,7 +499,7 @@ impl GroupMachine {
                             }
                         }
                         GroupState::CompletingRebalance | GroupState::Stable
-                            if !changed && !(is_leader && group.state == GroupState::Stable) =>
+                            if !(changed || is_leader && group.state == GroupState::Stable) =>
                         {
                             // Nothing changed: answer with the current generation.
                             let protocol = group.protocol.clone().unwrap_or_default();

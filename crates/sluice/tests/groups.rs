@@ -1,0 +1,440 @@
+//! Consumer groups with librdkafka (and kcat for a member that dies without leaving):
+//! exactly-once consumption while members come and go, eviction after the session timeout,
+//! independent groups, committed offsets across a broker restart, static membership, and
+//! log compaction.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer, ConsumerContext, Rebalance};
+use rdkafka::message::Message;
+use rdkafka::{ClientContext, Offset, TopicPartitionList};
+
+#[derive(Default)]
+struct Rebalances {
+    assigns: AtomicUsize,
+    revokes: AtomicUsize,
+}
+
+impl ClientContext for Rebalances {}
+
+impl ConsumerContext for Rebalances {
+    fn post_rebalance(&self, _: &BaseConsumer<Self>, r: &Rebalance<'_>) {
+        match r {
+            Rebalance::Assign(_) => self.assigns.fetch_add(1, Ordering::SeqCst),
+            Rebalance::Revoke(_) => self.revokes.fetch_add(1, Ordering::SeqCst),
+            Rebalance::Error(_) => 0,
+        };
+    }
+}
+
+type Member = BaseConsumer<Rebalances>;
+
+fn member(bootstrap: &str, group: &str, extra: &[(&str, &str)]) -> Member {
+    let mut cfg = ClientConfig::new();
+    cfg.set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "true")
+        .set("auto.commit.interval.ms", "100")
+        .set("session.timeout.ms", "6000")
+        .set("heartbeat.interval.ms", "500")
+        .set("fetch.wait.max.ms", "100");
+    for (k, v) in extra {
+        cfg.set(*k, *v);
+    }
+    cfg.create_with_context(Rebalances::default())
+        .expect("consumer")
+}
+
+fn values(n: usize, tag: &str) -> Vec<(Vec<u8>, Vec<u8>, Option<i64>)> {
+    (0..n)
+        .map(|i| {
+            (
+                format!("k{i}").into_bytes(),
+                format!("{tag}-{i}").into_bytes(),
+                None,
+            )
+        })
+        .collect()
+}
+
+/// Leave the group the way an application does: unsubscribe, then keep polling so
+/// librdkafka can run the revocation (it waits for the app before sending LeaveGroup).
+fn leave(c: Member) {
+    c.unsubscribe();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c.assignment().map(|a| a.count()).unwrap_or(0) > 0 && Instant::now() < deadline {
+        c.poll(Duration::from_millis(50));
+    }
+    for _ in 0..5 {
+        c.poll(Duration::from_millis(20));
+    }
+    drop(c);
+}
+
+/// Take what `c` has ready (waiting briefly for the first record) and record it.
+fn drain(c: &Member, seen: &Mutex<Vec<String>>) {
+    let mut timeout = Duration::from_millis(20);
+    for _ in 0..1000 {
+        match c.poll(timeout) {
+            Some(Ok(m)) => seen
+                .lock()
+                .unwrap()
+                .push(String::from_utf8(m.payload().unwrap().to_vec()).unwrap()),
+            _ => break,
+        }
+        timeout = Duration::ZERO;
+    }
+}
+
+#[test]
+fn a_group_consumes_every_record_exactly_once_while_members_join_and_leave() {
+    let server = start(&["group.initial.rebalance.delay.ms=0"]);
+    create_topic(&server.bootstrap, "work", 12, &[]);
+    let total = 6000;
+    let records = values(total, "w");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let first = member(&server.bootstrap, "workers", &[]);
+    first.subscribe(&["work"]).unwrap();
+    produce_all(&producer(&server.bootstrap, &[]), "work", &records[..2000]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.lock().unwrap().len() < 500 && Instant::now() < deadline {
+        drain(&first, &seen);
+    }
+    // Two more members join while records keep coming.
+    let second = member(&server.bootstrap, "workers", &[]);
+    second.subscribe(&["work"]).unwrap();
+    let third = member(&server.bootstrap, "workers", &[]);
+    third.subscribe(&["work"]).unwrap();
+    {
+        let members = [&first, &second, &third];
+        // Keep consuming until the rebalance has given every member a share.
+        while members
+            .iter()
+            .any(|m| m.assignment().map(|a| a.count()).unwrap_or(0) == 0)
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the group never spread over three members"
+            );
+            for m in members {
+                drain(m, &seen);
+            }
+        }
+    }
+    produce_all(
+        &producer(&server.bootstrap, &[]),
+        "work",
+        &records[2000..4000],
+    );
+    {
+        let members = [&first, &second, &third];
+        while seen.lock().unwrap().len() < 3500 && Instant::now() < deadline {
+            for m in members {
+                drain(m, &seen);
+            }
+        }
+    }
+    let got_work: Vec<bool> = [&first, &second, &third]
+        .iter()
+        .map(|m| m.context().assigns.load(Ordering::SeqCst) > 0)
+        .collect();
+    assert!(
+        got_work.iter().all(|x| *x),
+        "every member was given partitions: {got_work:?}"
+    );
+    // One leaves cleanly; the rest finish.
+    leave(second);
+    produce_all(&producer(&server.bootstrap, &[]), "work", &records[4000..]);
+    while seen.lock().unwrap().len() < total && Instant::now() < deadline {
+        drain(&first, &seen);
+        drain(&third, &seen);
+    }
+    // Give any duplicate a chance to show up.
+    for _ in 0..10 {
+        drain(&first, &seen);
+        drain(&third, &seen);
+    }
+    let seen = seen.lock().unwrap();
+    let unique: HashSet<&String> = seen.iter().collect();
+    if unique.len() != total {
+        eprintln!("{}", server.log());
+    }
+    assert_eq!(unique.len(), total, "every record was consumed");
+    assert_eq!(seen.len(), total, "no record was consumed twice");
+}
+
+#[test]
+fn a_member_killed_without_leaving_is_evicted_and_its_partitions_move() {
+    let server = start(&["group.initial.rebalance.delay.ms=0"]);
+    create_topic(&server.bootstrap, "evict", 12, &[]);
+    let survivor = member(&server.bootstrap, "evictors", &[]);
+    survivor.subscribe(&["evict"]).unwrap();
+    // A second member in another process, killed with SIGKILL once it holds partitions.
+    let mut kcat = Command::new("kcat")
+        .args([
+            "-b",
+            &server.bootstrap,
+            "-G",
+            "evictors",
+            "-X",
+            "session.timeout.ms=6000",
+            "-X",
+            "heartbeat.interval.ms=500",
+            "evict",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("kcat installed");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mine = |c: &Member| c.assignment().map(|a| a.count()).unwrap_or(0);
+    while !(mine(&survivor) > 0 && mine(&survivor) < 12) {
+        assert!(
+            Instant::now() < deadline,
+            "the two members never shared the partitions"
+        );
+        survivor.poll(Duration::from_millis(100));
+    }
+    let killed_at = Instant::now();
+    kcat.kill().unwrap();
+    kcat.wait().unwrap();
+    while mine(&survivor) < 12 {
+        assert!(
+            Instant::now() < deadline,
+            "the dead member's partitions never moved"
+        );
+        survivor.poll(Duration::from_millis(100));
+    }
+    let waited = killed_at.elapsed();
+    assert!(
+        waited >= Duration::from_secs(4),
+        "moved before the session timeout: {waited:?}"
+    );
+}
+
+#[test]
+fn two_groups_each_see_every_record() {
+    let server = start(&["group.initial.rebalance.delay.ms=0"]);
+    create_topic(&server.bootstrap, "fanout", 4, &[]);
+    produce_all(
+        &producer(&server.bootstrap, &[]),
+        "fanout",
+        &values(1000, "f"),
+    );
+    for group in ["alpha", "beta"] {
+        let c = member(&server.bootstrap, group, &[]);
+        c.subscribe(&["fanout"]).unwrap();
+        let seen = Mutex::new(Vec::new());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while seen.lock().unwrap().len() < 1000 {
+            assert!(
+                Instant::now() < deadline,
+                "{group} saw {}",
+                seen.lock().unwrap().len()
+            );
+            drain(&c, &seen);
+        }
+        assert_eq!(
+            seen.lock().unwrap().iter().collect::<HashSet<_>>().len(),
+            1000
+        );
+    }
+}
+
+#[test]
+fn committed_offsets_survive_a_broker_restart() {
+    let mut server = start(&["group.initial.rebalance.delay.ms=0"]);
+    create_topic(&server.bootstrap, "kept", 3, &[]);
+    produce_all(&producer(&server.bootstrap, &[]), "kept", &values(300, "c"));
+    let c = member(
+        &server.bootstrap,
+        "keepers",
+        &[("enable.auto.commit", "false")],
+    );
+    c.subscribe(&["kept"]).unwrap();
+    let seen = Mutex::new(Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.lock().unwrap().len() < 300 {
+        assert!(Instant::now() < deadline);
+        drain(&c, &seen);
+    }
+    c.commit_consumer_state(CommitMode::Sync).unwrap();
+    leave(c);
+    server.restart();
+    let c = member(&server.bootstrap, "keepers", &[]);
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..3 {
+        tpl.add_partition("kept", p);
+    }
+    let after = c.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
+    let total: i64 = after
+        .elements()
+        .iter()
+        .map(|e| match e.offset() {
+            Offset::Offset(o) => o,
+            other => panic!(
+                "partition {} has no committed offset: {other:?}",
+                e.partition()
+            ),
+        })
+        .sum();
+    assert_eq!(total, 300, "the committed offsets cover every record");
+    // A restarted consumer resumes after the committed offsets: nothing new to read.
+    c.subscribe(&["kept"]).unwrap();
+    let seen = Mutex::new(Vec::new());
+    let until = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < until {
+        drain(&c, &seen);
+    }
+    assert!(
+        seen.lock().unwrap().is_empty(),
+        "re-read {} records",
+        seen.lock().unwrap().len()
+    );
+}
+
+#[test]
+fn a_static_member_restarting_within_the_session_timeout_causes_no_rebalance() {
+    let server = start(&["group.initial.rebalance.delay.ms=0"]);
+    create_topic(&server.bootstrap, "static", 6, &[]);
+    let stay = member(
+        &server.bootstrap,
+        "statics",
+        &[("group.instance.id", "stay")],
+    );
+    stay.subscribe(&["static"]).unwrap();
+    let bounce = member(
+        &server.bootstrap,
+        "statics",
+        &[("group.instance.id", "bounce")],
+    );
+    bounce.subscribe(&["static"]).unwrap();
+    let settled = |c: &Member| c.assignment().map(|a| a.count()).unwrap_or(0) == 3;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(settled(&stay) && settled(&bounce)) {
+        assert!(
+            Instant::now() < deadline,
+            "the two static members never split the partitions"
+        );
+        stay.poll(Duration::from_millis(50));
+        bounce.poll(Duration::from_millis(50));
+    }
+    let rebalances_before = stay.context().assigns.load(Ordering::SeqCst)
+        + stay.context().revokes.load(Ordering::SeqCst);
+    // Static members do not leave on close; the restart comes back with the same instance id.
+    drop(bounce);
+    let back = member(
+        &server.bootstrap,
+        "statics",
+        &[("group.instance.id", "bounce")],
+    );
+    back.subscribe(&["static"]).unwrap();
+    let until = Instant::now() + Duration::from_secs(4);
+    while !settled(&back) || Instant::now() < until {
+        assert!(
+            Instant::now() < deadline,
+            "the restarted member got no partitions"
+        );
+        stay.poll(Duration::from_millis(50));
+        back.poll(Duration::from_millis(50));
+    }
+    let rebalances_after = stay.context().assigns.load(Ordering::SeqCst)
+        + stay.context().revokes.load(Ordering::SeqCst);
+    assert_eq!(
+        rebalances_after, rebalances_before,
+        "the other member saw a rebalance"
+    );
+    assert_eq!(stay.assignment().unwrap().count(), 3);
+}
+
+#[test]
+fn compaction_keeps_the_latest_value_of_every_key() {
+    let server = start(&["log.cleaner.backoff.ms=200"]);
+    create_topic(
+        &server.bootstrap,
+        "table",
+        1,
+        &[
+            ("cleanup.policy", "compact"),
+            ("segment.bytes", "65536"),
+            ("min.cleanable.dirty.ratio", "0.01"),
+            ("segment.ms", "1000"),
+        ],
+    );
+    let keys = 1000;
+    let updates = 100_000;
+    let records: Vec<_> = (0..updates)
+        .map(|i| {
+            (
+                format!("key-{}", i % keys).into_bytes(),
+                format!("value-{i}").into_bytes(),
+                None,
+            )
+        })
+        .collect();
+    produce_all(&producer(&server.bootstrap, &[]), "table", &records);
+    // Roll past the last update so every update sits in a cleanable segment.
+    std::thread::sleep(Duration::from_millis(1100));
+    produce_all(
+        &producer(&server.bootstrap, &[]),
+        "table",
+        &[(b"marker".to_vec(), b"end".to_vec(), None)],
+    );
+    let latest: HashMap<String, String> = (updates - keys..updates)
+        .map(|i| (format!("key-{}", i % keys), format!("value-{i}")))
+        .collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the cleaner never compacted the topic: {}",
+            server.log()
+        );
+        let c = consumer(&server.bootstrap, &[]);
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset("table", 0, Offset::Beginning)
+            .unwrap();
+        c.assign(&tpl).unwrap();
+        let mut live: Vec<(String, String)> = Vec::new();
+        let (_, high) = c
+            .fetch_watermarks("table", 0, Duration::from_secs(5))
+            .unwrap();
+        let read_by = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < read_by {
+            if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+                live.push((
+                    String::from_utf8(m.key().unwrap().to_vec()).unwrap(),
+                    String::from_utf8(m.payload().unwrap().to_vec()).unwrap(),
+                ));
+                if m.offset() + 1 >= high {
+                    break;
+                }
+            }
+        }
+        if live.len() <= keys + 1 {
+            let mut view: HashMap<String, String> = HashMap::new();
+            for (k, v) in &live {
+                view.insert(k.clone(), v.clone());
+            }
+            view.remove("marker");
+            assert!(view == latest, "a reader from the start must see the latest value of every key ({} of {} keys right)", view.iter().filter(|(k, v)| latest.get(*k) == Some(*v)).count(), latest.len());
+            let distinct: HashSet<&String> = live.iter().map(|(k, _)| k).collect();
+            assert_eq!(
+                distinct.len(),
+                live.len(),
+                "one record per key after cleaning"
+            );
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(300));
+    }
+}
