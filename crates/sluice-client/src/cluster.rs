@@ -49,6 +49,8 @@ pub struct ClusterCore {
     pub config: ClientConfig,
     cluster: RwLock<Cluster>,
     connections: Mutex<HashMap<String, Arc<Connection>>>,
+    /// Coordinator addresses by group id, for calls that are not a member's.
+    coordinators: RwLock<HashMap<String, String>>,
 }
 
 impl ClusterCore {
@@ -63,6 +65,7 @@ impl ClusterCore {
             config,
             cluster: RwLock::new(Cluster::default()),
             connections: Mutex::new(HashMap::new()),
+            coordinators: RwLock::new(HashMap::new()),
         }))
     }
 
@@ -262,6 +265,31 @@ impl ClusterCore {
             .find(|p| p.partition == tp.partition.0)
             .map(|p| p.leader)
             .filter(|l| *l >= 0)
+    }
+
+    /// The cached coordinator address of a group.
+    pub fn cached_coordinator(&self, group: &str) -> Option<String> {
+        self.coordinators
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(group)
+            .cloned()
+    }
+
+    /// Remember (`Some`) or forget (`None`) a group's coordinator address.
+    pub fn set_coordinator(&self, group: &str, addr: Option<String>) {
+        let mut map = self
+            .coordinators
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        match addr {
+            Some(a) => {
+                map.insert(group.to_string(), a);
+            }
+            None => {
+                map.remove(group);
+            }
+        }
     }
 
     /// Forget a topic's cached leaders (after NOT_LEADER and the like).

@@ -7,6 +7,7 @@ use sluice_protocol::compression::Compression;
 
 use crate::consumer::OffsetReset;
 use crate::error::{Error, Result};
+use crate::group::assignor::Assignor;
 
 /// How records without an explicit partition are spread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +75,20 @@ pub struct ClientConfig {
     pub read_committed: bool,
     /// `check.crcs`
     pub check_crcs: bool,
+    /// `group.instance.id` (static membership, KIP-345)
+    pub group_instance_id: Option<String>,
+    /// `enable.auto.commit`
+    pub enable_auto_commit: bool,
+    /// `auto.commit.interval.ms`
+    pub auto_commit_interval: Duration,
+    /// `session.timeout.ms`
+    pub session_timeout: Duration,
+    /// `heartbeat.interval.ms`
+    pub heartbeat_interval: Duration,
+    /// `max.poll.interval.ms` (also the rebalance timeout sent in JoinGroup)
+    pub max_poll_interval: Duration,
+    /// `partition.assignment.strategy`, in order of preference.
+    pub assignors: Vec<Assignor>,
 }
 
 impl ClientConfig {
@@ -106,6 +121,13 @@ impl ClientConfig {
             max_poll_records: 500,
             read_committed: false,
             check_crcs: true,
+            group_instance_id: None,
+            enable_auto_commit: true,
+            auto_commit_interval: Duration::from_millis(5_000),
+            session_timeout: Duration::from_millis(45_000),
+            heartbeat_interval: Duration::from_millis(3_000),
+            max_poll_interval: Duration::from_millis(300_000),
+            assignors: vec![Assignor::Range, Assignor::CooperativeSticky],
         }
     }
 
@@ -203,6 +225,28 @@ impl ClientConfig {
                 }
             }
             "check.crcs" => self.check_crcs = flag(v)?,
+            "group.instance.id" => {
+                self.group_instance_id = Some(v.to_string()).filter(|g| !g.is_empty())
+            }
+            "enable.auto.commit" => self.enable_auto_commit = flag(v)?,
+            "auto.commit.interval.ms" => self.auto_commit_interval = ms(v)?,
+            "session.timeout.ms" => self.session_timeout = ms(v)?,
+            "heartbeat.interval.ms" => self.heartbeat_interval = ms(v)?,
+            "max.poll.interval.ms" => self.max_poll_interval = ms(v)?,
+            "partition.assignment.strategy" => {
+                let mut assignors = Vec::new();
+                for name in v.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+                    let a = Assignor::from_name(name)
+                        .ok_or_else(|| bad("must list range, roundrobin or cooperative-sticky"))?;
+                    if !assignors.contains(&a) {
+                        assignors.push(a);
+                    }
+                }
+                if assignors.is_empty() {
+                    return Err(bad("must name at least one assignor"));
+                }
+                self.assignors = assignors;
+            }
             k if IGNORED_KEYS.contains(&k) => {}
             _ => {
                 return Err(Error::Config {
@@ -234,11 +278,6 @@ pub const IGNORED_KEYS: &[&str] = &[
     "key.deserializer",
     "value.deserializer",
     "enable.idempotence",
-    "enable.auto.commit",
-    "auto.commit.interval.ms",
-    "session.timeout.ms",
-    "heartbeat.interval.ms",
-    "max.poll.interval.ms",
     "security.protocol",
     "send.buffer.bytes",
     "receive.buffer.bytes",
@@ -276,5 +315,18 @@ mod tests {
         assert!(ClientConfig::new("a:1").set("acks", "2").is_err());
         assert!(ClientConfig::new("a:1").set("linger.ms", "soon").is_err());
         assert!(ClientConfig::new("a:1").set("no.such.key", "1").is_err());
+        let c = ClientConfig::new("a:1")
+            .set(
+                "partition.assignment.strategy",
+                "org.apache.kafka.clients.consumer.RoundRobinAssignor, cooperative-sticky",
+            )
+            .unwrap();
+        assert_eq!(
+            c.assignors,
+            vec![Assignor::RoundRobin, Assignor::CooperativeSticky]
+        );
+        assert!(ClientConfig::new("a:1")
+            .set("partition.assignment.strategy", "sticky-ish")
+            .is_err());
     }
 }

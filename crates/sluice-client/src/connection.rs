@@ -38,6 +38,17 @@ pub fn client_versions(key: ApiKey) -> (i16, i16) {
         ApiKey::CreatePartitions => (0, 3),
         ApiKey::DescribeCluster => (0, 1),
         ApiKey::InitProducerId => (0, 4),
+        ApiKey::FindCoordinator => (1, 4),
+        ApiKey::JoinGroup => (4, 9),
+        ApiKey::SyncGroup => (3, 5),
+        ApiKey::Heartbeat => (3, 4),
+        ApiKey::LeaveGroup => (0, 5),
+        ApiKey::OffsetCommit => (2, 9),
+        ApiKey::OffsetFetch => (1, 9),
+        ApiKey::ListGroups => (0, 5),
+        ApiKey::DescribeGroups => (0, 5),
+        ApiKey::DeleteGroups => (0, 2),
+        ApiKey::OffsetDelete => (0, 0),
         _ => (0, 0),
     }
 }
@@ -55,7 +66,7 @@ struct Outgoing {
 }
 
 /// Aborts the task when dropped, so a connection's tasks never outlive it.
-struct TaskGuard(JoinHandle<()>);
+pub(crate) struct TaskGuard(pub(crate) JoinHandle<()>);
 
 impl Drop for TaskGuard {
     fn drop(&mut self) {
@@ -198,15 +209,25 @@ impl Connection {
 
     /// Send a request at an explicit version and wait for its response.
     pub async fn call_at<R: Request>(&self, req: &R, version: i16) -> Result<R::Response> {
+        self.call_within(req, version, self.request_timeout).await
+    }
+
+    /// [`Connection::call_at`] with its own timeout (JoinGroup waits out a rebalance).
+    pub async fn call_within<R: Request>(
+        &self,
+        req: &R,
+        version: i16,
+        timeout: Duration,
+    ) -> Result<R::Response> {
         let body = self.send_at(req, version).await?;
-        let mut body = tokio::time::timeout(self.request_timeout, body)
+        let mut body = tokio::time::timeout(timeout, body)
             .await
             .map_err(|_| {
                 Error::Timeout(format!(
                     "{:?} to {} after {} ms",
                     R::KEY,
                     self.addr,
-                    self.request_timeout.as_millis()
+                    timeout.as_millis()
                 ))
             })?
             .map_err(|_| self.disconnected())??;

@@ -1,12 +1,16 @@
-//! [`Consumer`]: fetches records of assigned partitions. Positions are tracked per partition;
-//! one fetch per broker is kept in flight and the next is issued as soon as data is handed
-//! out (prefetch), so fetching overlaps the application's work. Batches are CRC-checked,
-//! decompressed (all five codecs) and control batches skipped.
+//! [`Consumer`]: fetches records of its partitions, which come either from the consumer
+//! group (`subscribe`: the group coordinator and the group's leader decide) or from the
+//! application (`assign`). Positions are tracked per partition; one fetch per broker is kept
+//! in flight and the next is issued as soon as data is handed out (prefetch), so fetching
+//! overlaps the application's work. Batches are CRC-checked, decompressed (all five codecs)
+//! and control batches skipped.
 //!
-//! Group membership (`subscribe`) needs the broker's group coordinator; until then it returns
-//! [`Error::Unsupported`] and `assign` is the way in.
+//! Group membership follows the Java client: a background task heartbeats; `poll` runs
+//! rebalances (revoking, committing, calling the [`RebalanceListener`]) and auto-commits
+//! every `auto.commit.interval.ms`. A partition's first position is its committed offset
+//! (when `group.id` is set), else `auto.offset.reset`.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -20,13 +24,18 @@ use kafka_protocol::protocol::StrBytes;
 use sluice_protocol::batch::{self, BatchIter, RecordLimits};
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio::time::Instant;
+use tracing::{debug, warn};
 
 use crate::admin::{list_offsets, OffsetSpec};
 use crate::cluster::ClusterCore;
 use crate::config::ClientConfig;
-use crate::connection::decode_response;
+use crate::connection::{decode_response, TaskGuard};
 use crate::error::{Error, Result};
+use crate::group::coordinator::{self, with_coordinator, CommitIdentity};
+use crate::group::member::{GroupSettings, Joined, Membership, Phase};
+use crate::group::{CommittedOffset, OffsetAndMetadata, RebalanceListener};
 
 /// What to do when a partition has no valid position.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,9 +70,35 @@ struct PartitionState {
     /// Records fetched and not yet returned.
     buffered: VecDeque<ConsumerRecord>,
     high_watermark: i64,
+    /// The first position comes from the group's committed offset (else
+    /// `auto.offset.reset`).
+    needs_committed: bool,
+    /// The last offset committed (or read as committed) for the partition.
+    last_committed: Option<i64>,
 }
 
 type FetchOutcome = (i32, Vec<(TopicPartition, u64, i64)>, Result<FetchResponse>);
+
+type JoinResult = std::result::Result<Result<Joined>, tokio::task::JoinError>;
+
+/// Membership of a subscribed consumer.
+struct GroupMember {
+    membership: Arc<Membership>,
+    _heartbeat: TaskGuard,
+    topics: Vec<String>,
+    listener: Option<Box<dyn RebalanceListener>>,
+    /// A join in flight.
+    join: Option<JoinHandle<Result<Joined>>>,
+    next_auto_commit: Instant,
+}
+
+impl Drop for GroupMember {
+    fn drop(&mut self) {
+        if let Some(j) = self.join.take() {
+            j.abort();
+        }
+    }
+}
 
 pub struct Consumer {
     core: Arc<ClusterCore>,
@@ -74,6 +109,17 @@ pub struct Consumer {
     busy_nodes: Vec<i32>,
     /// Round-robin start for fairness across partitions in `poll`.
     next_partition: usize,
+    /// Stamps partition states and seeks, so a fetch answer from before either is dropped.
+    next_epoch: u64,
+    group: Option<GroupMember>,
+}
+
+/// What woke a waiting `poll`.
+enum Woken {
+    Deadline,
+    Fetch(std::result::Result<FetchOutcome, tokio::task::JoinError>),
+    Joined(JoinResult),
+    Group,
 }
 
 /// Records buffered per partition before prefetching pauses.
@@ -89,42 +135,204 @@ impl Consumer {
             in_flight: JoinSet::new(),
             busy_nodes: Vec::new(),
             next_partition: 0,
+            next_epoch: 0,
+            group: None,
         })
     }
 
-    /// Consume exactly these partitions (replacing any previous assignment).
-    pub fn assign(&mut self, partitions: &[TopicPartition]) {
-        let mut next = BTreeMap::new();
-        for tp in partitions {
-            let state = self.partitions.remove(tp).unwrap_or_default();
-            self.topic_names
-                .entry(tp.topic.clone())
-                .or_insert_with(|| Arc::from(tp.topic.as_str()));
-            next.insert(tp.clone(), state);
-        }
-        self.partitions = next;
+    fn epoch(&mut self) -> u64 {
+        self.next_epoch += 1;
+        self.next_epoch
     }
 
+    /// A state for a partition just taken on: it starts at the committed offset when the
+    /// consumer has a group.
+    fn fresh_state(&mut self) -> PartitionState {
+        PartitionState {
+            generation: self.epoch(),
+            needs_committed: self.config.group_id.is_some(),
+            high_watermark: -1,
+            ..PartitionState::default()
+        }
+    }
+
+    fn add_partition(&mut self, tp: TopicPartition) {
+        let state = self.fresh_state();
+        self.topic_names
+            .entry(tp.topic.clone())
+            .or_insert_with(|| Arc::from(tp.topic.as_str()));
+        self.partitions.insert(tp, state);
+    }
+
+    /// Consume exactly these partitions (replacing any previous assignment). With a
+    /// `group.id`, each starts at the group's committed offset if there is one. Not
+    /// possible while subscribed.
+    pub fn assign(&mut self, partitions: &[TopicPartition]) -> Result<()> {
+        if self.group.is_some() {
+            return Err(Error::Unsupported(
+                "assign() while subscribed: unsubscribe() first".into(),
+            ));
+        }
+        let mut keep = BTreeMap::new();
+        for tp in partitions {
+            if let Some(state) = self.partitions.remove(tp) {
+                keep.insert(tp.clone(), state);
+            }
+        }
+        self.partitions = keep;
+        for tp in partitions {
+            if !self.partitions.contains_key(tp) {
+                self.add_partition(tp.clone());
+            }
+        }
+        Ok(())
+    }
+
+    /// The partitions this consumer reads now.
     pub fn assignment(&self) -> Vec<TopicPartition> {
         self.partitions.keys().cloned().collect()
     }
 
-    /// Join the consumer group and consume the topics it assigns.
-    pub async fn subscribe(&mut self, _topics: &[&str]) -> Result<()> {
-        let group = self.config.group_id.clone().ok_or_else(|| Error::Config {
+    /// The subscribed topics (empty when not subscribed).
+    pub fn subscription(&self) -> Vec<String> {
+        self.group
+            .as_ref()
+            .map(|g| g.topics.clone())
+            .unwrap_or_default()
+    }
+
+    /// This member's id and generation in its group (None when not a member right now).
+    pub fn group_generation(&self) -> Option<(String, i32)> {
+        let g = self.group.as_ref()?;
+        let s = g.membership.state();
+        (s.phase == Phase::Stable).then(|| (s.member_id.clone(), s.generation))
+    }
+
+    /// Join the consumer group (`group.id`) and consume what it assigns from `topics`.
+    /// Calling it again changes the subscription (and rebalances the group); an empty list
+    /// unsubscribes. The group is joined during `poll`.
+    pub async fn subscribe(&mut self, topics: &[&str]) -> Result<()> {
+        self.subscribe_inner(topics, None).await
+    }
+
+    /// [`Consumer::subscribe`] with a listener told about every assignment change.
+    pub async fn subscribe_with_listener(
+        &mut self,
+        topics: &[&str],
+        listener: Box<dyn RebalanceListener>,
+    ) -> Result<()> {
+        self.subscribe_inner(topics, Some(listener)).await
+    }
+
+    async fn subscribe_inner(
+        &mut self,
+        topics: &[&str],
+        listener: Option<Box<dyn RebalanceListener>>,
+    ) -> Result<()> {
+        let group_id = self.config.group_id.clone().ok_or_else(|| Error::Config {
             key: "group.id".into(),
             message: "subscribe needs a group.id".into(),
         })?;
-        let conn = self.core.any_connection().await?;
-        let has_groups = conn.broker_versions(ApiKey::JoinGroup).is_some();
-        Err(Error::Unsupported(format!(
-            "subscribe (group '{group}') is not supported yet: {}; use assign()",
-            if has_groups {
-                "this client does not implement group membership yet"
-            } else {
-                "the broker has no group coordinator"
+        if topics.is_empty() {
+            self.unsubscribe().await;
+            return Ok(());
+        }
+        if let Some(t) = topics.iter().find(|t| t.is_empty()) {
+            return Err(Error::Config {
+                key: "topics".into(),
+                message: format!("invalid topic name '{t}'"),
+            });
+        }
+        let mut wanted: Vec<String> = topics.iter().map(|t| t.to_string()).collect();
+        wanted.sort();
+        wanted.dedup();
+        if let Some(g) = self.group.as_mut() {
+            if listener.is_some() {
+                g.listener = listener;
             }
-        )))
+            if g.topics != wanted {
+                g.topics = wanted;
+                g.membership.request_rejoin();
+            }
+            return Ok(());
+        }
+        if !self.partitions.is_empty() {
+            return Err(Error::Unsupported(
+                "subscribe() after assign(): assign(&[]) first".into(),
+            ));
+        }
+        let c = &self.config;
+        if c.heartbeat_interval >= c.session_timeout {
+            return Err(Error::Config {
+                key: "heartbeat.interval.ms".into(),
+                message: "must be lower than session.timeout.ms".into(),
+            });
+        }
+        let settings = GroupSettings {
+            group_id,
+            instance_id: c.group_instance_id.clone(),
+            session_timeout: c.session_timeout,
+            rebalance_timeout: c.max_poll_interval,
+            heartbeat_interval: c.heartbeat_interval,
+            assignors: c.assignors.clone(),
+        };
+        let membership = Membership::new(Arc::clone(&self.core), settings);
+        // Find the coordinator now, so a broker without consumer groups fails here.
+        membership.coordinator().await?;
+        let heartbeat = tokio::spawn(Arc::clone(&membership).heartbeat_loop(c.max_poll_interval));
+        self.group = Some(GroupMember {
+            membership,
+            _heartbeat: TaskGuard(heartbeat),
+            topics: wanted,
+            listener,
+            join: None,
+            next_auto_commit: Instant::now() + c.auto_commit_interval,
+        });
+        Ok(())
+    }
+
+    /// Leave the group: commit (with `enable.auto.commit`), tell the listener the
+    /// partitions are revoked, send LeaveGroup (not for static members, KIP-345), and drop
+    /// the assignment. No-op when not subscribed.
+    pub async fn unsubscribe(&mut self) {
+        self.leave_group("the consumer unsubscribed").await;
+    }
+
+    /// Leave the group (as `unsubscribe`) and release everything.
+    pub async fn close(mut self) -> Result<()> {
+        self.leave_group("the consumer is being closed").await;
+        Ok(())
+    }
+
+    async fn leave_group(&mut self, reason: &str) {
+        let Some(mut g) = self.group.take() else {
+            return;
+        };
+        if let Some(j) = g.join.take() {
+            j.abort();
+        }
+        let (phase, lost) = {
+            let s = g.membership.state();
+            (s.phase, s.lost)
+        };
+        let owned = self.assignment();
+        if lost {
+            if let Some(l) = g.listener.as_mut() {
+                l.on_lost(&owned);
+            }
+        } else {
+            if self.config.enable_auto_commit && phase == Phase::Stable {
+                let offsets = self.positions_to_commit(false);
+                if let Err(e) = self.commit_with(Some(&g.membership), offsets).await {
+                    warn!("committing before leaving the group failed: {e}");
+                }
+            }
+            if let Some(l) = g.listener.as_mut() {
+                l.on_revoked(&owned);
+            }
+        }
+        g.membership.leave(reason).await;
+        self.partitions.clear();
     }
 
     /// Start reading `tp` at `offset` (the next record returned has this offset).
@@ -135,8 +343,12 @@ impl Consumer {
             .ok_or_else(|| not_assigned(tp))?;
         state.position = Some(offset);
         state.fetch_position = Some(offset);
-        state.generation += 1;
+        state.needs_committed = false;
         state.buffered.clear();
+        let epoch = self.epoch();
+        if let Some(state) = self.partitions.get_mut(tp) {
+            state.generation = epoch;
+        }
         Ok(())
     }
 
@@ -163,11 +375,17 @@ impl Consumer {
         if !self.partitions.contains_key(tp) {
             return Err(not_assigned(tp));
         }
-        self.reset_positions().await?;
-        self.partitions
-            .get(tp)
-            .and_then(|s| s.position)
-            .ok_or_else(|| Error::Protocol(format!("no position for {tp}")))
+        let deadline = Instant::now() + self.config.request_timeout;
+        loop {
+            self.reset_positions().await?;
+            if let Some(p) = self.partitions.get(tp).and_then(|s| s.position) {
+                return Ok(p);
+            }
+            if Instant::now() >= deadline {
+                return Err(Error::Timeout(format!("no position for {tp}")));
+            }
+            tokio::time::sleep(self.config.retry_backoff).await;
+        }
     }
 
     /// For each partition, the first offset whose timestamp is at or after the given one
@@ -209,10 +427,13 @@ impl Consumer {
         self.partitions.get(tp).map(|s| s.high_watermark)
     }
 
-    /// Up to `max.poll.records` records, waiting at most `timeout` for some to arrive.
+    /// Up to `max.poll.records` records, waiting at most `timeout` for some to arrive. A
+    /// subscribed consumer joins and rebalances here (a join in flight is waited on within
+    /// the same timeout and picked up by a later `poll`).
     pub async fn poll(&mut self, timeout: Duration) -> Result<Vec<ConsumerRecord>> {
-        let deadline = tokio::time::Instant::now() + timeout;
+        let deadline = Instant::now() + timeout;
         loop {
+            self.group_tick().await?;
             let out = self.take_buffered();
             if !out.is_empty() {
                 self.send_fetches().await?;
@@ -220,18 +441,267 @@ impl Consumer {
             }
             self.reset_positions().await?;
             self.send_fetches().await?;
-            if self.in_flight.is_empty() {
-                // Nothing to fetch (all paused, or nothing assigned): wait out the timeout.
-                tokio::time::sleep_until(deadline).await;
-                return Ok(Vec::new());
-            }
-            match tokio::time::timeout_at(deadline, self.in_flight.join_next()).await {
-                Err(_) => return Ok(Vec::new()),
-                Ok(None) => {}
-                Ok(Some(Ok(outcome))) => self.absorb(outcome)?,
-                Ok(Some(Err(e))) => return Err(Error::Protocol(format!("fetch task failed: {e}"))),
+            match self.wait(deadline).await {
+                Woken::Deadline => return Ok(Vec::new()),
+                Woken::Fetch(Ok(outcome)) => self.absorb(outcome)?,
+                Woken::Fetch(Err(e)) => {
+                    return Err(Error::Protocol(format!("fetch task failed: {e}")))
+                }
+                Woken::Joined(result) => {
+                    if let Some(g) = self.group.as_mut() {
+                        g.join = None;
+                    }
+                    self.finish_join(result).await?;
+                }
+                Woken::Group => {}
             }
         }
+    }
+
+    /// Wait for a fetch answer, the end of a join, a word from the heartbeat task, or the
+    /// deadline.
+    async fn wait(&mut self, deadline: Instant) -> Woken {
+        let Consumer {
+            in_flight, group, ..
+        } = self;
+        let has_fetch = !in_flight.is_empty();
+        let membership = group.as_ref().map(|g| Arc::clone(&g.membership));
+        let join = group.as_mut().and_then(|g| g.join.as_mut());
+        let joined = async {
+            match join {
+                Some(handle) => handle.await,
+                None => std::future::pending().await,
+            }
+        };
+        let woken = async {
+            match &membership {
+                Some(m) => m.wake.notified().await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::time::sleep_until(deadline) => Woken::Deadline,
+            Some(done) = in_flight.join_next(), if has_fetch => Woken::Fetch(done),
+            result = joined => Woken::Joined(result),
+            () = woken => Woken::Group,
+        }
+    }
+
+    /// Group upkeep at every `poll`: note the poll (for `max.poll.interval.ms`), surface a
+    /// fatal error, collect a finished join, start a needed one, auto-commit.
+    async fn group_tick(&mut self) -> Result<()> {
+        let Some(g) = self.group.as_mut() else {
+            return Ok(());
+        };
+        let membership = Arc::clone(&g.membership);
+        let (phase, rejoin, lost) = {
+            let mut s = membership.state();
+            s.last_poll = Instant::now();
+            if let Some(e) = s.fatal.take() {
+                return Err(e);
+            }
+            (s.phase, s.rejoin, s.lost)
+        };
+        if g.join.as_ref().is_some_and(|j| j.is_finished()) {
+            if let Some(handle) = g.join.take() {
+                let result = handle.await;
+                return self.finish_join(result).await;
+            }
+        }
+        if g.join.is_none() && (phase == Phase::Unjoined || rejoin) {
+            return self.start_join(lost).await;
+        }
+        if self.config.enable_auto_commit && phase == Phase::Stable {
+            let now = Instant::now();
+            if now >= g.next_auto_commit {
+                g.next_auto_commit = now + self.config.auto_commit_interval;
+                let offsets = self.positions_to_commit(true);
+                if !offsets.is_empty() {
+                    for (tp, o) in &offsets {
+                        if let Some(s) = self.partitions.get_mut(tp) {
+                            s.last_committed = Some(o.offset);
+                        }
+                    }
+                    let core = Arc::clone(&self.core);
+                    tokio::spawn(async move {
+                        if let Err(e) = commit_offsets(&core, Some(&membership), &offsets).await {
+                            debug!("auto-commit failed: {e}");
+                        }
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Before (re)joining: lost partitions are dropped (`on_lost`); with eager rebalancing
+    /// every partition is committed and revoked; with cooperative, committed and kept.
+    async fn start_join(&mut self, lost: bool) -> Result<()> {
+        let Some(g) = self.group.as_ref() else {
+            return Ok(());
+        };
+        let membership = Arc::clone(&g.membership);
+        let cooperative = membership.settings.cooperative();
+        let owned = self.assignment();
+        if lost {
+            membership.state().lost = false;
+            self.notify(|l, p| l.on_lost(p), &owned);
+            self.partitions.clear();
+        } else if !owned.is_empty() {
+            if self.config.enable_auto_commit {
+                let offsets = self.positions_to_commit(false);
+                if let Err(e) = self.commit_with(Some(&membership), offsets).await {
+                    warn!("committing before the rebalance failed: {e}");
+                }
+            }
+            if !cooperative {
+                self.notify(|l, p| l.on_revoked(p), &owned);
+                self.partitions.clear();
+            }
+        }
+        let Some(g) = self.group.as_mut() else {
+            return Ok(());
+        };
+        {
+            let mut s = membership.state();
+            s.phase = Phase::Joining;
+            s.rejoin = false;
+        }
+        let owned = self.partitions.keys().cloned().collect();
+        g.join = Some(tokio::spawn(membership.join(g.topics.clone(), owned)));
+        Ok(())
+    }
+
+    /// Take on the assignment a join produced: revoke what is no longer ours (cooperative;
+    /// then rejoin so the group can hand those partitions on), add what is new.
+    async fn finish_join(&mut self, result: JoinResult) -> Result<()> {
+        let joined = result.map_err(|e| Error::Protocol(format!("join task failed: {e}")))??;
+        let Some(g) = self.group.as_ref() else {
+            return Ok(());
+        };
+        let membership = Arc::clone(&g.membership);
+        let new: BTreeSet<TopicPartition> = joined.assignment.into_iter().collect();
+        let revoked: Vec<TopicPartition> = self
+            .partitions
+            .keys()
+            .filter(|tp| !new.contains(tp))
+            .cloned()
+            .collect();
+        let added: Vec<TopicPartition> = new
+            .iter()
+            .filter(|tp| !self.partitions.contains_key(*tp))
+            .cloned()
+            .collect();
+        if !revoked.is_empty() {
+            if self.config.enable_auto_commit {
+                let offsets: Vec<(TopicPartition, OffsetAndMetadata)> = self
+                    .positions_to_commit(false)
+                    .into_iter()
+                    .filter(|(tp, _)| revoked.contains(tp))
+                    .collect();
+                if let Err(e) = self.commit_with(Some(&membership), offsets).await {
+                    warn!("committing revoked partitions failed: {e}");
+                }
+            }
+            self.notify(|l, p| l.on_revoked(p), &revoked);
+            for tp in &revoked {
+                self.partitions.remove(tp);
+            }
+            membership.request_rejoin();
+        }
+        for tp in &added {
+            self.add_partition(tp.clone());
+        }
+        self.notify(|l, p| l.on_assigned(p), &added);
+        debug!(
+            generation = joined.generation,
+            added = added.len(),
+            revoked = revoked.len(),
+            "assignment applied"
+        );
+        Ok(())
+    }
+
+    fn notify(
+        &mut self,
+        call: impl FnOnce(&mut dyn RebalanceListener, &[TopicPartition]),
+        partitions: &[TopicPartition],
+    ) {
+        if let Some(l) = self.group.as_mut().and_then(|g| g.listener.as_mut()) {
+            call(l.as_mut(), partitions);
+        }
+    }
+
+    /// Current positions as offsets to commit (only those moved since the last commit
+    /// when `changed_only`).
+    fn positions_to_commit(&self, changed_only: bool) -> Vec<(TopicPartition, OffsetAndMetadata)> {
+        self.partitions
+            .iter()
+            .filter_map(|(tp, s)| {
+                let pos = s.position?;
+                (!changed_only || s.last_committed != Some(pos))
+                    .then(|| (tp.clone(), OffsetAndMetadata::from(pos)))
+            })
+            .collect()
+    }
+
+    /// Commit the current position of every partition, waiting for the answer.
+    pub async fn commit_sync(&mut self) -> Result<()> {
+        let offsets = self.positions_to_commit(false);
+        let membership = self.group.as_ref().map(|g| Arc::clone(&g.membership));
+        self.commit_with(membership.as_deref(), offsets).await
+    }
+
+    /// Commit these offsets (each the next offset to read), waiting for the answer.
+    pub async fn commit_offsets(&mut self, offsets: &[(TopicPartition, i64)]) -> Result<()> {
+        let offsets = offsets
+            .iter()
+            .map(|(tp, o)| (tp.clone(), OffsetAndMetadata::from(*o)))
+            .collect();
+        let membership = self.group.as_ref().map(|g| Arc::clone(&g.membership));
+        self.commit_with(membership.as_deref(), offsets).await
+    }
+
+    /// Commit the current positions in the background; the handle resolves to the outcome
+    /// (dropping it does not cancel the commit).
+    pub fn commit_async(&mut self) -> JoinHandle<Result<()>> {
+        let offsets = self.positions_to_commit(false);
+        for (tp, o) in &offsets {
+            if let Some(s) = self.partitions.get_mut(tp) {
+                s.last_committed = Some(o.offset);
+            }
+        }
+        let core = Arc::clone(&self.core);
+        let membership = self.group.as_ref().map(|g| Arc::clone(&g.membership));
+        tokio::spawn(async move { commit_offsets(&core, membership.as_deref(), &offsets).await })
+    }
+
+    async fn commit_with(
+        &mut self,
+        membership: Option<&Membership>,
+        offsets: Vec<(TopicPartition, OffsetAndMetadata)>,
+    ) -> Result<()> {
+        commit_offsets(&self.core, membership, &offsets).await?;
+        for (tp, o) in offsets {
+            if let Some(s) = self.partitions.get_mut(&tp) {
+                s.last_committed = Some(o.offset);
+            }
+        }
+        Ok(())
+    }
+
+    /// The group's committed offsets for these partitions (None where nothing is
+    /// committed).
+    pub async fn committed(
+        &self,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<(TopicPartition, Option<CommittedOffset>)>> {
+        let membership = self.group.as_ref().map(|g| Arc::clone(&g.membership));
+        fetch_committed(&self.core, membership.as_deref(), partitions)
+            .await?
+            .into_iter()
+            .map(|(tp, r)| r.map(|c| (tp, (c.offset >= 0).then_some(c))))
+            .collect()
     }
 
     /// The records as an async stream (polling with a one-second timeout under the hood).
@@ -271,12 +741,46 @@ impl Consumer {
         out
     }
 
-    /// Give partitions without a position one, per `auto.offset.reset`.
+    /// Give partitions without a position one: the group's committed offset, else per
+    /// `auto.offset.reset`.
     async fn reset_positions(&mut self) -> Result<()> {
+        let from_group: Vec<TopicPartition> = self
+            .partitions
+            .iter()
+            .filter(|(_, s)| s.position.is_none() && s.needs_committed)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        if !from_group.is_empty() {
+            let membership = self.group.as_ref().map(|g| Arc::clone(&g.membership));
+            match fetch_committed(&self.core, membership.as_deref(), &from_group).await {
+                Ok(rows) => {
+                    for (tp, r) in rows {
+                        let committed = match r {
+                            Ok(c) => c,
+                            // UNSTABLE_OFFSET_COMMIT (a transaction is committing offsets):
+                            // ask again at the next poll.
+                            Err(e) if e.is_retriable() => continue,
+                            Err(e) => return Err(e),
+                        };
+                        if let Some(s) = self.partitions.get_mut(&tp) {
+                            s.needs_committed = false;
+                            if committed.offset >= 0 {
+                                s.position = Some(committed.offset);
+                                s.fetch_position = Some(committed.offset);
+                                s.last_committed = Some(committed.offset);
+                            }
+                        }
+                    }
+                }
+                // Partitions keep waiting for their committed offset; the next poll asks again.
+                Err(e) if e.is_retriable() => debug!("fetching committed offsets: {e}"),
+                Err(e) => return Err(e),
+            }
+        }
         let missing: Vec<TopicPartition> = self
             .partitions
             .iter()
-            .filter(|(_, s)| s.position.is_none())
+            .filter(|(_, s)| s.position.is_none() && !s.needs_committed)
             .map(|(tp, _)| tp.clone())
             .collect();
         if missing.is_empty() {
@@ -297,8 +801,27 @@ impl Consumer {
         };
         let wanted: Vec<(TopicPartition, OffsetSpec)> =
             missing.into_iter().map(|tp| (tp, spec)).collect();
-        for (tp, r) in list_offsets(&self.core, &wanted, self.config.read_committed).await? {
-            let offset = r?.offset;
+        // A leader that is moving or not elected yet: those partitions wait for the next poll.
+        let answers = match list_offsets(&self.core, &wanted, self.config.read_committed).await {
+            Ok(a) => a,
+            Err(e) if e.is_retriable() => {
+                debug!("resetting positions: {e}");
+                for (tp, _) in &wanted {
+                    self.core.invalidate(&tp.topic);
+                }
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        for (tp, r) in answers {
+            let offset = match r {
+                Ok(o) => o.offset,
+                Err(e) if e.is_retriable() => {
+                    self.core.invalidate(&tp.topic);
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             if let Some(s) = self.partitions.get_mut(&tp) {
                 s.position = Some(offset);
                 s.fetch_position = Some(offset);
@@ -320,9 +843,15 @@ impl Consumer {
             let leader = match self.core.leader(tp) {
                 Some(l) => l,
                 None => {
-                    self.core
+                    match self
+                        .core
                         .topic(&tp.topic, false, self.config.request_timeout)
-                        .await?;
+                        .await
+                    {
+                        Ok(_) => {}
+                        Err(e) if e.is_retriable() => continue,
+                        Err(e) => return Err(e),
+                    }
                     match self.core.leader(tp) {
                         Some(l) => l,
                         None => continue,
@@ -338,7 +867,18 @@ impl Consumer {
                 .push((tp.clone(), s.generation, pos));
         }
         for (leader, parts) in by_leader {
-            let conn = self.core.connection_to_node(leader).await?;
+            let conn = match self.core.connection_to_node(leader).await {
+                Ok(c) => c,
+                // The broker is away: look for the partitions' leaders again next time.
+                Err(e) if e.is_retriable() => {
+                    debug!("fetching from broker {leader}: {e}");
+                    for (tp, _, _) in &parts {
+                        self.core.invalidate(&tp.topic);
+                    }
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
             let version = conn.version_for(ApiKey::Fetch)?;
             let mut topics: BTreeMap<&str, Vec<FetchPartition>> = BTreeMap::new();
             for (tp, _, pos) in &parts {
@@ -453,6 +993,66 @@ impl Consumer {
     }
 }
 
+/// Commit offsets for the consumer's group, as its member when it has joined.
+async fn commit_offsets(
+    core: &ClusterCore,
+    membership: Option<&Membership>,
+    offsets: &[(TopicPartition, OffsetAndMetadata)],
+) -> Result<()> {
+    if offsets.is_empty() {
+        return Ok(());
+    }
+    let group = core
+        .config
+        .group_id
+        .as_deref()
+        .ok_or_else(|| Error::Config {
+            key: "group.id".into(),
+            message: "committing offsets needs a group.id".into(),
+        })?;
+    let who = membership.map_or_else(CommitIdentity::standalone, Membership::commit_identity);
+    let results = with_coordinator(core, group, membership, |conn| {
+        let who = &who;
+        async move { coordinator::commit(&conn, group, who, offsets).await }
+    })
+    .await?;
+    let mut first = None;
+    for (_, r) in results {
+        if let Err(e) = r {
+            if let Some(m) = membership {
+                match e.code() {
+                    Some(ErrorCode::RebalanceInProgress) => m.request_rejoin(),
+                    Some(code @ (ErrorCode::IllegalGeneration | ErrorCode::UnknownMemberId)) => {
+                        m.reset_generation(code == ErrorCode::UnknownMemberId)
+                    }
+                    _ => {}
+                }
+            }
+            first.get_or_insert(e);
+        }
+    }
+    first.map_or(Ok(()), Err)
+}
+
+async fn fetch_committed(
+    core: &ClusterCore,
+    membership: Option<&Membership>,
+    partitions: &[TopicPartition],
+) -> Result<Vec<(TopicPartition, Result<CommittedOffset>)>> {
+    let group = core
+        .config
+        .group_id
+        .as_deref()
+        .ok_or_else(|| Error::Config {
+            key: "group.id".into(),
+            message: "committed offsets need a group.id".into(),
+        })?;
+    with_coordinator(core, group, membership, |conn| async move {
+        coordinator::fetch(&conn, group, Some(partitions), false).await
+    })
+    .await
+}
+
 /// Decode fetched batches into `state.buffered`; returns the next fetch offset.
 fn decode_into(
     topic: &Arc<str>,
@@ -502,6 +1102,21 @@ fn decode_into(
         next = header.next_offset();
     }
     Ok(next)
+}
+
+impl Drop for Consumer {
+    /// A consumer dropped without `close` still leaves its group (in the background, if a
+    /// runtime is there to run it), so the group need not wait out its session timeout.
+    fn drop(&mut self) {
+        let Some(g) = self.group.take() else {
+            return;
+        };
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let membership = Arc::clone(&g.membership);
+            drop(g);
+            rt.spawn(async move { membership.leave("the consumer was dropped").await });
+        }
+    }
 }
 
 fn not_assigned(tp: &TopicPartition) -> Error {

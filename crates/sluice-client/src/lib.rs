@@ -8,7 +8,10 @@
 //!   pipelined requests matched to responses in order.
 //! - [`cluster`]: the shared client core: connections by broker, cached metadata, refresh.
 //! - [`producer`]: [`Producer`]: serializer → partitioner → record accumulator → sender task.
-//! - [`consumer`]: [`Consumer`]: assignment, positions, pipelined fetches, `poll`, a stream.
+//! - [`consumer`]: [`Consumer`]: group membership or manual assignment, positions,
+//!   pipelined fetches, `poll`, commits, a stream.
+//! - [`group`]: consumer groups from the member's side: assignors, the embedded protocol,
+//!   coordinator calls, join/heartbeat/leave.
 //! - [`admin`]: [`Admin`]: topics, partitions, configs, offsets, records, cluster.
 //! - [`error`]: [`Error`], with the broker's Kafka error code where there is one.
 
@@ -18,12 +21,14 @@ pub mod config;
 pub mod connection;
 pub mod consumer;
 pub mod error;
+pub mod group;
 pub mod producer;
 
 pub use admin::Admin;
 pub use config::ClientConfig;
 pub use consumer::{Consumer, ConsumerRecord, OffsetReset};
 pub use error::Error;
+pub use group::{Assignor, CommittedOffset, OffsetAndMetadata, RebalanceListener};
 pub use producer::{DeliveryFuture, Producer, ProducerRecord, RecordMetadata};
 pub use sluice_protocol::compression::Compression;
 pub use sluice_protocol::types::TopicPartition;

@@ -46,6 +46,9 @@ enum Command {
     Consume(cli::consume::ConsumeArgs),
     /// Describe and alter topic and broker configs (kafka-configs.sh).
     Configs(cli::configs::ConfigsArgs),
+    /// List, describe and delete consumer groups; reset their offsets
+    /// (kafka-consumer-groups.sh).
+    Groups(cli::groups::GroupsArgs),
     /// Print partition offsets (kafka-get-offsets.sh).
     Offsets(cli::offsets::OffsetsArgs),
     /// Print the contents of log segment and index files (kafka-dump-log.sh).
@@ -151,6 +154,7 @@ fn run_tool(command: Command) -> ExitCode {
             Command::Consume(a) => cli::consume::run(a).await,
             Command::Configs(a) => cli::configs::run(a).await,
             Command::Offsets(a) => cli::offsets::run(a).await,
+            Command::Groups(a) => cli::groups::run(a).await,
             Command::Perf(a) => cli::perf::run(a).await,
             Command::Server { .. } | Command::DumpLog(_) => Ok(()),
         }
@@ -197,7 +201,8 @@ fn run_server(config_file: Option<PathBuf>, overrides: Vec<String>) -> ExitCode 
     })
 }
 
-async fn wait_for_signal() {
+/// Until SIGTERM or SIGINT (Ctrl-C).
+pub(crate) async fn wait_for_signal() {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = match signal(SignalKind::terminate()) {
         Ok(s) => s,

@@ -253,23 +253,226 @@ fn produce_and_consume_like_the_console_tools() {
         "no-tab-here\n",
     );
     assert!(fails(&out, 1).contains("no key separator"));
-    // --group asks for group membership, which this broker does not offer yet.
-    let err = fails(
-        &sluice(
+}
+
+/// The describe row of one partition: its whitespace-separated columns.
+fn row(describe: &str, topic: &str, partition: &str) -> Vec<String> {
+    describe
+        .lines()
+        .map(|l| l.split_whitespace().map(str::to_string).collect::<Vec<_>>())
+        .find(|cols| cols.len() >= 3 && cols[1] == topic && cols[2] == partition)
+        .unwrap_or_else(|| panic!("no row for {topic}-{partition} in:\n{describe}"))
+}
+
+#[test]
+fn groups_list_describe_reset_and_delete_like_kafka_consumer_groups() {
+    let server = start(&["group.initial.rebalance.delay.ms=0"]);
+    let b = server.bootstrap.as_str();
+    ok(&sluice(
+        b,
+        &["topics", "--create", "--topic", "g", "--partitions", "1"],
+    ));
+    let lines: String = (0..100).map(|i| format!("line-{i}\n")).collect();
+    ok(&produce_lines(b, &["produce", "--topic", "g"], &lines));
+
+    // A console consumer in a group commits exactly what it printed.
+    let consume = |n: &str| {
+        ok(&sluice(
             b,
             &[
                 "consume",
                 "--topic",
-                "lines",
-                "--group",
                 "g",
+                "--group",
+                "app",
+                "--from-beginning",
                 "--max-messages",
-                "1",
+                n,
+            ],
+        ))
+    };
+    let out = consume("30");
+    assert_eq!(out.lines().count(), 30);
+    assert_eq!(out.lines().last(), Some("line-29"));
+    assert_eq!(ok(&sluice(b, &["groups", "--list"])).trim(), "app");
+    let listed = ok(&sluice(b, &["groups", "--list", "--state", "empty"]));
+    assert!(
+        listed.contains("app") && listed.contains("Empty"),
+        "{listed}"
+    );
+    let describe = ok(&sluice(b, &["groups", "--describe", "--group", "app"]));
+    assert!(describe.contains("has no active members"), "{describe}");
+    assert_eq!(row(&describe, "g", "0")[3..6], ["30", "100", "70"]);
+    // The next run continues where the group left off.
+    assert_eq!(consume("5").lines().next(), Some("line-30"));
+
+    // --reset-offsets: a dry run changes nothing; --execute does.
+    let plan = ok(&sluice(
+        b,
+        &[
+            "groups",
+            "--reset-offsets",
+            "--group",
+            "app",
+            "--topic",
+            "g",
+            "--to-earliest",
+            "--dry-run",
+        ],
+    ));
+    assert_eq!(row(&plan, "g", "0")[3], "0");
+    let describe = ok(&sluice(b, &["groups", "--describe", "--group", "app"]));
+    assert_eq!(row(&describe, "g", "0")[3], "35");
+    for (how, expect) in [
+        (vec!["--shift-by", "-10"], "25"),
+        (vec!["--to-offset", "1000"], "100"),
+        (vec!["--to-datetime", "2000-01-01T00:00:00.000"], "0"),
+        (vec!["--to-latest"], "100"),
+        (vec!["--to-offset", "42"], "42"),
+    ] {
+        let mut args = vec![
+            "groups",
+            "--reset-offsets",
+            "--group",
+            "app",
+            "--topic",
+            "g:0",
+            "--execute",
+        ];
+        args.extend(how.iter().copied());
+        ok(&sluice(b, &args));
+        let describe = ok(&sluice(b, &["groups", "--describe", "--group", "app"]));
+        assert_eq!(row(&describe, "g", "0")[3], expect, "{how:?}");
+    }
+    assert_eq!(consume("1").trim(), "line-42");
+
+    // While a member is active: describe shows it; reset and delete are refused.
+    let mut member = Command::new(sluice_bin())
+        .args(["consume", "--topic", "g", "--group", "app"])
+        .env("SLUICE_BOOTSTRAP", b)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let state = loop {
+        let state = ok(&sluice(
+            b,
+            &["groups", "--describe", "--group", "app", "--state"],
+        ));
+        if state.contains("Stable") {
+            break state;
+        }
+        assert!(Instant::now() < deadline, "{state}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert!(state.contains("range"), "{state}");
+    let describe = ok(&sluice(b, &["groups", "--describe", "--group", "app"]));
+    assert!(
+        row(&describe, "g", "0")[6].starts_with("sluice-cli"),
+        "{describe}"
+    );
+    let members = ok(&sluice(
+        b,
+        &[
+            "groups",
+            "--describe",
+            "--group",
+            "app",
+            "--members",
+            "--verbose",
+        ],
+    ));
+    assert!(members.contains("g:0"), "{members}");
+    let err = fails(
+        &sluice(
+            b,
+            &[
+                "groups",
+                "--reset-offsets",
+                "--group",
+                "app",
+                "--topic",
+                "g",
+                "--to-earliest",
+                "--execute",
             ],
         ),
         1,
     );
-    assert!(err.contains("not supported yet"), "{err}");
+    assert!(
+        err.contains("can only be reset if the group 'app' is inactive"),
+        "{err}"
+    );
+    let err = fails(&sluice(b, &["groups", "--delete", "--group", "app"]), 1);
+    assert!(err.contains("not empty"), "{err}");
+    // SIGTERM: the console consumer commits, leaves, and the group is empty at once.
+    Command::new("kill")
+        .args(["-TERM", &member.id().to_string()])
+        .status()
+        .unwrap();
+    let status = member.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    let state = ok(&sluice(
+        b,
+        &["groups", "--describe", "--group", "app", "--state"],
+    ));
+    assert!(state.contains("Empty"), "{state}");
+    let deleted = ok(&sluice(
+        b,
+        &[
+            "groups",
+            "--delete-offsets",
+            "--group",
+            "app",
+            "--topic",
+            "g",
+        ],
+    ));
+    assert!(deleted.contains("Successful"), "{deleted}");
+    let describe = ok(&sluice(b, &["groups", "--describe", "--group", "app"]));
+    assert!(
+        !describe.lines().any(|l| l.starts_with("app ")),
+        "{describe}"
+    );
+    assert_eq!(
+        ok(&sluice(b, &["groups", "--delete", "--group", "app"])).trim(),
+        "Deletion of requested consumer groups ('app') was successful."
+    );
+    assert_eq!(ok(&sluice(b, &["groups", "--list"])).trim(), "");
+    let err = fails(&sluice(b, &["groups", "--describe", "--group", "app"]), 1);
+    assert!(err.contains("does not exist"), "{err}");
+
+    // Wrong arguments: one line, exit 2.
+    for args in [
+        vec!["groups", "--describe"],
+        vec!["groups", "--reset-offsets", "--group", "x", "--topic", "g"],
+        vec!["groups", "--reset-offsets", "--group", "x", "--to-earliest"],
+        vec![
+            "groups",
+            "--reset-offsets",
+            "--group",
+            "x",
+            "--topic",
+            "g",
+            "--to-datetime",
+            "soon",
+        ],
+        vec!["groups", "--list", "--state", "bogus"],
+        vec![
+            "groups",
+            "--reset-offsets",
+            "--group",
+            "x",
+            "--topic",
+            "g",
+            "--to-earliest",
+            "--to-latest",
+        ],
+    ] {
+        let err = fails(&sluice(b, &args), 2);
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
 }
 
 #[test]

@@ -43,7 +43,8 @@ async fn consume_n(bootstrap: &str, topic: &str, partitions: i32, n: usize) -> V
         &(0..partitions)
             .map(|p| TopicPartition::new(topic, p))
             .collect::<Vec<_>>(),
-    );
+    )
+    .unwrap();
     let mut out = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(60);
     while out.len() < n {
@@ -524,7 +525,7 @@ async fn consumer_positions_seeks_pauses_and_streams() {
 
     // auto.offset.reset=latest starts at the end; none refuses to guess.
     let mut c = Consumer::new(config(&server.bootstrap)).unwrap();
-    c.assign(&[tp0.clone(), tp1.clone()]);
+    c.assign(&[tp0.clone(), tp1.clone()]).unwrap();
     assert_eq!(c.position(&tp0).await.unwrap(), 100);
     let mut strict = Consumer::new(
         config(&server.bootstrap)
@@ -532,7 +533,7 @@ async fn consumer_positions_seeks_pauses_and_streams() {
             .unwrap(),
     )
     .unwrap();
-    strict.assign(std::slice::from_ref(&tp0));
+    strict.assign(std::slice::from_ref(&tp0)).unwrap();
     assert_eq!(
         strict
             .poll(Duration::from_millis(100))
@@ -579,8 +580,10 @@ async fn consumer_positions_seeks_pauses_and_streams() {
         c.subscribe(&["pos"]).await,
         Err(Error::Config { .. })
     ));
+    // Group membership and a manual assignment do not mix.
     let mut grouped =
         Consumer::new(config(&server.bootstrap).set("group.id", "g").unwrap()).unwrap();
+    grouped.assign(std::slice::from_ref(&tp0)).unwrap();
     let err = grouped.subscribe(&["pos"]).await.unwrap_err();
     assert!(matches!(err, Error::Unsupported(_)), "{err}");
 
@@ -591,7 +594,7 @@ async fn consumer_positions_seeks_pauses_and_streams() {
             .unwrap(),
     )
     .unwrap();
-    s.assign(std::slice::from_ref(&tp0));
+    s.assign(std::slice::from_ref(&tp0)).unwrap();
     let mut stream = Box::pin(s.into_stream());
     let mut offsets = Vec::new();
     while offsets.len() < 100 {

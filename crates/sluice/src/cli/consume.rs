@@ -183,7 +183,7 @@ pub async fn run(args: ConsumeArgs) -> CliResult {
                     .collect()
             }
         };
-        consumer.assign(&partitions);
+        consumer.assign(&partitions)?;
         if let Some(offset) = &args.offset {
             match offset.as_str() {
                 "earliest" => consumer.seek_to_beginning(&partitions).await?,
@@ -204,11 +204,17 @@ pub async fn run(args: ConsumeArgs) -> CliResult {
     let mut seen = 0usize;
     let idle = args.timeout_ms.map(Duration::from_millis);
     let mut last = Instant::now();
+    // Ctrl-C or SIGTERM ends the run like --max-messages does: commit and leave the group.
+    let interrupted = crate::wait_for_signal();
+    tokio::pin!(interrupted);
     loop {
         if args.max_messages.is_some_and(|m| seen >= m) {
             break;
         }
-        let records = consumer.poll(Duration::from_millis(200)).await?;
+        let records = tokio::select! {
+            r = consumer.poll(Duration::from_millis(200)) => r?,
+            () = &mut interrupted => break,
+        };
         if records.is_empty() {
             out.flush()?;
             if idle.is_some_and(|t| last.elapsed() >= t) {
@@ -217,16 +223,28 @@ pub async fn run(args: ConsumeArgs) -> CliResult {
             continue;
         }
         last = Instant::now();
+        let mut unprinted: Vec<(TopicPartition, i64)> = Vec::new();
         for r in &records {
             if args.max_messages.is_some_and(|m| seen >= m) {
-                break;
+                let tp = TopicPartition::new(r.topic.to_string(), r.partition);
+                if !unprinted.iter().any(|(t, _)| *t == tp) {
+                    unprinted.push((tp, r.offset));
+                }
+                continue;
             }
             f.write(&mut out, r)
                 .map_err(|e| CliError::Failed(format!("cannot write output: {e}")))?;
             seen += 1;
         }
+        // Rewind past records fetched but not printed, so the group's commit at close
+        // covers exactly what was printed.
+        for (tp, offset) in unprinted {
+            consumer.seek(&tp, offset)?;
+        }
     }
     out.flush()?;
+    // Commits the group's offsets (enable.auto.commit) and leaves the group.
+    consumer.close().await?;
     eprintln!("Processed a total of {seen} messages");
     Ok(())
 }

@@ -3,7 +3,8 @@
 //! # Layout
 //! - [`topics`] (`kafka-topics.sh`), [`produce`] (`kafka-console-producer.sh`), [`consume`]
 //!   (`kafka-console-consumer.sh`), [`configs`] (`kafka-configs.sh`), [`offsets`]
-//!   (`kafka-get-offsets.sh`), [`dump_log`] (`kafka-dump-log.sh`), [`perf`]
+//!   (`kafka-get-offsets.sh`), [`groups`] (`kafka-consumer-groups.sh`), [`dump_log`]
+//!   (`kafka-dump-log.sh`), [`perf`]
 //!   (`kafka-producer-perf-test.sh` and friends).
 //! - This module: the shared connection flags and the error type that decides the exit code
 //!   (2 for wrong arguments, 1 for everything else).
@@ -11,6 +12,7 @@
 pub mod configs;
 pub mod consume;
 pub mod dump_log;
+pub mod groups;
 pub mod offsets;
 pub mod perf;
 pub mod produce;

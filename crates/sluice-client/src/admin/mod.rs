@@ -1,4 +1,8 @@
-//! [`Admin`]: topic and cluster administration.
+//! [`Admin`]: topic, cluster and consumer-group administration.
+
+mod groups;
+
+pub use groups::{GroupDescription, GroupListing, GroupMemberDescription};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

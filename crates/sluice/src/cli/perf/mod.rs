@@ -1,5 +1,8 @@
 //! `sluice perf` — like `kafka-producer-perf-test.sh`, `kafka-consumer-perf-test.sh` and
-//! `kafka-e2e-latency.sh`: throughput and HDR-histogram latency percentiles.
+//! `kafka-e2e-latency.sh`: throughput and HDR-histogram latency percentiles; and consumer
+//! group timings (rebalances, offset commits).
+
+mod groups;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -29,6 +32,11 @@ pub enum PerfCommand {
         after_help = "Example:\n  sluice perf e2e --topic perf-e2e --records 10000 --record-size 100"
     )]
     E2e(E2eArgs),
+    /// Consumer-group rebalance time and OffsetCommit throughput.
+    #[command(
+        after_help = "Example:\n  sluice perf groups --topic perf --members 3 --rounds 5 --commits 50000"
+    )]
+    Groups(groups::GroupsArgs),
 }
 
 #[derive(Args, Debug)]
@@ -91,6 +99,7 @@ pub async fn run(cmd: PerfCommand) -> CliResult {
         PerfCommand::Produce(a) => produce(a).await,
         PerfCommand::Consume(a) => consume(a).await,
         PerfCommand::E2e(a) => e2e(a).await,
+        PerfCommand::Groups(a) => groups::run(a).await,
     }
 }
 
@@ -104,7 +113,7 @@ fn progress(total: u64) -> ProgressBar {
     bar
 }
 
-fn histogram() -> Histogram<u64> {
+pub(super) fn histogram() -> Histogram<u64> {
     // Microseconds, 1 µs .. 1 h, 3 significant digits.
     Histogram::new_with_bounds(1, 3_600_000_000, 3)
         .unwrap_or_else(|_| Histogram::new(3).expect("3 significant digits is valid"))
@@ -261,7 +270,10 @@ async fn produce(args: ProduceArgs) -> CliResult {
     Ok(())
 }
 
-async fn all_partitions(conn: &ConnArgs, topic: &str) -> Result<Vec<TopicPartition>, CliError> {
+pub(super) async fn all_partitions(
+    conn: &ConnArgs,
+    topic: &str,
+) -> Result<Vec<TopicPartition>, CliError> {
     let admin = Admin::new(conn.client_config())?;
     let info = admin.describe_topics(&[topic]).await?;
     Ok(info[0]
@@ -280,7 +292,7 @@ async fn consume(args: ConsumeArgs) -> CliResult {
         config = config.set(&k, &v).map_err(|e| usage(e.to_string()))?;
     }
     let mut consumer = Consumer::new(config)?;
-    consumer.assign(&all_partitions(&args.conn, &args.topic).await?);
+    consumer.assign(&all_partitions(&args.conn, &args.topic).await?)?;
     let bar = progress(args.messages);
     let started = Instant::now();
     let (mut n, mut bytes) = (0u64, 0u64);
@@ -331,7 +343,7 @@ async fn e2e(args: E2eArgs) -> CliResult {
     let mut cconf = args.conn.client_config();
     cconf.fetch_max_wait = Duration::from_millis(100);
     let mut consumer = Consumer::new(cconf)?;
-    consumer.assign(&partitions);
+    consumer.assign(&partitions)?;
     consumer.seek_to_end(&partitions).await?;
     for tp in &partitions {
         consumer.position(tp).await?;

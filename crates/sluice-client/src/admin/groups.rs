@@ -1,0 +1,234 @@
+//! Consumer-group administration: list, describe, delete groups; read, reset and delete
+//! their committed offsets (what `kafka-consumer-groups.sh` does).
+
+use std::collections::BTreeMap;
+
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, DeleteGroupsRequest, DeleteGroupsResponse, DescribeGroupsRequest,
+    DescribeGroupsResponse, ListGroupsRequest, ListGroupsResponse, OffsetDeleteRequest,
+    OffsetDeleteResponse,
+};
+use sluice_protocol::types::TopicPartition;
+
+use super::{name, s, Admin};
+use crate::error::{check, Error, Result};
+use crate::group::coordinator::{
+    self, group_id, with_coordinator, CommitIdentity, CommittedOffset, OffsetAndMetadata,
+};
+use crate::group::protocol::{decode_assignment, PROTOCOL_TYPE};
+
+/// A group as ListGroups reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupListing {
+    pub group_id: String,
+    /// `consumer` for consumer groups (empty for a group that only has offsets).
+    pub protocol_type: String,
+    /// `Empty`, `PreparingRebalance`, `CompletingRebalance`, `Stable` or `Dead`.
+    pub state: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupMemberDescription {
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub client_id: String,
+    pub host: String,
+    /// The member's partitions (decoded when the group is a consumer group).
+    pub assignment: Vec<TopicPartition>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GroupDescription {
+    pub group_id: String,
+    pub state: String,
+    pub protocol_type: String,
+    /// The assignor the group chose.
+    pub protocol: String,
+    pub members: Vec<GroupMemberDescription>,
+}
+
+impl Admin {
+    /// Every group on every broker, optionally only those in the given states (ListGroups
+    /// goes to each broker: each lists the groups it coordinates).
+    pub async fn list_groups(&self, states: &[&str]) -> Result<Vec<GroupListing>> {
+        let cluster = self.core.refresh(&[]).await?;
+        let mut brokers: Vec<i32> = cluster.brokers.keys().copied().collect();
+        brokers.sort_unstable();
+        let mut out = Vec::new();
+        for node in brokers {
+            let conn = self.core.connection_to_node(node).await?;
+            let version = conn.version_for(ApiKey::ListGroups)?;
+            if !states.is_empty() && version < 4 {
+                return Err(Error::UnsupportedVersion(
+                    "ListGroups with a state filter (v4+)".into(),
+                ));
+            }
+            let req = ListGroupsRequest::default()
+                .with_states_filter(states.iter().map(|st| s(st)).collect());
+            let resp: ListGroupsResponse = conn.call_at(&req, version).await?;
+            check(resp.error_code, None)?;
+            out.extend(resp.groups.into_iter().map(|g| GroupListing {
+                group_id: g.group_id.to_string(),
+                protocol_type: g.protocol_type.to_string(),
+                state: g.group_state.to_string(),
+            }));
+        }
+        out.sort_by(|a, b| a.group_id.cmp(&b.group_id));
+        Ok(out)
+    }
+
+    /// Describe groups (state, chosen assignor, members and their partitions). A group
+    /// that does not exist is described as `Dead` with no members, as Kafka does.
+    pub async fn describe_groups(&self, groups: &[&str]) -> Result<Vec<GroupDescription>> {
+        let mut out = Vec::new();
+        for g in groups {
+            let resp: DescribeGroupsResponse =
+                with_coordinator(&self.core, g, None, |conn| async move {
+                    let req = DescribeGroupsRequest::default().with_groups(vec![group_id(g)]);
+                    let resp: DescribeGroupsResponse = conn.call(&req).await?;
+                    // A coordinator error is retried elsewhere.
+                    if let Some(d) = resp.groups.first() {
+                        check(
+                            d.error_code,
+                            d.error_message.as_ref().map(|m| m.to_string()),
+                        )?;
+                    }
+                    Ok(resp)
+                })
+                .await?;
+            let d = resp.groups.into_iter().next().ok_or_else(|| {
+                Error::Protocol(format!("DescribeGroups answered without group {g}"))
+            })?;
+            let consumer = d.protocol_type.as_str() == PROTOCOL_TYPE;
+            out.push(GroupDescription {
+                group_id: d.group_id.to_string(),
+                state: d.group_state.to_string(),
+                protocol_type: d.protocol_type.to_string(),
+                protocol: d.protocol_data.to_string(),
+                members: d
+                    .members
+                    .into_iter()
+                    .map(|m| GroupMemberDescription {
+                        member_id: m.member_id.to_string(),
+                        instance_id: m.group_instance_id.map(|i| i.to_string()),
+                        client_id: m.client_id.to_string(),
+                        host: m.client_host.to_string(),
+                        assignment: if consumer {
+                            decode_assignment(&m.member_assignment).unwrap_or_default()
+                        } else {
+                            Vec::new()
+                        },
+                    })
+                    .collect(),
+            });
+        }
+        Ok(out)
+    }
+
+    /// Delete groups (each must have no members: GROUP_NOT_EMPTY otherwise) and their
+    /// committed offsets.
+    pub async fn delete_groups(&self, groups: &[&str]) -> Result<Vec<(String, Result<()>)>> {
+        let mut out = Vec::new();
+        for g in groups {
+            let result = with_coordinator(&self.core, g, None, |conn| async move {
+                let req = DeleteGroupsRequest::default().with_groups_names(vec![group_id(g)]);
+                let resp: DeleteGroupsResponse = conn.call(&req).await?;
+                let r = resp.results.into_iter().next().ok_or_else(|| {
+                    Error::Protocol(format!("DeleteGroups answered without group {g}"))
+                })?;
+                check(r.error_code, Some(format!("group {g}")))
+            })
+            .await;
+            out.push((g.to_string(), result));
+        }
+        Ok(out)
+    }
+
+    /// The group's committed offsets (all of them when `partitions` is None); None where
+    /// nothing is committed.
+    pub async fn list_group_offsets(
+        &self,
+        group: &str,
+        partitions: Option<&[TopicPartition]>,
+    ) -> Result<Vec<(TopicPartition, Option<CommittedOffset>)>> {
+        let rows = with_coordinator(&self.core, group, None, |conn| async move {
+            coordinator::fetch(&conn, group, partitions, false).await
+        })
+        .await?;
+        rows.into_iter()
+            .map(|(tp, r)| r.map(|c| (tp, (c.offset >= 0).then_some(c))))
+            .collect()
+    }
+
+    /// Commit offsets for a group from outside it (generation -1): the coordinator accepts
+    /// this only while the group has no members.
+    pub async fn alter_group_offsets(
+        &self,
+        group: &str,
+        offsets: &[(TopicPartition, i64)],
+    ) -> Result<Vec<(TopicPartition, Result<()>)>> {
+        let offsets: Vec<(TopicPartition, OffsetAndMetadata)> = offsets
+            .iter()
+            .map(|(tp, o)| (tp.clone(), OffsetAndMetadata::from(*o)))
+            .collect();
+        let who = CommitIdentity::standalone();
+        with_coordinator(&self.core, group, None, |conn| {
+            let (who, offsets) = (&who, &offsets);
+            async move { coordinator::commit(&conn, group, who, offsets).await }
+        })
+        .await
+    }
+
+    /// Delete a group's committed offsets for these partitions (OffsetDelete; refused with
+    /// GROUP_SUBSCRIBED_TO_TOPIC for topics the group's members consume).
+    pub async fn delete_group_offsets(
+        &self,
+        group: &str,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<(TopicPartition, Result<()>)>> {
+        let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
+        for tp in partitions {
+            by_topic.entry(&tp.topic).or_default().push(tp.partition.0);
+        }
+        let req = OffsetDeleteRequest::default()
+            .with_group_id(group_id(group))
+            .with_topics(
+                by_topic
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        OffsetDeleteRequestTopic::default()
+                            .with_name(name(t))
+                            .with_partitions(
+                                ps.into_iter()
+                                    .map(|p| {
+                                        OffsetDeleteRequestPartition::default()
+                                            .with_partition_index(p)
+                                    })
+                                    .collect(),
+                            )
+                    })
+                    .collect(),
+            );
+        let resp: OffsetDeleteResponse = with_coordinator(&self.core, group, None, |conn| {
+            let req = &req;
+            async move {
+                let resp: OffsetDeleteResponse = conn.call(req).await?;
+                check(resp.error_code, Some(format!("group {group}")))?;
+                Ok(resp)
+            }
+        })
+        .await?;
+        let mut out = Vec::new();
+        for t in resp.topics {
+            for p in t.partitions {
+                let tp = TopicPartition::new(t.name.to_string(), p.partition_index);
+                let r = check(p.error_code, Some(tp.to_string()));
+                out.push((tp, r));
+            }
+        }
+        Ok(out)
+    }
+}

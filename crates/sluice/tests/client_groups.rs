@@ -1,0 +1,542 @@
+//! Consumer groups with `sluice-client` members: exactly-once consumption while members come
+//! and go, eviction of a killed member, independent groups, committed offsets across a broker
+//! restart, static membership, `max.poll.interval.ms`, cooperative rebalancing, and groups
+//! that mix librdkafka and sluice-client members.
+
+mod common;
+
+use std::collections::HashSet;
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::*;
+use rdkafka::consumer::{BaseConsumer, Consumer as _};
+use rdkafka::message::Message;
+use sluice_client::admin::NewTopic;
+use sluice_client::{
+    Admin, ClientConfig, Consumer, ErrorCode, Producer, ProducerRecord, RebalanceListener,
+    TopicPartition,
+};
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Event {
+    Assigned(Vec<TopicPartition>),
+    Revoked(Vec<TopicPartition>),
+    Lost(Vec<TopicPartition>),
+}
+
+/// Records every listener call.
+#[derive(Clone, Default)]
+struct Recorder(Arc<Mutex<Vec<Event>>>);
+
+impl Recorder {
+    fn events(&self) -> Vec<Event> {
+        self.0.lock().unwrap().clone()
+    }
+}
+
+impl RebalanceListener for Recorder {
+    fn on_assigned(&mut self, p: &[TopicPartition]) {
+        self.0.lock().unwrap().push(Event::Assigned(p.to_vec()));
+    }
+    fn on_revoked(&mut self, p: &[TopicPartition]) {
+        self.0.lock().unwrap().push(Event::Revoked(p.to_vec()));
+    }
+    fn on_lost(&mut self, p: &[TopicPartition]) {
+        self.0.lock().unwrap().push(Event::Lost(p.to_vec()));
+    }
+}
+
+fn member_config(bootstrap: &str, group: &str, extra: &[(&str, &str)]) -> ClientConfig {
+    ClientConfig::new(bootstrap)
+        .set_all([
+            ("group.id", group),
+            ("auto.offset.reset", "earliest"),
+            ("auto.commit.interval.ms", "100"),
+            ("session.timeout.ms", "6000"),
+            ("heartbeat.interval.ms", "500"),
+            ("fetch.max.wait.ms", "100"),
+        ])
+        .and_then(|c| c.set_all(extra.iter().copied()))
+        .unwrap()
+}
+
+async fn member(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    extra: &[(&str, &str)],
+) -> (Consumer, Recorder) {
+    let mut c = Consumer::new(member_config(bootstrap, group, extra)).unwrap();
+    let rec = Recorder::default();
+    c.subscribe_with_listener(&[topic], Box::new(rec.clone()))
+        .await
+        .unwrap();
+    (c, rec)
+}
+
+async fn create(bootstrap: &str, topic: &str, partitions: i32) {
+    let admin = Admin::new(ClientConfig::new(bootstrap)).unwrap();
+    let res = admin
+        .create_topics(&[NewTopic::new(topic, partitions, 1)], false)
+        .await
+        .unwrap();
+    res[0].1.as_ref().unwrap();
+}
+
+async fn produce(bootstrap: &str, topic: &str, tag: &str, range: std::ops::Range<usize>) {
+    let p = Producer::new(ClientConfig::new(bootstrap)).unwrap();
+    let mut acks = Vec::new();
+    for i in range {
+        acks.push(
+            p.send(
+                ProducerRecord::new(topic)
+                    .key(format!("k{i}"))
+                    .value(format!("{tag}-{i}")),
+            )
+            .await
+            .unwrap(),
+        );
+    }
+    for a in acks {
+        a.wait().await.unwrap();
+    }
+    p.close(Duration::from_secs(10)).await;
+}
+
+/// Take what `c` has ready and record the values.
+async fn drain(c: &mut Consumer, seen: &Mutex<Vec<String>>) {
+    let records = c.poll(Duration::from_millis(20)).await.unwrap();
+    let mut seen = seen.lock().unwrap();
+    for r in records {
+        seen.push(String::from_utf8(r.value.unwrap().to_vec()).unwrap());
+    }
+}
+
+fn check_exactly_once(seen: &Mutex<Vec<String>>, total: usize) {
+    let seen = seen.lock().unwrap();
+    let unique: HashSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), total, "every record was consumed");
+    assert_eq!(seen.len(), total, "no record was consumed twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_consumes_every_record_exactly_once_while_members_join_and_leave() {
+    let server = start(&["group.initial.rebalance.delay.ms=0"]);
+    let b = server.bootstrap.as_str();
+    create(b, "work", 12).await;
+    let total = 6000;
+    let seen = Mutex::new(Vec::new());
+    let (mut first, first_events) = member(b, "workers", "work", &[]).await;
+    produce(b, "work", "w", 0..2000).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.lock().unwrap().len() < 500 {
+        assert!(Instant::now() < deadline);
+        drain(&mut first, &seen).await;
+    }
+    let (mut second, second_events) = member(b, "workers", "work", &[]).await;
+    let (mut third, third_events) = member(b, "workers", "work", &[]).await;
+    while [&first, &second, &third]
+        .iter()
+        .any(|m| m.assignment().is_empty())
+    {
+        assert!(
+            Instant::now() < deadline,
+            "the group never spread over three members"
+        );
+        for m in [&mut first, &mut second, &mut third] {
+            drain(m, &seen).await;
+        }
+    }
+    // Range over 12 partitions: four each, none shared.
+    let mut all: Vec<TopicPartition> = [&first, &second, &third]
+        .iter()
+        .flat_map(|m| m.assignment())
+        .collect();
+    all.sort();
+    all.dedup();
+    assert_eq!(all.len(), 12);
+    produce(b, "work", "w", 2000..4000).await;
+    while seen.lock().unwrap().len() < 3500 {
+        assert!(Instant::now() < deadline);
+        for m in [&mut first, &mut second, &mut third] {
+            drain(m, &seen).await;
+        }
+    }
+    second.close().await.unwrap();
+    produce(b, "work", "w", 4000..total).await;
+    while seen.lock().unwrap().len() < total {
+        assert!(
+            Instant::now() < deadline,
+            "consumed {}",
+            seen.lock().unwrap().len()
+        );
+        drain(&mut first, &seen).await;
+        drain(&mut third, &seen).await;
+    }
+    for _ in 0..10 {
+        drain(&mut first, &seen).await;
+        drain(&mut third, &seen).await;
+    }
+    check_exactly_once(&seen, total);
+    for (name, events) in [
+        ("first", &first_events),
+        ("second", &second_events),
+        ("third", &third_events),
+    ] {
+        let events = events.events();
+        assert!(
+            events
+                .iter()
+                .any(|e| matches!(e, Event::Assigned(p) if !p.is_empty())),
+            "{name} was given partitions: {events:?}"
+        );
+        assert!(
+            !events.iter().any(|e| matches!(e, Event::Lost(_))),
+            "{name} lost partitions: {events:?}"
+        );
+    }
+    // `second` revoked what it had when it closed.
+    assert!(matches!(
+        second_events.events().last(),
+        Some(Event::Revoked(p)) if !p.is_empty()
+    ));
+    first.close().await.unwrap();
+    third.close().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_killed_without_leaving_is_evicted_and_its_partitions_move() {
+    let server = start(&["group.initial.rebalance.delay.ms=0"]);
+    let b = server.bootstrap.as_str();
+    create(b, "evict", 12).await;
+    let (mut survivor, _) = member(b, "evictors", "evict", &[]).await;
+    // The other member is `sluice consume --group` (sluice-client) in its own process.
+    let mut other = Command::new(sluice_bin())
+        .args([
+            "consume",
+            "--bootstrap-server",
+            b,
+            "--topic",
+            "evict",
+            "--group",
+            "evictors",
+            "--consumer-property",
+            "session.timeout.ms=6000",
+            "--consumer-property",
+            "heartbeat.interval.ms=500",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(1..12).contains(&survivor.assignment().len()) {
+        assert!(
+            Instant::now() < deadline,
+            "the two members never shared the partitions"
+        );
+        survivor.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    let killed_at = Instant::now();
+    other.kill().unwrap();
+    other.wait().unwrap();
+    while survivor.assignment().len() < 12 {
+        assert!(
+            Instant::now() < deadline,
+            "the dead member's partitions never moved"
+        );
+        survivor.poll(Duration::from_millis(100)).await.unwrap();
+    }
+    let waited = killed_at.elapsed();
+    assert!(
+        waited >= Duration::from_secs(4),
+        "moved before the session timeout: {waited:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_groups_each_see_every_record() {
+    let server = start(&["group.initial.rebalance.delay.ms=0"]);
+    let b = server.bootstrap.as_str();
+    create(b, "fanout", 4).await;
+    produce(b, "fanout", "f", 0..1000).await;
+    for group in ["alpha", "beta"] {
+        let (mut c, _) = member(b, group, "fanout", &[]).await;
+        let seen = Mutex::new(Vec::new());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while seen.lock().unwrap().len() < 1000 {
+            assert!(Instant::now() < deadline, "{group}");
+            drain(&mut c, &seen).await;
+        }
+        check_exactly_once(&seen, 1000);
+        c.close().await.unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn committed_offsets_survive_a_broker_restart() {
+    let mut server = start(&["group.initial.rebalance.delay.ms=0"]);
+    create(&server.bootstrap, "kept", 3).await;
+    produce(&server.bootstrap, "kept", "c", 0..300).await;
+    let (mut c, _) = member(
+        &server.bootstrap,
+        "keepers",
+        "kept",
+        &[("enable.auto.commit", "false")],
+    )
+    .await;
+    let seen = Mutex::new(Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.lock().unwrap().len() < 300 {
+        assert!(Instant::now() < deadline);
+        drain(&mut c, &seen).await;
+    }
+    c.commit_sync().await.unwrap();
+    c.close().await.unwrap();
+    server.restart();
+
+    let tps: Vec<TopicPartition> = (0..3).map(|p| TopicPartition::new("kept", p)).collect();
+    let (mut c, _) = member(&server.bootstrap, "keepers", "kept", &[]).await;
+    let committed = c.committed(&tps).await.unwrap();
+    let total: i64 = committed
+        .iter()
+        .map(|(tp, o)| o.as_ref().unwrap_or_else(|| panic!("{tp}: nothing")).offset)
+        .sum();
+    assert_eq!(total, 300, "the committed offsets cover every record");
+    // The restarted member resumes after them: nothing to read.
+    let until = Instant::now() + Duration::from_secs(3);
+    let seen = Mutex::new(Vec::new());
+    while Instant::now() < until {
+        drain(&mut c, &seen).await;
+    }
+    assert_eq!(c.assignment().len(), 3);
+    assert!(seen.lock().unwrap().is_empty());
+    for tp in &tps {
+        let pos = c.position(tp).await.unwrap();
+        let committed = committed.iter().find(|(t, _)| t == tp).unwrap();
+        assert_eq!(pos, committed.1.as_ref().unwrap().offset);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_member_restarting_within_the_session_timeout_causes_no_rebalance() {
+    let server = start(&["group.initial.rebalance.delay.ms=0"]);
+    let b = server.bootstrap.as_str();
+    create(b, "static", 6).await;
+    let (mut stay, stay_events) =
+        member(b, "statics", "static", &[("group.instance.id", "stay")]).await;
+    let (mut bounce, _) = member(b, "statics", "static", &[("group.instance.id", "bounce")]).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(stay.assignment().len() == 3 && bounce.assignment().len() == 3) {
+        assert!(Instant::now() < deadline);
+        stay.poll(Duration::from_millis(50)).await.unwrap();
+        bounce.poll(Duration::from_millis(50)).await.unwrap();
+    }
+    let before = stay_events.events().len();
+    let held = bounce.assignment();
+    // A static member's close does not leave; its replacement takes the same partitions.
+    bounce.close().await.unwrap();
+    let (mut back, _) = member(b, "statics", "static", &[("group.instance.id", "bounce")]).await;
+    let until = Instant::now() + Duration::from_secs(4);
+    while back.assignment().len() < 3 || Instant::now() < until {
+        assert!(Instant::now() < deadline);
+        stay.poll(Duration::from_millis(50)).await.unwrap();
+        back.poll(Duration::from_millis(50)).await.unwrap();
+    }
+    assert_eq!(
+        stay_events.events().len(),
+        before,
+        "the other member saw a rebalance: {:?}",
+        stay_events.events()
+    );
+    assert_eq!(back.assignment(), held);
+    // A second live member with the same instance id fences the first.
+    let (mut twin, _) = member(b, "statics", "static", &[("group.instance.id", "bounce")]).await;
+    let mut fenced = None;
+    while fenced.is_none() {
+        assert!(Instant::now() < deadline, "the old instance was not fenced");
+        let _ = twin.poll(Duration::from_millis(50)).await;
+        stay.poll(Duration::from_millis(50)).await.unwrap();
+        if let Err(e) = back.poll(Duration::from_millis(50)).await {
+            fenced = Some(e);
+        }
+    }
+    assert_eq!(fenced.unwrap().code(), Some(ErrorCode::FencedInstanceId));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_that_stops_polling_leaves_and_rejoins_having_lost_its_partitions() {
+    let server = start(&["group.initial.rebalance.delay.ms=0"]);
+    let b = server.bootstrap.as_str();
+    create(b, "slow", 4).await;
+    let (mut busy, _) = member(b, "pollers", "slow", &[]).await;
+    let (mut slow, slow_events) =
+        member(b, "pollers", "slow", &[("max.poll.interval.ms", "1500")]).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while busy.assignment().len() != 2 || slow.assignment().len() != 2 {
+        assert!(Instant::now() < deadline);
+        busy.poll(Duration::from_millis(50)).await.unwrap();
+        slow.poll(Duration::from_millis(50)).await.unwrap();
+    }
+    // `slow` stops polling: its heartbeat task leaves the group, `busy` takes everything.
+    while busy.assignment().len() != 4 {
+        assert!(Instant::now() < deadline, "the idle member never left");
+        busy.poll(Duration::from_millis(50)).await.unwrap();
+    }
+    // When `slow` polls again its partitions are reported lost and it joins afresh.
+    while slow.assignment().len() != 2 || busy.assignment().len() != 2 {
+        assert!(Instant::now() < deadline, "the idle member never rejoined");
+        busy.poll(Duration::from_millis(50)).await.unwrap();
+        slow.poll(Duration::from_millis(50)).await.unwrap();
+    }
+    assert!(
+        slow_events
+            .events()
+            .iter()
+            .any(|e| matches!(e, Event::Lost(p) if p.len() == 2)),
+        "{:?}",
+        slow_events.events()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cooperative_members_keep_their_partitions_when_a_member_joins() {
+    let server = start(&["group.initial.rebalance.delay.ms=0"]);
+    let b = server.bootstrap.as_str();
+    create(b, "coop", 6).await;
+    let coop = [("partition.assignment.strategy", "cooperative-sticky")];
+    let (mut a, a_events) = member(b, "coops", "coop", &coop).await;
+    let (mut c, _) = member(b, "coops", "coop", &coop).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while a.assignment().len() != 3 || c.assignment().len() != 3 {
+        assert!(Instant::now() < deadline);
+        a.poll(Duration::from_millis(50)).await.unwrap();
+        c.poll(Duration::from_millis(50)).await.unwrap();
+    }
+    let a_before = a.assignment();
+    let seen_events = a_events.events().len();
+    let (mut d, _) = member(b, "coops", "coop", &coop).await;
+    while a.assignment().len() != 2 || c.assignment().len() != 2 || d.assignment().len() != 2 {
+        assert!(Instant::now() < deadline, "no 2/2/2 split");
+        for m in [&mut a, &mut c, &mut d] {
+            m.poll(Duration::from_millis(50)).await.unwrap();
+        }
+        // Never two owners at once.
+        let mut owned: Vec<TopicPartition> =
+            [&a, &c, &d].iter().flat_map(|m| m.assignment()).collect();
+        let n = owned.len();
+        owned.sort();
+        owned.dedup();
+        assert_eq!(owned.len(), n, "a partition had two owners");
+    }
+    // `a` gave up exactly one partition and kept the rest: no revoke-everything.
+    assert!(a.assignment().iter().all(|tp| a_before.contains(tp)));
+    let revoked: Vec<Vec<TopicPartition>> = a_events.events()[seen_events..]
+        .iter()
+        .cloned()
+        .filter_map(|e| match e {
+            Event::Revoked(p) => Some(p),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(revoked.len(), 1, "{revoked:?}");
+    assert_eq!(revoked[0].len(), 1);
+}
+
+fn rdkafka_member(bootstrap: &str, group: &str, strategy: &str) -> BaseConsumer {
+    consumer(
+        bootstrap,
+        &[
+            ("group.id", group),
+            ("auto.offset.reset", "earliest"),
+            ("enable.auto.commit", "true"),
+            ("auto.commit.interval.ms", "100"),
+            ("session.timeout.ms", "6000"),
+            ("heartbeat.interval.ms", "500"),
+            ("partition.assignment.strategy", strategy),
+        ],
+    )
+}
+
+fn drain_rdkafka(c: &BaseConsumer, seen: &Mutex<Vec<String>>) {
+    let mut timeout = Duration::from_millis(20);
+    for _ in 0..1000 {
+        match c.poll(timeout) {
+            Some(Ok(m)) => seen
+                .lock()
+                .unwrap()
+                .push(String::from_utf8(m.payload().unwrap().to_vec()).unwrap()),
+            _ => break,
+        }
+        timeout = Duration::ZERO;
+    }
+}
+
+/// librdkafka and sluice-client members in one group, each able to lead it.
+async fn mixed_group(strategy: &str) {
+    let server = start(&["group.initial.rebalance.delay.ms=0"]);
+    let b = server.bootstrap.as_str();
+    let topic = format!("mixed-{strategy}");
+    create(b, &topic, 12).await;
+    let total = 4000;
+    produce(b, &topic, "m", 0..2000).await;
+    let seen = Mutex::new(Vec::new());
+    let rd = rdkafka_member(b, "mixed", strategy);
+    rd.subscribe(&[topic.as_str()]).unwrap();
+    let strategy_prop = [("partition.assignment.strategy", strategy)];
+    let (mut ours, _) = member(b, "mixed", &topic, &strategy_prop).await;
+    let rd_count = |c: &BaseConsumer| c.assignment().map(|a| a.count()).unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while !(rd_count(&rd) == 6 && ours.assignment().len() == 6) {
+        assert!(
+            Instant::now() < deadline,
+            "{strategy}: no even split (librdkafka {}, sluice-client {})",
+            rd_count(&rd),
+            ours.assignment().len()
+        );
+        drain_rdkafka(&rd, &seen);
+        drain(&mut ours, &seen).await;
+    }
+    // A second sluice-client member joins, then leaves again.
+    let (mut late, _) = member(b, "mixed", &topic, &strategy_prop).await;
+    while rd_count(&rd) != 4 || ours.assignment().len() != 4 || late.assignment().len() != 4 {
+        assert!(Instant::now() < deadline, "{strategy}: no three-way split");
+        drain_rdkafka(&rd, &seen);
+        drain(&mut ours, &seen).await;
+        drain(&mut late, &seen).await;
+    }
+    produce(b, &topic, "m", 2000..total).await;
+    while seen.lock().unwrap().len() < total * 3 / 4 {
+        assert!(Instant::now() < deadline);
+        drain_rdkafka(&rd, &seen);
+        drain(&mut ours, &seen).await;
+        drain(&mut late, &seen).await;
+    }
+    late.close().await.unwrap();
+    while seen.lock().unwrap().len() < total {
+        assert!(
+            Instant::now() < deadline,
+            "{strategy}: consumed {}",
+            seen.lock().unwrap().len()
+        );
+        drain_rdkafka(&rd, &seen);
+        drain(&mut ours, &seen).await;
+    }
+    for _ in 0..10 {
+        drain_rdkafka(&rd, &seen);
+        drain(&mut ours, &seen).await;
+    }
+    check_exactly_once(&seen, total);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixed_group_of_librdkafka_and_sluice_client_members_with_range() {
+    mixed_group("range").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mixed_group_of_librdkafka_and_sluice_client_members_with_cooperative_sticky() {
+    mixed_group("cooperative-sticky").await;
+}
