@@ -1,9 +1,11 @@
 """confluent-kafka (librdkafka) against Sluice: admin, keyed produce with every codec,
-consume back, offsets by time. Exits non-zero on the first failed expectation."""
+consume back, offsets by time, a consumer group of two with group admin calls. Exits non-zero
+on the first failed expectation."""
 import sys
 import time
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import ConsumerGroupState, ConsumerGroupTopicPartitions
 from confluent_kafka.admin import AdminClient, ConfigResource, NewPartitions, NewTopic
 
 bootstrap = sys.argv[1]
@@ -56,6 +58,33 @@ while len(seen) < 5 * N:
 tps = c.offsets_for_times([TopicPartition("ck", p, start_ts + 100) for p in range(3)], timeout=10)
 assert all(tp.offset >= 0 for tp in tps), tps
 c.close()
+
+# A consumer group of two: each record once, both members get partitions, commits on close.
+members = [Consumer({"bootstrap.servers": bootstrap, "group.id": "pygroup", "auto.offset.reset": "earliest",
+                     "session.timeout.ms": 10000, "heartbeat.interval.ms": 500}) for _ in range(2)]
+for m in members:
+    m.subscribe(["ck"])
+seen = set()
+deadline = time.time() + 90
+while len(seen) < 5 * N or not all(m.assignment() for m in members):
+    assert time.time() < deadline, "group consumed %d, assignments %s" % (len(seen), [m.assignment() for m in members])
+    for m in members:
+        for msg in m.consume(num_messages=1000, timeout=0.05):
+            assert msg.error() is None, msg.error()
+            assert (msg.partition(), msg.offset()) not in seen, "read twice"
+            seen.add((msg.partition(), msg.offset()))
+assert len(seen) == 5 * N, len(seen)
+listed = admin.list_consumer_groups().result(timeout=30)
+assert "pygroup" in [g.group_id for g in listed.valid], listed.valid
+desc = admin.describe_consumer_groups(["pygroup"])["pygroup"].result(timeout=30)
+assert desc.state == ConsumerGroupState.STABLE, desc.state
+assert len(desc.members) == 2, desc.members
+assert sum(len(mb.assignment.topic_partitions) for mb in desc.members) == 3
+for m in members:
+    m.close()
+committed = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("pygroup")])["pygroup"].result(timeout=30)
+assert sum(tp.offset for tp in committed.topic_partitions) == 5 * N, committed.topic_partitions
+wait(admin.delete_consumer_groups(["pygroup"]))
 
 wait(admin.create_partitions([NewPartitions("ck", 5)]))
 try:

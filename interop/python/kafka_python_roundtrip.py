@@ -28,5 +28,20 @@ count = sum(1 for _ in c)
 assert count == 5 * N, count
 end = c.end_offsets([TopicPartition("kp", 0), TopicPartition("kp", 1)])
 assert sum(end.values()) == 5 * N, end
+# A consumer group: subscribe, read everything, commit; a new member resumes after it.
+g = KafkaConsumer("kp", bootstrap_servers=bootstrap, group_id="kpgroup", auto_offset_reset="earliest",
+                  enable_auto_commit=False, consumer_timeout_ms=10000)
+count = sum(1 for _ in g)
+assert count == 5 * N, count
+g.commit()
+g.close()
+listed = {g["group_id"]: g for g in admin.list_groups()}
+assert listed["kpgroup"]["group_state"] == "Empty", listed
+offsets = admin.list_group_offsets("kpgroup")["kpgroup"]
+assert sum(o.offset for o in offsets.values()) == 5 * N, offsets
+g = KafkaConsumer("kp", bootstrap_servers=bootstrap, group_id="kpgroup", auto_offset_reset="earliest",
+                  consumer_timeout_ms=3000)
+assert sum(1 for _ in g) == 0
+g.close()
 admin.delete_topics(["kp"])
 print("kafka-python OK")

@@ -529,6 +529,15 @@ async fn mixed_group(strategy: &str) {
         drain(&mut ours, &seen).await;
     }
     check_exactly_once(&seen, total);
+    // Unsubscribe and let librdkafka finish revoking before the drop (dropping a subscribed
+    // librdkafka consumer can hang in its close path, confluentinc/librdkafka#4884).
+    rd.unsubscribe();
+    while rd_count(&rd) > 0 {
+        assert!(Instant::now() < deadline);
+        rd.poll(Duration::from_millis(50));
+        drain(&mut ours, &seen).await;
+    }
+    ours.close().await.unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -539,4 +548,55 @@ async fn a_mixed_group_of_librdkafka_and_sluice_client_members_with_range() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mixed_group_of_librdkafka_and_sluice_client_members_with_cooperative_sticky() {
     mixed_group("cooperative-sticky").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_empty_groups_offsets_expire_after_the_retention_and_an_active_groups_stay() {
+    let server = start(&[
+        "group.initial.rebalance.delay.ms=0",
+        "offsets.retention.minutes=1",
+        "offsets.retention.check.interval.ms=500",
+    ]);
+    let b = server.bootstrap.as_str();
+    create(b, "exp", 1).await;
+    produce(b, "exp", "e", 0..10).await;
+    let tp = TopicPartition::new("exp", 0);
+    let admin = Admin::new(ClientConfig::new(b)).unwrap();
+    // A group that only commits (no members): Empty from the start.
+    for (_, r) in admin
+        .alter_group_offsets("gone", &[(tp.clone(), 5)])
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    let committed_at = Instant::now();
+    // A group with a live member that committed.
+    let (mut c, _) = member(b, "kept", "exp", &[]).await;
+    let seen = Mutex::new(Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(150);
+    while seen.lock().unwrap().len() < 10 {
+        assert!(Instant::now() < deadline);
+        drain(&mut c, &seen).await;
+    }
+    c.commit_sync().await.unwrap();
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "the empty group's offsets never expired"
+        );
+        c.poll(Duration::from_millis(200)).await.unwrap();
+        let gone = admin.list_group_offsets("gone", None).await.unwrap();
+        if gone.iter().all(|(_, o)| o.is_none()) {
+            break;
+        }
+    }
+    let waited = committed_at.elapsed();
+    assert!(
+        waited >= Duration::from_secs(59),
+        "expired before offsets.retention.minutes: {waited:?}"
+    );
+    let kept = admin.list_group_offsets("kept", None).await.unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].1.as_ref().map(|o| o.offset), Some(10));
 }

@@ -1,4 +1,4 @@
-//! Consumer groups with librdkafka (and kcat for a member that dies without leaving):
+//! Consumer groups with librdkafka (and kcat for members that die without leaving):
 //! exactly-once consumption while members come and go, eviction after the session timeout,
 //! independent groups, committed offsets across a broker restart, static membership, and
 //! log compaction.
@@ -68,6 +68,8 @@ fn values(n: usize, tag: &str) -> Vec<(Vec<u8>, Vec<u8>, Option<i64>)> {
 
 /// Leave the group the way an application does: unsubscribe, then keep polling so
 /// librdkafka can run the revocation (it waits for the app before sending LeaveGroup).
+/// Dropping a subscribed librdkafka consumer instead can hang in its close path
+/// (confluentinc/librdkafka#4884), so every test ends its members this way.
 fn leave(c: Member) {
     c.unsubscribe();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -170,6 +172,9 @@ fn a_group_consumes_every_record_exactly_once_while_members_join_and_leave() {
     }
     assert_eq!(unique.len(), total, "every record was consumed");
     assert_eq!(seen.len(), total, "no record was consumed twice");
+    drop(seen);
+    leave(first);
+    leave(third);
 }
 
 #[test]
@@ -219,6 +224,7 @@ fn a_member_killed_without_leaving_is_evicted_and_its_partitions_move() {
         waited >= Duration::from_secs(4),
         "moved before the session timeout: {waited:?}"
     );
+    leave(survivor);
 }
 
 #[test]
@@ -247,6 +253,7 @@ fn two_groups_each_see_every_record() {
             seen.lock().unwrap().iter().collect::<HashSet<_>>().len(),
             1000
         );
+        leave(c);
     }
 }
 
@@ -300,52 +307,80 @@ fn committed_offsets_survive_a_broker_restart() {
         "re-read {} records",
         seen.lock().unwrap().len()
     );
+    leave(c);
+}
+
+/// A static member in its own process (kcat with `group.instance.id`).
+fn static_kcat(bootstrap: &str) -> std::process::Child {
+    Command::new("kcat")
+        .args([
+            "-b",
+            bootstrap,
+            "-G",
+            "statics",
+            "-X",
+            "group.instance.id=bounce",
+            "-X",
+            "session.timeout.ms=6000",
+            "-X",
+            "heartbeat.interval.ms=500",
+            "static",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("kcat installed")
+}
+
+/// The group's members as the coordinator describes them: (instance id, partition count).
+fn static_members(bootstrap: &str) -> (String, Vec<(Option<String>, usize)>) {
+    block_on(async {
+        let admin = sluice_client::Admin::new(sluice_client::ClientConfig::new(bootstrap)).unwrap();
+        let d = admin.describe_groups(&["statics"]).await.unwrap().remove(0);
+        let mut members: Vec<(Option<String>, usize)> = d
+            .members
+            .iter()
+            .map(|m| (m.instance_id.clone(), m.assignment.len()))
+            .collect();
+        members.sort();
+        (d.state, members)
+    })
 }
 
 #[test]
 fn a_static_member_restarting_within_the_session_timeout_causes_no_rebalance() {
     let server = start(&["group.initial.rebalance.delay.ms=0"]);
-    create_topic(&server.bootstrap, "static", 6, &[]);
-    let stay = member(
-        &server.bootstrap,
-        "statics",
-        &[("group.instance.id", "stay")],
-    );
+    let b = server.bootstrap.as_str();
+    create_topic(b, "static", 6, &[]);
+    let stay = member(b, "statics", &[("group.instance.id", "stay")]);
     stay.subscribe(&["static"]).unwrap();
-    let bounce = member(
-        &server.bootstrap,
-        "statics",
-        &[("group.instance.id", "bounce")],
-    );
-    bounce.subscribe(&["static"]).unwrap();
-    let settled = |c: &Member| c.assignment().map(|a| a.count()).unwrap_or(0) == 3;
+    let mut bounce = static_kcat(b);
+    let split = vec![
+        (Some("bounce".to_string()), 3),
+        (Some("stay".to_string()), 3),
+    ];
     let deadline = Instant::now() + Duration::from_secs(60);
-    while !(settled(&stay) && settled(&bounce)) {
+    // Settled: the coordinator's view, and `stay` has run its assignment callback.
+    while static_members(b) != ("Stable".to_string(), split.clone())
+        || stay.assignment().map(|a| a.count()).unwrap_or(0) != 3
+    {
         assert!(
             Instant::now() < deadline,
-            "the two static members never split the partitions"
+            "the two static members never split the partitions: {:?}",
+            static_members(b)
         );
-        stay.poll(Duration::from_millis(50));
-        bounce.poll(Duration::from_millis(50));
+        stay.poll(Duration::from_millis(100));
     }
     let rebalances_before = stay.context().assigns.load(Ordering::SeqCst)
         + stay.context().revokes.load(Ordering::SeqCst);
-    // Static members do not leave on close; the restart comes back with the same instance id.
-    drop(bounce);
-    let back = member(
-        &server.bootstrap,
-        "statics",
-        &[("group.instance.id", "bounce")],
-    );
-    back.subscribe(&["static"]).unwrap();
+    // The process dies and a new one with the same instance id takes its place well within
+    // the session timeout: the coordinator hands it the old member's partitions.
+    bounce.kill().unwrap();
+    bounce.wait().unwrap();
+    let mut back = static_kcat(b);
     let until = Instant::now() + Duration::from_secs(4);
-    while !settled(&back) || Instant::now() < until {
-        assert!(
-            Instant::now() < deadline,
-            "the restarted member got no partitions"
-        );
+    while Instant::now() < until {
         stay.poll(Duration::from_millis(50));
-        back.poll(Duration::from_millis(50));
     }
     let rebalances_after = stay.context().assigns.load(Ordering::SeqCst)
         + stay.context().revokes.load(Ordering::SeqCst);
@@ -354,6 +389,10 @@ fn a_static_member_restarting_within_the_session_timeout_causes_no_rebalance() {
         "the other member saw a rebalance"
     );
     assert_eq!(stay.assignment().unwrap().count(), 3);
+    assert_eq!(static_members(b), ("Stable".to_string(), split));
+    back.kill().unwrap();
+    back.wait().unwrap();
+    leave(stay);
 }
 
 #[test]

@@ -104,6 +104,7 @@ public class Main {
         }
         producerSteps();
         consumerSteps();
+        GroupSteps.run(bootstrap, topic, totalProduced);
 
         System.out.println();
         System.out.println("================ SUMMARY (kafka-clients " + ver + ") ================");
