@@ -368,6 +368,10 @@ impl GroupMachine {
             GroupState::Stable
         };
         g.set_state(state, now);
+        // An empty group keeps the time it became empty (offsets expire from it).
+        if state == GroupState::Empty && value.current_state_timestamp >= 0 {
+            g.state_since_ms = value.current_state_timestamp.min(now);
+        }
         self.groups.insert(id.to_string(), g);
     }
 

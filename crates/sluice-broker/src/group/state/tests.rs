@@ -312,3 +312,33 @@ fn commit_checks_follow_membership() {
     assert_eq!(m.check_commit("g", 1, &a, None, 8, 1), Ok(()));
     assert_eq!(m.delete("g"), Err(ErrorCode::NonEmptyGroup));
 }
+
+#[test]
+fn a_reloaded_empty_group_keeps_the_time_it_became_empty() {
+    use crate::group::records::GroupValue;
+    let mut m = GroupMachine::new(cfg(0));
+    let empty = GroupValue {
+        protocol_type: "consumer".into(),
+        generation: 4,
+        protocol: None,
+        leader: None,
+        current_state_timestamp: 1_000,
+        members: Vec::new(),
+    };
+    m.restore("g", &empty, 50_000);
+    let g = m.group("g").unwrap();
+    assert_eq!(
+        (g.state, g.generation, g.state_since_ms),
+        (GroupState::Empty, 4, 1_000)
+    );
+    // A timestamp from the future (clock skew) is capped at now.
+    m.restore(
+        "h",
+        &GroupValue {
+            current_state_timestamp: 90_000,
+            ..empty
+        },
+        50_000,
+    );
+    assert_eq!(m.group("h").unwrap().state_since_ms, 50_000);
+}
