@@ -34,6 +34,20 @@ pub struct ProducerIdBlock {
 const PRODUCER_ID_BLOCK_SIZE: i64 = 1000;
 
 impl Broker {
+    /// The controller id clients are told: the active controller when it is a live broker
+    /// (combined mode), else a live broker (as Kafka's KRaft brokers answer, since clients
+    /// cannot reach controller-only nodes and brokers forward their requests).
+    pub fn controller_id(&self, image: &sluice_metadata::MetadataImage) -> i32 {
+        match self.controller.active_controller() {
+            Some(id) if image.is_live(id) => id,
+            _ => image
+                .live_brokers()
+                .map(|b| b.node_id)
+                .next()
+                .unwrap_or(self.node_id),
+        }
+    }
+
     /// A producer id never handed out before, in this process or any earlier one.
     pub async fn next_producer_id(&self) -> Result<i64, String> {
         let mut block = self.producer_ids.block.lock().await;

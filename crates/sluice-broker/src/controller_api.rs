@@ -10,6 +10,11 @@ use sluice_metadata::controller_types::{
 pub type ControllerFailure = String;
 
 pub trait ControllerApi: Send + Sync + 'static {
+    /// The active controller's node id, when known.
+    fn active_controller(&self) -> Option<i32> {
+        None
+    }
+
     fn create_topics(
         &self,
         specs: &[CreateTopicSpec],

@@ -10,13 +10,25 @@ use crate::replica_manager::ReplicaManager;
 /// The current metadata image; readers clone the `Arc` and never block writers for long.
 pub struct MetadataCache {
     image: RwLock<Arc<MetadataImage>>,
+    offset: tokio::sync::watch::Sender<i64>,
 }
 
 impl MetadataCache {
     pub fn new(image: MetadataImage) -> Self {
+        let offset = image.offset;
         Self {
             image: RwLock::new(Arc::new(image)),
+            offset: tokio::sync::watch::channel(offset).0,
         }
+    }
+
+    /// Wait until the published image has reached metadata offset `offset`; false on
+    /// timeout.
+    pub async fn wait_for_offset(&self, offset: i64, timeout: std::time::Duration) -> bool {
+        let mut rx = self.offset.subscribe();
+        tokio::time::timeout(timeout, rx.wait_for(|o| *o >= offset))
+            .await
+            .is_ok_and(|r| r.is_ok())
     }
 
     pub fn current(&self) -> Arc<MetadataImage> {
@@ -29,10 +41,13 @@ impl MetadataCache {
     }
 
     fn set(&self, image: Arc<MetadataImage>) {
+        let offset = image.offset;
         *self
             .image
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = image;
+        // Only now: whoever waits for this offset must find the image in place.
+        self.offset.send_replace(offset);
     }
 }
 

@@ -199,10 +199,11 @@ impl ClusterCore {
     ) -> Result<TopicInfo> {
         let deadline = Instant::now() + timeout;
         loop {
-            if let Some(t) = self
-                .cached_topic(topic)
-                .filter(|t| t.error.is_none() && !t.partitions.is_empty())
-            {
+            if let Some(t) = self.cached_topic(topic).filter(|t| {
+                t.error.is_none()
+                    && !t.partitions.is_empty()
+                    && t.partitions.iter().all(|p| p.leader >= 0)
+            }) {
                 return Ok(t);
             }
             let cluster = self
@@ -292,13 +293,21 @@ impl ClusterCore {
         }
     }
 
-    /// Forget a topic's cached leaders (after NOT_LEADER and the like).
+    /// Forget a topic's cached leaders (after NOT_LEADER, a lost connection and the like);
+    /// its partition count stays known, so a producer's `send` need not wait for metadata
+    /// (as Java's producer keeps its cluster view and only requests an update).
     pub fn invalidate(&self, topic: &str) {
-        self.cluster
+        if let Some(t) = self
+            .cluster
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .topics
-            .remove(topic);
+            .get_mut(topic)
+        {
+            for p in &mut t.partitions {
+                p.leader = -1;
+            }
+        }
     }
 }
 

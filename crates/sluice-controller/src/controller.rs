@@ -1,26 +1,20 @@
-//! [`Controller`]: validates metadata changes, appends them to the metadata log, applies
-//! them to the image. Owned by the node behind a mutex; every method runs to completion
-//! (validation, durable append, apply) before returning, so callers see their change.
+//! [`Controller`]: the planner of metadata changes. It validates a request against the
+//! current [`MetadataImage`] and answers with the outcome and the [`MetadataRecord`]s that
+//! make the change; it never writes. The quorum (`crate::quorum`) appends those records
+//! through Raft as one entry (so each change is atomic) and every node applies them.
 //!
-//! This is a single-voter quorum: an append that is fsynced is committed. The multi-node
-//! Raft quorum replaces `commit` with replication and keeps everything else.
+//! Keeping planning pure makes every decision unit-testable and means a deposed controller
+//! can plan whatever it likes: its entry will not commit.
 
 use std::collections::{BTreeMap, HashSet};
-use std::path::Path;
 
 use sluice_metadata::config::validate_topic_configs;
 use sluice_metadata::image::RESOURCE_TOPIC;
 use sluice_metadata::record::Endpoint;
 use sluice_metadata::{topic, MetadataImage, MetadataRecord, Uuid};
-use sluice_protocol::batch::{decode_records, BatchBuilder, BatchIter, RecordLimits};
-use sluice_protocol::compression::Compression;
-use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
-use sluice_storage::log::OpenOptions;
-use sluice_storage::{Log, LogConfig};
-use tracing::info;
 
-use crate::error::ControllerError;
+use crate::election::{elect, isr_without};
 use crate::placement;
 pub use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef,
@@ -32,27 +26,12 @@ pub struct ControllerDefaults {
     pub num_partitions: i32,
     pub replication_factor: i16,
     pub delete_topic_enable: bool,
+    /// The broker default of `unclean.leader.election.enable`.
+    pub unclean_leader_election: bool,
 }
 
 pub struct Controller {
-    node_id: i32,
-    log: Log,
-    image: MetadataImage,
     defaults: ControllerDefaults,
-    placement_start: usize,
-}
-
-fn metadata_log_config() -> LogConfig {
-    LogConfig {
-        // Every controller write is durable before it is applied.
-        flush_messages: 1,
-        retention_ms: -1,
-        retention_bytes: -1,
-        segment_bytes: 64 * 1024 * 1024,
-        max_message_bytes: 8 * 1024 * 1024,
-        message_timestamp_after_max_ms: i64::MAX,
-        ..LogConfig::default()
-    }
 }
 
 /// A random topic id whose printed form does not start with '-' (as Kafka's
@@ -66,134 +45,128 @@ pub fn random_topic_id() -> Uuid {
     }
 }
 
+/// Live broker ids, sorted.
+fn live(image: &MetadataImage) -> Vec<i32> {
+    image.live_brokers().map(|b| b.node_id).collect()
+}
+
 impl Controller {
-    /// Open the metadata log under `dir` (creating it on first start) and replay it.
-    pub fn open(
-        dir: &Path,
-        node_id: i32,
-        defaults: ControllerDefaults,
-        now_ms: i64,
-    ) -> Result<Self, ControllerError> {
-        let tp = TopicPartition::new(topic::CLUSTER_METADATA, 0);
-        let log_dir = dir.join(tp.dir_name());
-        let log = if log_dir.exists() {
-            // Always re-validate: the metadata log is small and must never be wrong.
-            Log::open(
-                &log_dir,
-                tp,
-                metadata_log_config(),
-                OpenOptions {
-                    clean_shutdown: false,
-                    recovery_point: 0,
-                    log_start_offset: 0,
-                    now_ms,
-                },
-            )?
-        } else {
-            Log::create(dir, tp, [0; 16], metadata_log_config(), now_ms)?
-        };
-        let mut controller = Self {
-            node_id,
-            log,
-            image: MetadataImage::empty(),
-            defaults,
-            placement_start: 0,
-        };
-        controller.replay()?;
-        info!(
-            topics = controller.image.topics.len(),
-            metadata_offset = controller.image.offset,
-            "metadata loaded"
-        );
-        Ok(controller)
+    pub fn new(defaults: ControllerDefaults) -> Self {
+        Self { defaults }
     }
 
-    fn replay(&mut self) -> Result<(), ControllerError> {
-        let end = self.log.log_end_offset();
-        let mut next = self.log.log_start_offset();
-        while next < end {
-            let info = self.log.read(next, 1 << 20, end, true)?;
-            let Some(slice) = info.slice else { break };
-            let mut buf = Vec::new();
-            slice
-                .read_into(&mut buf)
-                .map_err(|e| sluice_storage::LogError::io(self.log.dir(), e))?;
-            for item in BatchIter::new(&buf) {
-                let Ok((header, bytes)) = item else { break };
-                let corrupt = |reason: String| ControllerError::Corrupt {
-                    offset: header.base_offset,
-                    reason,
-                };
-                let records = decode_records(bytes, RecordLimits::default())
-                    .map_err(|e| corrupt(e.to_string()))?;
-                for r in records {
-                    let value = r.value.unwrap_or_default();
-                    let rec = MetadataRecord::decode(&value).map_err(|e| corrupt(e.to_string()))?;
-                    self.image.apply(r.offset, &rec);
-                }
-                next = header.next_offset();
-            }
-        }
-        Ok(())
-    }
-
-    pub fn image(&self) -> &MetadataImage {
-        &self.image
-    }
-
-    pub fn node_id(&self) -> i32 {
-        self.node_id
-    }
-
-    /// Append `records` as one batch (atomically) and apply them.
-    fn commit(&mut self, records: &[MetadataRecord], now_ms: i64) -> Result<(), ControllerError> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let mut builder = BatchBuilder::new(Compression::None);
-        let encoded: Vec<Vec<u8>> = records.iter().map(MetadataRecord::encode).collect();
-        for value in &encoded {
-            builder.append(now_ms, None, Some(value), &[]);
-        }
-        let batch = builder
-            .build(0)
-            .map_err(|e| sluice_storage::LogError::io(self.log.dir(), e))?;
-        let info = self.log.append_as_leader(batch, 0, now_ms)?;
-        for (i, rec) in records.iter().enumerate() {
-            self.image.apply(info.first_offset + i as i64, rec);
-        }
-        Ok(())
-    }
-
-    /// Record this node's registration (once per start, with a fresh incarnation id).
+    /// A (re)registration: a new incarnation gets a new epoch and starts fenced. A broker
+    /// re-registering while it still leads partitions (it restarted faster than its
+    /// session expired) is fenced first so those partitions move or go offline.
     pub fn register_broker(
-        &mut self,
+        &self,
+        image: &MetadataImage,
+        node_id: i32,
+        incarnation_id: Uuid,
         endpoints: Vec<Endpoint>,
         rack: Option<String>,
-        now_ms: i64,
-    ) -> Result<(), ControllerError> {
-        let epoch = self
-            .image
-            .brokers
-            .get(&self.node_id)
-            .map_or(0, |b| b.epoch + 1);
-        let rec = MetadataRecord::RegisterBroker {
-            node_id: self.node_id,
+    ) -> Vec<MetadataRecord> {
+        let mut records = match image.brokers.get(&node_id) {
+            Some(b) if !b.fenced => self.fence_broker(image, node_id),
+            _ => Vec::new(),
+        };
+        let epoch = image.brokers.get(&node_id).map_or(0, |b| b.epoch + 1);
+        records.push(MetadataRecord::RegisterBroker {
+            node_id,
             epoch,
-            incarnation_id: Uuid::new_v4(),
+            incarnation_id,
             endpoints,
             rack,
+            fenced: true,
+        });
+        records
+    }
+
+    fn unclean(&self, image: &MetadataImage, topic: &str) -> bool {
+        image
+            .topic_configs(topic)
+            .get("unclean.leader.election.enable")
+            .map_or(self.defaults.unclean_leader_election, |v| {
+                v.eq_ignore_ascii_case("true")
+            })
+    }
+
+    /// Fence `node_id` (session expired, controlled shutdown, re-registration): it leaves
+    /// every ISR (but never empties one) and each partition it led gets a new leader from
+    /// the ISR, or none.
+    pub fn fence_broker(&self, image: &MetadataImage, node_id: i32) -> Vec<MetadataRecord> {
+        let Some(b) = image.brokers.get(&node_id) else {
+            return Vec::new();
         };
-        self.commit(&[rec], now_ms)
+        let mut records = vec![MetadataRecord::FenceBroker {
+            node_id,
+            epoch: b.epoch,
+        }];
+        let is_live = |r: i32| r != node_id && image.is_live(r);
+        for t in image.topics.values() {
+            let unclean = self.unclean(image, &t.name);
+            for (p, reg) in &t.partitions {
+                if !reg.replicas.contains(&node_id) {
+                    continue;
+                }
+                let isr = isr_without(&reg.isr, node_id);
+                let (leader, isr) = if reg.leader == node_id || reg.leader < 0 {
+                    let e = elect(&reg.replicas, &isr, is_live, unclean);
+                    (e.leader, e.isr)
+                } else {
+                    (reg.leader, isr)
+                };
+                if leader != reg.leader || isr != reg.isr {
+                    records.push(MetadataRecord::PartitionChange {
+                        topic_id: t.id,
+                        partition: *p,
+                        leader,
+                        isr,
+                    });
+                }
+            }
+        }
+        records
+    }
+
+    /// Unfence a caught-up broker and give it the partitions that had no leader and that
+    /// it may lead.
+    pub fn unfence_broker(&self, image: &MetadataImage, node_id: i32) -> Vec<MetadataRecord> {
+        let Some(b) = image.brokers.get(&node_id) else {
+            return Vec::new();
+        };
+        let mut records = vec![MetadataRecord::UnfenceBroker {
+            node_id,
+            epoch: b.epoch,
+        }];
+        let is_live = |r: i32| r == node_id || image.is_live(r);
+        for t in image.topics.values() {
+            let unclean = self.unclean(image, &t.name);
+            for (p, reg) in &t.partitions {
+                if reg.leader >= 0 || !reg.replicas.contains(&node_id) {
+                    continue;
+                }
+                let e = elect(&reg.replicas, &reg.isr, is_live, unclean);
+                if e.leader >= 0 {
+                    records.push(MetadataRecord::PartitionChange {
+                        topic_id: t.id,
+                        partition: *p,
+                        leader: e.leader,
+                        isr: e.isr,
+                    });
+                }
+            }
+        }
+        records
     }
 
     /// CreateTopics: each spec gets its own outcome; valid ones are committed together.
     pub fn create_topics(
-        &mut self,
+        &self,
+        image: &MetadataImage,
         specs: &[CreateTopicSpec],
         validate_only: bool,
-        now_ms: i64,
-    ) -> Result<Vec<Result<CreatedTopic, ApiError>>, ControllerError> {
+    ) -> (Vec<Result<CreatedTopic, ApiError>>, Vec<MetadataRecord>) {
         let mut seen = BTreeMap::<&str, usize>::new();
         for s in specs {
             *seen.entry(s.name.as_str()).or_default() += 1;
@@ -209,21 +182,23 @@ impl Controller {
                 )));
                 continue;
             }
-            let outcome = self.plan_topic(spec, &new_names).map(|(created, recs)| {
-                if !validate_only {
-                    records.extend(recs);
-                }
-                new_names.insert(spec.name.clone());
-                created
-            });
+            let outcome = self
+                .plan_topic(image, spec, &new_names)
+                .map(|(created, recs)| {
+                    if !validate_only {
+                        records.extend(recs);
+                    }
+                    new_names.insert(spec.name.clone());
+                    created
+                });
             outcomes.push(outcome);
         }
-        self.commit(&records, now_ms)?;
-        Ok(outcomes)
+        (outcomes, records)
     }
 
     fn plan_topic(
-        &mut self,
+        &self,
+        image: &MetadataImage,
         spec: &CreateTopicSpec,
         pending: &HashSet<String>,
     ) -> Result<(CreatedTopic, Vec<MetadataRecord>), ApiError> {
@@ -236,15 +211,14 @@ impl Controller {
         }
         topic::validate_name(name)
             .map_err(|m| ApiError::new(ErrorCode::InvalidTopicException, m))?;
-        if self.image.topics.contains_key(name) || pending.contains(name) {
+        if image.topics.contains_key(name) || pending.contains(name) {
             return Err(ApiError::new(
                 ErrorCode::TopicAlreadyExists,
                 format!("Topic '{name}' already exists."),
             ));
         }
         let unified = topic::unify_collision_chars(name);
-        if let Some(other) = self
-            .image
+        if let Some(other) = image
             .topics
             .keys()
             .find(|t| topic::unify_collision_chars(t) == unified)
@@ -256,7 +230,7 @@ impl Controller {
         }
         validate_topic_configs(spec.configs.iter().map(|(k, v)| (k.as_str(), v.as_deref())))
             .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
-        let brokers: Vec<i32> = self.image.brokers.keys().copied().collect();
+        let brokers = live(image);
         let assignments = if spec.assignments.is_empty() {
             let rf =
                 match spec.replication_factor {
@@ -281,13 +255,13 @@ impl Controller {
                 return Err(ApiError::new(
                     ErrorCode::InvalidReplicationFactor,
                     format!(
-                        "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered.",
+                        "Unable to replicate the partition {rf} time(s): The target replication factor of {rf} cannot be reached because only {} broker(s) are registered and unfenced.",
                         brokers.len()
                     ),
                 ));
             }
-            self.placement_start = self.placement_start.wrapping_add(1);
-            placement::place(&brokers, 0, partitions, rf as usize, self.placement_start)
+            let start = placement::random_start(brokers.len());
+            placement::place(&brokers, 0, partitions, rf as usize, start)
         } else {
             if spec.replication_factor != -1 || spec.num_partitions != -1 {
                 return Err(ApiError::new(
@@ -321,22 +295,22 @@ impl Controller {
 
     /// DeleteTopics by name or id. Returns (name, id) of each deleted topic, or an error.
     pub fn delete_topics(
-        &mut self,
+        &self,
+        image: &MetadataImage,
         targets: &[TopicRef],
-        now_ms: i64,
-    ) -> Result<Vec<DeleteOutcome>, ControllerError> {
+    ) -> (Vec<DeleteOutcome>, Vec<MetadataRecord>) {
         let mut records = Vec::new();
         let mut outcomes = Vec::with_capacity(targets.len());
         let mut doomed = HashSet::new();
         for t in targets {
             let found = match t {
-                TopicRef::Name(n) => self.image.topic(n).ok_or_else(|| {
+                TopicRef::Name(n) => image.topic(n).ok_or_else(|| {
                     ApiError::new(
                         ErrorCode::UnknownTopicOrPartition,
                         "This server does not host this topic-partition.",
                     )
                 }),
-                TopicRef::Id(id) => self.image.topic_by_id(id).ok_or_else(|| {
+                TopicRef::Id(id) => image.topic_by_id(id).ok_or_else(|| {
                     ApiError::new(
                         ErrorCode::UnknownTopicId,
                         "This server does not host this topic ID.",
@@ -357,37 +331,36 @@ impl Controller {
             });
             outcomes.push(outcome);
         }
-        self.commit(&records, now_ms)?;
-        Ok(outcomes)
+        (outcomes, records)
     }
 
     /// CreatePartitions: grow `topic` to `count` partitions (never shrink).
     pub fn create_partitions(
-        &mut self,
+        &self,
+        image: &MetadataImage,
         name: &str,
         count: i32,
         assignments: Option<&[Vec<i32>]>,
         validate_only: bool,
-        now_ms: i64,
-    ) -> Result<Result<(), ApiError>, ControllerError> {
-        let Some(topic) = self.image.topic(name) else {
-            return Ok(Err(ApiError::new(
+    ) -> Result<Vec<MetadataRecord>, ApiError> {
+        let Some(topic) = image.topic(name) else {
+            return Err(ApiError::new(
                 ErrorCode::UnknownTopicOrPartition,
                 format!("The topic '{name}' does not exist."),
-            )));
+            ));
         };
         let current = topic.partitions.len() as i32;
         if count == current {
-            return Ok(Err(ApiError::new(
+            return Err(ApiError::new(
                 ErrorCode::InvalidPartitions,
                 format!("Topic already has {current} partitions."),
-            )));
+            ));
         }
         if count < current {
-            return Ok(Err(ApiError::new(
+            return Err(ApiError::new(
                 ErrorCode::InvalidPartitions,
                 format!("The topic {name} currently has {current} partition(s); {count} would not be an increase."),
-            )));
+            ));
         }
         let id = topic.id;
         let rf = topic
@@ -395,111 +368,98 @@ impl Controller {
             .values()
             .next()
             .map_or(1, |p| p.replicas.len());
-        let brokers: Vec<i32> = self.image.brokers.keys().copied().collect();
+        let brokers = live(image);
         let placed = match assignments {
             Some(a) => {
                 if a.len() as i32 != count - current {
-                    return Ok(Err(ApiError::new(
+                    return Err(ApiError::new(
                         ErrorCode::InvalidReplicaAssignment,
                         format!(
                             "Increasing the number of partitions by {} but {} assignments provided.",
                             count - current,
                             a.len()
                         ),
-                    )));
+                    ));
                 }
                 let indexed: Vec<(i32, Vec<i32>)> = a
                     .iter()
                     .enumerate()
                     .map(|(i, r)| (current + i as i32, r.clone()))
                     .collect();
-                match validate_assignment(&indexed, current, &brokers) {
-                    Ok(p) => p,
-                    Err(e) => return Ok(Err(e)),
-                }
+                validate_assignment(&indexed, current, &brokers)?
             }
             None => {
                 if rf > brokers.len() {
-                    return Ok(Err(ApiError::new(
+                    return Err(ApiError::new(
                         ErrorCode::InvalidReplicationFactor,
                         format!("Unable to replicate the partition {rf} time(s): only {} broker(s) are registered.", brokers.len()),
-                    )));
+                    ));
                 }
-                placement::place(&brokers, current, count - current, rf, self.placement_start)
+                let start = placement::random_start(brokers.len());
+                placement::place(&brokers, current, count - current, rf, start)
             }
         };
-        if !validate_only {
-            let records = partition_records(id, current, &placed);
-            self.commit(&records, now_ms)?;
+        if validate_only {
+            return Ok(Vec::new());
         }
-        Ok(Ok(()))
+        Ok(partition_records(id, current, &placed))
     }
 
-    /// Set or remove topic config overrides (already validated by the caller's rules here).
+    /// Set or remove topic config overrides.
     pub fn alter_topic_configs(
-        &mut self,
+        &self,
+        image: &MetadataImage,
         name: &str,
         changes: &[(String, Option<String>)],
         validate_only: bool,
-        now_ms: i64,
-    ) -> Result<Result<(), ApiError>, ControllerError> {
-        if self.image.topic(name).is_none() {
-            return Ok(Err(ApiError::new(
+    ) -> Result<Vec<MetadataRecord>, ApiError> {
+        if image.topic(name).is_none() {
+            return Err(ApiError::new(
                 ErrorCode::UnknownTopicOrPartition,
                 format!("Topic {name} does not exist."),
-            )));
+            ));
         }
         let sets = changes
             .iter()
             .filter_map(|(k, v)| v.as_deref().map(|v| (k.as_str(), Some(v))));
-        if let Err(m) = validate_topic_configs(sets) {
-            return Ok(Err(ApiError::new(ErrorCode::InvalidConfig, m)));
-        }
+        validate_topic_configs(sets).map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
         for (k, _) in changes {
             if sluice_metadata::config::topic_def(k).is_none() {
-                return Ok(Err(ApiError::new(
+                return Err(ApiError::new(
                     ErrorCode::InvalidConfig,
                     format!("Unknown topic config name: {k}"),
-                )));
+                ));
             }
         }
-        if !validate_only {
-            let records: Vec<MetadataRecord> = changes
-                .iter()
-                .map(|(k, v)| MetadataRecord::Config {
-                    resource_type: RESOURCE_TOPIC,
-                    resource_name: name.to_string(),
-                    name: k.clone(),
-                    value: v.clone(),
-                })
-                .collect();
-            self.commit(&records, now_ms)?;
+        if validate_only {
+            return Ok(Vec::new());
         }
-        Ok(Ok(()))
+        Ok(changes
+            .iter()
+            .map(|(k, v)| MetadataRecord::Config {
+                resource_type: RESOURCE_TOPIC,
+                resource_name: name.to_string(),
+                name: k.clone(),
+                value: v.clone(),
+            })
+            .collect())
     }
 
-    /// Hand out `count` producer ids to `node_id`: returns the first of the block.
+    /// Hand out `count` producer ids to `node_id`: the first of the block and its record.
     pub fn allocate_producer_ids(
-        &mut self,
+        &self,
+        image: &MetadataImage,
         node_id: i32,
         count: i64,
-        now_ms: i64,
-    ) -> Result<i64, ControllerError> {
-        let first = self.image.next_producer_id;
-        self.commit(
-            &[MetadataRecord::ProducerIds {
+    ) -> (i64, Vec<MetadataRecord>) {
+        let first = image.next_producer_id;
+        (
+            first,
+            vec![MetadataRecord::ProducerIds {
                 node_id,
                 next_producer_id: first + count,
             }],
-            now_ms,
-        )?;
-        Ok(first)
-    }
-
-    /// Flush and close the metadata log.
-    pub fn shutdown(&mut self, now_ms: i64) -> Result<(), ControllerError> {
-        self.log.close(now_ms)?;
-        Ok(())
+        )
     }
 }
 
@@ -564,22 +524,48 @@ fn validate_assignment(
 mod tests {
     use super::*;
 
-    fn open(dir: &Path) -> Controller {
-        let mut c = Controller::open(
-            dir,
-            0,
-            ControllerDefaults {
-                num_partitions: 2,
-                replication_factor: 1,
-                delete_topic_enable: true,
-            },
-            0,
-        )
-        .unwrap();
-        if c.image().brokers.is_empty() {
-            c.register_broker(vec![], None, 0).unwrap();
+    struct Cluster {
+        c: Controller,
+        image: MetadataImage,
+    }
+
+    impl Cluster {
+        fn new(brokers: &[i32]) -> Self {
+            let mut me = Self {
+                c: Controller::new(ControllerDefaults {
+                    num_partitions: 2,
+                    replication_factor: 1,
+                    delete_topic_enable: true,
+                    unclean_leader_election: false,
+                }),
+                image: MetadataImage::empty(),
+            };
+            for b in brokers {
+                let r =
+                    me.c.register_broker(&me.image, *b, Uuid::new_v4(), vec![], None);
+                me.apply(r);
+                let r = me.c.unfence_broker(&me.image, *b);
+                me.apply(r);
+            }
+            me
         }
-        c
+
+        fn apply(&mut self, records: Vec<MetadataRecord>) {
+            let offset = self.image.offset + 1;
+            for r in &records {
+                self.image.apply(offset, r);
+            }
+        }
+
+        fn create(&mut self, specs: &[CreateTopicSpec]) -> Vec<Result<CreatedTopic, ApiError>> {
+            let (out, records) = self.c.create_topics(&self.image, specs, false);
+            self.apply(records);
+            out
+        }
+
+        fn partition(&self, t: &str, p: i32) -> sluice_metadata::image::PartitionRegistration {
+            self.image.topic(t).unwrap().partitions[&p].clone()
+        }
     }
 
     fn spec(name: &str, partitions: i32, rf: i16) -> CreateTopicSpec {
@@ -592,84 +578,50 @@ mod tests {
     }
 
     #[test]
-    fn create_validate_and_replay() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut c = open(dir.path());
+    fn create_validates_each_topic() {
+        let mut k = Cluster::new(&[0]);
         let mut with_cfg = spec("c", 1, 1);
         with_cfg.configs = vec![("retention.ms".into(), Some("1000".into()))];
-        let out = c
-            .create_topics(
-                &[
-                    spec("a", -1, -1),
-                    spec("b.x", 3, 1),
-                    spec("bad name", 1, 1),
-                    spec("d", 0, 1),
-                    spec("e", 1, 2),
-                    with_cfg,
-                ],
-                false,
-                0,
-            )
-            .unwrap();
+        let out = k.create(&[
+            spec("a", -1, -1),
+            spec("b.x", 3, 1),
+            spec("bad name", 1, 1),
+            spec("d", 0, 1),
+            spec("e", 1, 2),
+            with_cfg,
+        ]);
         assert_eq!(out[0].as_ref().unwrap().num_partitions, 2);
         assert_eq!(out[1].as_ref().unwrap().num_partitions, 3);
-        assert_eq!(
-            out[2].as_ref().unwrap_err().code,
-            ErrorCode::InvalidTopicException
-        );
-        assert_eq!(
-            out[3].as_ref().unwrap_err().code,
-            ErrorCode::InvalidPartitions
-        );
-        assert_eq!(
-            out[4].as_ref().unwrap_err().code,
-            ErrorCode::InvalidReplicationFactor
-        );
+        let code = |i: usize| out[i].as_ref().unwrap_err().code;
+        assert_eq!(code(2), ErrorCode::InvalidTopicException);
+        assert_eq!(code(3), ErrorCode::InvalidPartitions);
+        assert_eq!(code(4), ErrorCode::InvalidReplicationFactor);
         assert!(out[5].is_ok());
-        let again = c
-            .create_topics(
-                &[
-                    spec("a", 1, 1),
-                    spec("b_x", 1, 1),
-                    spec("z", 1, 1),
-                    spec("z", 1, 1),
-                ],
-                true,
-                0,
-            )
-            .unwrap();
-        assert_eq!(
-            again[0].as_ref().unwrap_err().code,
-            ErrorCode::TopicAlreadyExists
+        let (again, records) = k.c.create_topics(
+            &k.image,
+            &[
+                spec("a", 1, 1),
+                spec("b_x", 1, 1),
+                spec("z", 1, 1),
+                spec("z", 1, 1),
+            ],
+            true,
         );
-        assert_eq!(
-            again[1].as_ref().unwrap_err().code,
-            ErrorCode::InvalidTopicException
-        );
-        assert_eq!(
-            again[2].as_ref().unwrap_err().code,
-            ErrorCode::InvalidRequest
-        );
+        assert!(records.is_empty(), "validate_only writes nothing");
+        let code = |i: usize| again[i].as_ref().unwrap_err().code;
+        assert_eq!(code(0), ErrorCode::TopicAlreadyExists);
+        assert_eq!(code(1), ErrorCode::InvalidTopicException);
+        assert_eq!(code(2), ErrorCode::InvalidRequest);
         let bad_cfg = CreateTopicSpec {
             configs: vec![("nope".into(), Some("1".into()))],
             ..spec("q", 1, 1)
         };
         assert_eq!(
-            c.create_topics(&[bad_cfg], false, 0).unwrap()[0]
-                .as_ref()
-                .unwrap_err()
-                .code,
+            k.create(&[bad_cfg])[0].as_ref().unwrap_err().code,
             ErrorCode::InvalidConfig
         );
-        // validate_only wrote nothing.
-        assert!(c.image().topic("z").is_none());
-        let image = c.image().clone();
-        c.shutdown(0).unwrap();
-        drop(c);
-        let c = open(dir.path());
-        assert_eq!(c.image().topics, image.topics);
         assert_eq!(
-            c.image()
+            k.image
                 .topic_configs("c")
                 .get("retention.ms")
                 .map(String::as_str),
@@ -678,66 +630,138 @@ mod tests {
     }
 
     #[test]
+    fn replication_factor_counts_only_live_brokers() {
+        let mut k = Cluster::new(&[1, 2, 3]);
+        let out = k.create(&[spec("t", 6, 3)]);
+        assert_eq!(out[0].as_ref().unwrap().replication_factor, 3);
+        let mut leaders: Vec<i32> = (0..6).map(|p| k.partition("t", p).leader).collect();
+        leaders.sort_unstable();
+        assert_eq!(leaders, vec![1, 1, 2, 2, 3, 3]);
+        let r = k.c.fence_broker(&k.image, 3);
+        k.apply(r);
+        let out = k.create(&[spec("u", 1, 3)]);
+        assert_eq!(
+            out[0].as_ref().unwrap_err().code,
+            ErrorCode::InvalidReplicationFactor
+        );
+        assert!(k.create(&[spec("u", 1, 2)])[0].is_ok());
+        for r in &k.partition("u", 0).replicas {
+            assert_ne!(*r, 3, "fenced brokers get no new replicas");
+        }
+    }
+
+    #[test]
+    fn fencing_moves_leaders_within_the_isr_and_unfencing_restores_offline_ones() {
+        let mut k = Cluster::new(&[1, 2, 3]);
+        k.create(&[spec("t", 3, 3), spec("single", 3, 1)]);
+        let led_by_2: Vec<i32> = (0..3)
+            .filter(|p| k.partition("t", *p).leader == 2)
+            .collect();
+        assert_eq!(led_by_2.len(), 1);
+        let before = k.partition("t", led_by_2[0]);
+        let r = k.c.fence_broker(&k.image, 2);
+        k.apply(r);
+        assert!(!k.image.is_live(2));
+        for p in 0..3 {
+            let reg = k.partition("t", p);
+            assert_ne!(reg.leader, 2);
+            assert!(reg.leader >= 0 && !reg.isr.contains(&2));
+        }
+        let after = k.partition("t", led_by_2[0]);
+        assert_eq!(after.leader_epoch, before.leader_epoch + 1);
+        let single = (0..3)
+            .map(|p| k.partition("single", p))
+            .find(|r| r.replicas == [2])
+            .unwrap();
+        assert_eq!((single.leader, single.isr.clone()), (-1, vec![2]));
+        // Back: the offline single-replica partition gets its leader again.
+        let r = k.c.unfence_broker(&k.image, 2);
+        k.apply(r);
+        let single = (0..3)
+            .map(|p| k.partition("single", p))
+            .find(|r| r.replicas == [2])
+            .unwrap();
+        assert_eq!(single.leader, 2);
+        assert_eq!(single.leader_epoch, 2);
+    }
+
+    #[test]
+    fn unclean_election_is_a_topic_config() {
+        let mut k = Cluster::new(&[1, 2]);
+        let assign = |name: &str| CreateTopicSpec {
+            name: name.into(),
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: vec![(0, vec![1, 2])],
+            configs: vec![],
+        };
+        let mut unclean = assign("u");
+        unclean.configs = vec![("unclean.leader.election.enable".into(), Some("true".into()))];
+        k.create(&[assign("c"), unclean]);
+        // Broker 2 falls out of the ISRs, then broker 1 dies.
+        let r = k.c.fence_broker(&k.image, 2);
+        k.apply(r);
+        let r = k.c.unfence_broker(&k.image, 2);
+        k.apply(r);
+        assert_eq!(k.partition("c", 0).isr, vec![1]);
+        let r = k.c.fence_broker(&k.image, 1);
+        k.apply(r);
+        assert_eq!(k.partition("c", 0).leader, -1);
+        let u = k.partition("u", 0);
+        assert_eq!((u.leader, u.isr), (2, vec![2]));
+    }
+
+    #[test]
+    fn reregistering_a_live_broker_fences_it_first() {
+        let mut k = Cluster::new(&[1]);
+        k.create(&[spec("t", 1, 1)]);
+        let r =
+            k.c.register_broker(&k.image, 1, Uuid::new_v4(), vec![], None);
+        assert!(matches!(r[0], MetadataRecord::FenceBroker { epoch: 0, .. }));
+        k.apply(r);
+        let b = &k.image.brokers[&1];
+        assert!(b.fenced && b.epoch == 1);
+        assert_eq!(k.partition("t", 0).leader, -1);
+    }
+
+    #[test]
     fn partitions_grow_only_and_topics_delete() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut c = open(dir.path());
-        c.create_topics(&[spec("t", 2, 1)], false, 0).unwrap();
+        let mut k = Cluster::new(&[0]);
+        k.create(&[spec("t", 2, 1)]);
+        let grow = |k: &Cluster, n, a: Option<&[Vec<i32>]>| {
+            k.c.create_partitions(&k.image, "t", n, a, false)
+        };
         assert_eq!(
-            c.create_partitions("t", 1, None, false, 0)
-                .unwrap()
-                .unwrap_err()
-                .code,
+            grow(&k, 1, None).unwrap_err().code,
             ErrorCode::InvalidPartitions
         );
         assert_eq!(
-            c.create_partitions("t", 2, None, false, 0)
-                .unwrap()
-                .unwrap_err()
-                .code,
+            grow(&k, 2, None).unwrap_err().code,
             ErrorCode::InvalidPartitions
         );
         assert_eq!(
-            c.create_partitions("nope", 3, None, false, 0)
-                .unwrap()
+            k.c.create_partitions(&k.image, "nope", 3, None, false)
                 .unwrap_err()
                 .code,
             ErrorCode::UnknownTopicOrPartition
         );
-        c.create_partitions("t", 4, None, false, 0)
-            .unwrap()
-            .unwrap();
-        assert_eq!(c.image().topic("t").unwrap().partitions.len(), 4);
-        let bad = [vec![7]];
+        let r = grow(&k, 4, None).unwrap();
+        k.apply(r);
+        assert_eq!(k.image.topic("t").unwrap().partitions.len(), 4);
         assert_eq!(
-            c.create_partitions("t", 5, Some(&bad), false, 0)
-                .unwrap()
-                .unwrap_err()
-                .code,
+            grow(&k, 5, Some(&[vec![7]])).unwrap_err().code,
             ErrorCode::InvalidReplicaAssignment
         );
-        let out = c
-            .delete_topics(
-                &[TopicRef::Name("t".into()), TopicRef::Name("t2".into())],
-                0,
-            )
-            .unwrap();
+        let (out, r) = k.c.delete_topics(
+            &k.image,
+            &[TopicRef::Name("t".into()), TopicRef::Name("t2".into())],
+        );
+        k.apply(r);
         assert!(out[0].is_ok());
         assert_eq!(
             out[1].as_ref().unwrap_err().code,
             ErrorCode::UnknownTopicOrPartition
         );
-        assert!(c.image().topics.is_empty());
-    }
-
-    #[test]
-    fn producer_id_blocks_never_overlap_across_restarts() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut c = open(dir.path());
-        assert_eq!(c.allocate_producer_ids(0, 1000, 0).unwrap(), 0);
-        assert_eq!(c.allocate_producer_ids(0, 1000, 0).unwrap(), 1000);
-        c.shutdown(0).unwrap();
-        drop(c);
-        let mut c = open(dir.path());
-        assert_eq!(c.allocate_producer_ids(0, 1000, 0).unwrap(), 2000);
+        assert!(k.image.topics.is_empty());
     }
 }

@@ -1,19 +1,25 @@
-//! The controller: the only writer of cluster metadata. It validates requests that change
-//! metadata (create/delete topics, add partitions, register brokers, alter configs), turns
-//! them into [`MetadataRecord`]s, appends them to the metadata log `__cluster_metadata-0`
-//! and applies them to its [`MetadataImage`].
+//! The controller: the only writer of cluster metadata, run by a Raft quorum of controller
+//! nodes (KRaft's design, on `openraft`).
 //!
 //! # Layout
-//! - [`controller`]: [`Controller`], single-voter quorum: append = commit. The metadata log
-//!   uses the same segment format as partitions (one batch per controller write, so each
-//!   write is atomic); replay at startup rebuilds the image.
-//! - [`placement`]: replica placement for new partitions.
+//! - [`controller`]: [`Controller`], the pure planner: request + image -> outcome + records.
+//! - [`placement`], [`election`]: pure replica placement and leader election.
+//! - [`quorum`]: [`QuorumController`], a controller node: Raft, the active controller's
+//!   duties (writes, broker liveness), the controller listener.
+//! - [`raft`]: openraft glue — storage in `__cluster_metadata-0`, snapshots, RPCs.
+//! - [`rpc`]: what brokers send controllers; [`wire`]: the binary codec both use.
 //! - [`error`]: [`ApiError`], a Kafka error code plus message for a single topic/partition.
 
 pub mod controller;
+pub mod election;
 pub mod error;
 pub mod placement;
+pub mod quorum;
+pub mod raft;
+pub mod rpc;
+pub mod wire;
 
 pub use controller::{Controller, ControllerDefaults, CreateTopicSpec, CreatedTopic, TopicRef};
 pub use error::{ApiError, ControllerError};
+pub use quorum::{QuorumConfig, QuorumController};
 pub use sluice_metadata::{MetadataImage, MetadataRecord};

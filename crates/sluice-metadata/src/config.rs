@@ -536,6 +536,41 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "host:port of controllers to bootstrap from.",
     ),
     def(
+        "broker.session.timeout.ms",
+        T::Int,
+        Some("9000"),
+        AtLeast(1),
+        "A broker that has not heartbeated for this long is fenced.",
+    ),
+    def(
+        "broker.heartbeat.interval.ms",
+        T::Int,
+        Some("2000"),
+        AtLeast(1),
+        "How often a broker heartbeats to the active controller.",
+    ),
+    def(
+        "controller.quorum.election.timeout.ms",
+        T::Int,
+        Some("1000"),
+        AtLeast(1),
+        "How long a voter waits for the leader before starting an election.",
+    ),
+    def(
+        "metadata.log.segment.bytes",
+        T::Int,
+        Some("1073741824"),
+        AtLeast(1024),
+        "Segment size of the metadata log.",
+    ),
+    def(
+        "metadata.log.max.record.bytes.between.snapshots",
+        T::Long,
+        Some("20971520"),
+        AtLeast(1),
+        "Metadata log bytes between snapshots (counted as 1 KiB per entry).",
+    ),
+    def(
         "inter.broker.listener.name",
         T::String,
         None,
@@ -1275,6 +1310,56 @@ impl BrokerConfig {
                 message: "at least one listener is required".into(),
             });
         }
+        let (broker, controller) = self.roles();
+        let voters = self.quorum_voters().map_err(|message| ConfigError {
+            key: "controller.quorum.voters".into(),
+            message,
+        })?;
+        let names = self.controller_listener_names();
+        let err = |key: &str, message: String| ConfigError {
+            key: key.into(),
+            message,
+        };
+        if self.explicit("process.roles").is_some() || !voters.is_empty() {
+            let bootstrap = self
+                .value("controller.quorum.bootstrap.servers")
+                .unwrap_or_default();
+            if voters.is_empty() && (controller || bootstrap.trim().is_empty()) {
+                return Err(err(
+                    "controller.quorum.voters",
+                    "a multi-node cluster needs controller.quorum.voters (id@host:port,...); controller.quorum.bootstrap.servers alone (a dynamic quorum) is not supported".into(),
+                ));
+            }
+            if controller {
+                if names.is_empty() {
+                    return Err(err(
+                        "controller.listener.names",
+                        "is required when process.roles includes controller".into(),
+                    ));
+                }
+                if !self.listeners().iter().any(|l| names.contains(&l.name)) {
+                    return Err(err(
+                        "listeners",
+                        format!("must include the controller listener {}", names.join(",")),
+                    ));
+                }
+                if !voters.iter().any(|(id, _)| *id == self.node_id()) {
+                    return Err(err(
+                        "controller.quorum.voters",
+                        format!(
+                            "node.id={} has the controller role but is not a voter",
+                            self.node_id()
+                        ),
+                    ));
+                }
+            }
+            if broker && !self.listeners().iter().any(|l| !names.contains(&l.name)) {
+                return Err(err(
+                    "listeners",
+                    "a broker needs a listener that is not a controller listener".into(),
+                ));
+            }
+        }
         if self.log_dirs().len() != 1 {
             return Err(ConfigError {
                 key: "log.dirs".into(),
@@ -1326,15 +1411,59 @@ impl BrokerConfig {
         }
     }
 
+    pub fn roles(&self) -> (bool, bool) {
+        let v = self.value("process.roles").unwrap_or_default();
+        let has = |r: &str| v.split(',').any(|x| x.trim() == r);
+        (has("broker"), has("controller"))
+    }
+
+    /// `controller.quorum.voters` as (id, host:port).
+    pub fn quorum_voters(&self) -> Result<Vec<(i32, String)>, String> {
+        let v = self.value("controller.quorum.voters").unwrap_or_default();
+        v.split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .map(|item| {
+                let (id, addr) = item
+                    .split_once('@')
+                    .ok_or_else(|| format!("'{item}' is not id@host:port"))?;
+                let id: i32 = id
+                    .trim()
+                    .parse()
+                    .map_err(|_| format!("'{item}' has no numeric id"))?;
+                if !addr.contains(':') || id < 0 {
+                    return Err(format!("'{item}' is not id@host:port"));
+                }
+                Ok((id, addr.trim().to_string()))
+            })
+            .collect()
+    }
+
+    /// `controller.listener.names`.
+    pub fn controller_listener_names(&self) -> Vec<String> {
+        self.value("controller.listener.names")
+            .unwrap_or_default()
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect()
+    }
+
     pub fn listeners(&self) -> Vec<Listener> {
         parse_listeners(&self.value("listeners").unwrap_or_default()).unwrap_or_default()
     }
 
+    /// What clients are told: advertised listeners (or listeners), without the
+    /// controller listeners.
     pub fn advertised_listeners(&self) -> Vec<Listener> {
+        let controller = self.controller_listener_names();
         match self.explicit("advertised.listeners") {
             Some(v) => parse_listeners(v).unwrap_or_default(),
             None => self.listeners(),
         }
+        .into_iter()
+        .filter(|l| !controller.contains(&l.name))
+        .collect()
     }
 
     pub fn log_dirs(&self) -> Vec<PathBuf> {

@@ -19,6 +19,9 @@ pub struct BrokerRegistration {
     pub incarnation_id: Uuid,
     pub endpoints: Vec<Endpoint>,
     pub rack: Option<String>,
+    /// Fenced brokers are registered but not live: they lead nothing and clients do not
+    /// see them.
+    pub fenced: bool,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -68,6 +71,7 @@ impl MetadataImage {
                 incarnation_id,
                 endpoints,
                 rack,
+                fenced,
             } => {
                 self.brokers.insert(
                     *node_id,
@@ -77,8 +81,36 @@ impl MetadataImage {
                         incarnation_id: *incarnation_id,
                         endpoints: endpoints.clone(),
                         rack: rack.clone(),
+                        fenced: *fenced,
                     },
                 );
+            }
+            MetadataRecord::FenceBroker { node_id, epoch }
+            | MetadataRecord::UnfenceBroker { node_id, epoch } => {
+                let fence = matches!(record, MetadataRecord::FenceBroker { .. });
+                if let Some(b) = self.brokers.get_mut(node_id).filter(|b| b.epoch == *epoch) {
+                    b.fenced = fence;
+                }
+            }
+            MetadataRecord::PartitionChange {
+                topic_id,
+                partition,
+                leader,
+                isr,
+            } => {
+                if let Some(p) = self
+                    .topic_names
+                    .get(topic_id)
+                    .and_then(|n| self.topics.get_mut(n))
+                    .and_then(|t| t.partitions.get_mut(partition))
+                {
+                    if p.leader != *leader {
+                        p.leader_epoch += 1;
+                    }
+                    p.leader = *leader;
+                    p.isr = isr.clone();
+                    p.partition_epoch += 1;
+                }
             }
             MetadataRecord::Topic { name, id } => {
                 self.topic_names.insert(*id, name.clone());
@@ -149,6 +181,64 @@ impl MetadataImage {
                 }
             }
         }
+    }
+
+    /// Brokers that are registered and not fenced.
+    pub fn is_live(&self, node_id: i32) -> bool {
+        self.brokers.get(&node_id).is_some_and(|b| !b.fenced)
+    }
+
+    pub fn live_brokers(&self) -> impl Iterator<Item = &BrokerRegistration> {
+        self.brokers.values().filter(|b| !b.fenced)
+    }
+
+    /// The records that rebuild this image from empty (a snapshot's contents).
+    pub fn to_records(&self) -> Vec<MetadataRecord> {
+        let mut out = Vec::new();
+        for b in self.brokers.values() {
+            out.push(MetadataRecord::RegisterBroker {
+                node_id: b.node_id,
+                epoch: b.epoch,
+                incarnation_id: b.incarnation_id,
+                endpoints: b.endpoints.clone(),
+                rack: b.rack.clone(),
+                fenced: b.fenced,
+            });
+        }
+        for t in self.topics.values() {
+            out.push(MetadataRecord::Topic {
+                name: t.name.clone(),
+                id: t.id,
+            });
+            for (p, reg) in &t.partitions {
+                out.push(MetadataRecord::Partition {
+                    topic_id: t.id,
+                    partition: *p,
+                    replicas: reg.replicas.clone(),
+                    isr: reg.isr.clone(),
+                    leader: reg.leader,
+                    leader_epoch: reg.leader_epoch,
+                    partition_epoch: reg.partition_epoch,
+                });
+            }
+        }
+        for ((resource_type, resource_name), entries) in &self.configs {
+            for (name, value) in entries {
+                out.push(MetadataRecord::Config {
+                    resource_type: *resource_type,
+                    resource_name: resource_name.clone(),
+                    name: name.clone(),
+                    value: Some(value.clone()),
+                });
+            }
+        }
+        if self.next_producer_id > 0 {
+            out.push(MetadataRecord::ProducerIds {
+                node_id: -1,
+                next_producer_id: self.next_producer_id,
+            });
+        }
+        out
     }
 
     pub fn topic(&self, name: &str) -> Option<&TopicImage> {
@@ -257,5 +347,82 @@ mod tests {
         let d = PartitionDelta::between(&a, &b);
         assert_eq!(d.deleted, vec![("t".to_string(), id, vec![0])]);
         assert!(b.topics.is_empty() && b.configs.is_empty());
+    }
+
+    #[test]
+    fn fencing_partition_changes_and_snapshot_records() {
+        let id = Uuid::from_bytes([5; 16]);
+        let mut a = MetadataImage::empty();
+        let recs = [
+            MetadataRecord::RegisterBroker {
+                node_id: 1,
+                epoch: 3,
+                incarnation_id: Uuid::from_bytes([1; 16]),
+                endpoints: vec![],
+                rack: None,
+                fenced: true,
+            },
+            MetadataRecord::Topic {
+                name: "t".into(),
+                id,
+            },
+            MetadataRecord::Partition {
+                topic_id: id,
+                partition: 0,
+                replicas: vec![1, 2],
+                isr: vec![1, 2],
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+            },
+            MetadataRecord::Config {
+                resource_type: RESOURCE_TOPIC,
+                resource_name: "t".into(),
+                name: "retention.ms".into(),
+                value: Some("1".into()),
+            },
+            MetadataRecord::ProducerIds {
+                node_id: 1,
+                next_producer_id: 1000,
+            },
+        ];
+        for (i, r) in recs.iter().enumerate() {
+            a.apply(i as i64, r);
+        }
+        assert!(!a.is_live(1));
+        // An unfence for an older registration is ignored.
+        a.apply(
+            5,
+            &MetadataRecord::UnfenceBroker {
+                node_id: 1,
+                epoch: 2,
+            },
+        );
+        assert!(!a.is_live(1));
+        a.apply(
+            6,
+            &MetadataRecord::UnfenceBroker {
+                node_id: 1,
+                epoch: 3,
+            },
+        );
+        assert!(a.is_live(1));
+        let change = |leader, isr: Vec<i32>| MetadataRecord::PartitionChange {
+            topic_id: id,
+            partition: 0,
+            leader,
+            isr,
+        };
+        a.apply(7, &change(1, vec![1]));
+        let p = &a.topic("t").unwrap().partitions[&0];
+        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (1, 0, 1));
+        a.apply(8, &change(2, vec![2]));
+        let p = &a.topic("t").unwrap().partitions[&0];
+        assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (2, 1, 2));
+        let mut rebuilt = MetadataImage::empty();
+        for r in a.to_records() {
+            rebuilt.apply(8, &r);
+        }
+        assert_eq!(rebuilt, a);
     }
 }

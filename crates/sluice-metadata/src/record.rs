@@ -25,6 +25,20 @@ pub enum MetadataRecord {
         incarnation_id: Uuid,
         endpoints: Vec<Endpoint>,
         rack: Option<String>,
+        /// A fresh registration is fenced until the broker has caught up with the log.
+        fenced: bool,
+    },
+    /// The broker missed its session, shut down, or re-registered: it leads nothing.
+    FenceBroker { node_id: i32, epoch: i64 },
+    /// The broker caught up with the metadata log and may lead partitions.
+    UnfenceBroker { node_id: i32, epoch: i64 },
+    /// A partition's leader and/or ISR changed; the leader epoch moves when the leader
+    /// does, the partition epoch on every change.
+    PartitionChange {
+        topic_id: Uuid,
+        partition: i32,
+        leader: i32,
+        isr: Vec<i32>,
     },
     /// A topic was created.
     Topic { name: String, id: Uuid },
@@ -168,8 +182,9 @@ impl MetadataRecord {
                 incarnation_id,
                 endpoints,
                 rack,
+                fenced,
             } => {
-                w.0.extend_from_slice(&[1, 0]);
+                w.0.extend_from_slice(&[1, 1]);
                 w.i32(*node_id);
                 w.i64(*epoch);
                 w.uuid(incarnation_id);
@@ -180,6 +195,29 @@ impl MetadataRecord {
                     w.u16(e.port);
                 }
                 w.opt_str(rack.as_deref());
+                w.i8(i8::from(*fenced));
+            }
+            MetadataRecord::FenceBroker { node_id, epoch } => {
+                w.0.extend_from_slice(&[7, 0]);
+                w.i32(*node_id);
+                w.i64(*epoch);
+            }
+            MetadataRecord::UnfenceBroker { node_id, epoch } => {
+                w.0.extend_from_slice(&[8, 0]);
+                w.i32(*node_id);
+                w.i64(*epoch);
+            }
+            MetadataRecord::PartitionChange {
+                topic_id,
+                partition,
+                leader,
+                isr,
+            } => {
+                w.0.extend_from_slice(&[9, 0]);
+                w.uuid(topic_id);
+                w.i32(*partition);
+                w.i32(*leader);
+                w.ints(isr);
             }
             MetadataRecord::Topic { name, id } => {
                 w.0.extend_from_slice(&[2, 0]);
@@ -236,7 +274,7 @@ impl MetadataRecord {
         let mut r = Reader { buf };
         let (ty, version) = (r.u8()?, r.u8()?);
         let rec = match (ty, version) {
-            (1, 0) => {
+            (1, v @ (0 | 1)) => {
                 let node_id = r.i32()?;
                 let epoch = r.i64()?;
                 let incarnation_id = r.uuid()?;
@@ -252,14 +290,32 @@ impl MetadataRecord {
                         port: r.u16()?,
                     });
                 }
+                let rack = r.opt_str()?;
+                // Version 0 predates fencing: those brokers were registered live.
+                let fenced = v == 1 && r.u8()? != 0;
                 MetadataRecord::RegisterBroker {
                     node_id,
                     epoch,
                     incarnation_id,
                     endpoints,
-                    rack: r.opt_str()?,
+                    rack,
+                    fenced,
                 }
             }
+            (7, 0) => MetadataRecord::FenceBroker {
+                node_id: r.i32()?,
+                epoch: r.i64()?,
+            },
+            (8, 0) => MetadataRecord::UnfenceBroker {
+                node_id: r.i32()?,
+                epoch: r.i64()?,
+            },
+            (9, 0) => MetadataRecord::PartitionChange {
+                topic_id: r.uuid()?,
+                partition: r.i32()?,
+                leader: r.i32()?,
+                isr: r.ints()?,
+            },
             (2, 0) => MetadataRecord::Topic {
                 name: r.str()?,
                 id: r.uuid()?,
@@ -311,6 +367,21 @@ mod tests {
                     port: 9092,
                 }],
                 rack: None,
+                fenced: true,
+            },
+            MetadataRecord::FenceBroker {
+                node_id: 1,
+                epoch: 7,
+            },
+            MetadataRecord::UnfenceBroker {
+                node_id: 1,
+                epoch: 7,
+            },
+            MetadataRecord::PartitionChange {
+                topic_id: Uuid::from_bytes([1; 16]),
+                partition: 2,
+                leader: -1,
+                isr: vec![2],
             },
             MetadataRecord::Topic {
                 name: "t".into(),
@@ -351,8 +422,8 @@ mod tests {
             }
         }
         assert_eq!(
-            MetadataRecord::decode(&[9, 0]),
-            Err(RecordError::UnknownType(9, 0))
+            MetadataRecord::decode(&[99, 0]),
+            Err(RecordError::UnknownType(99, 0))
         );
     }
 }

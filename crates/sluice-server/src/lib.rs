@@ -3,12 +3,12 @@
 //!
 //! # Layout
 //! - [`node`]: [`Node::start`] / [`Node::shutdown`]: startup sequence, tasks, clean shutdown.
-//! - [`local_controller`]: the broker's [`sluice_broker::controller_api::ControllerApi`] over
-//!   the in-process controller, publishing each committed change to the broker.
+//! - [`controller_client`]: the broker's [`sluice_broker::controller_api::ControllerApi`]:
+//!   requests forwarded to the active controller, heartbeats, metadata fetching.
 //! - [`settings`]: building a [`sluice_metadata::BrokerConfig`] from a properties file,
 //!   `SLUICE_*` environment variables and `--override` flags.
 
-pub mod local_controller;
+pub mod controller_client;
 pub mod node;
 pub mod settings;
 

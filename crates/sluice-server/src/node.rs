@@ -1,11 +1,14 @@
-//! [`Node`]: one Sluice process (broker and controller roles combined).
+//! [`Node`]: one Sluice process with the broker and/or controller role (`process.roles`).
 //!
-//! Startup: identity (`meta.properties`), controller replay of the metadata log, listeners
-//! bound (port 0 picks a free port, and the real port is what gets advertised), broker
-//! registration, logs loaded and recovered, then connections accepted. Shutdown reverses it:
+//! Startup: identity (`meta.properties`), listeners bound (port 0 picks a free port, and the
+//! real port is what gets advertised), the controller quorum member (controller role), then
+//! for the broker role: registration through heartbeats until the active controller has
+//! unfenced this broker (its metadata caught up), logs loaded and recovered, then client
+//! connections accepted. Shutdown reverses it: controlled shutdown (leaderships move away),
 //! stop accepting, let in-flight requests finish, stop the chores, close every log (flush,
-//! checkpoints, clean-shutdown marker), close the metadata log.
+//! checkpoints, clean-shutdown marker), stop the quorum member.
 
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -16,7 +19,8 @@ use sluice_broker::handlers::HandlerTable;
 use sluice_broker::metadata_cache::{MetadataCache, MetadataPublisher};
 use sluice_broker::network::{self, NetworkLimits};
 use sluice_broker::{now_ms, Broker, ReplicaManager};
-use sluice_controller::{Controller, ControllerDefaults, ControllerError};
+use sluice_controller::rpc::Heartbeat;
+use sluice_controller::{ControllerDefaults, QuorumConfig, QuorumController};
 use sluice_metadata::config::BrokerConfig;
 use sluice_metadata::record::Endpoint;
 use sluice_metadata::{MetadataImage, Uuid};
@@ -27,7 +31,7 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
-use crate::local_controller::LocalController;
+use crate::controller_client::{controlled_shutdown, fetch_loop, heartbeat_loop, ControllerClient};
 
 #[derive(Debug, Error)]
 pub enum NodeError {
@@ -35,8 +39,8 @@ pub enum NodeError {
     Identity(String),
     #[error("storage: {0}")]
     Storage(#[from] LogError),
-    #[error("controller: {0}")]
-    Controller(#[from] ControllerError),
+    #[error("controller quorum: {0}")]
+    Quorum(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -59,9 +63,18 @@ pub struct Node {
     shutdown_tx: watch::Sender<bool>,
     servers: Vec<JoinHandle<()>>,
     chores: JoinHandle<()>,
+    broker: Option<BrokerParts>,
+    quorum: Option<Arc<QuorumController>>,
+}
+
+/// What the broker role adds.
+struct BrokerParts {
     replicas: Arc<ReplicaManager>,
-    controller: Arc<LocalController>,
     groups: Arc<GroupCoordinator>,
+    client: Arc<ControllerClient>,
+    heartbeat: Heartbeat,
+    heartbeat_stop: watch::Sender<bool>,
+    heartbeats: JoinHandle<()>,
 }
 
 /// Read or create this directory's identity.
@@ -164,6 +177,7 @@ impl Node {
         let started = std::time::Instant::now();
         let config = Arc::new(config);
         let node_id = config.node_id();
+        let (is_broker, is_controller) = config.roles();
         let data_dir = config
             .log_dirs()
             .into_iter()
@@ -173,18 +187,153 @@ impl Node {
         let metadata_dir = config
             .explicit("metadata.log.dir")
             .map_or_else(|| data_dir.clone(), PathBuf::from);
-        let now = now_ms();
-        let defaults = ControllerDefaults {
-            num_partitions: config.num_partitions(),
-            replication_factor: config.default_replication_factor(),
-            delete_topic_enable: config.delete_topic_enable(),
-        };
-        let mut controller = Controller::open(&metadata_dir, node_id, defaults, now)?;
+        let voters = config.quorum_voters().map_err(NodeError::Identity)?;
+        let controller_names = config.controller_listener_names();
         let bound = bind_listeners(&config).await?;
         let listeners: Vec<BoundListener> = bound.iter().map(|(b, _)| b.clone()).collect();
-        let rack = config.explicit("broker.rack").map(str::to_owned);
-        controller.register_broker(advertised(&config, &listeners), rack, now)?;
+        let (shutdown_tx, shutdown_rx) = watch::channel(false);
+        let (controller_bound, kafka_bound): (Vec<_>, Vec<_>) = bound
+            .into_iter()
+            .partition(|(b, _)| controller_names.contains(&b.name));
 
+        // The controller role: a voter of the metadata quorum. With no voters configured
+        // this is the standalone single-node quorum of `sluice server` (no network).
+        let quorum = if is_controller {
+            let voter_map: BTreeMap<u64, String> = if voters.is_empty() {
+                BTreeMap::from([(node_id as u64, String::new())])
+            } else {
+                voters
+                    .iter()
+                    .map(|(id, a)| (*id as u64, a.clone()))
+                    .collect()
+            };
+            let number = |k: &str| config.number(k);
+            let q = QuorumController::start(QuorumConfig {
+                node_id,
+                voters: voter_map,
+                dir: metadata_dir.clone(),
+                segment_bytes: number("metadata.log.segment.bytes").max(1024) as u64,
+                snapshot_every: (number("metadata.log.max.record.bytes.between.snapshots") / 1024)
+                    .max(1) as u64,
+                session_timeout_ms: number("broker.session.timeout.ms").max(1) as u64,
+                election_timeout_ms: number("controller.quorum.election.timeout.ms").max(1) as u64,
+                defaults: ControllerDefaults {
+                    num_partitions: config.num_partitions(),
+                    replication_factor: config.default_replication_factor(),
+                    delete_topic_enable: config.delete_topic_enable(),
+                    unclean_leader_election: config
+                        .value("unclean.leader.election.enable")
+                        .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+                },
+            })
+            .await
+            .map_err(NodeError::Quorum)?;
+            for (_, listener) in controller_bound {
+                tokio::spawn(Arc::clone(&q).serve(listener, shutdown_rx.clone()));
+            }
+            q.spawn_liveness(shutdown_rx.clone());
+            Some(q)
+        } else {
+            None
+        };
+
+        let shown: Vec<String> = listeners
+            .iter()
+            .map(|l| format!("{}://{}", l.name, l.addr))
+            .collect();
+        if !is_broker {
+            info!(
+                node_id,
+                startup_ms = started.elapsed().as_millis() as u64,
+                "Sluice controller {node_id} listening on {} (data in {})",
+                shown.join(","),
+                metadata_dir.display()
+            );
+            return Ok(Node {
+                node_id,
+                cluster_id: meta.cluster_id,
+                data_dir,
+                listeners,
+                shutdown_tx,
+                servers: Vec::new(),
+                chores: tokio::spawn(async {}),
+                broker: None,
+                quorum,
+            });
+        }
+
+        let cache = Arc::new(MetadataCache::new(MetadataImage::empty()));
+        let mut bootstrap: Vec<String> = voters.iter().map(|(_, a)| a.clone()).collect();
+        if bootstrap.is_empty() {
+            bootstrap = config
+                .value("controller.quorum.bootstrap.servers")
+                .unwrap_or_default()
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect();
+        }
+        let client = ControllerClient::new(
+            node_id,
+            quorum.clone(),
+            bootstrap,
+            voters.iter().cloned().collect::<HashMap<i32, String>>(),
+            Arc::clone(&cache),
+        );
+        let images = match &quorum {
+            Some(q) => q.images(),
+            None => {
+                let (tx, rx) = watch::channel(Arc::new(MetadataImage::empty()));
+                tokio::spawn(fetch_loop(Arc::clone(&client), tx, shutdown_rx.clone()));
+                rx
+            }
+        };
+        let heartbeat = Heartbeat {
+            node_id,
+            incarnation_id: Uuid::new_v4(),
+            endpoints: advertised(&config, &listeners),
+            rack: config.explicit("broker.rack").map(str::to_owned),
+            metadata_offset: -1,
+            want_shutdown: false,
+        };
+        let (fenced_tx, mut fenced_rx) = watch::channel(true);
+        // Heartbeats stop before the controlled shutdown, so none can undo it.
+        let (heartbeat_stop, heartbeat_stop_rx) = watch::channel(false);
+        let heartbeats = tokio::spawn(heartbeat_loop(
+            Arc::clone(&client),
+            heartbeat.clone(),
+            images.clone(),
+            Duration::from_millis(config.number("broker.heartbeat.interval.ms").max(1) as u64),
+            fenced_tx,
+            heartbeat_stop_rx,
+        ));
+        // Serve clients only once registered, caught up and unfenced: the image is then
+        // complete, so stray logs can be told from live ones.
+        let mut waiting = images.clone();
+        loop {
+            let ready = !*fenced_rx.borrow() && waiting.borrow().is_live(node_id);
+            if ready {
+                break;
+            }
+            let wait = async {
+                tokio::select! {
+                    _ = fenced_rx.changed() => {}
+                    _ = waiting.changed() => {}
+                }
+            };
+            if tokio::time::timeout(Duration::from_secs(10), wait)
+                .await
+                .is_err()
+            {
+                info!(
+                    node_id,
+                    "waiting for the controller quorum to register this broker"
+                );
+            }
+        }
+        let image = (**images.borrow()).clone();
+
+        let now = now_ms();
         let logs = Arc::new(LogManager::open(&data_dir)?);
         if !logs.had_clean_shutdown() {
             tracing::debug!(dir = %data_dir.display(), "no clean-shutdown marker: logs are re-validated past their recovery points");
@@ -194,15 +343,13 @@ impl Node {
             Arc::clone(&logs),
             Arc::clone(&config),
         ));
-        let image = controller.image().clone();
         replicas.load_existing(&image, now)?;
-        let cache = Arc::new(MetadataCache::new(MetadataImage::empty()));
         let publisher = Arc::new(MetadataPublisher::new(
             Arc::clone(&cache),
             Arc::clone(&replicas),
         ));
         publisher.publish(image, now)?;
-        let controller = Arc::new(LocalController::new(controller, publisher));
+        tokio::spawn(publish_loop(publisher, images.clone(), shutdown_rx.clone()));
         let groups = GroupCoordinator::start(
             CoordinatorConfig::from_broker(&config),
             Arc::clone(&replicas),
@@ -213,20 +360,19 @@ impl Node {
             config: Arc::clone(&config),
             metadata: cache,
             replicas: Arc::clone(&replicas),
-            controller: Arc::clone(&controller)
+            controller: Arc::clone(&client)
                 as Arc<dyn sluice_broker::controller_api::ControllerApi>,
             handlers: HandlerTable::standard(),
             producer_ids: Default::default(),
             groups: Arc::clone(&groups),
         });
 
-        let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let limits = NetworkLimits {
             request_max_bytes: config.socket_request_max_bytes(),
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms().max(1) as u64),
             max_connections: config.max_connections(),
         };
-        let servers = bound
+        let servers = kafka_bound
             .into_iter()
             .map(|(b, listener)| {
                 tokio::spawn(network::serve(
@@ -243,10 +389,6 @@ impl Node {
             Arc::clone(&config),
             shutdown_rx,
         ));
-        let shown: Vec<String> = listeners
-            .iter()
-            .map(|l| format!("{}://{}", l.name, l.addr))
-            .collect();
         info!(
             node_id,
             cluster_id = %meta.cluster_id,
@@ -263,9 +405,15 @@ impl Node {
             shutdown_tx,
             servers,
             chores,
-            replicas,
-            controller,
-            groups,
+            broker: Some(BrokerParts {
+                replicas,
+                groups,
+                client,
+                heartbeat,
+                heartbeat_stop,
+                heartbeats,
+            }),
+            quorum,
         })
     }
 
@@ -273,30 +421,65 @@ impl Node {
         &self.listeners
     }
 
-    /// Stop accepting, finish in-flight requests, flush and checkpoint everything.
-    pub async fn shutdown(self) -> Result<(), NodeError> {
+    /// The controller quorum member on this node, if it has the controller role.
+    pub fn quorum(&self) -> Option<&Arc<QuorumController>> {
+        self.quorum.as_ref()
+    }
+
+    /// Controlled shutdown (leaderships move away first), then stop accepting, finish
+    /// in-flight requests, flush and checkpoint everything, leave the quorum.
+    pub async fn shutdown(mut self) -> Result<(), NodeError> {
         info!("shutting down");
-        let _ = self.shutdown_tx.send(true);
-        // Parked group requests are answered first, so their connections can close.
-        self.groups.shutdown().await;
-        for s in self.servers {
-            let _ = s.await;
+        if let Some(b) = &mut self.broker {
+            let _ = b.heartbeat_stop.send(true);
+            let _ = (&mut b.heartbeats).await;
+            let offset = self.quorum.as_ref().map_or(-1, |q| q.image().offset);
+            controlled_shutdown(&b.client, b.heartbeat.clone(), offset).await;
         }
-        let _ = self.chores.await;
-        let replicas = self.replicas;
-        let controller = self.controller;
-        let result = tokio::task::spawn_blocking(move || -> Result<(), NodeError> {
-            let now = now_ms();
-            replicas.shutdown(now)?;
-            controller.with(|c| c.shutdown(now))?;
-            Ok(())
-        })
-        .await
-        .unwrap_or_else(|e| Err(NodeError::Identity(format!("shutdown task failed: {e}"))));
+        let _ = self.shutdown_tx.send(true);
+        let mut result = Ok(());
+        if let Some(b) = self.broker {
+            // Parked group requests are answered first, so their connections can close.
+            b.groups.shutdown().await;
+            for s in self.servers {
+                let _ = s.await;
+            }
+            let _ = self.chores.await;
+            let replicas = b.replicas;
+            result = tokio::task::spawn_blocking(move || -> Result<(), NodeError> {
+                replicas.shutdown(now_ms())?;
+                Ok(())
+            })
+            .await
+            .unwrap_or_else(|e| Err(NodeError::Identity(format!("shutdown task failed: {e}"))));
+        }
+        if let Some(q) = self.quorum {
+            q.shutdown().await;
+        }
         if result.is_ok() {
             info!("shut down cleanly");
         }
         result
+    }
+}
+
+/// Apply each new metadata image to the broker, in order.
+async fn publish_loop(
+    publisher: Arc<MetadataPublisher>,
+    mut images: watch::Receiver<Arc<MetadataImage>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            changed = images.changed() => if changed.is_err() { return },
+        }
+        let image = (**images.borrow_and_update()).clone();
+        let p = Arc::clone(&publisher);
+        let result = tokio::task::spawn_blocking(move || p.publish(image, now_ms())).await;
+        if let Ok(Err(e)) = result {
+            warn!(error = %e, "applying metadata failed");
+        }
     }
 }
 

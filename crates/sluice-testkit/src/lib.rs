@@ -36,6 +36,43 @@ impl TestServer {
         )
     }
 
+    /// Start several nodes at once (a quorum's members wait for each other); each gets a
+    /// fresh data directory and its own overrides.
+    pub fn start_all(binary: &Path, nodes: &[Vec<String>]) -> Vec<TestServer> {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = nodes
+                .iter()
+                .map(|o| {
+                    s.spawn(move || {
+                        let data = Arc::new(tempfile::tempdir().expect("create a temp dir"));
+                        Self::launch(binary, data, o.clone())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("node start"))
+                .collect()
+        })
+    }
+
+    /// Restart several stopped or killed nodes at once, on their data directories.
+    pub fn restart_all(nodes: &mut [&mut TestServer]) {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = nodes
+                .iter()
+                .map(|n| {
+                    let (binary, data, o) =
+                        (n.binary.clone(), Arc::clone(&n.data), n.overrides.clone());
+                    s.spawn(move || Self::launch(&binary, data, o))
+                })
+                .collect();
+            for (n, h) in nodes.iter_mut().zip(handles) {
+                **n = h.join().expect("node restart");
+            }
+        });
+    }
+
     fn launch(binary: &Path, data: Arc<tempfile::TempDir>, overrides: Vec<String>) -> TestServer {
         let mut cmd = Command::new(binary);
         cmd.arg("server")
@@ -75,11 +112,16 @@ impl TestServer {
             std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines() {
                     let Ok(line) = line else { break };
-                    if let Some(addr) = line.split("listening on PLAINTEXT://").nth(1) {
-                        let addr: String = addr
-                            .chars()
-                            .take_while(|c| !c.is_whitespace() && *c != ',')
-                            .collect();
+                    if let Some(list) = line.split(" listening on ").nth(1) {
+                        // The PLAINTEXT listener, else the first (a controller-only node).
+                        let list: String =
+                            list.chars().take_while(|c| !c.is_whitespace()).collect();
+                        let pick = list
+                            .split(',')
+                            .find(|l| l.starts_with("PLAINTEXT://"))
+                            .or_else(|| list.split(',').next())
+                            .unwrap_or_default();
+                        let addr = pick.split("://").nth(1).unwrap_or(pick).to_string();
                         let _ = tx.send(addr);
                     }
                     let mut l = log
@@ -172,7 +214,7 @@ impl TestServer {
         *self = next;
     }
 
-    /// Start again on the same data directory (a new port).
+    /// Start again on the same data directory (a new port unless the overrides fix it).
     pub fn restart(&mut self) {
         if self.child.is_some() {
             self.stop();

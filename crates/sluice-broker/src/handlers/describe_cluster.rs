@@ -34,7 +34,7 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
         return ctx.respond(&resp);
     }
     resp.cluster_id = str_bytes(broker.cluster_id.clone());
-    resp.controller_id = BrokerId(broker.node_id);
+    resp.controller_id = BrokerId(broker.controller_id(&image));
     resp.cluster_authorized_operations = if req.include_cluster_authorized_operations {
         0
     } else {

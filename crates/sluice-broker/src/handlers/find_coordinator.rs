@@ -24,7 +24,7 @@ pub async fn ensure_offsets_topic(broker: &Broker) -> Result<(), ErrorCode> {
         return Ok(());
     }
     let partitions = broker.groups.config.offsets_partitions;
-    let brokers = broker.metadata.current().brokers.len().max(1) as i16;
+    let brokers = broker.metadata.current().live_brokers().count().max(1) as i16;
     let rf = broker
         .config
         .value("offsets.topic.replication.factor")

@@ -25,8 +25,7 @@ pub fn brokers_for_listener(
     listener: &str,
 ) -> Vec<(i32, String, i32, Option<String>)> {
     image
-        .brokers
-        .values()
+        .live_brokers()
         .filter_map(|b| {
             let e = b
                 .endpoints
@@ -58,7 +57,11 @@ pub async fn auto_create(broker: &Broker, names: Vec<String>) {
         .await;
 }
 
-pub fn topic_response(t: &TopicImage, include_ops: bool) -> MetadataResponseTopic {
+pub fn topic_response(
+    image: &MetadataImage,
+    t: &TopicImage,
+    include_ops: bool,
+) -> MetadataResponseTopic {
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(str_bytes(t.name.clone())));
     out.topic_id = t.id;
@@ -78,6 +81,12 @@ pub fn topic_response(t: &TopicImage, include_ops: bool) -> MetadataResponseTopi
             p.leader_epoch = reg.leader_epoch;
             p.replica_nodes = reg.replicas.iter().map(|r| BrokerId(*r)).collect();
             p.isr_nodes = reg.isr.iter().map(|r| BrokerId(*r)).collect();
+            p.offline_replicas = reg
+                .replicas
+                .iter()
+                .filter(|r| !image.is_live(**r))
+                .map(|r| BrokerId(*r))
+                .collect();
             if reg.leader < 0 {
                 p.error_code = ErrorCode::LeaderNotAvailable.code();
             }
@@ -136,14 +145,14 @@ async fn handle(
         })
         .collect();
     resp.cluster_id = Some(str_bytes(broker.cluster_id.clone()));
-    resp.controller_id = BrokerId(broker.node_id);
+    resp.controller_id = BrokerId(broker.controller_id(&image));
     resp.cluster_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
     let include_ops = req.include_topic_authorized_operations;
     resp.topics = match requested {
         None => image
             .topics
             .values()
-            .map(|t| topic_response(t, include_ops))
+            .map(|t| topic_response(&image, t, include_ops))
             .collect(),
         Some(topics) => topics
             .iter()
@@ -154,7 +163,7 @@ async fn handle(
                     .filter(|n| !n.is_empty() || t.topic_id.is_nil())
                 {
                     Some(name) => match image.topic(name) {
-                        Some(found) => topic_response(found, include_ops),
+                        Some(found) => topic_response(&image, found, include_ops),
                         None if topic::validate_name(name).is_err() => {
                             missing_topic(Some(name), Uuid::nil(), ErrorCode::InvalidTopicException)
                         }
@@ -166,7 +175,7 @@ async fn handle(
                     },
                     // v10+: a topic named by id alone (the name is null or empty).
                     None => match image.topic_by_id(&t.topic_id) {
-                        Some(found) => topic_response(found, include_ops),
+                        Some(found) => topic_response(&image, found, include_ops),
                         None => missing_topic(None, t.topic_id, ErrorCode::UnknownTopicId),
                     },
                 }

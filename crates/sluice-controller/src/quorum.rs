@@ -1,0 +1,551 @@
+//! [`QuorumController`]: one controller node of the Raft metadata quorum. Every controller
+//! replicates the metadata log and applies it; the Raft leader is the active controller:
+//! it alone plans changes (with [`Controller`]), appends them (`client_write` commits
+//! only with a majority, so a deposed leader's writes are rejected by term) and runs
+//! broker liveness — registration, heartbeats, fencing on session expiry, unfencing once
+//! a broker has caught up, controlled shutdown.
+//!
+//! It also serves the controller listener: Raft RPCs, forwarded broker requests and
+//! metadata fetches from broker-only nodes.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use openraft::error::{ClientWriteError, RaftError};
+use openraft::{BasicNode, SnapshotPolicy};
+use sluice_metadata::{MetadataImage, MetadataRecord, Uuid};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::controller::{Controller, ControllerDefaults};
+use crate::raft::network::{
+    decode_append, decode_snapshot, decode_vote, encode_append_response, encode_snapshot_response,
+    encode_vote_response, read_frame, write_frame, NetworkFactory, KIND_APPEND, KIND_CONTROLLER,
+    KIND_FETCH, KIND_SNAPSHOT, KIND_VOTE,
+};
+use crate::raft::store::{Changes, LogStore, Shared, StateMachine};
+use crate::raft::{Command, Raft};
+use crate::rpc::{
+    decode_fetch, ControllerRequest, ControllerResponse, FetchResponse, Heartbeat, ReplyBody,
+};
+
+#[derive(Clone, Debug)]
+pub struct QuorumConfig {
+    pub node_id: i32,
+    /// Voter id -> controller listener address. A single voter may have an empty address
+    /// (the standalone single-node quorum needs no network).
+    pub voters: BTreeMap<u64, String>,
+    pub dir: PathBuf,
+    /// `metadata.log.segment.bytes`
+    pub segment_bytes: u64,
+    /// Entries between snapshots.
+    pub snapshot_every: u64,
+    /// `broker.session.timeout.ms`
+    pub session_timeout_ms: u64,
+    /// `controller.quorum.election.timeout.ms`
+    pub election_timeout_ms: u64,
+    pub defaults: ControllerDefaults,
+}
+
+struct Session {
+    incarnation: Uuid,
+    last_seen: Instant,
+    /// A fenced broker is unfenced once its metadata reaches this offset.
+    caught_up_at: i64,
+    /// It asked for a controlled shutdown: this incarnation stays fenced.
+    shutting_down: bool,
+}
+
+/// The active controller's state; the lock serializes planning and writing.
+#[derive(Default)]
+struct Active {
+    /// The term this state belongs to: a new term starts afresh.
+    term: u64,
+    sessions: HashMap<i32, Session>,
+}
+
+pub struct QuorumController {
+    node_id: i32,
+    raft: Raft,
+    shared: Arc<Shared>,
+    log: LogStore,
+    planner: Controller,
+    active: tokio::sync::Mutex<Active>,
+    /// Fault injection: when set, Raft traffic to and from this node is dropped.
+    isolated: Arc<AtomicBool>,
+    session_timeout: Duration,
+}
+
+type Reply = Result<(i64, ReplyBody), ControllerResponse>;
+
+impl QuorumController {
+    pub async fn start(config: QuorumConfig) -> Result<Arc<Self>, String> {
+        let shared = Shared::new();
+        let isolated = Arc::new(AtomicBool::new(false));
+        let log = LogStore::open(&config.dir, config.segment_bytes)?;
+        let sm = StateMachine::open(&config.dir, Arc::clone(&shared))?;
+        let election = config.election_timeout_ms.max(50);
+        let raft_config = openraft::Config {
+            cluster_name: "sluice".into(),
+            heartbeat_interval: (election / 5).max(10),
+            election_timeout_min: election,
+            election_timeout_max: election * 2,
+            snapshot_policy: SnapshotPolicy::LogsSinceLast(config.snapshot_every.max(1)),
+            max_in_snapshot_log_to_keep: 0,
+            purge_batch_size: 1,
+            ..openraft::Config::default()
+        }
+        .validate()
+        .map_err(|e| format!("raft config: {e}"))?;
+        let raft = Raft::new(
+            config.node_id as u64,
+            Arc::new(raft_config),
+            NetworkFactory {
+                isolated: Arc::clone(&isolated),
+            },
+            log.clone(),
+            sm,
+        )
+        .await
+        .map_err(|e| format!("raft: {e}"))?;
+        if !raft.is_initialized().await.map_err(|e| e.to_string())? {
+            let nodes: BTreeMap<u64, BasicNode> = config
+                .voters
+                .iter()
+                .map(|(id, addr)| (*id, BasicNode { addr: addr.clone() }))
+                .collect();
+            // Every voter of a pristine quorum proposes the same configuration; those that
+            // already learned it from another voter are refused, which is fine.
+            if let Err(e) = raft.initialize(nodes).await {
+                debug!(error = %e, "quorum already initialized");
+            }
+        }
+        info!(
+            node_id = config.node_id,
+            voters = ?config.voters.keys().collect::<Vec<_>>(),
+            "controller quorum started"
+        );
+        Ok(Arc::new(Self {
+            node_id: config.node_id,
+            raft,
+            shared,
+            log,
+            planner: Controller::new(config.defaults),
+            active: tokio::sync::Mutex::new(Active::default()),
+            isolated,
+            session_timeout: Duration::from_millis(config.session_timeout_ms.max(1)),
+        }))
+    }
+
+    /// Applied metadata as it changes.
+    pub fn images(&self) -> watch::Receiver<Arc<MetadataImage>> {
+        self.shared.image.subscribe()
+    }
+
+    pub fn image(&self) -> Arc<MetadataImage> {
+        self.shared.current()
+    }
+
+    /// The active controller: (id, controller address), when one is known.
+    pub fn leader(&self) -> Option<(i32, String)> {
+        let m = self.raft.metrics().borrow().clone();
+        let id = m.current_leader?;
+        let addr = m
+            .membership_config
+            .membership()
+            .get_node(&id)
+            .map(|n| n.addr.clone())
+            .unwrap_or_default();
+        Some((id as i32, addr))
+    }
+
+    /// Cut this node off from the other voters (or reconnect it): a network partition for
+    /// fault-injection tests. Raft RPCs in both directions fail while it is set.
+    pub fn set_isolated(&self, isolated: bool) {
+        self.isolated.store(isolated, Ordering::Relaxed);
+    }
+
+    pub fn is_leader(&self) -> bool {
+        self.leader().is_some_and(|(id, _)| id == self.node_id)
+    }
+
+    /// (log start, log end, segments) of the metadata log.
+    pub fn log_extent(&self) -> (i64, i64, usize) {
+        self.log.extent()
+    }
+
+    /// Wait until this node is the active controller or knows who is.
+    pub async fn wait_for_leader(&self, timeout: Duration) -> Option<(i32, String)> {
+        let mut m = self.raft.metrics();
+        let _ = tokio::time::timeout(timeout, m.wait_for(|m| m.current_leader.is_some())).await;
+        self.leader()
+    }
+
+    fn not_controller(&self) -> ControllerResponse {
+        ControllerResponse::NotController(self.leader().filter(|(id, _)| *id != self.node_id))
+    }
+
+    /// Append `records` as one entry; the offset it committed at once applied here.
+    async fn write(&self, records: Vec<MetadataRecord>) -> Result<i64, ControllerResponse> {
+        if records.is_empty() {
+            return Ok(self.shared.current().offset);
+        }
+        match self.raft.client_write(Command(records)).await {
+            Ok(resp) => Ok(resp.log_id.index as i64),
+            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
+                Err(ControllerResponse::NotController(f.leader_id.map(|id| {
+                    (id as i32, f.leader_node.map(|n| n.addr).unwrap_or_default())
+                })))
+            }
+            Err(e) => Err(ControllerResponse::Failed(format!("metadata write: {e}"))),
+        }
+    }
+
+    /// Make sure this node leads and has applied everything committed before it plans; a
+    /// new term starts with fresh broker sessions (every registered broker gets a full
+    /// session timeout to reach the new controller).
+    async fn lead(&self) -> Result<tokio::sync::MutexGuard<'_, Active>, ControllerResponse> {
+        if !self.is_leader() {
+            return Err(self.not_controller());
+        }
+        let mut active = self.active.lock().await;
+        let term = self.raft.metrics().borrow().current_term;
+        if active.term != term {
+            if self.raft.ensure_linearizable().await.is_err() {
+                return Err(self.not_controller());
+            }
+            active.term = term;
+            active.sessions.clear();
+            info!(node_id = self.node_id, term, "active controller");
+        }
+        Ok(active)
+    }
+
+    pub async fn handle(&self, req: ControllerRequest) -> ControllerResponse {
+        match self.handle_inner(req).await {
+            Ok((offset, body)) => ControllerResponse::Ok { offset, body },
+            Err(resp) => resp,
+        }
+    }
+
+    async fn handle_inner(&self, req: ControllerRequest) -> Reply {
+        let mut active = self.lead().await?;
+        let image = self.shared.current();
+        let p = &self.planner;
+        match req {
+            ControllerRequest::CreateTopics {
+                specs,
+                validate_only,
+            } => {
+                let (out, records) = p.create_topics(&image, &specs, validate_only);
+                Ok((self.write(records).await?, ReplyBody::Created(out)))
+            }
+            ControllerRequest::DeleteTopics(targets) => {
+                let (out, records) = p.delete_topics(&image, &targets);
+                Ok((self.write(records).await?, ReplyBody::Deleted(out)))
+            }
+            ControllerRequest::CreatePartitions {
+                topic,
+                count,
+                assignments,
+                validate_only,
+            } => match p.create_partitions(
+                &image,
+                &topic,
+                count,
+                assignments.as_deref(),
+                validate_only,
+            ) {
+                Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
+                Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),
+            },
+            ControllerRequest::AlterTopicConfigs {
+                topic,
+                changes,
+                validate_only,
+            } => match p.alter_topic_configs(&image, &topic, &changes, validate_only) {
+                Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
+                Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),
+            },
+            ControllerRequest::AllocateProducerIds { node_id, count } => {
+                let (first, records) = p.allocate_producer_ids(&image, node_id, count);
+                Ok((self.write(records).await?, ReplyBody::ProducerIds(first)))
+            }
+            ControllerRequest::Heartbeat(h) => self.heartbeat(&mut active, &image, h).await,
+        }
+    }
+
+    async fn heartbeat(&self, active: &mut Active, image: &MetadataImage, h: Heartbeat) -> Reply {
+        let now = Instant::now();
+        let reply = |offset, fenced, should_shutdown| {
+            Ok((
+                offset,
+                ReplyBody::Heartbeat {
+                    fenced,
+                    should_shutdown,
+                },
+            ))
+        };
+        let registered = image
+            .brokers
+            .get(&h.node_id)
+            .filter(|b| b.incarnation_id == h.incarnation_id);
+        let Some(b) = registered else {
+            if h.want_shutdown {
+                return reply(image.offset, true, true);
+            }
+            let records = self.planner.register_broker(
+                image,
+                h.node_id,
+                h.incarnation_id,
+                h.endpoints,
+                h.rack,
+            );
+            let offset = self.write(records).await?;
+            info!(
+                broker = h.node_id,
+                offset, "broker registered (fenced until caught up)"
+            );
+            active.sessions.insert(
+                h.node_id,
+                Session {
+                    incarnation: h.incarnation_id,
+                    last_seen: now,
+                    caught_up_at: offset,
+                    shutting_down: false,
+                },
+            );
+            return reply(offset, true, false);
+        };
+        let session = active
+            .sessions
+            .entry(h.node_id)
+            .and_modify(|s| {
+                if s.incarnation != h.incarnation_id {
+                    s.caught_up_at = image.offset;
+                    s.incarnation = h.incarnation_id;
+                    s.shutting_down = false;
+                }
+            })
+            .or_insert(Session {
+                incarnation: h.incarnation_id,
+                last_seen: now,
+                caught_up_at: image.offset,
+                shutting_down: false,
+            });
+        session.last_seen = now;
+        if h.want_shutdown || session.shutting_down {
+            session.shutting_down = true;
+            let mut offset = image.offset;
+            if !b.fenced {
+                offset = self
+                    .write(self.planner.fence_broker(image, h.node_id))
+                    .await?;
+                info!(
+                    broker = h.node_id,
+                    "controlled shutdown: leaderships moved, broker fenced"
+                );
+            }
+            return reply(offset, true, true);
+        }
+        if b.fenced {
+            if h.metadata_offset >= session.caught_up_at {
+                let offset = self
+                    .write(self.planner.unfence_broker(image, h.node_id))
+                    .await?;
+                info!(broker = h.node_id, offset, "broker caught up: unfenced");
+                return reply(offset, false, false);
+            }
+            return reply(image.offset, true, false);
+        }
+        reply(image.offset, false, false)
+    }
+
+    /// On the active controller: fence every broker whose session expired.
+    async fn check_sessions(&self) {
+        let Ok(mut active) = self.lead().await else {
+            return;
+        };
+        let now = Instant::now();
+        let image = self.shared.current();
+        for b in image.live_brokers() {
+            let s = active.sessions.entry(b.node_id).or_insert(Session {
+                incarnation: b.incarnation_id,
+                last_seen: now,
+                caught_up_at: image.offset,
+                shutting_down: false,
+            });
+            if now.duration_since(s.last_seen) > self.session_timeout {
+                warn!(
+                    broker = b.node_id,
+                    timeout_ms = self.session_timeout.as_millis() as u64,
+                    "broker session expired: fencing it"
+                );
+                let latest = self.shared.current();
+                if let Err(e) = self
+                    .write(self.planner.fence_broker(&latest, b.node_id))
+                    .await
+                {
+                    warn!(broker = b.node_id, error = ?e, "could not fence broker");
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Metadata after `offset` for a broker-only node; waits up to `wait` for news.
+    pub async fn fetch(&self, offset: i64, wait: Duration) -> FetchResponse {
+        let mut rx = self.shared.image.subscribe();
+        let deadline = tokio::time::Instant::now() + wait;
+        loop {
+            let leader = self.leader().map_or(-1, |(id, _)| id);
+            match self.shared.changes_since(offset) {
+                Changes::Snapshot(image) => {
+                    return FetchResponse {
+                        leader,
+                        snapshot: true,
+                        entries: vec![(image.offset, image.to_records())],
+                    }
+                }
+                Changes::Entries(entries) if !entries.is_empty() => {
+                    return FetchResponse {
+                        leader,
+                        snapshot: false,
+                        entries,
+                    }
+                }
+                Changes::Entries(_) => {}
+            }
+            if tokio::time::timeout_at(deadline, rx.changed())
+                .await
+                .is_err()
+            {
+                return FetchResponse {
+                    leader,
+                    snapshot: false,
+                    entries: Vec::new(),
+                };
+            }
+        }
+    }
+
+    /// Background duties until shutdown: the session checker.
+    pub fn spawn_liveness(self: &Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let me = Arc::clone(self);
+        let period =
+            (self.session_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(period);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tokio::select! {
+                    _ = shutdown.changed() => return,
+                    _ = tick.tick() => me.check_sessions().await,
+                }
+            }
+        });
+    }
+
+    /// Serve the controller listener until shutdown.
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: TcpListener,
+        mut shutdown: watch::Receiver<bool>,
+    ) {
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => {
+                        let _ = stream.set_nodelay(true);
+                        let me = Arc::clone(&self);
+                        let stop = shutdown.clone();
+                        tokio::spawn(async move { me.connection(stream, stop).await });
+                    }
+                    Err(e) => {
+                        warn!(error = %e, "controller listener accept failed");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+            }
+        }
+    }
+
+    async fn connection(&self, mut stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
+        loop {
+            let frame = tokio::select! {
+                _ = shutdown.changed() => return,
+                f = read_frame(&mut stream) => f,
+            };
+            let (kind, payload) = match frame {
+                Ok(Some(f)) => f,
+                Ok(None) => return,
+                Err(e) => {
+                    debug!(error = %e, "controller connection closed");
+                    return;
+                }
+            };
+            let (status, body) = match self.dispatch(kind, &payload).await {
+                Ok(body) => (0, body),
+                Err(message) => (1, message.into_bytes()),
+            };
+            if write_frame(&mut stream, status, &body).await.is_err() {
+                return;
+            }
+        }
+    }
+
+    async fn dispatch(&self, kind: u8, payload: &[u8]) -> Result<Vec<u8>, String> {
+        if self.isolated.load(Ordering::Relaxed)
+            && matches!(kind, KIND_APPEND | KIND_VOTE | KIND_SNAPSHOT)
+        {
+            return Err("isolated".into());
+        }
+        match kind {
+            KIND_APPEND => {
+                let req = decode_append(payload).map_err(|e| e.to_string())?;
+                let resp = self
+                    .raft
+                    .append_entries(req)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(encode_append_response(&resp))
+            }
+            KIND_VOTE => {
+                let req = decode_vote(payload).map_err(|e| e.to_string())?;
+                let resp = self.raft.vote(req).await.map_err(|e| e.to_string())?;
+                Ok(encode_vote_response(&resp))
+            }
+            KIND_SNAPSHOT => {
+                let req = decode_snapshot(payload).map_err(|e| e.to_string())?;
+                let resp = self
+                    .raft
+                    .install_snapshot(req)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                Ok(encode_snapshot_response(&resp))
+            }
+            KIND_CONTROLLER => {
+                let req = ControllerRequest::decode(payload).map_err(|e| e.to_string())?;
+                Ok(self.handle(req).await.encode())
+            }
+            KIND_FETCH => {
+                let (offset, wait_ms) = decode_fetch(payload).map_err(|e| e.to_string())?;
+                let wait = Duration::from_millis(u64::from(wait_ms.min(30_000)));
+                Ok(self.fetch(offset, wait).await.encode())
+            }
+            other => Err(format!("unknown internal request kind {other}")),
+        }
+    }
+
+    pub async fn shutdown(&self) {
+        if let Err(e) = self.raft.shutdown().await {
+            warn!(error = %e, "raft shutdown");
+        }
+        self.log.close();
+    }
+}

@@ -1,0 +1,564 @@
+//! Requests brokers send the active controller (forwarded admin writes, heartbeats) and
+//! metadata fetches, with their binary encodings.
+
+use sluice_metadata::controller_types::{
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef,
+};
+use sluice_metadata::record::Endpoint;
+use sluice_metadata::{MetadataRecord, Uuid};
+use sluice_protocol::ErrorCode;
+
+use crate::raft::{get_records, put_records};
+use crate::wire::{Reader, WireError, Writer};
+
+/// A broker's heartbeat; the first from a new incarnation registers it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Heartbeat {
+    pub node_id: i32,
+    pub incarnation_id: Uuid,
+    pub endpoints: Vec<Endpoint>,
+    pub rack: Option<String>,
+    /// The offset of the broker's metadata image.
+    pub metadata_offset: i64,
+    /// Controlled shutdown: move my leaderships away and fence me.
+    pub want_shutdown: bool,
+}
+
+#[derive(Clone, Debug)]
+pub enum ControllerRequest {
+    CreateTopics {
+        specs: Vec<CreateTopicSpec>,
+        validate_only: bool,
+    },
+    DeleteTopics(Vec<TopicRef>),
+    CreatePartitions {
+        topic: String,
+        count: i32,
+        assignments: Option<Vec<Vec<i32>>>,
+        validate_only: bool,
+    },
+    AlterTopicConfigs {
+        topic: String,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    },
+    AllocateProducerIds {
+        node_id: i32,
+        count: i64,
+    },
+    Heartbeat(Heartbeat),
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReplyBody {
+    Created(Vec<Result<CreatedTopic, ApiError>>),
+    Deleted(Vec<DeleteOutcome>),
+    Done(Result<(), ApiError>),
+    ProducerIds(i64),
+    Heartbeat { fenced: bool, should_shutdown: bool },
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ControllerResponse {
+    /// Done; the change (if any) is committed at metadata offset `offset`.
+    Ok {
+        offset: i64,
+        body: ReplyBody,
+    },
+    /// Not the active controller; the leader's (id, controller address) when known.
+    NotController(Option<(i32, String)>),
+    Failed(String),
+}
+
+fn put_api_error(w: &mut Writer, e: &ApiError) {
+    w.i16(e.code.code()).str(&e.message);
+}
+
+fn get_api_error(r: &mut Reader) -> Result<ApiError, WireError> {
+    let code = r.i16()?;
+    Ok(ApiError::new(
+        ErrorCode::try_from_code(code).unwrap_or(ErrorCode::UnknownServerError),
+        r.str()?,
+    ))
+}
+
+fn put_result<T>(w: &mut Writer, r: &Result<T, ApiError>, ok: impl FnOnce(&mut Writer, &T)) {
+    match r {
+        Ok(v) => {
+            w.bool(true);
+            ok(w, v);
+        }
+        Err(e) => {
+            w.bool(false);
+            put_api_error(w, e);
+        }
+    }
+}
+
+fn get_result<T>(
+    r: &mut Reader,
+    ok: impl FnOnce(&mut Reader) -> Result<T, WireError>,
+) -> Result<Result<T, ApiError>, WireError> {
+    Ok(if r.bool()? {
+        Ok(ok(r)?)
+    } else {
+        Err(get_api_error(r)?)
+    })
+}
+
+fn put_changes(w: &mut Writer, changes: &[(String, Option<String>)]) {
+    w.u32(changes.len() as u32);
+    for (k, v) in changes {
+        w.str(k).opt_str(v.as_deref());
+    }
+}
+
+fn get_changes(r: &mut Reader) -> Result<Vec<(String, Option<String>)>, WireError> {
+    let n = r.count(5)?;
+    (0..n).map(|_| Ok((r.str()?, r.opt_str()?))).collect()
+}
+
+impl ControllerRequest {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        match self {
+            ControllerRequest::CreateTopics {
+                specs,
+                validate_only,
+            } => {
+                w.u8(1).bool(*validate_only).u32(specs.len() as u32);
+                for s in specs {
+                    w.str(&s.name)
+                        .i32(s.num_partitions)
+                        .i16(s.replication_factor);
+                    w.u32(s.assignments.len() as u32);
+                    for (p, replicas) in &s.assignments {
+                        w.i32(*p).ints(replicas);
+                    }
+                    put_changes(&mut w, &s.configs);
+                }
+            }
+            ControllerRequest::DeleteTopics(targets) => {
+                w.u8(2).u32(targets.len() as u32);
+                for t in targets {
+                    match t {
+                        TopicRef::Name(n) => w.u8(0).str(n),
+                        TopicRef::Id(id) => w.u8(1).uuid(id),
+                    };
+                }
+            }
+            ControllerRequest::CreatePartitions {
+                topic,
+                count,
+                assignments,
+                validate_only,
+            } => {
+                w.u8(3).str(topic).i32(*count).bool(*validate_only);
+                match assignments {
+                    Some(a) => {
+                        w.bool(true).u32(a.len() as u32);
+                        for r in a {
+                            w.ints(r);
+                        }
+                    }
+                    None => {
+                        w.bool(false);
+                    }
+                }
+            }
+            ControllerRequest::AlterTopicConfigs {
+                topic,
+                changes,
+                validate_only,
+            } => {
+                w.u8(4).str(topic).bool(*validate_only);
+                put_changes(&mut w, changes);
+            }
+            ControllerRequest::AllocateProducerIds { node_id, count } => {
+                w.u8(5).i32(*node_id).i64(*count);
+            }
+            ControllerRequest::Heartbeat(h) => {
+                w.u8(6)
+                    .i32(h.node_id)
+                    .uuid(&h.incarnation_id)
+                    .u32(h.endpoints.len() as u32);
+                for e in &h.endpoints {
+                    w.str(&e.name).str(&e.host).i32(i32::from(e.port));
+                }
+                w.opt_str(h.rack.as_deref())
+                    .i64(h.metadata_offset)
+                    .bool(h.want_shutdown);
+            }
+        }
+        w.0
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(buf);
+        let req = match r.u8()? {
+            1 => {
+                let validate_only = r.bool()?;
+                let n = r.count(14)?;
+                let mut specs = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let name = r.str()?;
+                    let num_partitions = r.i32()?;
+                    let replication_factor = r.i16()?;
+                    let k = r.count(8)?;
+                    let mut assignments = Vec::with_capacity(k);
+                    for _ in 0..k {
+                        assignments.push((r.i32()?, r.ints()?));
+                    }
+                    specs.push(CreateTopicSpec {
+                        name,
+                        num_partitions,
+                        replication_factor,
+                        assignments,
+                        configs: get_changes(&mut r)?,
+                    });
+                }
+                ControllerRequest::CreateTopics {
+                    specs,
+                    validate_only,
+                }
+            }
+            2 => {
+                let n = r.count(5)?;
+                let mut targets = Vec::with_capacity(n);
+                for _ in 0..n {
+                    targets.push(match r.u8()? {
+                        0 => TopicRef::Name(r.str()?),
+                        _ => TopicRef::Id(r.uuid()?),
+                    });
+                }
+                ControllerRequest::DeleteTopics(targets)
+            }
+            3 => {
+                let topic = r.str()?;
+                let count = r.i32()?;
+                let validate_only = r.bool()?;
+                let assignments = if r.bool()? {
+                    let n = r.count(4)?;
+                    Some((0..n).map(|_| r.ints()).collect::<Result<_, _>>()?)
+                } else {
+                    None
+                };
+                ControllerRequest::CreatePartitions {
+                    topic,
+                    count,
+                    assignments,
+                    validate_only,
+                }
+            }
+            4 => ControllerRequest::AlterTopicConfigs {
+                topic: r.str()?,
+                validate_only: r.bool()?,
+                changes: get_changes(&mut r)?,
+            },
+            5 => ControllerRequest::AllocateProducerIds {
+                node_id: r.i32()?,
+                count: r.i64()?,
+            },
+            6 => {
+                let node_id = r.i32()?;
+                let incarnation_id = r.uuid()?;
+                let n = r.count(12)?;
+                let mut endpoints = Vec::with_capacity(n);
+                for _ in 0..n {
+                    endpoints.push(Endpoint {
+                        name: r.str()?,
+                        host: r.str()?,
+                        port: u16::try_from(r.i32()?).map_err(|_| WireError("bad port"))?,
+                    });
+                }
+                ControllerRequest::Heartbeat(Heartbeat {
+                    node_id,
+                    incarnation_id,
+                    endpoints,
+                    rack: r.opt_str()?,
+                    metadata_offset: r.i64()?,
+                    want_shutdown: r.bool()?,
+                })
+            }
+            _ => return Err(WireError("unknown controller request")),
+        };
+        r.done()?;
+        Ok(req)
+    }
+}
+
+impl ControllerResponse {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        match self {
+            ControllerResponse::Ok { offset, body } => {
+                w.u8(0).i64(*offset);
+                match body {
+                    ReplyBody::Created(v) => {
+                        w.u8(1).u32(v.len() as u32);
+                        for c in v {
+                            put_result(&mut w, c, |w, c| {
+                                w.uuid(&c.id)
+                                    .i32(c.num_partitions)
+                                    .i16(c.replication_factor);
+                            });
+                        }
+                    }
+                    ReplyBody::Deleted(v) => {
+                        w.u8(2).u32(v.len() as u32);
+                        for d in v {
+                            put_result(&mut w, d, |w, (n, id)| {
+                                w.str(n).uuid(id);
+                            });
+                        }
+                    }
+                    ReplyBody::Done(r) => {
+                        w.u8(3);
+                        put_result(&mut w, r, |_, _| {});
+                    }
+                    ReplyBody::ProducerIds(first) => {
+                        w.u8(4).i64(*first);
+                    }
+                    ReplyBody::Heartbeat {
+                        fenced,
+                        should_shutdown,
+                    } => {
+                        w.u8(5).bool(*fenced).bool(*should_shutdown);
+                    }
+                }
+            }
+            ControllerResponse::NotController(leader) => {
+                w.u8(1);
+                match leader {
+                    Some((id, addr)) => w.bool(true).i32(*id).str(addr),
+                    None => w.bool(false),
+                };
+            }
+            ControllerResponse::Failed(m) => {
+                w.u8(2).str(m);
+            }
+        }
+        w.0
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(buf);
+        let resp = match r.u8()? {
+            0 => {
+                let offset = r.i64()?;
+                let body = match r.u8()? {
+                    1 => {
+                        let n = r.count(2)?;
+                        let mut v = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            v.push(get_result(&mut r, |r| {
+                                Ok(CreatedTopic {
+                                    id: r.uuid()?,
+                                    num_partitions: r.i32()?,
+                                    replication_factor: r.i16()?,
+                                })
+                            })?);
+                        }
+                        ReplyBody::Created(v)
+                    }
+                    2 => {
+                        let n = r.count(2)?;
+                        let mut v = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            v.push(get_result(&mut r, |r| Ok((r.str()?, r.uuid()?)))?);
+                        }
+                        ReplyBody::Deleted(v)
+                    }
+                    3 => ReplyBody::Done(get_result(&mut r, |_| Ok(()))?),
+                    4 => ReplyBody::ProducerIds(r.i64()?),
+                    5 => ReplyBody::Heartbeat {
+                        fenced: r.bool()?,
+                        should_shutdown: r.bool()?,
+                    },
+                    _ => return Err(WireError("unknown reply")),
+                };
+                ControllerResponse::Ok { offset, body }
+            }
+            1 => ControllerResponse::NotController(if r.bool()? {
+                Some((r.i32()?, r.str()?))
+            } else {
+                None
+            }),
+            2 => ControllerResponse::Failed(r.str()?),
+            _ => return Err(WireError("unknown controller response")),
+        };
+        r.done()?;
+        Ok(resp)
+    }
+}
+
+/// A broker-only node asking a controller for metadata after `offset`, waiting up to
+/// `wait_ms` for something new.
+pub fn encode_fetch(offset: i64, wait_ms: u32) -> Vec<u8> {
+    let mut w = Writer::default();
+    w.i64(offset).u32(wait_ms);
+    w.0
+}
+
+pub fn decode_fetch(buf: &[u8]) -> Result<(i64, u32), WireError> {
+    let mut r = Reader::new(buf);
+    let v = (r.i64()?, r.u32()?);
+    r.done()?;
+    Ok(v)
+}
+
+/// The answer: the active controller id (-1 unknown), whether `entries` is a snapshot (one
+/// entry: the whole image at its offset) and the entries (offset, records).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchResponse {
+    pub leader: i32,
+    pub snapshot: bool,
+    pub entries: Vec<(i64, Vec<MetadataRecord>)>,
+}
+
+impl FetchResponse {
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = Writer::default();
+        w.i32(self.leader)
+            .bool(self.snapshot)
+            .u32(self.entries.len() as u32);
+        for (o, recs) in &self.entries {
+            w.i64(*o);
+            put_records(&mut w, recs);
+        }
+        w.0
+    }
+
+    pub fn decode(buf: &[u8]) -> Result<Self, WireError> {
+        let mut r = Reader::new(buf);
+        let leader = r.i32()?;
+        let snapshot = r.bool()?;
+        let n = r.count(12)?;
+        let mut entries = Vec::with_capacity(n);
+        for _ in 0..n {
+            entries.push((r.i64()?, get_records(&mut r)?));
+        }
+        r.done()?;
+        Ok(Self {
+            leader,
+            snapshot,
+            entries,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_and_responses_round_trip_and_truncations_fail() {
+        let reqs = [
+            ControllerRequest::CreateTopics {
+                specs: vec![CreateTopicSpec {
+                    name: "t".into(),
+                    num_partitions: 3,
+                    replication_factor: -1,
+                    assignments: vec![(0, vec![1, 2])],
+                    configs: vec![("a".into(), None), ("b".into(), Some("c".into()))],
+                }],
+                validate_only: true,
+            },
+            ControllerRequest::DeleteTopics(vec![
+                TopicRef::Name("x".into()),
+                TopicRef::Id(Uuid::from_bytes([1; 16])),
+            ]),
+            ControllerRequest::CreatePartitions {
+                topic: "t".into(),
+                count: 4,
+                assignments: Some(vec![vec![1], vec![2]]),
+                validate_only: false,
+            },
+            ControllerRequest::AlterTopicConfigs {
+                topic: "t".into(),
+                changes: vec![("x".into(), Some("y".into()))],
+                validate_only: false,
+            },
+            ControllerRequest::AllocateProducerIds {
+                node_id: 2,
+                count: 1000,
+            },
+            ControllerRequest::Heartbeat(Heartbeat {
+                node_id: 1,
+                incarnation_id: Uuid::from_bytes([2; 16]),
+                endpoints: vec![Endpoint {
+                    name: "PLAINTEXT".into(),
+                    host: "h".into(),
+                    port: 9092,
+                }],
+                rack: Some("r".into()),
+                metadata_offset: 17,
+                want_shutdown: true,
+            }),
+        ];
+        for req in reqs {
+            let bytes = req.encode();
+            let back = ControllerRequest::decode(&bytes).unwrap();
+            assert_eq!(format!("{back:?}"), format!("{req:?}"));
+            for cut in 0..bytes.len() {
+                assert!(ControllerRequest::decode(&bytes[..cut]).is_err());
+            }
+        }
+        let err = ApiError::new(ErrorCode::TopicAlreadyExists, "no");
+        let resps = [
+            ControllerResponse::Ok {
+                offset: 5,
+                body: ReplyBody::Created(vec![
+                    Ok(CreatedTopic {
+                        id: Uuid::from_bytes([3; 16]),
+                        num_partitions: 1,
+                        replication_factor: 3,
+                    }),
+                    Err(err.clone()),
+                ]),
+            },
+            ControllerResponse::Ok {
+                offset: 5,
+                body: ReplyBody::Deleted(vec![Ok(("t".into(), Uuid::nil())), Err(err.clone())]),
+            },
+            ControllerResponse::Ok {
+                offset: 6,
+                body: ReplyBody::Done(Err(err)),
+            },
+            ControllerResponse::Ok {
+                offset: 6,
+                body: ReplyBody::ProducerIds(4000),
+            },
+            ControllerResponse::Ok {
+                offset: 6,
+                body: ReplyBody::Heartbeat {
+                    fenced: true,
+                    should_shutdown: false,
+                },
+            },
+            ControllerResponse::NotController(Some((3, "h:1".into()))),
+            ControllerResponse::NotController(None),
+            ControllerResponse::Failed("disk".into()),
+        ];
+        for resp in resps {
+            let bytes = resp.encode();
+            assert_eq!(ControllerResponse::decode(&bytes).unwrap(), resp);
+            for cut in 0..bytes.len() {
+                assert!(ControllerResponse::decode(&bytes[..cut]).is_err());
+            }
+        }
+        let f = FetchResponse {
+            leader: 1,
+            snapshot: false,
+            entries: vec![(
+                3,
+                vec![MetadataRecord::FenceBroker {
+                    node_id: 1,
+                    epoch: 0,
+                }],
+            )],
+        };
+        assert_eq!(FetchResponse::decode(&f.encode()).unwrap(), f);
+        assert!(ControllerRequest::decode(&[1, 0, 255, 255, 255, 255]).is_err());
+    }
+}

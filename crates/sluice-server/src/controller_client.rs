@@ -1,0 +1,375 @@
+//! The broker's side of the controller: [`ControllerClient`] sends requests to the active
+//! controller (in process when this node is it, else over the controller listener),
+//! following NOT_CONTROLLER hints; the heartbeat loop keeps this broker registered; the
+//! metadata fetcher feeds broker-only nodes.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice_broker::controller_api::{ControllerApi, ControllerFailure};
+use sluice_broker::metadata_cache::MetadataCache;
+use sluice_controller::raft::network::{Conn, KIND_CONTROLLER, KIND_FETCH};
+use sluice_controller::rpc::{
+    encode_fetch, ControllerRequest, ControllerResponse, FetchResponse, Heartbeat, ReplyBody,
+};
+use sluice_controller::QuorumController;
+use sluice_metadata::controller_types::{
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef,
+};
+use sluice_metadata::MetadataImage;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+/// How long a forwarded request keeps looking for an active controller.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+pub struct ControllerClient {
+    node_id: i32,
+    local: Option<Arc<QuorumController>>,
+    /// Controller addresses to try (voters or bootstrap servers).
+    bootstrap: Vec<String>,
+    /// Known voter addresses by id.
+    voters: HashMap<i32, String>,
+    leader: Mutex<Option<(i32, String)>>,
+    next: AtomicUsize,
+    conn: tokio::sync::Mutex<(String, Conn)>,
+    cache: Arc<MetadataCache>,
+    runtime: tokio::runtime::Handle,
+}
+
+impl ControllerClient {
+    pub fn new(
+        node_id: i32,
+        local: Option<Arc<QuorumController>>,
+        bootstrap: Vec<String>,
+        voters: HashMap<i32, String>,
+        cache: Arc<MetadataCache>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            node_id,
+            local,
+            bootstrap,
+            voters,
+            leader: Mutex::new(None),
+            next: AtomicUsize::new(0),
+            conn: tokio::sync::Mutex::new((String::new(), Conn::default())),
+            cache,
+            runtime: tokio::runtime::Handle::current(),
+        })
+    }
+
+    fn set_leader(&self, leader: Option<(i32, String)>) {
+        let leader = leader.map(|(id, addr)| {
+            let addr = if addr.is_empty() {
+                self.voters.get(&id).cloned().unwrap_or_default()
+            } else {
+                addr
+            };
+            (id, addr)
+        });
+        *self.leader.lock().unwrap_or_else(|e| e.into_inner()) = leader;
+    }
+
+    fn leader(&self) -> Option<(i32, String)> {
+        if let Some(l) = self.local.as_ref().and_then(|q| q.leader()) {
+            return Some(l);
+        }
+        self.leader
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Where to send the next remote call.
+    fn target(&self) -> Option<String> {
+        match self.leader() {
+            Some((id, _)) if id == self.node_id && self.local.is_some() => None,
+            Some((_, addr)) if !addr.is_empty() => Some(addr),
+            _ if self.bootstrap.is_empty() => None,
+            _ => {
+                let i = self.next.fetch_add(1, Ordering::Relaxed);
+                Some(self.bootstrap[i % self.bootstrap.len()].clone())
+            }
+        }
+    }
+
+    async fn call(&self, addr: &str, kind: u8, payload: &[u8]) -> Result<Vec<u8>, String> {
+        let mut conn = self.conn.lock().await;
+        if conn.0 != addr {
+            *conn = (addr.to_string(), Conn::default());
+        }
+        conn.1
+            .call(addr, kind, payload, CALL_TIMEOUT)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// Send `req` to the active controller; (committed offset, reply).
+    pub async fn request(&self, req: ControllerRequest) -> Result<(i64, ReplyBody), String> {
+        let deadline = tokio::time::Instant::now() + REQUEST_TIMEOUT;
+        let mut backoff = Duration::from_millis(20);
+        let mut last = String::from("no active controller");
+        loop {
+            let answer = match (&self.local, self.target()) {
+                (Some(q), None) => Some(q.handle(req.clone()).await),
+                (_, Some(addr)) => match self.call(&addr, KIND_CONTROLLER, &req.encode()).await {
+                    Ok(body) => match ControllerResponse::decode(&body) {
+                        Ok(r) => Some(r),
+                        Err(e) => return Err(format!("controller {addr}: {e}")),
+                    },
+                    Err(e) => {
+                        debug!(controller = %addr, error = %e, "controller call failed");
+                        last = format!("controller {addr}: {e}");
+                        self.set_leader(None);
+                        None
+                    }
+                },
+                (None, None) => None,
+            };
+            match answer {
+                Some(ControllerResponse::Ok { offset, body }) => return Ok((offset, body)),
+                Some(ControllerResponse::Failed(m)) => return Err(m),
+                Some(ControllerResponse::NotController(l)) => {
+                    last = "the controller moved".into();
+                    self.set_leader(l);
+                }
+                None => {}
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return Err(format!("no active controller answered: {last}"));
+            }
+            tokio::time::sleep(backoff).await;
+            backoff = (backoff * 2).min(Duration::from_millis(500));
+        }
+    }
+
+    /// A request from the blocking pool: forward it, then wait until this broker's
+    /// metadata includes the change, so the caller sees its own write.
+    fn blocking(&self, req: ControllerRequest) -> Result<ReplyBody, ControllerFailure> {
+        self.runtime.block_on(async {
+            let (offset, body) = self.request(req).await?;
+            if !self
+                .cache
+                .wait_for_offset(offset, Duration::from_secs(10))
+                .await
+            {
+                warn!(offset, "metadata did not reach this broker in time");
+            }
+            Ok(body)
+        })
+    }
+
+    /// One metadata fetch for a broker-only node.
+    async fn fetch(&self, offset: i64, wait_ms: u32) -> Result<FetchResponse, String> {
+        let addr = self.target().ok_or("no controller address")?;
+        let body = match self
+            .call(&addr, KIND_FETCH, &encode_fetch(offset, wait_ms))
+            .await
+        {
+            Ok(b) => b,
+            Err(e) => {
+                self.set_leader(None);
+                return Err(e);
+            }
+        };
+        let resp = FetchResponse::decode(&body).map_err(|e| e.to_string())?;
+        if resp.leader >= 0 {
+            let addr = self.voters.get(&resp.leader).cloned().unwrap_or(addr);
+            self.set_leader(Some((resp.leader, addr)));
+        }
+        Ok(resp)
+    }
+}
+
+fn unexpected(body: ReplyBody) -> ControllerFailure {
+    format!("unexpected controller reply {body:?}")
+}
+
+impl ControllerApi for ControllerClient {
+    fn active_controller(&self) -> Option<i32> {
+        self.leader().map(|(id, _)| id)
+    }
+
+    fn create_topics(
+        &self,
+        specs: &[CreateTopicSpec],
+        validate_only: bool,
+    ) -> Result<Vec<Result<CreatedTopic, ApiError>>, ControllerFailure> {
+        match self.blocking(ControllerRequest::CreateTopics {
+            specs: specs.to_vec(),
+            validate_only,
+        })? {
+            ReplyBody::Created(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn delete_topics(&self, targets: &[TopicRef]) -> Result<Vec<DeleteOutcome>, ControllerFailure> {
+        match self.blocking(ControllerRequest::DeleteTopics(targets.to_vec()))? {
+            ReplyBody::Deleted(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn create_partitions(
+        &self,
+        topic: &str,
+        count: i32,
+        assignments: Option<&[Vec<i32>]>,
+        validate_only: bool,
+    ) -> Result<Result<(), ApiError>, ControllerFailure> {
+        match self.blocking(ControllerRequest::CreatePartitions {
+            topic: topic.into(),
+            count,
+            assignments: assignments.map(<[Vec<i32>]>::to_vec),
+            validate_only,
+        })? {
+            ReplyBody::Done(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerFailure> {
+        match self.blocking(ControllerRequest::AllocateProducerIds {
+            node_id: self.node_id,
+            count,
+        })? {
+            ReplyBody::ProducerIds(first) => Ok(first),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn alter_topic_configs(
+        &self,
+        topic: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Result<Result<(), ApiError>, ControllerFailure> {
+        match self.blocking(ControllerRequest::AlterTopicConfigs {
+            topic: topic.into(),
+            changes: changes.to_vec(),
+            validate_only,
+        })? {
+            ReplyBody::Done(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+}
+
+/// Keep this broker registered: heartbeat every `interval` (quickly while fenced) and
+/// publish whether the controller has it fenced.
+pub async fn heartbeat_loop(
+    client: Arc<ControllerClient>,
+    template: Heartbeat,
+    images: watch::Receiver<Arc<MetadataImage>>,
+    interval: Duration,
+    fenced: watch::Sender<bool>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    loop {
+        let mut hb = template.clone();
+        hb.metadata_offset = images.borrow().offset;
+        let mut wait = interval;
+        let answer = tokio::select! {
+            _ = shutdown.changed() => return,
+            a = client.request(ControllerRequest::Heartbeat(hb)) => a,
+        };
+        match answer {
+            Ok((offset, ReplyBody::Heartbeat { fenced: f, .. })) => {
+                if *fenced.borrow() && !f {
+                    info!("registered with the controller and unfenced");
+                }
+                fenced.send_replace(f);
+                if f {
+                    // Fenced until caught up: heartbeat again as soon as this broker's
+                    // metadata reaches the registration.
+                    let mut rx = images.clone();
+                    let _ = tokio::time::timeout(
+                        Duration::from_millis(500),
+                        rx.wait_for(|i| i.offset >= offset),
+                    )
+                    .await;
+                    wait = Duration::ZERO;
+                }
+            }
+            Ok((_, other)) => warn!(reply = ?other, "unexpected heartbeat reply"),
+            Err(e) => {
+                warn!(error = %e, "heartbeat failed");
+                wait = wait.min(Duration::from_millis(500));
+            }
+        }
+        if *shutdown.borrow() {
+            return;
+        }
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            _ = tokio::time::sleep(wait) => {}
+        }
+    }
+}
+
+/// Controlled shutdown: ask the controller to move this broker's leaderships away and
+/// fence it. Best effort, bounded.
+pub async fn controlled_shutdown(client: &ControllerClient, mut hb: Heartbeat, offset: i64) {
+    hb.want_shutdown = true;
+    hb.metadata_offset = offset;
+    match tokio::time::timeout(
+        Duration::from_secs(10),
+        client.request(ControllerRequest::Heartbeat(hb)),
+    )
+    .await
+    {
+        Ok(Ok(_)) => info!("controlled shutdown: leaderships moved"),
+        Ok(Err(e)) => warn!(error = %e, "controlled shutdown failed"),
+        Err(_) => warn!("controlled shutdown timed out"),
+    }
+}
+
+/// Broker-only nodes: pull committed metadata from the controllers.
+pub async fn fetch_loop(
+    client: Arc<ControllerClient>,
+    images: watch::Sender<Arc<MetadataImage>>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let mut image = MetadataImage::empty();
+    loop {
+        let fetched = tokio::select! {
+            _ = shutdown.changed() => return,
+            r = client.fetch(image.offset, 1000) => r,
+        };
+        match fetched {
+            Ok(resp) if resp.snapshot => {
+                if let Some((offset, records)) = resp.entries.into_iter().next() {
+                    let mut fresh = MetadataImage::empty();
+                    for r in &records {
+                        fresh.apply(offset, r);
+                    }
+                    fresh.offset = offset;
+                    image = fresh;
+                    images.send_replace(Arc::new(image.clone()));
+                }
+            }
+            Ok(resp) => {
+                if !resp.entries.is_empty() {
+                    for (offset, records) in resp.entries {
+                        for r in &records {
+                            image.apply(offset, r);
+                        }
+                        image.offset = offset;
+                    }
+                    images.send_replace(Arc::new(image.clone()));
+                }
+            }
+            Err(e) => {
+                debug!(error = %e, "metadata fetch failed");
+                tokio::select! {
+                    _ = shutdown.changed() => return,
+                    _ = tokio::time::sleep(Duration::from_millis(200)) => {}
+                }
+            }
+        }
+    }
+}
