@@ -78,7 +78,29 @@ struct BrokerParts {
 }
 
 /// Read or create this directory's identity.
-fn identity(dir: &std::path::Path, node_id: i32) -> Result<MetaProperties, NodeError> {
+/// The cluster id a fresh node records: derived from the configured voter set, so every node
+/// of one quorum agrees (Kafka has `kafka-storage format --cluster-id` do this); random for
+/// a standalone node.
+fn fresh_cluster_id(voters: &[(i32, String)]) -> Uuid {
+    if voters.is_empty() {
+        return Uuid::new_v4();
+    }
+    let mut sorted: Vec<String> = voters.iter().map(|(id, a)| format!("{id}@{a}")).collect();
+    sorted.sort();
+    let key = sorted.join(",");
+    let mut bytes = [0u8; 16];
+    for (i, chunk) in bytes.chunks_mut(4).enumerate() {
+        let h = sluice_protocol::murmur2::murmur2(format!("sluice-cluster-{i}:{key}").as_bytes());
+        chunk.copy_from_slice(&h.to_be_bytes());
+    }
+    Uuid::from_bytes(bytes)
+}
+
+fn identity(
+    dir: &std::path::Path,
+    node_id: i32,
+    voters: &[(i32, String)],
+) -> Result<MetaProperties, NodeError> {
     std::fs::create_dir_all(dir)
         .map_err(|e| NodeError::Identity(format!("cannot create {}: {e}", dir.display())))?;
     match MetaProperties::read(dir)? {
@@ -90,7 +112,7 @@ fn identity(dir: &std::path::Path, node_id: i32) -> Result<MetaProperties, NodeE
         Some(meta) => Ok(meta),
         None => {
             let meta = MetaProperties {
-                cluster_id: sluice_protocol::base64::encode(Uuid::new_v4().as_bytes()),
+                cluster_id: sluice_protocol::base64::encode(fresh_cluster_id(voters).as_bytes()),
                 node_id,
                 directory_id: sluice_protocol::base64::encode(Uuid::new_v4().as_bytes()),
             };
@@ -183,11 +205,11 @@ impl Node {
             .into_iter()
             .next()
             .unwrap_or_else(|| PathBuf::from("./sluice-data"));
-        let meta = identity(&data_dir, node_id)?;
+        let voters = config.quorum_voters().map_err(NodeError::Identity)?;
+        let meta = identity(&data_dir, node_id, &voters)?;
         let metadata_dir = config
             .explicit("metadata.log.dir")
             .map_or_else(|| data_dir.clone(), PathBuf::from);
-        let voters = config.quorum_voters().map_err(NodeError::Identity)?;
         let controller_names = config.controller_listener_names();
         let bound = bind_listeners(&config).await?;
         let listeners: Vec<BoundListener> = bound.iter().map(|(b, _)| b.clone()).collect();

@@ -124,6 +124,19 @@ fn three_combined_nodes_survive_losing_the_active_controller() {
             assert_eq!(isr.len(), 3);
         }
     }
+    // One cluster: every node reports the same cluster id.
+    let ids_seen: BTreeSet<String> = nodes
+        .iter()
+        .map(|n| {
+            let dc: DescribeClusterResponse = Wire::connect(&n.bootstrap).call(
+                ApiKey::DescribeCluster,
+                1,
+                &DescribeClusterRequest::default().with_endpoint_type(1),
+            );
+            dc.cluster_id.to_string()
+        })
+        .collect();
+    assert_eq!(ids_seen.len(), 1, "{ids_seen:?}");
     assert!(create(&nodes[0].bootstrap, "too-wide", 1, 4)
         .unwrap_err()
         .contains("InvalidReplicationFactor"));
