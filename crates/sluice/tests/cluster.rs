@@ -15,7 +15,7 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::metadata::Metadata;
@@ -81,14 +81,7 @@ fn partitions(m: &Metadata, topic: &str) -> Vec<(i32, Vec<i32>, Vec<i32>)> {
 }
 
 fn create(bootstrap: &str, name: &str, partitions: i32, rf: i32) -> Result<(), String> {
-    let admin: AdminClient<DefaultClientContext> = ClientConfig::new()
-        .set("bootstrap.servers", bootstrap)
-        .create()
-        .unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let (admin, rt) = admin(bootstrap);
     let out = rt
         .block_on(admin.create_topics(
             &[NewTopic::new(name, partitions, TopicReplication::Fixed(rf))],
@@ -100,6 +93,18 @@ fn create(bootstrap: &str, name: &str, partitions: i32, rf: i32) -> Result<(), S
         .unwrap()
         .map(|_| ())
         .map_err(|(_, e)| format!("{e:?}"))
+}
+
+fn admin(bootstrap: &str) -> (AdminClient<DefaultClientContext>, tokio::runtime::Runtime) {
+    let admin = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    (admin, rt)
 }
 
 #[test]
@@ -123,6 +128,25 @@ fn three_combined_nodes_survive_losing_the_active_controller() {
             assert_eq!(replicas.len(), 3);
             assert_eq!(isr.len(), 3);
         }
+    }
+    // CreatePartitions and DeleteTopics sent to different brokers take effect everywhere.
+    create(&nodes[1].bootstrap, "g", 2, 2).unwrap();
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let (a, rt) = admin(&nodes[2].bootstrap);
+    let grown = rt.block_on(a.create_partitions(&[NewPartitions::new("g", 4)], &opts));
+    assert!(grown.unwrap()[0].is_ok());
+    for n in &nodes {
+        converge(&n.bootstrap, "g grown to 4 everywhere", |m| {
+            partitions(m, "g").len() == 4
+        });
+    }
+    let (a, rt) = admin(&nodes[0].bootstrap);
+    let deleted = rt.block_on(a.delete_topics(&["g"], &opts));
+    assert!(deleted.unwrap()[0].is_ok());
+    for n in &nodes {
+        converge(&n.bootstrap, "g deleted everywhere", |m| {
+            m.topics().iter().all(|t| t.name() != "g")
+        });
     }
     // One cluster: every node reports the same cluster id.
     let ids_seen: BTreeSet<String> = nodes
