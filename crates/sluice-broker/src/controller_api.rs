@@ -3,7 +3,7 @@
 //! blocking pool. A call returns once the change is committed and published to this broker.
 
 use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef,
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, TopicRef,
 };
 
 /// A controller failure that is not the request's fault (e.g. the metadata log's disk).
@@ -40,4 +40,13 @@ pub trait ControllerApi: Send + Sync + 'static {
         changes: &[(String, Option<String>)],
         validate_only: bool,
     ) -> Result<Result<(), ApiError>, ControllerFailure>;
+
+    /// AlterPartition: commit a leader's ISR change.
+    fn alter_partition(
+        &self,
+        change: &IsrChange,
+    ) -> Result<Result<(), ApiError>, ControllerFailure> {
+        let _ = change;
+        Err("this controller does not take ISR changes".into())
+    }
 }

@@ -115,14 +115,12 @@ impl Partition {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub fn update_registration(
-        &self,
-        leader: i32,
-        leader_epoch: i32,
-        replicas: &[i32],
-        isr: &[i32],
-    ) {
-        let moved = lock(&self.state).update_registration(leader, leader_epoch, replicas, isr);
+    pub fn update_registration(&self, reg: &sluice_metadata::image::PartitionRegistration) {
+        let moved = {
+            let mut s = lock(&self.state);
+            s.set_partition_epoch(reg.partition_epoch);
+            s.update_registration(reg.leader, reg.leader_epoch, &reg.replicas, &reg.isr)
+        };
         if moved {
             self.wake_waiters();
         }
@@ -201,12 +199,120 @@ impl Partition {
         let info = log
             .append_as_leader(records, epoch, now_ms)
             .map_err(AppendError::Log)?;
-        let moved = lock(&self.state).on_local_append(log.log_end_offset());
+        lock(&self.state).on_local_append(log.log_end_offset());
         drop(log);
+        // Followers wait on the log end, consumers on the HW: both are woken.
+        self.wake_waiters();
+        Ok(info)
+    }
+
+    /// Leader: a follower fetched from `fetch_offset`, so it has everything below it. The
+    /// HW may move (waking acks=all producers and consumers). Not the leader: refused.
+    pub fn on_follower_fetch(
+        &self,
+        follower: i32,
+        fetch_offset: i64,
+        now_ms: i64,
+    ) -> Result<(), ErrorCode> {
+        let moved = {
+            let mut s = lock(&self.state);
+            if !s.is_leader() {
+                return Err(ErrorCode::NotLeaderOrFollower);
+            }
+            if !s.replicas().contains(&follower) {
+                return Err(ErrorCode::NotLeaderOrFollower);
+            }
+            s.on_follower_fetch_at(follower, fetch_offset, now_ms)
+        };
         if moved {
             self.wake_waiters();
         }
-        Ok(info)
+        Ok(())
+    }
+
+    pub fn is_leader(&self) -> bool {
+        lock(&self.state).is_leader()
+    }
+
+    /// Follower: append what the leader sent, unchanged, and take the leader's HW (never
+    /// beyond what this replica has). Returns the new log end offset.
+    pub fn append_as_follower(
+        &self,
+        batches: &[u8],
+        leader_hw: i64,
+        now_ms: i64,
+    ) -> Result<i64, LogError> {
+        let mut log = self
+            .log
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let leo = if batches.is_empty() {
+            log.log_end_offset()
+        } else {
+            log.append_as_follower(batches, now_ms)?
+        };
+        let mut s = lock(&self.state);
+        s.on_local_append(leo);
+        s.on_leader_high_watermark(leader_hw);
+        drop(s);
+        drop(log);
+        self.wake_waiters();
+        Ok(leo)
+    }
+
+    /// Follower: drop everything at and above `offset` (diverged from the leader).
+    pub fn truncate_to(&self, offset: i64, now_ms: i64) -> Result<i64, LogError> {
+        let mut log = self
+            .log
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        log.truncate_to(offset, now_ms)?;
+        let (leo, start) = (log.log_end_offset(), log.log_start_offset());
+        lock(&self.state).on_local_reset(leo, start);
+        Ok(leo)
+    }
+
+    /// Follower: the leader no longer has what this replica misses; restart empty at the
+    /// leader's log start.
+    pub fn truncate_fully_and_start_at(&self, offset: i64, now_ms: i64) -> Result<(), LogError> {
+        let mut log = self
+            .log
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        log.truncate_fully_and_start_at(offset, now_ms)?;
+        lock(&self.state).on_local_reset(offset, offset);
+        Ok(())
+    }
+
+    /// Leader: the ISR change this partition needs now, as a request for the controller.
+    pub fn isr_proposal(
+        &self,
+        now_ms: i64,
+        lag_max_ms: i64,
+        live: impl Fn(i32) -> bool,
+    ) -> Option<sluice_metadata::controller_types::IsrChange> {
+        let mut s = lock(&self.state);
+        let isr = s.isr_proposal(now_ms, lag_max_ms, live)?;
+        Some(sluice_metadata::controller_types::IsrChange {
+            leader: s.leader_id(),
+            topic_id: self.topic_id,
+            partition: self.tp.partition.0,
+            leader_epoch: s.leader_epoch(),
+            partition_epoch: s.partition_epoch(),
+            isr,
+        })
+    }
+
+    /// The latest leader epoch in this replica's log.
+    pub fn latest_epoch(&self) -> Option<i32> {
+        self.read_log().leader_epoch_cache().latest_epoch()
+    }
+
+    /// OffsetForLeaderEpoch on the leader: (epoch, end offset) for a follower at `epoch`.
+    pub fn end_offset_for(&self, epoch: i32) -> Option<(i32, i64)> {
+        let log = self.read_log();
+        log.leader_epoch_cache()
+            .end_offset_for(epoch, log.log_end_offset())
     }
 
     /// Read for a fetch. `min_one_batch` returns a whole first batch even above `max_bytes`.

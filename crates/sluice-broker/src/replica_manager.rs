@@ -144,7 +144,7 @@ impl ReplicaManager {
                         self.node_id,
                         settings,
                     ));
-                    p.update_registration(reg.leader, reg.leader_epoch, &reg.replicas, &reg.isr);
+                    p.update_registration(reg);
                     self.write().insert(found.tp, p);
                 }
                 _ => {
@@ -181,7 +181,7 @@ impl ReplicaManager {
                 Some(p) => p,
                 None => self.create_partition(&tp, *id, new, now_ms)?,
             };
-            partition.update_registration(reg.leader, reg.leader_epoch, &reg.replicas, &reg.isr);
+            partition.update_registration(reg);
         }
         for name in &delta.config_changed {
             let (config, settings) = log_config(&self.broker_config, &new.topic_configs(name));

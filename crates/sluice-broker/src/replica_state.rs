@@ -18,6 +18,12 @@ pub struct ReplicaState {
     log_end_offset: i64,
     /// Last LEO each follower reported (leader only).
     follower_leos: BTreeMap<i32, i64>,
+    partition_epoch: i32,
+    /// Per follower: (last time it was caught up, leader LEO at its last fetch, that fetch's
+    /// time), in ms (leader only).
+    follower_times: BTreeMap<i32, (i64, i64, i64)>,
+    /// When this replica last became leader (set by the first ISR check after).
+    leader_since: Option<i64>,
 }
 
 impl ReplicaState {
@@ -31,7 +37,74 @@ impl ReplicaState {
             high_watermark: high_watermark.min(log_end_offset),
             log_end_offset,
             follower_leos: BTreeMap::new(),
+            partition_epoch: -1,
+            follower_times: BTreeMap::new(),
+            leader_since: None,
         }
+    }
+
+    pub fn set_partition_epoch(&mut self, epoch: i32) {
+        self.partition_epoch = epoch;
+    }
+
+    pub fn partition_epoch(&self) -> i32 {
+        self.partition_epoch
+    }
+
+    /// Leader: a follower fetched at `now_ms`. It counts as caught up when it asked for
+    /// the current log end, or for at least the log end of its previous fetch (then it was
+    /// caught up as of that fetch) — Kafka's rule for `replica.lag.time.max.ms`.
+    pub fn on_follower_fetch_at(&mut self, follower: i32, fetch_offset: i64, now_ms: i64) -> bool {
+        let leo = self.log_end_offset;
+        let entry = self
+            .follower_times
+            .entry(follower)
+            .or_insert((i64::MIN, -1, now_ms));
+        if fetch_offset >= leo {
+            entry.0 = now_ms;
+        } else if entry.1 >= 0 && fetch_offset >= entry.1 {
+            entry.0 = entry.0.max(entry.2);
+        }
+        entry.1 = leo;
+        entry.2 = now_ms;
+        self.on_follower_fetch(follower, fetch_offset)
+    }
+
+    /// Leader: the ISR this partition should have now, if it differs — followers that have
+    /// not been caught up for `lag_max_ms` leave; live replicas that reached the HW join.
+    pub fn isr_proposal(
+        &mut self,
+        now_ms: i64,
+        lag_max_ms: i64,
+        live: impl Fn(i32) -> bool,
+    ) -> Option<Vec<i32>> {
+        if !self.is_leader() {
+            return None;
+        }
+        let since = *self.leader_since.get_or_insert(now_ms);
+        let caught_up = |r: &i32| {
+            let last = self.follower_times.get(r).map_or(since, |t| t.0.max(since));
+            now_ms - last <= lag_max_ms
+        };
+        let mut isr: Vec<i32> = self
+            .isr
+            .iter()
+            .copied()
+            .filter(|r| *r == self.node_id || caught_up(r))
+            .collect();
+        for r in &self.replicas {
+            let reached = self
+                .follower_leos
+                .get(r)
+                .is_some_and(|leo| *leo >= self.high_watermark);
+            if !isr.contains(r) && live(*r) && reached && caught_up(r) {
+                isr.push(*r);
+            }
+        }
+        let (mut a, mut b) = (isr.clone(), self.isr.clone());
+        a.sort_unstable();
+        b.sort_unstable();
+        (a != b).then_some(isr)
     }
 
     /// Adopt a new registration from metadata. Returns true if the HW moved.
@@ -50,6 +123,8 @@ impl ReplicaState {
         self.isr = isr.to_vec();
         if became_leader {
             self.follower_leos.retain(|id, _| replicas.contains(id));
+            self.follower_times.clear();
+            self.leader_since = None;
         }
         self.maybe_advance_hw()
     }
@@ -99,6 +174,13 @@ impl ReplicaState {
     }
 
     /// A follower fetched from `fetch_offset`: its LEO. Returns true if the HW moved.
+    /// Follower: the leader's HW, capped by what this replica has.
+    pub fn on_leader_high_watermark(&mut self, leader_hw: i64) {
+        if !self.is_leader() {
+            self.high_watermark = leader_hw.min(self.log_end_offset).max(0);
+        }
+    }
+
     pub fn on_follower_fetch(&mut self, follower: i32, fetch_offset: i64) -> bool {
         self.follower_leos.insert(follower, fetch_offset);
         self.maybe_advance_hw()
@@ -158,6 +240,35 @@ mod tests {
         assert!(!s.on_follower_fetch(2, 1));
         assert!(!s.on_follower_fetch(1, 5));
         assert_eq!(s.high_watermark(), 7);
+    }
+
+    #[test]
+    fn lagging_followers_leave_the_isr_and_caught_up_ones_join() {
+        let live = |_: i32| true;
+        let mut s = ReplicaState::new(0, 0, 0);
+        s.update_registration(0, 1, &[0, 1, 2], &[0, 1, 2]);
+        s.on_local_append(10);
+        // Just became leader: everyone gets a full lag window.
+        assert_eq!(s.isr_proposal(1_000, 500, live), None);
+        s.on_follower_fetch_at(1, 10, 1_200);
+        // Follower 2 never fetched: out after the window; follower 1 is caught up.
+        assert_eq!(s.isr_proposal(1_400, 500, live), None);
+        assert_eq!(s.isr_proposal(1_600, 500, live), Some(vec![0, 1]));
+        s.update_registration(0, 1, &[0, 1, 2], &[0, 1]);
+        assert_eq!(s.high_watermark(), 10);
+        // Follower 2 catches up to the HW: it joins (if it is live).
+        s.on_follower_fetch_at(2, 10, 1_700);
+        assert_eq!(s.isr_proposal(1_700, 500, |r| r != 2), None);
+        assert_eq!(s.isr_proposal(1_700, 500, live), Some(vec![0, 1, 2]));
+        // A follower that keeps fetching but stays behind the previous log end lags out.
+        s.update_registration(0, 1, &[0, 1, 2], &[0, 1, 2]);
+        s.on_local_append(20);
+        s.on_follower_fetch_at(1, 12, 1_800);
+        s.on_follower_fetch_at(2, 20, 1_800);
+        s.on_local_append(30);
+        s.on_follower_fetch_at(1, 15, 2_500);
+        s.on_follower_fetch_at(2, 30, 2_500);
+        assert_eq!(s.isr_proposal(2_500, 500, live), Some(vec![0, 2]));
     }
 
     #[test]

@@ -17,7 +17,7 @@ use sluice_protocol::ErrorCode;
 use crate::election::{elect, isr_without};
 use crate::placement;
 pub use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef,
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, TopicRef,
 };
 
 /// Cluster-wide defaults for new topics.
@@ -445,6 +445,75 @@ impl Controller {
             .collect())
     }
 
+    /// AlterPartition: a leader shrinks or expands its ISR. Stale requests (an older leader
+    /// or partition epoch) are refused, and only live replicas may join.
+    pub fn alter_partition(
+        &self,
+        image: &MetadataImage,
+        c: &IsrChange,
+    ) -> Result<Vec<MetadataRecord>, ApiError> {
+        let reg = image
+            .topic_by_id(&c.topic_id)
+            .and_then(|t| t.partitions.get(&c.partition))
+            .ok_or_else(|| {
+                ApiError::new(ErrorCode::UnknownTopicOrPartition, "no such partition")
+            })?;
+        if reg.leader != c.leader {
+            return Err(ApiError::new(
+                ErrorCode::NotLeaderOrFollower,
+                format!("broker {} does not lead this partition", c.leader),
+            ));
+        }
+        if c.leader_epoch != reg.leader_epoch {
+            return Err(ApiError::new(
+                ErrorCode::FencedLeaderEpoch,
+                format!(
+                    "leader epoch {} is not {}",
+                    c.leader_epoch, reg.leader_epoch
+                ),
+            ));
+        }
+        if c.partition_epoch != reg.partition_epoch {
+            return Err(ApiError::new(
+                ErrorCode::InvalidUpdateVersion,
+                format!(
+                    "partition epoch {} is not {}",
+                    c.partition_epoch, reg.partition_epoch
+                ),
+            ));
+        }
+        let ineligible = c
+            .isr
+            .iter()
+            .find(|r| !reg.replicas.contains(r) || (!reg.isr.contains(r) && !image.is_live(**r)));
+        if let Some(r) = ineligible {
+            return Err(ApiError::new(
+                ErrorCode::IneligibleReplica,
+                format!("replica {r} cannot join the ISR"),
+            ));
+        }
+        if !c.isr.contains(&c.leader) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                "the ISR must contain the leader",
+            ));
+        }
+        let mut old = reg.isr.clone();
+        let mut new = c.isr.clone();
+        old.sort_unstable();
+        new.sort_unstable();
+        new.dedup();
+        if old == new {
+            return Ok(Vec::new());
+        }
+        Ok(vec![MetadataRecord::PartitionChange {
+            topic_id: c.topic_id,
+            partition: c.partition,
+            leader: reg.leader,
+            isr: c.isr.clone(),
+        }])
+    }
+
     /// Hand out `count` producer ids to `node_id`: the first of the block and its record.
     pub fn allocate_producer_ids(
         &self,
@@ -722,6 +791,77 @@ mod tests {
         let b = &k.image.brokers[&1];
         assert!(b.fenced && b.epoch == 1);
         assert_eq!(k.partition("t", 0).leader, -1);
+    }
+
+    #[test]
+    fn isr_changes_must_match_the_current_epochs() {
+        let mut k = Cluster::new(&[1, 2, 3]);
+        k.create(&[CreateTopicSpec {
+            name: "t".into(),
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: vec![(0, vec![1, 2, 3])],
+            configs: vec![],
+        }]);
+        let id = k.image.topic("t").unwrap().id;
+        let reg = k.partition("t", 0);
+        let change = |isr: Vec<i32>, le, pe| IsrChange {
+            leader: 1,
+            topic_id: id,
+            partition: 0,
+            leader_epoch: le,
+            partition_epoch: pe,
+            isr,
+        };
+        let shrink =
+            k.c.alter_partition(
+                &k.image,
+                &change(vec![1, 2], reg.leader_epoch, reg.partition_epoch),
+            )
+            .unwrap();
+        k.apply(shrink);
+        let after = k.partition("t", 0);
+        assert_eq!(after.isr, vec![1, 2]);
+        assert_eq!(after.partition_epoch, reg.partition_epoch + 1);
+        assert_eq!(after.leader_epoch, reg.leader_epoch);
+        // The same request again is stale now.
+        let code = |k: &Cluster, c: &IsrChange| k.c.alter_partition(&k.image, c).unwrap_err().code;
+        assert_eq!(
+            code(&k, &change(vec![1], reg.leader_epoch, reg.partition_epoch)),
+            ErrorCode::InvalidUpdateVersion
+        );
+        assert_eq!(
+            code(
+                &k,
+                &change(vec![1], reg.leader_epoch + 1, after.partition_epoch)
+            ),
+            ErrorCode::FencedLeaderEpoch
+        );
+        let mut not_leader = change(vec![2], after.leader_epoch, after.partition_epoch);
+        not_leader.leader = 2;
+        assert_eq!(code(&k, &not_leader), ErrorCode::NotLeaderOrFollower);
+        // A fenced replica may not rejoin; a live one may.
+        let r = k.c.fence_broker(&k.image, 3);
+        k.apply(r);
+        let now = k.partition("t", 0);
+        assert_eq!(
+            code(
+                &k,
+                &change(vec![1, 2, 3], now.leader_epoch, now.partition_epoch)
+            ),
+            ErrorCode::IneligibleReplica
+        );
+        let r = k.c.unfence_broker(&k.image, 3);
+        k.apply(r);
+        let now = k.partition("t", 0);
+        let grow =
+            k.c.alter_partition(
+                &k.image,
+                &change(vec![1, 2, 3], now.leader_epoch, now.partition_epoch),
+            )
+            .unwrap();
+        k.apply(grow);
+        assert_eq!(k.partition("t", 0).isr, vec![1, 2, 3]);
     }
 
     #[test]

@@ -276,6 +276,10 @@ impl QuorumController {
                 Ok((self.write(records).await?, ReplyBody::ProducerIds(first)))
             }
             ControllerRequest::Heartbeat(h) => self.heartbeat(&mut active, &image, h).await,
+            ControllerRequest::AlterPartition(c) => match p.alter_partition(&image, &c) {
+                Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
+                Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),
+            },
         }
     }
 

@@ -2,7 +2,7 @@
 //! metadata fetches, with their binary encodings.
 
 use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef,
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, TopicRef,
 };
 use sluice_metadata::record::Endpoint;
 use sluice_metadata::{MetadataRecord, Uuid};
@@ -47,6 +47,7 @@ pub enum ControllerRequest {
         count: i64,
     },
     Heartbeat(Heartbeat),
+    AlterPartition(IsrChange),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -189,6 +190,15 @@ impl ControllerRequest {
                     .i64(h.metadata_offset)
                     .bool(h.want_shutdown);
             }
+            ControllerRequest::AlterPartition(c) => {
+                w.u8(7)
+                    .i32(c.leader)
+                    .uuid(&c.topic_id)
+                    .i32(c.partition)
+                    .i32(c.leader_epoch)
+                    .i32(c.partition_epoch)
+                    .ints(&c.isr);
+            }
         }
         w.0
     }
@@ -280,6 +290,14 @@ impl ControllerRequest {
                     want_shutdown: r.bool()?,
                 })
             }
+            7 => ControllerRequest::AlterPartition(IsrChange {
+                leader: r.i32()?,
+                topic_id: r.uuid()?,
+                partition: r.i32()?,
+                leader_epoch: r.i32()?,
+                partition_epoch: r.i32()?,
+                isr: r.ints()?,
+            }),
             _ => return Err(WireError("unknown controller request")),
         };
         r.done()?;
@@ -494,6 +512,14 @@ mod tests {
                 rack: Some("r".into()),
                 metadata_offset: 17,
                 want_shutdown: true,
+            }),
+            ControllerRequest::AlterPartition(IsrChange {
+                leader: 1,
+                topic_id: Uuid::from_bytes([4; 16]),
+                partition: 2,
+                leader_epoch: 3,
+                partition_epoch: 4,
+                isr: vec![1, 3],
             }),
         ];
         for req in reqs {

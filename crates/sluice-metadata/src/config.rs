@@ -1074,6 +1074,41 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         Any,
         "Time a follower may lag before leaving the ISR.",
     ),
+    def(
+        "replica.fetch.max.bytes",
+        T::Int,
+        Some("1048576"),
+        AtLeast(0),
+        "Bytes a follower asks for per partition in one fetch.",
+    ),
+    def(
+        "replica.fetch.response.max.bytes",
+        T::Int,
+        Some("10485760"),
+        AtLeast(0),
+        "Bytes a follower asks for in one fetch.",
+    ),
+    def(
+        "replica.fetch.wait.max.ms",
+        T::Int,
+        Some("500"),
+        AtLeast(0),
+        "How long the leader may hold a follower's fetch waiting for data.",
+    ),
+    def(
+        "replica.fetch.backoff.ms",
+        T::Int,
+        Some("1000"),
+        AtLeast(0),
+        "Pause after a failed replica fetch.",
+    ),
+    def(
+        "num.replica.fetchers",
+        T::Int,
+        Some("1"),
+        AtLeast(1),
+        "Fetcher sessions per source broker (Sluice uses one).",
+    ),
 ];
 
 pub fn broker_def(name: &str) -> Option<&'static ConfigDef> {

@@ -50,3 +50,15 @@ pub enum TopicRef {
 
 /// The outcome of deleting one topic: its name and id, or why not.
 pub type DeleteOutcome = Result<(String, Uuid), ApiError>;
+
+/// A leader's ISR change (AlterPartition): valid only against the leader and partition
+/// epochs it was computed from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IsrChange {
+    pub leader: i32,
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub leader_epoch: i32,
+    pub partition_epoch: i32,
+    pub isr: Vec<i32>,
+}

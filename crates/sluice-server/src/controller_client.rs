@@ -16,7 +16,7 @@ use sluice_controller::rpc::{
 };
 use sluice_controller::QuorumController;
 use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, TopicRef,
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, TopicRef,
 };
 use sluice_metadata::MetadataImage;
 use tokio::sync::watch;
@@ -238,6 +238,16 @@ impl ControllerApi for ControllerClient {
             count,
         })? {
             ReplyBody::ProducerIds(first) => Ok(first),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn alter_partition(
+        &self,
+        change: &IsrChange,
+    ) -> Result<Result<(), ApiError>, ControllerFailure> {
+        match self.blocking(ControllerRequest::AlterPartition(change.clone()))? {
+            ReplyBody::Done(r) => Ok(r),
             other => Err(unexpected(other)),
         }
     }

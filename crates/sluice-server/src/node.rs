@@ -18,6 +18,7 @@ use sluice_broker::group::coordinator::{CoordinatorConfig, GroupCoordinator};
 use sluice_broker::handlers::HandlerTable;
 use sluice_broker::metadata_cache::{MetadataCache, MetadataPublisher};
 use sluice_broker::network::{self, NetworkLimits};
+use sluice_broker::replica_fetcher::ReplicaFetcherManager;
 use sluice_broker::{now_ms, Broker, ReplicaManager};
 use sluice_controller::rpc::Heartbeat;
 use sluice_controller::{ControllerDefaults, QuorumConfig, QuorumController};
@@ -376,6 +377,9 @@ impl Node {
             CoordinatorConfig::from_broker(&config),
             Arc::clone(&replicas),
         );
+        let fetchers =
+            ReplicaFetcherManager::new(node_id, Arc::clone(&replicas), Arc::clone(&cache), &config);
+        tokio::spawn(fetchers.run(shutdown_rx.clone()));
         let broker = Arc::new(Broker {
             node_id,
             cluster_id: meta.cluster_id.clone(),
@@ -389,6 +393,13 @@ impl Node {
             groups: Arc::clone(&groups),
         });
 
+        tokio::spawn(sluice_broker::isr::run_isr_checks(
+            Arc::clone(&replicas),
+            Arc::clone(&broker.metadata),
+            Arc::clone(&broker.controller),
+            config.number("replica.lag.time.max.ms").max(1),
+            shutdown_rx.clone(),
+        ));
         let limits = NetworkLimits {
             request_max_bytes: config.socket_request_max_bytes(),
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms().max(1) as u64),

@@ -44,6 +44,19 @@ impl LeaderEpochCache {
         self.persist()
     }
 
+    /// OffsetForLeaderEpoch: for a follower whose latest epoch is `epoch`, the largest epoch
+    /// here not above it and the offset where that epoch's records end (the start of the
+    /// next epoch, or `log_end` for the latest). None when every epoch here is newer.
+    pub fn end_offset_for(&self, epoch: i32, log_end: i64) -> Option<(i32, i64)> {
+        let (floor, _) = *self.entries.iter().rev().find(|(e, _)| *e <= epoch)?;
+        let end = self
+            .entries
+            .iter()
+            .find(|(e, _)| *e > epoch)
+            .map_or(log_end, |(_, o)| *o);
+        Some((floor, end))
+    }
+
     /// The epoch that wrote `offset` (the latest epoch starting at or before it).
     pub fn epoch_for_offset(&self, offset: i64) -> Option<i32> {
         self.entries
@@ -70,5 +83,29 @@ impl LeaderEpochCache {
             .map(|(e, o)| (i64::from(*e), *o))
             .collect();
         checkpoint::write_pairs(&self.path, &pairs)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn end_offsets_for_follower_epochs() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut c = LeaderEpochCache::load(dir.path()).unwrap();
+        assert_eq!(c.end_offset_for(0, 0), None);
+        c.assign(1, 0).unwrap();
+        c.assign(3, 10).unwrap();
+        c.assign(4, 25).unwrap();
+        // The latest epoch ends at the log end.
+        assert_eq!(c.end_offset_for(4, 40), Some((4, 40)));
+        // Epoch 3 ends where 4 starts; an unknown epoch 2 maps to 1, which ends at 10.
+        assert_eq!(c.end_offset_for(3, 40), Some((3, 25)));
+        assert_eq!(c.end_offset_for(2, 40), Some((1, 10)));
+        // Every epoch here is newer than 0: undefined.
+        assert_eq!(c.end_offset_for(0, 40), None);
+        // A follower ahead in epochs (it led later) gets our latest.
+        assert_eq!(c.end_offset_for(9, 40), Some((4, 40)));
     }
 }

@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use sluice_protocol::batch::BatchHeader;
 use sluice_protocol::types::TopicPartition;
 use tracing::{debug, info, warn};
 
@@ -271,6 +272,44 @@ impl Log {
             log_append_time_ms: v.log_append_time_ms,
             log_start_offset: self.log_start_offset,
         })
+    }
+
+    /// Append a leader's batches unchanged (a follower copying the leader): offsets, leader
+    /// epochs and CRCs are the leader's. Every batch must pass its CRC and start at or after
+    /// this log's end (compacted leaders leave gaps). Returns the new log end offset.
+    pub fn append_as_follower(&mut self, batches: &[u8], now_ms: i64) -> Result<i64, LogError> {
+        let mut at = 0usize;
+        while at < batches.len() {
+            let Some((_, size)) = sluice_protocol::batch::peek_offset_and_size(&batches[at..])
+                .map_err(LogError::Corrupt)?
+            else {
+                break; // a partial batch at the end of a fetch
+            };
+            if at + size > batches.len() {
+                break;
+            }
+            let batch = &batches[at..at + size];
+            sluice_protocol::batch::verify_crc(batch).map_err(LogError::Corrupt)?;
+            let h = BatchHeader::parse(batch).map_err(LogError::Corrupt)?;
+            if h.base_offset < self.next_offset {
+                return Err(LogError::InvalidRecord(format!(
+                    "a replicated batch at offset {} is below the log end {}",
+                    h.base_offset, self.next_offset
+                )));
+            }
+            self.maybe_roll(size as u64, h.last_offset(), now_ms)?;
+            let config = self.config.clone();
+            self.active_mut().append(batch, &config)?;
+            self.epoch_cache
+                .assign(h.partition_leader_epoch, h.base_offset)?;
+            self.next_offset = h.next_offset();
+            self.unflushed_records += h.record_count.max(0) as u64;
+            at += size;
+        }
+        if self.unflushed_records >= self.config.flush_messages {
+            self.flush(now_ms)?;
+        }
+        Ok(self.next_offset)
     }
 
     fn maybe_roll(

@@ -410,3 +410,61 @@ fn flush_messages_one_fsyncs_before_the_append_returns() {
         .unwrap();
     assert_eq!(lazy.recovery_point(), 0);
 }
+
+#[test]
+fn a_follower_copies_the_leaders_batches_unchanged_with_their_epochs() {
+    let leader_dir = tempfile::tempdir().unwrap();
+    let follower_dir = tempfile::tempdir().unwrap();
+    let mut leader = Log::create(leader_dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    let mut follower =
+        Log::create(follower_dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    for (epoch, n) in [(1, 5), (1, 3), (4, 7)] {
+        leader
+            .append_as_leader(batch(n, NOW, Compression::Lz4), epoch, NOW)
+            .unwrap();
+    }
+    // Copy in two fetches, the first ending with a torn batch (as a byte-capped fetch can).
+    let mut bytes = Vec::new();
+    leader
+        .read(0, 1 << 20, leader.log_end_offset(), true)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read_into(&mut bytes)
+        .unwrap();
+    let first_two: usize = BatchIter::new(&bytes)
+        .take(2)
+        .map(|b| b.unwrap().1.len())
+        .sum();
+    let end = follower
+        .append_as_follower(&bytes[..first_two + 10], NOW)
+        .unwrap();
+    assert_eq!(end, 8);
+    let rest = &bytes[first_two..];
+    assert_eq!(follower.append_as_follower(rest, NOW).unwrap(), 15);
+    // Byte for byte the same log, and the same epochs.
+    let mut copied = Vec::new();
+    follower
+        .read(0, 1 << 20, 15, true)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read_into(&mut copied)
+        .unwrap();
+    assert_eq!(copied, bytes);
+    assert_eq!(
+        follower.leader_epoch_cache().entries(),
+        leader.leader_epoch_cache().entries()
+    );
+    // Replaying what it has, or a corrupted batch, is refused.
+    assert!(follower.append_as_follower(&bytes, NOW).is_err());
+    let mut bad = rest.to_vec();
+    let last = bad.len() - 1;
+    bad[last] ^= 1;
+    follower.truncate_to(8, NOW).unwrap();
+    assert!(matches!(
+        follower.append_as_follower(&bad, NOW),
+        Err(LogError::Corrupt(_))
+    ));
+    assert_eq!(follower.log_end_offset(), 8);
+}

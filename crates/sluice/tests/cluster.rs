@@ -306,11 +306,13 @@ fn combined(extra: &[&str]) -> Vec<Vec<String>> {
 }
 
 fn send_all(bootstrap: &str, topic: &str, range: std::ops::Range<u32>) {
+    send_all_acks(bootstrap, topic, range, "1");
+}
+
+fn send_all_acks(bootstrap: &str, topic: &str, range: std::ops::Range<u32>, acks: &str) {
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", bootstrap)
-        // acks=1: followers do not fetch yet (replication is the next issue), so an RF 3
-        // partition's high watermark stays put and acks=all would wait for them.
-        .set("acks", "1")
+        .set("acks", acks)
         .set("message.timeout.ms", "30000")
         .create()
         .unwrap();
@@ -410,4 +412,126 @@ fn controlled_shutdown_moves_leaderships_first_and_clients_follow_them() {
     send_all(&survivor, "cs", 100..300);
     nodes[idx].restart();
     converge(&survivor, "the node is back", |m| brokers(m).len() == 3);
+}
+
+/// Read every record of `topic` partition 0 from the start: (offset, value).
+fn read_partition(bootstrap: &str, topic: &str, expect: usize) -> Vec<(i64, String)> {
+    use rdkafka::consumer::BaseConsumer;
+    use rdkafka::{Message, Offset, TopicPartitionList};
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "replication-check")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while out.len() < expect {
+        assert!(Instant::now() < deadline, "read {} of {expect}", out.len());
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(500)) {
+            let v = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+            out.push((m.offset(), v));
+        }
+    }
+    out
+}
+
+#[test]
+fn followers_replicate_so_acks_all_survives_losing_the_leader() {
+    let configs = combined(&TIMING);
+    let mut nodes = TestServer::start_all(sluice_bin(), &configs);
+    let (a, rt) = admin(&nodes[0].bootstrap);
+    let topic = NewTopic::new("r", 1, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    assert!(rt.block_on(a.create_topics(&[topic], &opts)).unwrap()[0].is_ok());
+    converge(&nodes[0].bootstrap, "r", |m| partitions(m, "r").len() == 1);
+    // acks=all completes only once the followers have the records (HW = min LEO of the ISR).
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &nodes[0].bootstrap)
+        .set("acks", "all")
+        .set("enable.idempotence", "false")
+        .set("message.timeout.ms", "30000")
+        .create()
+        .unwrap();
+    let acked: Vec<(i64, String)> = rt.block_on(async {
+        let mut acked = Vec::new();
+        for i in 0..500 {
+            let v = format!("v{i}");
+            let delivery = producer
+                .send(
+                    FutureRecord::<(), _>::to("r").partition(0).payload(&v),
+                    Duration::from_secs(30),
+                )
+                .await
+                .unwrap_or_else(|(e, _)| panic!("record {i}: {e}"));
+            acked.push((delivery.offset, v));
+        }
+        acked
+    });
+    let m = metadata(&nodes[0].bootstrap).unwrap();
+    let leader = partitions(&m, "r")[0].0;
+    // Kill the leader: a follower from the ISR takes over with every acknowledged record at
+    // its acknowledged offset.
+    nodes[(leader - 1) as usize].kill();
+    let survivor = nodes[leader as usize % 3].bootstrap.clone();
+    converge(&survivor, "a new leader for r", |m| {
+        let p = &partitions(m, "r")[0];
+        p.0 >= 0 && p.0 != leader
+    });
+    let read = read_partition(&survivor, "r", acked.len());
+    assert_eq!(read[..acked.len()], acked[..]);
+    // The old leader comes back as a follower, truncates to the new leader's epoch end,
+    // catches up and rejoins the ISR.
+    nodes[(leader - 1) as usize].restart();
+    converge(&survivor, "the old leader back in the ISR", |m| {
+        partitions(m, "r")[0].2.len() == 3
+    });
+}
+
+fn signal(pid: u32, sig: &str) {
+    let ok = std::process::Command::new("kill")
+        .arg(sig)
+        .arg(pid.to_string())
+        .status()
+        .unwrap()
+        .success();
+    assert!(ok, "kill {sig} {pid}");
+}
+
+#[test]
+fn a_paused_follower_leaves_the_isr_and_rejoins_when_it_catches_up() {
+    // The lag limit is far below the session timeout: the ISR shrinks while the paused
+    // broker is still registered.
+    let configs = combined(&[
+        "replica.lag.time.max.ms=1000",
+        "broker.session.timeout.ms=60000",
+        "broker.heartbeat.interval.ms=250",
+        "controller.quorum.election.timeout.ms=500",
+    ]);
+    let nodes = TestServer::start_all(sluice_bin(), &configs);
+    let (a, rt) = admin(&nodes[0].bootstrap);
+    let spec = NewTopic::new("p", 1, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    assert!(rt.block_on(a.create_topics(&[spec], &opts)).unwrap()[0].is_ok());
+    let m = converge(&nodes[0].bootstrap, "p", |m| partitions(m, "p").len() == 1);
+    let (leader, replicas, _) = partitions(&m, "p")[0].clone();
+    let follower = *replicas.iter().find(|r| **r != leader).unwrap();
+    let leader_addr = nodes[(leader - 1) as usize].bootstrap.clone();
+    signal(nodes[(follower - 1) as usize].pid(), "-STOP");
+    converge(&leader_addr, "the paused follower out of the ISR", |m| {
+        let isr = &partitions(m, "p")[0].2;
+        isr.len() == 2 && !isr.contains(&follower)
+    });
+    // acks=all works with the two that remain (min.insync.replicas=2).
+    send_all_acks(&leader_addr, "p", 0..50, "all");
+    signal(nodes[(follower - 1) as usize].pid(), "-CONT");
+    converge(&leader_addr, "the follower back in the ISR", |m| {
+        partitions(m, "p")[0].2.len() == 3
+    });
+    send_all_acks(&leader_addr, "p", 50..100, "all");
+    assert_eq!(read_partition(&leader_addr, "p", 100).len(), 100);
 }

@@ -101,6 +101,16 @@ async fn handle(
                         }
                     }),
             };
+            // Only the leader serves fetches (no KIP-392 follower fetching yet); a follower's
+            // fetch offset tells the leader what it has.
+            let target = target.and_then(|p| {
+                if replica_id >= 0 {
+                    p.on_follower_fetch(replica_id, request.fetch_offset, crate::now_ms())?;
+                } else if !p.is_leader() {
+                    return Err(ErrorCode::NotLeaderOrFollower);
+                }
+                Ok(p)
+            });
             wanted.push(Wanted {
                 topic: topic.topic.clone(),
                 topic_id: topic.topic_id,

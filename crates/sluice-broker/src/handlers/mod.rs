@@ -55,6 +55,7 @@ pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
 pub mod offset_fetch;
+pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
 
@@ -90,6 +91,7 @@ impl HandlerTable {
             produce::HANDLER,
             fetch::HANDLER,
             list_offsets::HANDLER,
+            offset_for_leader_epoch::HANDLER,
             metadata::HANDLER,
             api_versions::HANDLER,
             create_topics::HANDLER,

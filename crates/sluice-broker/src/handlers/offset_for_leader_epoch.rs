@@ -1,0 +1,52 @@
+//! OffsetForLeaderEpoch (key 23): where a leader epoch ends in the leader's log. Followers
+//! ask it before fetching from a new leader and truncate to the answer (KIP-101: truncation
+//! by leader epoch, not by high watermark); consumers ask it to detect truncation (KIP-320).
+//! Answers: the largest epoch not above the one asked and its end offset (the start of the
+//! next epoch, or the log end for the latest); -1/-1 when the log has no such epoch.
+
+use bytes::Bytes;
+use kafka_protocol::messages::offset_for_leader_epoch_response::{
+    EpochEndOffset, OffsetForLeaderTopicResult,
+};
+use kafka_protocol::messages::{ApiKey, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+use sluice_protocol::types::TopicPartition;
+use sluice_protocol::ErrorCode;
+
+use crate::broker::Broker;
+use crate::request::{HandlerError, RequestContext, Response};
+
+handler!(ApiKey::OffsetForLeaderEpoch, 2, 4, sync handle);
+
+fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+    let req: OffsetForLeaderEpochRequest = ctx.decode(body)?;
+    let mut resp = OffsetForLeaderEpochResponse::default();
+    for topic in req.topics {
+        let mut out = OffsetForLeaderTopicResult::default();
+        out.topic = topic.topic.clone();
+        for part in topic.partitions {
+            let mut r = EpochEndOffset::default();
+            r.partition = part.partition;
+            r.leader_epoch = -1;
+            r.end_offset = -1;
+            let tp = TopicPartition::new(topic.topic.to_string(), part.partition);
+            let answer = match broker.replicas.get(&tp) {
+                None => Err(ErrorCode::UnknownTopicOrPartition),
+                Some(p) if !p.is_leader() => Err(ErrorCode::NotLeaderOrFollower),
+                Some(p) => p
+                    .check_leader_epoch(part.current_leader_epoch)
+                    .map(|()| p.end_offset_for(part.leader_epoch)),
+            };
+            match answer {
+                Ok(Some((epoch, end))) => {
+                    r.leader_epoch = epoch;
+                    r.end_offset = end;
+                }
+                Ok(None) => {}
+                Err(code) => r.error_code = code.code(),
+            }
+            out.partitions.push(r);
+        }
+        resp.topics.push(out);
+    }
+    ctx.respond(&resp)
+}

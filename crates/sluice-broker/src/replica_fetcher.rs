@@ -1,0 +1,366 @@
+//! Followers pull from leaders. One fetcher task per leader broker carries every partition
+//! this broker follows from it (one fetch session per follower/leader pair). Before fetching
+//! from a new leader (a new leader epoch) a partition asks OffsetForLeaderEpoch where its
+//! latest epoch ends on the leader and truncates there, not to its high watermark (KIP-101).
+//! Fetched batches are appended unchanged; the leader's HW comes back in every response.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse, RequestHeader, TopicName,
+};
+use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use sluice_metadata::config::BrokerConfig;
+use sluice_protocol::frame;
+use sluice_protocol::types::TopicPartition;
+use sluice_protocol::ErrorCode;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use crate::metadata_cache::MetadataCache;
+use crate::partition::Partition;
+use crate::replica_manager::ReplicaManager;
+
+const FETCH_VERSION: i16 = 12;
+const EPOCH_VERSION: i16 = 4;
+
+#[derive(Clone, Copy, Debug)]
+pub struct FetcherConfig {
+    pub max_bytes_per_partition: i32,
+    pub max_bytes: i32,
+    pub max_wait_ms: i32,
+    pub backoff: Duration,
+}
+
+impl FetcherConfig {
+    pub fn from_broker(c: &BrokerConfig) -> Self {
+        Self {
+            max_bytes_per_partition: c
+                .number("replica.fetch.max.bytes")
+                .clamp(1, i32::MAX as i64) as i32,
+            max_bytes: c
+                .number("replica.fetch.response.max.bytes")
+                .clamp(1, i32::MAX as i64) as i32,
+            max_wait_ms: c.number("replica.fetch.wait.max.ms").clamp(0, 60_000) as i32,
+            backoff: Duration::from_millis(
+                c.number("replica.fetch.backoff.ms").clamp(10, 60_000) as u64
+            ),
+        }
+    }
+}
+
+/// A Kafka-protocol connection to one leader.
+struct LeaderConn {
+    stream: TcpStream,
+    correlation: i32,
+    client_id: StrBytes,
+}
+
+impl LeaderConn {
+    async fn connect(addr: &str, node_id: i32) -> std::io::Result<Self> {
+        let stream = TcpStream::connect(addr).await?;
+        let _ = stream.set_nodelay(true);
+        Ok(Self {
+            stream,
+            correlation: 0,
+            client_id: StrBytes::from_string(format!("sluice-replica-fetcher-{node_id}")),
+        })
+    }
+
+    async fn call<Req: Encodable, Resp: Decodable>(
+        &mut self,
+        key: ApiKey,
+        version: i16,
+        req: &Req,
+    ) -> std::io::Result<Resp> {
+        self.correlation = self.correlation.wrapping_add(1);
+        let header = RequestHeader::default()
+            .with_request_api_key(key as i16)
+            .with_request_api_version(version)
+            .with_correlation_id(self.correlation)
+            .with_client_id(Some(self.client_id.clone()));
+        let mut out = BytesMut::new();
+        frame::encode_request(&mut out, &header, req).map_err(std::io::Error::other)?;
+        self.stream.write_all(&out).await?;
+        let size = self.stream.read_i32().await?;
+        if !(0..=256 * 1024 * 1024).contains(&size) {
+            return Err(std::io::Error::other(format!("response of {size} bytes")));
+        }
+        let mut buf = vec![0u8; size as usize];
+        self.stream.read_exact(&mut buf).await?;
+        let mut frame_bytes = Bytes::from(buf);
+        let h = frame::decode_response_header(&mut frame_bytes, key, version)
+            .map_err(std::io::Error::other)?;
+        if h.correlation_id != self.correlation {
+            return Err(std::io::Error::other("correlation id mismatch"));
+        }
+        Resp::decode(&mut frame_bytes, version).map_err(std::io::Error::other)
+    }
+}
+
+/// Starts and stops the per-leader fetchers as leadership moves.
+pub struct ReplicaFetcherManager {
+    node_id: i32,
+    replicas: Arc<ReplicaManager>,
+    metadata: Arc<MetadataCache>,
+    listener: Option<String>,
+    config: FetcherConfig,
+}
+
+impl ReplicaFetcherManager {
+    pub fn new(
+        node_id: i32,
+        replicas: Arc<ReplicaManager>,
+        metadata: Arc<MetadataCache>,
+        broker_config: &BrokerConfig,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            node_id,
+            replicas,
+            metadata,
+            listener: broker_config
+                .explicit("inter.broker.listener.name")
+                .map(str::to_owned),
+            config: FetcherConfig::from_broker(broker_config),
+        })
+    }
+
+    /// The partitions this broker follows, by leader.
+    fn followed(&self) -> BTreeMap<i32, Vec<Arc<Partition>>> {
+        let mut by_leader: BTreeMap<i32, Vec<Arc<Partition>>> = BTreeMap::new();
+        for p in self.replicas.all() {
+            let s = p.state();
+            if s.leader_id() >= 0 && s.leader_id() != self.node_id {
+                by_leader.entry(s.leader_id()).or_default().push(p);
+            }
+        }
+        by_leader
+    }
+
+    fn address_of(&self, leader: i32) -> Option<String> {
+        let image = self.metadata.current();
+        let b = image.brokers.get(&leader).filter(|b| !b.fenced)?;
+        let e = match &self.listener {
+            Some(name) => b.endpoints.iter().find(|e| &e.name == name),
+            None => b.endpoints.first(),
+        }?;
+        Some(format!("{}:{}", e.host, e.port))
+    }
+
+    /// Keep one fetcher per leader running until shutdown.
+    pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
+        let mut tasks: HashMap<i32, tokio::task::JoinHandle<()>> = HashMap::new();
+        let mut tick = tokio::time::interval(Duration::from_millis(100));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => break,
+                _ = tick.tick() => {}
+            }
+            tasks.retain(|_, t| !t.is_finished());
+            for leader in self.followed().into_keys() {
+                tasks.entry(leader).or_insert_with(|| {
+                    let me = Arc::clone(&self);
+                    let stop = shutdown.clone();
+                    tokio::spawn(async move { me.fetch_from(leader, stop).await })
+                });
+            }
+        }
+        for (_, t) in tasks {
+            t.abort();
+        }
+    }
+
+    async fn fetch_from(&self, leader: i32, shutdown: watch::Receiver<bool>) {
+        let mut conn: Option<LeaderConn> = None;
+        // Leader epoch each partition was last truncated for.
+        let mut synced: HashMap<TopicPartition, i32> = HashMap::new();
+        loop {
+            if *shutdown.borrow() {
+                return;
+            }
+            let parts = self.followed().remove(&leader).unwrap_or_default();
+            if parts.is_empty() {
+                return;
+            }
+            if conn.is_none() {
+                let Some(addr) = self.address_of(leader) else {
+                    tokio::time::sleep(self.config.backoff).await;
+                    continue;
+                };
+                match LeaderConn::connect(&addr, self.node_id).await {
+                    Ok(c) => conn = Some(c),
+                    Err(e) => {
+                        debug!(leader, error = %e, "cannot reach leader");
+                        tokio::time::sleep(self.config.backoff).await;
+                        continue;
+                    }
+                }
+            }
+            let c = conn.as_mut().expect("connected above");
+            let result = async {
+                self.truncate_new_epochs(c, &parts, &mut synced).await?;
+                let ready: Vec<Arc<Partition>> = parts
+                    .iter()
+                    .filter(|p| synced.get(&p.tp) == Some(&p.leader_epoch()))
+                    .cloned()
+                    .collect();
+                self.fetch_once(c, &ready).await
+            }
+            .await;
+            if let Err(e) = result {
+                debug!(leader, error = %e, "replica fetch failed");
+                conn = None;
+                tokio::time::sleep(self.config.backoff).await;
+            }
+        }
+    }
+
+    /// Partitions following a new leader epoch truncate to where their latest epoch ends on
+    /// the leader (or to their HW when the leader cannot say).
+    async fn truncate_new_epochs(
+        &self,
+        c: &mut LeaderConn,
+        parts: &[Arc<Partition>],
+        synced: &mut HashMap<TopicPartition, i32>,
+    ) -> std::io::Result<()> {
+        let pending: Vec<&Arc<Partition>> = parts
+            .iter()
+            .filter(|p| synced.get(&p.tp) != Some(&p.leader_epoch()))
+            .collect();
+        if pending.is_empty() {
+            return Ok(());
+        }
+        let mut topics: BTreeMap<String, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
+        for p in &pending {
+            topics.entry(p.tp.topic.to_string()).or_default().push(
+                OffsetForLeaderPartition::default()
+                    .with_partition(p.tp.partition.0)
+                    .with_current_leader_epoch(p.leader_epoch())
+                    .with_leader_epoch(p.latest_epoch().unwrap_or(-1)),
+            );
+        }
+        let req = OffsetForLeaderEpochRequest::default()
+            .with_replica_id(BrokerId(self.node_id))
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        OffsetForLeaderTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(t)))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        let resp: OffsetForLeaderEpochResponse = c
+            .call(ApiKey::OffsetForLeaderEpoch, EPOCH_VERSION, &req)
+            .await?;
+        let now = crate::now_ms();
+        for t in resp.topics {
+            for r in t.partitions {
+                let tp = TopicPartition::new(t.topic.to_string(), r.partition);
+                let Some(p) = pending.iter().find(|p| p.tp == tp) else {
+                    continue;
+                };
+                if r.error_code != 0 {
+                    debug!(partition = %tp, code = r.error_code, "leader refused OffsetForLeaderEpoch");
+                    continue;
+                }
+                let leo = p.log_end_offset();
+                let target = if r.end_offset < 0 || r.leader_epoch < 0 {
+                    p.high_watermark().min(leo)
+                } else {
+                    r.end_offset.min(leo)
+                };
+                if target < leo {
+                    info!(partition = %tp, from = leo, to = target, leader_epoch = r.leader_epoch, "truncating to the leader's epoch end");
+                    p.truncate_to(target, now).map_err(std::io::Error::other)?;
+                }
+                synced.insert(tp, p.leader_epoch());
+            }
+        }
+        Ok(())
+    }
+
+    async fn fetch_once(
+        &self,
+        c: &mut LeaderConn,
+        parts: &[Arc<Partition>],
+    ) -> std::io::Result<()> {
+        if parts.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            return Ok(());
+        }
+        let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+        for p in parts {
+            topics.entry(p.tp.topic.to_string()).or_default().push(
+                FetchPartition::default()
+                    .with_partition(p.tp.partition.0)
+                    .with_current_leader_epoch(p.leader_epoch())
+                    .with_fetch_offset(p.log_end_offset())
+                    .with_log_start_offset(p.log_start_offset())
+                    .with_partition_max_bytes(self.config.max_bytes_per_partition),
+            );
+        }
+        let req = FetchRequest::default()
+            .with_replica_id(BrokerId(self.node_id))
+            .with_max_wait_ms(self.config.max_wait_ms)
+            .with_min_bytes(1)
+            .with_max_bytes(self.config.max_bytes)
+            .with_topics(
+                topics
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        FetchTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(t)))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            );
+        let resp: FetchResponse = c.call(ApiKey::Fetch, FETCH_VERSION, &req).await?;
+        let now = crate::now_ms();
+        let mut backoff = false;
+        for t in resp.responses {
+            for d in t.partitions {
+                let tp = TopicPartition::new(t.topic.to_string(), d.partition_index);
+                let Some(p) = parts.iter().find(|p| p.tp == tp) else {
+                    continue;
+                };
+                match ErrorCode::try_from_code(d.error_code) {
+                    None => {
+                        let records = d.records.as_deref().unwrap_or_default();
+                        if let Err(e) = p.append_as_follower(records, d.high_watermark, now) {
+                            warn!(partition = %tp, error = %e, "cannot append replicated records");
+                            backoff = true;
+                        }
+                    }
+                    Some(ErrorCode::OffsetOutOfRange)
+                        if p.log_end_offset() < d.log_start_offset =>
+                    {
+                        // The leader deleted what we still miss: start over at its log start.
+                        p.truncate_fully_and_start_at(d.log_start_offset, now)
+                            .map_err(std::io::Error::other)?;
+                    }
+                    Some(code) => {
+                        debug!(partition = %tp, ?code, "replica fetch error");
+                        backoff = true;
+                    }
+                }
+            }
+        }
+        if backoff {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        Ok(())
+    }
+}
