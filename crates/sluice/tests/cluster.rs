@@ -393,19 +393,8 @@ fn controlled_shutdown_moves_leaderships_first_and_clients_follow_them() {
         .find(|(i, _)| *i as i32 + 1 != leaving && *i as i32 + 1 != p0_leader)
         .map(|(_, n)| n.bootstrap.clone())
         .unwrap();
-    let mut b = BatchBuilder::new(Compression::None);
-    b.append(0, Some(b"k"), Some(b"v"), &[]);
-    let req = ProduceRequest::default()
-        .with_acks(1)
-        .with_timeout_ms(5000)
-        .with_topic_data(vec![TopicProduceData::default()
-            .with_name(TopicName(StrBytes::from_static_str("cs")))
-            .with_partition_data(vec![PartitionProduceData::default()
-                .with_index(0)
-                .with_records(Some(Bytes::from(b.build(0).unwrap())))])]);
-    let resp: ProduceResponse = Wire::connect(&other).call(ApiKey::Produce, 9, &req);
     assert_eq!(
-        resp.responses[0].partition_responses[0].error_code,
+        produce_code(&other, "cs", 1, 5000),
         ErrorCode::NotLeaderOrFollower.code()
     );
     // ... and a real client recovers by refreshing its metadata.
@@ -490,6 +479,69 @@ fn followers_replicate_so_acks_all_survives_losing_the_leader() {
     converge(&survivor, "the old leader back in the ISR", |m| {
         partitions(m, "r")[0].2.len() == 3
     });
+}
+
+/// One raw Produce (v9) of one record to partition 0 of `topic` at `addr`: its error code.
+fn produce_code(addr: &str, topic: &str, acks: i16, timeout_ms: i32) -> i16 {
+    let mut b = BatchBuilder::new(Compression::None);
+    b.append(0, Some(b"k"), Some(b"v"), &[]);
+    let req = ProduceRequest::default()
+        .with_acks(acks)
+        .with_timeout_ms(timeout_ms)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(StrBytes::from_string(topic.to_string())))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(Bytes::from(b.build(0).unwrap())))])]);
+    let resp: ProduceResponse = Wire::connect(addr).call(ApiKey::Produce, 9, &req);
+    resp.responses[0].partition_responses[0].error_code
+}
+
+#[test]
+fn acks_all_reports_too_few_in_sync_replicas_before_and_after_the_append() {
+    let configs = combined(&[
+        "replica.lag.time.max.ms=1000",
+        "broker.session.timeout.ms=60000",
+        "broker.heartbeat.interval.ms=250",
+        "controller.quorum.election.timeout.ms=500",
+    ]);
+    let nodes = TestServer::start_all(sluice_bin(), &configs);
+    let (a, rt) = admin(&nodes[0].bootstrap);
+    let spec = NewTopic::new("m", 1, TopicReplication::Fixed(3)).set("min.insync.replicas", "3");
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    assert!(rt.block_on(a.create_topics(&[spec], &opts)).unwrap()[0].is_ok());
+    let m = converge(&nodes[0].bootstrap, "m", |m| partitions(m, "m").len() == 1);
+    let (leader, replicas, _) = partitions(&m, "m")[0].clone();
+    let leader_addr = nodes[(leader - 1) as usize].bootstrap.clone();
+    assert_eq!(produce_code(&leader_addr, "m", -1, 10_000), 0);
+    // One follower stops (the quorum keeps its majority); a write accepted with 3 in sync
+    // commits only once the ISR has shrunk to 2, below min.insync.replicas=3.
+    let followers: Vec<u32> = replicas
+        .iter()
+        .filter(|r| **r != leader)
+        .take(1)
+        .map(|r| nodes[(*r - 1) as usize].pid())
+        .collect();
+    for pid in &followers {
+        signal(*pid, "-STOP");
+    }
+    assert_eq!(
+        produce_code(&leader_addr, "m", -1, 20_000),
+        ErrorCode::NotEnoughReplicasAfterAppend.code()
+    );
+    // Now refused before the append.
+    assert_eq!(
+        produce_code(&leader_addr, "m", -1, 10_000),
+        ErrorCode::NotEnoughReplicas.code()
+    );
+    assert_eq!(produce_code(&leader_addr, "m", 1, 10_000), 0);
+    for pid in &followers {
+        signal(*pid, "-CONT");
+    }
+    converge(&leader_addr, "the follower back in the ISR", |m| {
+        partitions(m, "m")[0].2.len() == 3
+    });
+    assert_eq!(produce_code(&leader_addr, "m", -1, 10_000), 0);
 }
 
 fn signal(pid: u32, sig: &str) {

@@ -147,6 +147,7 @@ async fn handle(
         if !await_high_watermark(&waiting, timeout).await {
             mark_timed_out(&mut resp, &waiting);
         }
+        mark_too_few_replicas(&mut resp, &waiting);
     }
     ctx.respond(&resp)
 }
@@ -176,6 +177,24 @@ async fn await_high_watermark(waiting: &[(Arc<Partition>, i64)], timeout: Durati
             return waiting
                 .iter()
                 .all(|(p, target)| p.high_watermark() >= *target);
+        }
+    }
+}
+
+/// The records are committed, but the ISR that committed them fell below
+/// `min.insync.replicas` meanwhile: Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND (retriable; the
+/// producer may write them again).
+fn mark_too_few_replicas(resp: &mut ProduceResponse, waiting: &[(Arc<Partition>, i64)]) {
+    for topic in &mut resp.responses {
+        for p in &mut topic.partition_responses {
+            let short = waiting.iter().any(|(w, _)| {
+                w.tp.partition.0 == p.index
+                    && (*w.tp.topic == *topic.name.0 || w.topic_id == topic.topic_id)
+                    && (w.state().isr().len() as i32) < w.settings().min_insync_replicas
+            });
+            if short && p.error_code == 0 {
+                p.error_code = ErrorCode::NotEnoughReplicasAfterAppend.code();
+            }
         }
     }
 }
