@@ -3,7 +3,7 @@
 //! blocking pool. A call returns once the change is committed and published to this broker.
 
 use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, TopicRef,
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange, TopicRef,
 };
 
 /// A controller failure that is not the request's fault (e.g. the metadata log's disk).
@@ -48,5 +48,15 @@ pub trait ControllerApi: Send + Sync + 'static {
     ) -> Result<Result<(), ApiError>, ControllerFailure> {
         let _ = change;
         Err("this controller does not take ISR changes".into())
+    }
+
+    /// ElectLeaders: preferred or unclean, for `partitions` (None = all).
+    fn elect_leaders(
+        &self,
+        preferred: bool,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Result<Vec<ElectionOutcome>, ControllerFailure> {
+        let _ = (preferred, partitions);
+        Err("this controller does not elect leaders on request".into())
     }
 }

@@ -17,7 +17,7 @@ use sluice_protocol::ErrorCode;
 use crate::election::{elect, isr_without};
 use crate::placement;
 pub use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, TopicRef,
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange, TopicRef,
 };
 
 /// Cluster-wide defaults for new topics.
@@ -514,6 +514,115 @@ impl Controller {
         }])
     }
 
+    /// ElectLeaders: `preferred` moves leadership to each partition's first replica when it
+    /// is live and in sync; otherwise (unclean) a leaderless partition takes any live
+    /// replica. `targets` None means every partition. Per partition: done or why not.
+    pub fn elect_leaders(
+        &self,
+        image: &MetadataImage,
+        preferred: bool,
+        targets: Option<&[(String, i32)]>,
+    ) -> (Vec<ElectionOutcome>, Vec<MetadataRecord>) {
+        let all: Vec<(String, i32)>;
+        let targets = match targets {
+            Some(t) => t,
+            None => {
+                all = image
+                    .topics
+                    .values()
+                    .flat_map(|t| t.partitions.keys().map(|p| (t.name.clone(), *p)))
+                    .collect();
+                &all
+            }
+        };
+        let mut outcomes = Vec::with_capacity(targets.len());
+        let mut records = Vec::new();
+        for (topic, partition) in targets {
+            let found = image
+                .topic(topic)
+                .and_then(|t| t.partitions.get(partition).map(|r| (t.id, r)));
+            let outcome = match found {
+                None => Err(ApiError::new(
+                    ErrorCode::UnknownTopicOrPartition,
+                    "no such partition",
+                )),
+                Some((id, reg)) if preferred => {
+                    let want = reg.replicas[0];
+                    if reg.leader == want {
+                        Err(ApiError::new(
+                            ErrorCode::ElectionNotNeeded,
+                            "already the preferred leader",
+                        ))
+                    } else if image.is_live(want) && reg.isr.contains(&want) {
+                        records.push(MetadataRecord::PartitionChange {
+                            topic_id: id,
+                            partition: *partition,
+                            leader: want,
+                            isr: reg.isr.clone(),
+                        });
+                        Ok(())
+                    } else {
+                        Err(ApiError::new(
+                            ErrorCode::PreferredLeaderNotAvailable,
+                            format!("broker {want} is not live and in sync"),
+                        ))
+                    }
+                }
+                Some((id, reg)) => {
+                    let e = elect(&reg.replicas, &reg.isr, |r| image.is_live(r), true);
+                    if reg.leader >= 0 {
+                        Err(ApiError::new(
+                            ErrorCode::ElectionNotNeeded,
+                            "the partition has a leader",
+                        ))
+                    } else if e.leader < 0 {
+                        Err(ApiError::new(
+                            ErrorCode::EligibleLeadersNotAvailable,
+                            "no replica is live",
+                        ))
+                    } else {
+                        tracing::warn!(topic = %topic, partition, leader = e.leader, "unclean leader election: records the old ISR had may be lost");
+                        records.push(MetadataRecord::PartitionChange {
+                            topic_id: id,
+                            partition: *partition,
+                            leader: e.leader,
+                            isr: e.isr,
+                        });
+                        Ok(())
+                    }
+                }
+            };
+            outcomes.push((topic.clone(), *partition, outcome));
+        }
+        (outcomes, records)
+    }
+
+    /// `auto.leader.rebalance.enable`: the partitions whose preferred leader is live, in
+    /// sync and not leading, for brokers whose share of such partitions exceeds
+    /// `imbalance_pct` percent of those they prefer.
+    pub fn imbalanced(&self, image: &MetadataImage, imbalance_pct: i64) -> Vec<(String, i32)> {
+        let mut preferred: BTreeMap<i32, (usize, Vec<(String, i32)>)> = BTreeMap::new();
+        for t in image.topics.values() {
+            for (p, reg) in &t.partitions {
+                let Some(&want) = reg.replicas.first() else {
+                    continue;
+                };
+                let e = preferred.entry(want).or_default();
+                e.0 += 1;
+                if reg.leader != want && image.is_live(want) && reg.isr.contains(&want) {
+                    e.1.push((t.name.clone(), *p));
+                }
+            }
+        }
+        preferred
+            .into_values()
+            .filter(|(total, moved)| {
+                !moved.is_empty() && moved.len() * 100 > total * imbalance_pct.max(0) as usize
+            })
+            .flat_map(|(_, moved)| moved)
+            .collect()
+    }
+
     /// Hand out `count` producer ids to `node_id`: the first of the block and its record.
     pub fn allocate_producer_ids(
         &self,
@@ -862,6 +971,56 @@ mod tests {
             .unwrap();
         k.apply(grow);
         assert_eq!(k.partition("t", 0).isr, vec![1, 2, 3]);
+    }
+
+    #[test]
+    fn preferred_leaders_come_back_when_live_and_in_sync() {
+        let mut k = Cluster::new(&[1, 2, 3]);
+        k.create(&[spec("t", 3, 3)]);
+        let preferred = |k: &Cluster, p| k.partition("t", p).replicas[0];
+        assert!(k.c.imbalanced(&k.image, 10).is_empty());
+        let (out, r) = k.c.elect_leaders(&k.image, true, None);
+        assert!(r.is_empty());
+        assert!(out
+            .iter()
+            .all(|o| o.2.as_ref().unwrap_err().code == ErrorCode::ElectionNotNeeded));
+        // Broker 1 goes away and comes back (out of the ISRs, so not yet eligible).
+        let r = k.c.fence_broker(&k.image, 1);
+        k.apply(r);
+        let r = k.c.unfence_broker(&k.image, 1);
+        k.apply(r);
+        let p1 = (0..3).find(|p| preferred(&k, *p) == 1).unwrap();
+        assert_ne!(k.partition("t", p1).leader, 1);
+        let target = [("t".to_string(), p1)];
+        let (out, _) = k.c.elect_leaders(&k.image, true, Some(&target));
+        assert_eq!(
+            out[0].2.as_ref().unwrap_err().code,
+            ErrorCode::PreferredLeaderNotAvailable
+        );
+        assert!(k.c.imbalanced(&k.image, 10).is_empty());
+        // Back in sync: eligible, and 1 of 1 preferred partitions is misplaced (100% > 10%).
+        let reg = k.partition("t", p1);
+        let id = k.image.topic("t").unwrap().id;
+        let mut isr = reg.isr.clone();
+        isr.push(1);
+        k.apply(vec![MetadataRecord::PartitionChange {
+            topic_id: id,
+            partition: p1,
+            leader: reg.leader,
+            isr,
+        }]);
+        assert_eq!(k.c.imbalanced(&k.image, 10), target.to_vec());
+        assert!(k.c.imbalanced(&k.image, 100).is_empty());
+        let (out, r) = k.c.elect_leaders(&k.image, true, Some(&target));
+        assert!(out[0].2.is_ok());
+        k.apply(r);
+        assert_eq!(k.partition("t", p1).leader, 1);
+        let missing = [("nope".to_string(), 0)];
+        let (out, _) = k.c.elect_leaders(&k.image, true, Some(&missing));
+        assert_eq!(
+            out[0].2.as_ref().unwrap_err().code,
+            ErrorCode::UnknownTopicOrPartition
+        );
     }
 
     #[test]

@@ -49,6 +49,11 @@ pub struct QuorumConfig {
     /// `controller.quorum.election.timeout.ms`
     pub election_timeout_ms: u64,
     pub defaults: ControllerDefaults,
+    /// `auto.leader.rebalance.enable`, `leader.imbalance.check.interval.seconds` (as ms),
+    /// `leader.imbalance.per.broker.percentage`.
+    pub auto_leader_rebalance: bool,
+    pub imbalance_check_ms: u64,
+    pub imbalance_pct: i64,
 }
 
 struct Session {
@@ -78,6 +83,7 @@ pub struct QuorumController {
     /// Fault injection: when set, Raft traffic to and from this node is dropped.
     isolated: Arc<AtomicBool>,
     session_timeout: Duration,
+    rebalance: Option<(Duration, i64)>,
 }
 
 type Reply = Result<(i64, ReplyBody), ControllerResponse>;
@@ -138,6 +144,12 @@ impl QuorumController {
             active: tokio::sync::Mutex::new(Active::default()),
             isolated,
             session_timeout: Duration::from_millis(config.session_timeout_ms.max(1)),
+            rebalance: config.auto_leader_rebalance.then(|| {
+                (
+                    Duration::from_millis(config.imbalance_check_ms.max(1)),
+                    config.imbalance_pct,
+                )
+            }),
         }))
     }
 
@@ -276,6 +288,13 @@ impl QuorumController {
                 Ok((self.write(records).await?, ReplyBody::ProducerIds(first)))
             }
             ControllerRequest::Heartbeat(h) => self.heartbeat(&mut active, &image, h).await,
+            ControllerRequest::ElectLeaders {
+                preferred,
+                partitions,
+            } => {
+                let (out, records) = p.elect_leaders(&image, preferred, partitions.as_deref());
+                Ok((self.write(records).await?, ReplyBody::Elected(out)))
+            }
             ControllerRequest::AlterPartition(c) => match p.alter_partition(&image, &c) {
                 Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
                 Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),
@@ -401,6 +420,27 @@ impl QuorumController {
         }
     }
 
+    /// On the active controller: move leadership back to preferred replicas for brokers
+    /// whose share of misplaced leaderships is above the limit.
+    async fn check_imbalance(&self, pct: i64) {
+        let Ok(_active) = self.lead().await else {
+            return;
+        };
+        let image = self.shared.current();
+        let moves = self.planner.imbalanced(&image, pct);
+        if moves.is_empty() {
+            return;
+        }
+        let (_, records) = self.planner.elect_leaders(&image, true, Some(&moves));
+        match self.write(records).await {
+            Ok(_) => info!(
+                partitions = moves.len(),
+                "leadership moved back to preferred replicas"
+            ),
+            Err(e) => warn!(error = ?e, "preferred leader election failed"),
+        }
+    }
+
     /// Metadata after `offset` for a broker-only node; waits up to `wait` for news.
     pub async fn fetch(&self, offset: i64, wait: Duration) -> FetchResponse {
         let mut rx = self.shared.image.subscribe();
@@ -437,18 +477,25 @@ impl QuorumController {
         }
     }
 
-    /// Background duties until shutdown: the session checker.
+    /// Background duties until shutdown: the session checker and the leader rebalancer.
     pub fn spawn_liveness(self: &Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let me = Arc::clone(self);
         let period =
             (self.session_timeout / 4).clamp(Duration::from_millis(50), Duration::from_secs(1));
+        let (rebalance_every, pct) = self
+            .rebalance
+            .unwrap_or((Duration::from_secs(24 * 3600), -1));
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut rebalance = tokio::time::interval(rebalance_every);
+            rebalance.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            rebalance.reset();
             loop {
                 tokio::select! {
                     _ = shutdown.changed() => return,
                     _ = tick.tick() => me.check_sessions().await,
+                    _ = rebalance.tick(), if pct >= 0 => me.check_imbalance(pct).await,
                 }
             }
         });

@@ -2,7 +2,7 @@
 //! metadata fetches, with their binary encodings.
 
 use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, TopicRef,
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange, TopicRef,
 };
 use sluice_metadata::record::Endpoint;
 use sluice_metadata::{MetadataRecord, Uuid};
@@ -48,6 +48,11 @@ pub enum ControllerRequest {
     },
     Heartbeat(Heartbeat),
     AlterPartition(IsrChange),
+    /// ElectLeaders: preferred (true) or unclean; None = every partition.
+    ElectLeaders {
+        preferred: bool,
+        partitions: Option<Vec<(String, i32)>>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -57,6 +62,7 @@ pub enum ReplyBody {
     Done(Result<(), ApiError>),
     ProducerIds(i64),
     Heartbeat { fenced: bool, should_shutdown: bool },
+    Elected(Vec<ElectionOutcome>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,6 +205,23 @@ impl ControllerRequest {
                     .i32(c.partition_epoch)
                     .ints(&c.isr);
             }
+            ControllerRequest::ElectLeaders {
+                preferred,
+                partitions,
+            } => {
+                w.u8(8).bool(*preferred);
+                match partitions {
+                    Some(ps) => {
+                        w.bool(true).u32(ps.len() as u32);
+                        for (t, p) in ps {
+                            w.str(t).i32(*p);
+                        }
+                    }
+                    None => {
+                        w.bool(false);
+                    }
+                }
+            }
         }
         w.0
     }
@@ -298,6 +321,23 @@ impl ControllerRequest {
                 partition_epoch: r.i32()?,
                 isr: r.ints()?,
             }),
+            8 => {
+                let preferred = r.bool()?;
+                let partitions = if r.bool()? {
+                    let n = r.count(8)?;
+                    Some(
+                        (0..n)
+                            .map(|_| Ok((r.str()?, r.i32()?)))
+                            .collect::<Result<_, _>>()?,
+                    )
+                } else {
+                    None
+                };
+                ControllerRequest::ElectLeaders {
+                    preferred,
+                    partitions,
+                }
+            }
             _ => return Err(WireError("unknown controller request")),
         };
         r.done()?;
@@ -342,6 +382,13 @@ impl ControllerResponse {
                         should_shutdown,
                     } => {
                         w.u8(5).bool(*fenced).bool(*should_shutdown);
+                    }
+                    ReplyBody::Elected(v) => {
+                        w.u8(6).u32(v.len() as u32);
+                        for (t, p, r) in v {
+                            w.str(t).i32(*p);
+                            put_result(&mut w, r, |_, _| {});
+                        }
                     }
                 }
             }
@@ -393,6 +440,16 @@ impl ControllerResponse {
                         fenced: r.bool()?,
                         should_shutdown: r.bool()?,
                     },
+                    6 => {
+                        let n = r.count(9)?;
+                        let mut v = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            let t = r.str()?;
+                            let p = r.i32()?;
+                            v.push((t, p, get_result(&mut r, |_| Ok(()))?));
+                        }
+                        ReplyBody::Elected(v)
+                    }
                     _ => return Err(WireError("unknown reply")),
                 };
                 ControllerResponse::Ok { offset, body }
@@ -521,6 +578,14 @@ mod tests {
                 partition_epoch: 4,
                 isr: vec![1, 3],
             }),
+            ControllerRequest::ElectLeaders {
+                preferred: true,
+                partitions: Some(vec![("t".into(), 1)]),
+            },
+            ControllerRequest::ElectLeaders {
+                preferred: false,
+                partitions: None,
+            },
         ];
         for req in reqs {
             let bytes = req.encode();
@@ -561,6 +626,17 @@ mod tests {
                     fenced: true,
                     should_shutdown: false,
                 },
+            },
+            ControllerResponse::Ok {
+                offset: 7,
+                body: ReplyBody::Elected(vec![
+                    ("t".into(), 0, Ok(())),
+                    (
+                        "t".into(),
+                        1,
+                        Err(ApiError::new(ErrorCode::ElectionNotNeeded, "no")),
+                    ),
+                ]),
             },
             ControllerResponse::NotController(Some((3, "h:1".into()))),
             ControllerResponse::NotController(None),

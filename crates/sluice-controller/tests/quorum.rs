@@ -25,6 +25,9 @@ fn config(id: i32, voters: &BTreeMap<u64, String>, dir: &std::path::Path) -> Quo
             delete_topic_enable: true,
             unclean_leader_election: false,
         },
+        auto_leader_rebalance: false,
+        imbalance_check_ms: 300_000,
+        imbalance_pct: 10,
     }
 }
 

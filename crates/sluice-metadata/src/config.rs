@@ -1103,6 +1103,27 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Pause after a failed replica fetch.",
     ),
     def(
+        "auto.leader.rebalance.enable",
+        T::Boolean,
+        Some("true"),
+        Any,
+        "Move leadership back to preferred replicas when brokers are imbalanced.",
+    ),
+    def(
+        "leader.imbalance.check.interval.seconds",
+        T::Long,
+        Some("300"),
+        AtLeast(1),
+        "How often the active controller checks leader imbalance.",
+    ),
+    def(
+        "leader.imbalance.per.broker.percentage",
+        T::Int,
+        Some("10"),
+        AtLeast(0),
+        "Misplaced leaderships a broker may have, in percent, before a rebalance.",
+    ),
+    def(
         "num.replica.fetchers",
         T::Int,
         Some("1"),

@@ -62,3 +62,6 @@ pub struct IsrChange {
     pub partition_epoch: i32,
     pub isr: Vec<i32>,
 }
+
+/// One partition's ElectLeaders outcome: (topic, partition, done or why not).
+pub type ElectionOutcome = (String, i32, Result<(), ApiError>);

@@ -16,7 +16,7 @@ use sluice_controller::rpc::{
 };
 use sluice_controller::QuorumController;
 use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, TopicRef,
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange, TopicRef,
 };
 use sluice_metadata::MetadataImage;
 use tokio::sync::watch;
@@ -238,6 +238,20 @@ impl ControllerApi for ControllerClient {
             count,
         })? {
             ReplyBody::ProducerIds(first) => Ok(first),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn elect_leaders(
+        &self,
+        preferred: bool,
+        partitions: Option<&[(String, i32)]>,
+    ) -> Result<Vec<ElectionOutcome>, ControllerFailure> {
+        match self.blocking(ControllerRequest::ElectLeaders {
+            preferred,
+            partitions: partitions.map(<[(String, i32)]>::to_vec),
+        })? {
+            ReplyBody::Elected(v) => Ok(v),
             other => Err(unexpected(other)),
         }
     }

@@ -240,6 +240,13 @@ impl Node {
                     .max(1) as u64,
                 session_timeout_ms: number("broker.session.timeout.ms").max(1) as u64,
                 election_timeout_ms: number("controller.quorum.election.timeout.ms").max(1) as u64,
+                auto_leader_rebalance: config
+                    .value("auto.leader.rebalance.enable")
+                    .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+                imbalance_check_ms: (number("leader.imbalance.check.interval.seconds").max(1)
+                    as u64)
+                    .saturating_mul(1000),
+                imbalance_pct: number("leader.imbalance.per.broker.percentage"),
                 defaults: ControllerDefaults {
                     num_partitions: config.num_partitions(),
                     replication_factor: config.default_replication_factor(),

@@ -587,3 +587,84 @@ fn a_paused_follower_leaves_the_isr_and_rejoins_when_it_catches_up() {
     send_all_acks(&leader_addr, "p", 50..100, "all");
     assert_eq!(read_partition(&leader_addr, "p", 100).len(), 100);
 }
+
+/// Three nodes; node X shuts down (its leaderships move) and comes back into the ISRs.
+/// Returns the nodes and, per partition of topic `pl`, its preferred leader.
+fn with_a_returned_broker(auto_rebalance: bool) -> (Vec<TestServer>, Vec<i32>) {
+    let auto = format!("auto.leader.rebalance.enable={auto_rebalance}");
+    let configs = combined(&[
+        "replica.lag.time.max.ms=1000",
+        "broker.session.timeout.ms=3000",
+        "broker.heartbeat.interval.ms=250",
+        "controller.quorum.election.timeout.ms=500",
+        "leader.imbalance.check.interval.seconds=1",
+        &auto,
+    ]);
+    let mut nodes = TestServer::start_all(sluice_bin(), &configs);
+    create(&nodes[0].bootstrap, "pl", 3, 3).unwrap();
+    let m = converge(&nodes[0].bootstrap, "pl", |m| {
+        partitions(m, "pl").len() == 3
+    });
+    let preferred: Vec<i32> = partitions(&m, "pl").iter().map(|p| p.1[0]).collect();
+    assert!(nodes[0].stop().success());
+    let other = nodes[1].bootstrap.clone();
+    converge(&other, "node 1 leads nothing", |m| {
+        partitions(m, "pl").iter().all(|p| p.0 != 1 && p.0 >= 0)
+    });
+    nodes[0].restart();
+    converge(&other, "node 1 back in every ISR", |m| {
+        brokers(m).len() == 3 && partitions(m, "pl").iter().all(|p| p.2.len() == 3)
+    });
+    (nodes, preferred)
+}
+
+#[test]
+fn elect_leaders_moves_leadership_back_to_the_preferred_replica() {
+    let (nodes, preferred) = with_a_returned_broker(false);
+    let m = metadata(&nodes[1].bootstrap).unwrap();
+    let misplaced = partitions(&m, "pl")
+        .iter()
+        .zip(&preferred)
+        .filter(|(p, want)| p.0 != **want)
+        .count();
+    assert_eq!(misplaced, 1, "node 1's partition is led elsewhere");
+    let resp: ElectLeadersResponse = Wire::connect(&nodes[2].bootstrap).call(
+        ApiKey::ElectLeaders,
+        1,
+        &ElectLeadersRequest::default()
+            .with_election_type(0)
+            .with_topic_partitions(None)
+            .with_timeout_ms(10_000),
+    );
+    assert_eq!(resp.error_code, 0);
+    let codes: Vec<i16> = resp.replica_election_results[0]
+        .partition_result
+        .iter()
+        .map(|r| r.error_code)
+        .collect();
+    assert_eq!(codes.iter().filter(|c| **c == 0).count(), 1, "{codes:?}");
+    assert_eq!(
+        codes
+            .iter()
+            .filter(|c| **c == ErrorCode::ElectionNotNeeded.code())
+            .count(),
+        2
+    );
+    converge(&nodes[1].bootstrap, "preferred leaders everywhere", |m| {
+        partitions(m, "pl")
+            .iter()
+            .zip(&preferred)
+            .all(|(p, want)| p.0 == *want)
+    });
+}
+
+#[test]
+fn auto_rebalance_moves_leadership_back_without_being_asked() {
+    let (nodes, preferred) = with_a_returned_broker(true);
+    converge(&nodes[1].bootstrap, "preferred leaders everywhere", |m| {
+        partitions(m, "pl")
+            .iter()
+            .zip(&preferred)
+            .all(|(p, want)| p.0 == *want)
+    });
+}

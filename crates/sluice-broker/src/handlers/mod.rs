@@ -42,6 +42,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -91,6 +92,7 @@ impl HandlerTable {
             produce::HANDLER,
             fetch::HANDLER,
             list_offsets::HANDLER,
+            elect_leaders::HANDLER,
             offset_for_leader_epoch::HANDLER,
             metadata::HANDLER,
             api_versions::HANDLER,
