@@ -6,8 +6,10 @@
 #[path = "common/wire.rs"]
 mod wire;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -667,4 +669,253 @@ fn auto_rebalance_moves_leadership_back_without_being_asked() {
             .zip(&preferred)
             .all(|(p, want)| p.0 == *want)
     });
+}
+
+/// Every record of `topic` partition `partition` up to (excluding) `end`: offset -> value.
+fn read_until(bootstrap: &str, topic: &str, partition: i32, end: i64) -> BTreeMap<i64, String> {
+    use rdkafka::{Message, Offset, TopicPartitionList};
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", "durability-check")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, partition, Offset::Beginning)
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let mut out = BTreeMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut last = -1;
+    while last + 1 < end {
+        assert!(
+            Instant::now() < deadline,
+            "read up to {last} of {end} in {topic}-{partition}"
+        );
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(500)) {
+            assert!(m.offset() > last, "offsets go forward");
+            last = m.offset();
+            let v = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+            out.insert(m.offset(), v);
+        }
+    }
+    out
+}
+
+type Seen = Arc<Mutex<Vec<(i32, i64, String)>>>;
+
+/// A fault-injection run: acks=all producers and a reading consumer on an RF 3,
+/// min.insync 2 topic while nodes are killed, paused and restarted in a seeded order; then
+/// every acknowledged record must sit at its acknowledged offset and every record a consumer
+/// read must still be there (nobody read above the high watermark). `SLUICE_DURABILITY_SEED`
+/// replays a schedule; `SLUICE_DURABILITY_ROUNDS` makes the run longer.
+#[test]
+fn durability_under_kills_pauses_and_restarts() {
+    let seed: u64 = std::env::var("SLUICE_DURABILITY_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    let rounds: usize = std::env::var("SLUICE_DURABILITY_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let mut rng = seed;
+    let mut next = move |n: usize| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % n as u64) as usize
+    };
+    let faults = ["kill-leader", "pause-leader", "rolling-restart", "kill-two"];
+    let schedule: Vec<&str> = (0..rounds).map(|_| faults[next(faults.len())]).collect();
+    eprintln!(
+        "durability seed {seed} schedule {schedule:?} (replay: SLUICE_DURABILITY_SEED={seed})"
+    );
+    let configs = combined(&[
+        "replica.lag.time.max.ms=1500",
+        "broker.session.timeout.ms=2000",
+        "broker.heartbeat.interval.ms=250",
+        "controller.quorum.election.timeout.ms=500",
+    ]);
+    let mut nodes = TestServer::start_all(sluice_bin(), &configs);
+    let bootstrap: String = nodes
+        .iter()
+        .map(|n| n.bootstrap.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let (a, rt) = admin(&nodes[0].bootstrap);
+    let spec = NewTopic::new("dur", 3, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    assert!(rt.block_on(a.create_topics(&[spec], &opts)).unwrap()[0].is_ok());
+    converge(&nodes[0].bootstrap, "dur", |m| {
+        partitions(m, "dur").len() == 3
+    });
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Seen = Arc::default();
+    let read: Seen = Arc::default();
+    let producer = {
+        let (stop, acked, bootstrap) = (Arc::clone(&stop), Arc::clone(&acked), bootstrap.clone());
+        std::thread::spawn(move || {
+            let p: FutureProducer = ClientConfig::new()
+                .set("bootstrap.servers", &bootstrap)
+                .set("acks", "all")
+                .set("enable.idempotence", "false")
+                .set("message.timeout.ms", "15000")
+                .set("linger.ms", "2")
+                .create()
+                .unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let batch: Vec<_> = (0..20)
+                    .map(|k| {
+                        let v = format!("r{}", i + k);
+                        let partition = ((i + k) % 3) as i32;
+                        let f = p
+                            .send_result(
+                                FutureRecord::<(), _>::to("dur")
+                                    .partition(partition)
+                                    .payload(&v),
+                            )
+                            .map_err(|_| ());
+                        (v, f)
+                    })
+                    .collect();
+                i += 20;
+                for (v, f) in batch {
+                    if let Ok(f) = f {
+                        if let Ok(Ok(d)) = rt.block_on(f) {
+                            acked.lock().unwrap().push((d.partition, d.offset, v));
+                        }
+                    }
+                }
+            }
+        })
+    };
+    let consumer = {
+        let (stop, read, bootstrap) = (Arc::clone(&stop), Arc::clone(&read), bootstrap.clone());
+        std::thread::spawn(move || {
+            use rdkafka::{Message, Offset, TopicPartitionList};
+            let c: BaseConsumer = ClientConfig::new()
+                .set("bootstrap.servers", &bootstrap)
+                .set("group.id", "durability-reader")
+                .set("enable.auto.commit", "false")
+                .create()
+                .unwrap();
+            let mut tpl = TopicPartitionList::new();
+            for p in 0..3 {
+                tpl.add_partition_offset("dur", p, Offset::Beginning)
+                    .unwrap();
+            }
+            c.assign(&tpl).unwrap();
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+                    let v = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+                    read.lock().unwrap().push((m.partition(), m.offset(), v));
+                }
+            }
+        })
+    };
+    let all_in_sync = |nodes: &[TestServer]| {
+        let live = nodes
+            .iter()
+            .find(|n| n.pid() != 0)
+            .unwrap()
+            .bootstrap
+            .clone();
+        converge(&live, "every replica back in sync", |m| {
+            brokers(m).len() == 3
+                && partitions(m, "dur")
+                    .iter()
+                    .all(|p| p.0 >= 0 && p.2.len() == 3)
+        });
+    };
+    let leader_index = |nodes: &[TestServer], p: usize| {
+        let m = metadata(&nodes[0].bootstrap)
+            .or_else(|| metadata(&nodes[1].bootstrap))
+            .unwrap();
+        (partitions(&m, "dur")[p].0 - 1) as usize
+    };
+    for fault in &schedule {
+        std::thread::sleep(Duration::from_millis(1500));
+        let victim = leader_index(&nodes, next(3));
+        eprintln!("fault {fault} on node {}", victim + 1);
+        match *fault {
+            "kill-leader" => {
+                nodes[victim].kill();
+                std::thread::sleep(Duration::from_millis(1000));
+                nodes[victim].restart();
+            }
+            "pause-leader" => {
+                signal(nodes[victim].pid(), "-STOP");
+                std::thread::sleep(Duration::from_millis(3000));
+                signal(nodes[victim].pid(), "-CONT");
+            }
+            "rolling-restart" => {
+                for i in 0..nodes.len() {
+                    nodes[i].restart();
+                    all_in_sync(&nodes);
+                }
+            }
+            _ => {
+                let other = (victim + 1 + next(2)) % 3;
+                nodes[victim].kill();
+                nodes[other].kill();
+                let (lo, hi) = (victim.min(other), victim.max(other));
+                let (left, right) = nodes.split_at_mut(hi);
+                TestServer::restart_all(&mut [&mut left[lo], &mut right[0]]);
+            }
+        }
+        all_in_sync(&nodes);
+    }
+    std::thread::sleep(Duration::from_millis(1000));
+    stop.store(true, Ordering::Relaxed);
+    producer.join().unwrap();
+    consumer.join().unwrap();
+    all_in_sync(&nodes);
+    let acked = acked.lock().unwrap().clone();
+    let read = read.lock().unwrap().clone();
+    assert!(
+        acked.len() > 100,
+        "the workload made progress ({} acked)",
+        acked.len()
+    );
+    let live = nodes[0].bootstrap.clone();
+    for p in 0..3 {
+        let end = acked
+            .iter()
+            .chain(&read)
+            .filter(|r| r.0 == p)
+            .map(|r| r.1 + 1)
+            .max()
+            .unwrap_or(0);
+        let log = read_until(&live, "dur", p, end);
+        for (_, offset, v) in acked.iter().filter(|r| r.0 == p) {
+            assert_eq!(
+                log.get(offset),
+                Some(v),
+                "seed {seed}: acknowledged record lost at {p}/{offset}"
+            );
+        }
+        for (_, offset, v) in read.iter().filter(|r| r.0 == p) {
+            assert_eq!(
+                log.get(offset),
+                Some(v),
+                "seed {seed}: a consumer read {p}/{offset} which was later lost"
+            );
+        }
+    }
+    eprintln!(
+        "durability seed {seed}: {} acked, {} read, all present",
+        acked.len(),
+        read.len()
+    );
 }
