@@ -405,6 +405,27 @@ fn controlled_shutdown_moves_leaderships_first_and_clients_follow_them() {
     converge(&survivor, "the node is back", |m| brokers(m).len() == 3);
 }
 
+/// Lag limit far below the session timeout: the ISR shrinks while a paused broker is still
+/// registered.
+const FAST_LAG: [&str; 4] = [
+    "replica.lag.time.max.ms=1000",
+    "broker.session.timeout.ms=60000",
+    "broker.heartbeat.interval.ms=250",
+    "controller.quorum.election.timeout.ms=500",
+];
+
+/// Create an RF 3 topic with `min.insync.replicas=min_isr` and wait for its metadata.
+fn create_replicated(bootstrap: &str, name: &str, count: i32, min_isr: &str) -> Metadata {
+    let (a, rt) = admin(bootstrap);
+    let spec =
+        NewTopic::new(name, count, TopicReplication::Fixed(3)).set("min.insync.replicas", min_isr);
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    assert!(rt.block_on(a.create_topics(&[spec], &opts)).unwrap()[0].is_ok());
+    converge(bootstrap, name, |m| {
+        partitions(m, name).len() == count as usize
+    })
+}
+
 /// Read every record of `topic` partition 0 from the start: (offset, value).
 fn read_partition(bootstrap: &str, topic: &str, expect: usize) -> Vec<(i64, String)> {
     use rdkafka::consumer::BaseConsumer;
@@ -435,11 +456,7 @@ fn read_partition(bootstrap: &str, topic: &str, expect: usize) -> Vec<(i64, Stri
 fn followers_replicate_so_acks_all_survives_losing_the_leader() {
     let configs = combined(&TIMING);
     let mut nodes = TestServer::start_all(sluice_bin(), &configs);
-    let (a, rt) = admin(&nodes[0].bootstrap);
-    let topic = NewTopic::new("r", 1, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
-    assert!(rt.block_on(a.create_topics(&[topic], &opts)).unwrap()[0].is_ok());
-    converge(&nodes[0].bootstrap, "r", |m| partitions(m, "r").len() == 1);
+    create_replicated(&nodes[0].bootstrap, "r", 1, "2");
     // acks=all completes only once the followers have the records (HW = min LEO of the ISR).
     let producer: FutureProducer = ClientConfig::new()
         .set("bootstrap.servers", &nodes[0].bootstrap)
@@ -447,6 +464,10 @@ fn followers_replicate_so_acks_all_survives_losing_the_leader() {
         .set("enable.idempotence", "false")
         .set("message.timeout.ms", "30000")
         .create()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
         .unwrap();
     let acked: Vec<(i64, String)> = rt.block_on(async {
         let mut acked = Vec::new();
@@ -501,18 +522,9 @@ fn produce_code(addr: &str, topic: &str, acks: i16, timeout_ms: i32) -> i16 {
 
 #[test]
 fn acks_all_reports_too_few_in_sync_replicas_before_and_after_the_append() {
-    let configs = combined(&[
-        "replica.lag.time.max.ms=1000",
-        "broker.session.timeout.ms=60000",
-        "broker.heartbeat.interval.ms=250",
-        "controller.quorum.election.timeout.ms=500",
-    ]);
+    let configs = combined(&FAST_LAG);
     let nodes = TestServer::start_all(sluice_bin(), &configs);
-    let (a, rt) = admin(&nodes[0].bootstrap);
-    let spec = NewTopic::new("m", 1, TopicReplication::Fixed(3)).set("min.insync.replicas", "3");
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
-    assert!(rt.block_on(a.create_topics(&[spec], &opts)).unwrap()[0].is_ok());
-    let m = converge(&nodes[0].bootstrap, "m", |m| partitions(m, "m").len() == 1);
+    let m = create_replicated(&nodes[0].bootstrap, "m", 1, "3");
     let (leader, replicas, _) = partitions(&m, "m")[0].clone();
     let leader_addr = nodes[(leader - 1) as usize].bootstrap.clone();
     assert_eq!(produce_code(&leader_addr, "m", -1, 10_000), 0);
@@ -560,18 +572,9 @@ fn signal(pid: u32, sig: &str) {
 fn a_paused_follower_leaves_the_isr_and_rejoins_when_it_catches_up() {
     // The lag limit is far below the session timeout: the ISR shrinks while the paused
     // broker is still registered.
-    let configs = combined(&[
-        "replica.lag.time.max.ms=1000",
-        "broker.session.timeout.ms=60000",
-        "broker.heartbeat.interval.ms=250",
-        "controller.quorum.election.timeout.ms=500",
-    ]);
+    let configs = combined(&FAST_LAG);
     let nodes = TestServer::start_all(sluice_bin(), &configs);
-    let (a, rt) = admin(&nodes[0].bootstrap);
-    let spec = NewTopic::new("p", 1, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
-    assert!(rt.block_on(a.create_topics(&[spec], &opts)).unwrap()[0].is_ok());
-    let m = converge(&nodes[0].bootstrap, "p", |m| partitions(m, "p").len() == 1);
+    let m = create_replicated(&nodes[0].bootstrap, "p", 1, "2");
     let (leader, replicas, _) = partitions(&m, "p")[0].clone();
     let follower = *replicas.iter().find(|r| **r != leader).unwrap();
     let leader_addr = nodes[(leader - 1) as usize].bootstrap.clone();
@@ -748,13 +751,7 @@ fn durability_under_kills_pauses_and_restarts() {
         .map(|n| n.bootstrap.clone())
         .collect::<Vec<_>>()
         .join(",");
-    let (a, rt) = admin(&nodes[0].bootstrap);
-    let spec = NewTopic::new("dur", 3, TopicReplication::Fixed(3)).set("min.insync.replicas", "2");
-    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
-    assert!(rt.block_on(a.create_topics(&[spec], &opts)).unwrap()[0].is_ok());
-    converge(&nodes[0].bootstrap, "dur", |m| {
-        partitions(m, "dur").len() == 3
-    });
+    create_replicated(&nodes[0].bootstrap, "dur", 3, "2");
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Seen = Arc::default();
     let read: Seen = Arc::default();
