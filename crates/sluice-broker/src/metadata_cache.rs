@@ -22,6 +22,12 @@ impl MetadataCache {
         }
     }
 
+    /// Wait (at most `timeout`) for the next published image.
+    pub async fn changed(&self, timeout: std::time::Duration) {
+        let mut rx = self.offset.subscribe();
+        let _ = tokio::time::timeout(timeout, rx.changed()).await;
+    }
+
     /// Wait until the published image has reached metadata offset `offset`; false on
     /// timeout.
     pub async fn wait_for_offset(&self, offset: i64, timeout: std::time::Duration) -> bool {

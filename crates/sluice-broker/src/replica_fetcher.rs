@@ -33,6 +33,9 @@ use crate::replica_manager::ReplicaManager;
 
 const FETCH_VERSION: i16 = 12;
 const EPOCH_VERSION: i16 = 4;
+/// Retry interval while a leader and this follower disagree on the partition's epoch: the
+/// other side's metadata usually catches up within milliseconds.
+const LAGGING_METADATA_RETRY: Duration = Duration::from_millis(50);
 
 #[derive(Clone, Copy, Debug)]
 pub struct FetcherConfig {
@@ -160,12 +163,12 @@ impl ReplicaFetcherManager {
     /// Keep one fetcher per leader running until shutdown.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
         let mut tasks: HashMap<i32, tokio::task::JoinHandle<()>> = HashMap::new();
-        let mut tick = tokio::time::interval(Duration::from_millis(100));
-        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
+            // Leadership only moves with metadata; the bound also restarts a fetcher that
+            // ended while its leader's partitions were being re-registered.
             tokio::select! {
                 _ = shutdown.changed() => break,
-                _ = tick.tick() => {}
+                _ = self.metadata.changed(self.config.backoff) => {}
             }
             tasks.retain(|_, t| !t.is_finished());
             for leader in self.followed().into_keys() {
@@ -193,21 +196,24 @@ impl ReplicaFetcherManager {
             if parts.is_empty() {
                 return;
             }
-            if conn.is_none() {
-                let Some(addr) = self.address_of(leader) else {
-                    tokio::time::sleep(self.config.backoff).await;
-                    continue;
-                };
-                match LeaderConn::connect(&addr, self.node_id).await {
-                    Ok(c) => conn = Some(c),
-                    Err(e) => {
-                        debug!(leader, error = %e, "cannot reach leader");
-                        tokio::time::sleep(self.config.backoff).await;
-                        continue;
+            let c = match &mut conn {
+                Some(c) => c,
+                None => {
+                    let connected = match self.address_of(leader) {
+                        Some(addr) => LeaderConn::connect(&addr, self.node_id).await,
+                        None => Err(std::io::Error::other("leader has no live endpoint")),
+                    };
+                    match connected {
+                        Ok(c) => conn.insert(c),
+                        Err(e) => {
+                            debug!(leader, error = %e, "cannot reach leader");
+                            // replica.fetch.backoff.ms, cut short by new metadata.
+                            self.metadata.changed(self.config.backoff).await;
+                            continue;
+                        }
                     }
                 }
-            }
-            let c = conn.as_mut().expect("connected above");
+            };
             let result = async {
                 self.truncate_new_epochs(c, &parts, &mut synced).await?;
                 let ready: Vec<Arc<Partition>> = parts
@@ -221,7 +227,7 @@ impl ReplicaFetcherManager {
             if let Err(e) = result {
                 debug!(leader, error = %e, "replica fetch failed");
                 conn = None;
-                tokio::time::sleep(self.config.backoff).await;
+                self.metadata.changed(self.config.backoff).await;
             }
         }
     }
@@ -298,7 +304,9 @@ impl ReplicaFetcherManager {
         parts: &[Arc<Partition>],
     ) -> std::io::Result<()> {
         if parts.is_empty() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            // Every partition waits to truncate: the leader refused, because its metadata
+            // or ours is behind. Ours wakes us; the leader's we cannot see, so retry soon.
+            self.metadata.changed(LAGGING_METADATA_RETRY).await;
             return Ok(());
         }
         let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
@@ -359,7 +367,9 @@ impl ReplicaFetcherManager {
             }
         }
         if backoff {
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            // NOT_LEADER / FENCED_LEADER_EPOCH and the like clear with new metadata (ours,
+            // which wakes us, or the leader's, which a short retry picks up).
+            self.metadata.changed(LAGGING_METADATA_RETRY).await;
         }
         Ok(())
     }

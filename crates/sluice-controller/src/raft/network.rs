@@ -93,12 +93,14 @@ impl Conn {
         timeout: Duration,
     ) -> Result<Vec<u8>, CallError> {
         let attempt = async {
-            if self.stream.is_none() {
-                let s = TcpStream::connect(addr).await?;
-                let _ = s.set_nodelay(true);
-                self.stream = Some(s);
-            }
-            let s = self.stream.as_mut().expect("connected above");
+            let s = match &mut self.stream {
+                Some(s) => s,
+                None => {
+                    let s = TcpStream::connect(addr).await?;
+                    let _ = s.set_nodelay(true);
+                    self.stream.insert(s)
+                }
+            };
             write_frame(s, kind, payload).await?;
             read_frame(s).await?.ok_or_else(|| {
                 std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "connection closed")
