@@ -3,7 +3,8 @@
 //! blocking pool. A call returns once the change is committed and published to this broker.
 
 use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange, TopicRef,
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
+    PartitionOutcome, ReassignTarget, TopicRef,
 };
 
 /// A controller failure that is not the request's fault (e.g. the metadata log's disk).
@@ -58,5 +59,15 @@ pub trait ControllerApi: Send + Sync + 'static {
     ) -> Result<Vec<ElectionOutcome>, ControllerFailure> {
         let _ = (preferred, partitions);
         Err("this controller does not elect leaders on request".into())
+    }
+
+    /// AlterPartitionReassignments: start, replace or (None) cancel reassignments.
+    fn alter_reassignments(
+        &self,
+        targets: &[ReassignTarget],
+        allow_rf_change: bool,
+    ) -> Result<Vec<PartitionOutcome>, ControllerFailure> {
+        let _ = (targets, allow_rf_change);
+        Err("this controller does not reassign partitions".into())
     }
 }

@@ -157,7 +157,7 @@ impl ReplicaManager {
     }
 
     /// React to a metadata change: create logs for new partitions hosted here, update
-    /// leadership and configs, delete logs of deleted topics.
+    /// leadership and configs, delete logs of deleted topics and of replicas moved away.
     pub fn apply_delta(
         &self,
         old: &MetadataImage,
@@ -173,10 +173,18 @@ impl ReplicaManager {
             }
         }
         for (name, id, index, reg) in &delta.changed {
+            let tp = TopicPartition::new(name.clone(), *index);
             if !reg.replicas.contains(&self.node_id) {
+                // Reassigned away: stop serving it (waiting requests learn the new
+                // leader) and delete the replica, as Kafka's StopReplica with delete does.
+                let removed = self.write().remove(&tp);
+                if let Some(p) = removed {
+                    p.update_registration(reg);
+                    info!(partition = %tp, "replica reassigned away; deleting its log");
+                    self.logs.delete(&tp)?;
+                }
                 continue;
             }
-            let tp = TopicPartition::new(name.clone(), *index);
             let partition = match self.get(&tp) {
                 Some(p) => p,
                 None => self.create_partition(&tp, *id, new, now_ms)?,

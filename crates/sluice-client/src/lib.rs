@@ -24,7 +24,7 @@ pub mod error;
 pub mod group;
 pub mod producer;
 
-pub use admin::Admin;
+pub use admin::{Admin, PartitionReassignment};
 pub use config::ClientConfig;
 pub use consumer::{Consumer, ConsumerRecord, OffsetReset};
 pub use error::Error;

@@ -15,9 +15,10 @@ use sluice_metadata::{topic, MetadataImage, MetadataRecord, Uuid};
 use sluice_protocol::ErrorCode;
 
 use crate::election::{elect, isr_without};
-use crate::placement;
+use crate::{placement, reassign};
 pub use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange, TopicRef,
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
+    PartitionOutcome, ReassignTarget, TopicRef,
 };
 
 /// Cluster-wide defaults for new topics.
@@ -122,6 +123,7 @@ impl Controller {
                         partition: *p,
                         leader,
                         isr,
+                        assignment: None,
                     });
                 }
             }
@@ -153,6 +155,7 @@ impl Controller {
                         partition: *p,
                         leader: e.leader,
                         isr: e.isr,
+                        assignment: None,
                     });
                 }
             }
@@ -506,12 +509,147 @@ impl Controller {
         if old == new {
             return Ok(Vec::new());
         }
+        if reg.is_reassigning() {
+            // The ISR may now hold every target: then this change also completes the
+            // reassignment (and may move leadership off a removed leader).
+            let topic = image
+                .topic_names
+                .get(&c.topic_id)
+                .cloned()
+                .unwrap_or_default();
+            let planned = reassign::plan(
+                reg,
+                reassign::current(reg),
+                c.isr.clone(),
+                |r| image.is_live(r),
+                self.unclean(image, &topic),
+            );
+            if !planned.assignment.adding.is_empty() || !planned.assignment.removing.is_empty() {
+                return Ok(vec![MetadataRecord::PartitionChange {
+                    topic_id: c.topic_id,
+                    partition: c.partition,
+                    leader: planned.leader,
+                    isr: planned.isr,
+                    assignment: None,
+                }]);
+            }
+            tracing::info!(topic = %topic, partition = c.partition, replicas = ?planned.assignment.replicas, leader = planned.leader, "partition reassignment completed");
+            return Ok(vec![MetadataRecord::PartitionChange {
+                topic_id: c.topic_id,
+                partition: c.partition,
+                leader: planned.leader,
+                isr: planned.isr,
+                assignment: Some(planned.assignment),
+            }]);
+        }
         Ok(vec![MetadataRecord::PartitionChange {
             topic_id: c.topic_id,
             partition: c.partition,
             leader: reg.leader,
             isr: c.isr.clone(),
+            assignment: None,
         }])
+    }
+
+    /// AlterPartitionReassignments: per partition, start (or replace) a reassignment to the
+    /// given replicas, or cancel the one in progress (None). Targets must be distinct,
+    /// registered brokers; `allow_rf_change` false refuses a different replica count.
+    pub fn alter_reassignments(
+        &self,
+        image: &MetadataImage,
+        targets: &[ReassignTarget],
+        allow_rf_change: bool,
+    ) -> (Vec<PartitionOutcome>, Vec<MetadataRecord>) {
+        let mut outcomes = Vec::with_capacity(targets.len());
+        let mut records = Vec::new();
+        for (topic, partition, target) in targets {
+            let outcome = self
+                .plan_reassignment(image, topic, *partition, target.as_deref(), allow_rf_change)
+                .map(|rec| records.extend(rec));
+            if let Err(e) = &outcome {
+                tracing::info!(topic = %topic, partition, code = ?e.code, message = %e.message, "partition reassignment refused");
+            }
+            outcomes.push((topic.clone(), *partition, outcome));
+        }
+        (outcomes, records)
+    }
+
+    fn plan_reassignment(
+        &self,
+        image: &MetadataImage,
+        topic: &str,
+        partition: i32,
+        target: Option<&[i32]>,
+        allow_rf_change: bool,
+    ) -> Result<Option<MetadataRecord>, ApiError> {
+        let t = image.topic(topic).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("Unable to find a topic named {topic}."),
+            )
+        })?;
+        let reg = t.partitions.get(&partition).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::UnknownTopicOrPartition,
+                format!("Unable to find partition {topic}:{partition}."),
+            )
+        })?;
+        let unclean = self.unclean(image, topic);
+        let live = |r: i32| image.is_live(r);
+        let (assignment, isr) = match target {
+            None => {
+                if !reg.is_reassigning() {
+                    return Err(ApiError::new(
+                        ErrorCode::NoReassignmentInProgress,
+                        "No partition reassignment is in progress for this topic-partition.",
+                    ));
+                }
+                reassign::revert(reg).ok_or_else(|| {
+                    ApiError::new(
+                        ErrorCode::InvalidReplicaAssignment,
+                        format!("Unable to revert partition assignment for {topic}:{partition} because it would require an unclean leader election."),
+                    )
+                })?
+            }
+            Some(target) => {
+                let bad = |m: String| ApiError::new(ErrorCode::InvalidReplicaAssignment, m);
+                if target.is_empty() {
+                    return Err(bad(
+                        "The manual partition assignment includes an empty replica list.".into(),
+                    ));
+                }
+                for (i, b) in target.iter().enumerate() {
+                    if target[..i].contains(b) {
+                        return Err(bad(format!("The manual partition assignment includes the broker {b} more than once.")));
+                    }
+                    if !image.brokers.contains_key(b) {
+                        return Err(bad(format!("The manual partition assignment includes broker {b}, but no such broker is registered.")));
+                    }
+                }
+                let rf = reg.target_replicas().len();
+                if !allow_rf_change && target.len() != rf {
+                    return Err(ApiError::new(
+                        ErrorCode::InvalidReplicationFactor,
+                        format!("The replication factor is changed from {rf} to {} but allowReplicationFactorChange is false.", target.len()),
+                    ));
+                }
+                (reassign::start(&reg.replicas, target), reg.isr.clone())
+            }
+        };
+        let planned = reassign::plan(reg, assignment, isr, live, unclean);
+        if planned.leader == reg.leader
+            && planned.isr == reg.isr
+            && planned.assignment == reassign::current(reg)
+        {
+            return Ok(None);
+        }
+        Ok(Some(MetadataRecord::PartitionChange {
+            topic_id: t.id,
+            partition,
+            leader: planned.leader,
+            isr: planned.isr,
+            assignment: Some(planned.assignment),
+        }))
     }
 
     /// ElectLeaders: `preferred` moves leadership to each partition's first replica when it
@@ -559,6 +697,7 @@ impl Controller {
                             partition: *partition,
                             leader: want,
                             isr: reg.isr.clone(),
+                            assignment: None,
                         });
                         Ok(())
                     } else {
@@ -587,6 +726,7 @@ impl Controller {
                             partition: *partition,
                             leader: e.leader,
                             isr: e.isr,
+                            assignment: None,
                         });
                         Ok(())
                     }
@@ -653,6 +793,8 @@ fn partition_records(topic_id: Uuid, first: i32, assignments: &[Vec<i32>]) -> Ve
             leader: replicas[0],
             leader_epoch: 0,
             partition_epoch: 0,
+            adding: Vec::new(),
+            removing: Vec::new(),
         })
         .collect()
 }
@@ -974,6 +1116,106 @@ mod tests {
     }
 
     #[test]
+    fn reassignment_starts_completes_through_the_isr_and_cancels() {
+        let mut k = Cluster::new(&[1, 2, 3, 4]);
+        k.create(&[CreateTopicSpec {
+            name: "t".into(),
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: vec![(0, vec![1, 2]), (1, vec![1, 2])],
+            configs: vec![],
+        }]);
+        let id = k.image.topic("t").unwrap().id;
+        let target = |p: i32, r: Option<Vec<i32>>| ("t".to_string(), p, r);
+        let codes = |out: &[PartitionOutcome]| -> Vec<Option<ErrorCode>> {
+            out.iter()
+                .map(|(_, _, r)| r.as_ref().err().map(|e| e.code))
+                .collect()
+        };
+        // Refusals, per partition.
+        let (out, records) = k.c.alter_reassignments(
+            &k.image,
+            &[
+                target(0, Some(vec![])),
+                target(0, Some(vec![2, 2])),
+                target(0, Some(vec![2, 9])),
+                target(7, Some(vec![2])),
+                ("u".into(), 0, Some(vec![2])),
+                target(0, None),
+            ],
+            true,
+        );
+        assert!(records.is_empty());
+        assert_eq!(
+            codes(&out),
+            vec![
+                Some(ErrorCode::InvalidReplicaAssignment),
+                Some(ErrorCode::InvalidReplicaAssignment),
+                Some(ErrorCode::InvalidReplicaAssignment),
+                Some(ErrorCode::UnknownTopicOrPartition),
+                Some(ErrorCode::UnknownTopicOrPartition),
+                Some(ErrorCode::NoReassignmentInProgress),
+            ]
+        );
+        let (out, _) =
+            k.c.alter_reassignments(&k.image, &[target(0, Some(vec![3]))], false);
+        assert_eq!(codes(&out), vec![Some(ErrorCode::InvalidReplicationFactor)]);
+        // Start moving partition 0 from 1,2 to 3,4 and partition 1 to 2,3.
+        let before = k.partition("t", 0);
+        let (out, records) = k.c.alter_reassignments(
+            &k.image,
+            &[target(0, Some(vec![3, 4])), target(1, Some(vec![2, 3]))],
+            true,
+        );
+        assert_eq!(codes(&out), vec![None, None]);
+        k.apply(records);
+        let p = k.partition("t", 0);
+        assert_eq!(p.replicas, vec![3, 4, 1, 2]);
+        assert_eq!(
+            (p.adding.clone(), p.removing.clone()),
+            (vec![3, 4], vec![1, 2])
+        );
+        assert_eq!((p.leader, p.leader_epoch), (1, before.leader_epoch));
+        // 3 joins: not complete yet. 4 joins: complete, 1 leaves and 3 leads.
+        let isr_change = |k: &Cluster, isr: Vec<i32>| {
+            let p = k.partition("t", 0);
+            IsrChange {
+                leader: p.leader,
+                topic_id: id,
+                partition: 0,
+                leader_epoch: p.leader_epoch,
+                partition_epoch: p.partition_epoch,
+                isr,
+            }
+        };
+        let r =
+            k.c.alter_partition(&k.image, &isr_change(&k, vec![1, 2, 3]))
+                .unwrap();
+        k.apply(r);
+        assert!(k.partition("t", 0).is_reassigning());
+        let r =
+            k.c.alter_partition(&k.image, &isr_change(&k, vec![1, 2, 3, 4]))
+                .unwrap();
+        k.apply(r);
+        let p = k.partition("t", 0);
+        assert!(!p.is_reassigning());
+        assert_eq!((p.replicas, p.isr, p.leader), (vec![3, 4], vec![3, 4], 3));
+        assert!(p.leader_epoch > before.leader_epoch);
+        // Partition 1 is cancelled: back to its replicas without 3.
+        let (out, records) = k.c.alter_reassignments(&k.image, &[target(1, None)], true);
+        assert_eq!(codes(&out), vec![None]);
+        k.apply(records);
+        let p = k.partition("t", 1);
+        assert!(!p.is_reassigning());
+        assert_eq!((p.replicas, p.leader), (vec![2, 1], 1));
+        // A reordering of in-sync replicas completes at once.
+        let (_, records) =
+            k.c.alter_reassignments(&k.image, &[target(1, Some(vec![1, 2]))], true);
+        k.apply(records);
+        assert_eq!(k.partition("t", 1).replicas, vec![1, 2]);
+    }
+
+    #[test]
     fn preferred_leaders_come_back_when_live_and_in_sync() {
         let mut k = Cluster::new(&[1, 2, 3]);
         k.create(&[spec("t", 3, 3)]);
@@ -1008,6 +1250,7 @@ mod tests {
             partition: p1,
             leader: reg.leader,
             isr,
+            assignment: None,
         }]);
         assert_eq!(k.c.imbalanced(&k.image, 10), target.to_vec());
         assert!(k.c.imbalanced(&k.image, 100).is_empty());

@@ -16,6 +16,7 @@ pub mod error;
 pub mod placement;
 pub mod quorum;
 pub mod raft;
+pub mod reassign;
 pub mod rpc;
 pub mod wire;
 

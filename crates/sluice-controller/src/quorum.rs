@@ -293,7 +293,14 @@ impl QuorumController {
                 partitions,
             } => {
                 let (out, records) = p.elect_leaders(&image, preferred, partitions.as_deref());
-                Ok((self.write(records).await?, ReplyBody::Elected(out)))
+                Ok((self.write(records).await?, ReplyBody::PerPartition(out)))
+            }
+            ControllerRequest::AlterReassignments {
+                targets,
+                allow_rf_change,
+            } => {
+                let (out, records) = p.alter_reassignments(&image, &targets, allow_rf_change);
+                Ok((self.write(records).await?, ReplyBody::PerPartition(out)))
             }
             ControllerRequest::AlterPartition(c) => match p.alter_partition(&image, &c) {
                 Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),

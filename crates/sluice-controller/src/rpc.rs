@@ -2,7 +2,8 @@
 //! metadata fetches, with their binary encodings.
 
 use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange, TopicRef,
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, PartitionOutcome,
+    ReassignTarget, TopicRef,
 };
 use sluice_metadata::record::Endpoint;
 use sluice_metadata::{MetadataRecord, Uuid};
@@ -53,6 +54,11 @@ pub enum ControllerRequest {
         preferred: bool,
         partitions: Option<Vec<(String, i32)>>,
     },
+    /// AlterPartitionReassignments: per partition the target replicas, or None to cancel.
+    AlterReassignments {
+        targets: Vec<ReassignTarget>,
+        allow_rf_change: bool,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -61,8 +67,12 @@ pub enum ReplyBody {
     Deleted(Vec<DeleteOutcome>),
     Done(Result<(), ApiError>),
     ProducerIds(i64),
-    Heartbeat { fenced: bool, should_shutdown: bool },
-    Elected(Vec<ElectionOutcome>),
+    Heartbeat {
+        fenced: bool,
+        should_shutdown: bool,
+    },
+    /// One outcome per partition (ElectLeaders, AlterPartitionReassignments).
+    PerPartition(Vec<PartitionOutcome>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -222,6 +232,23 @@ impl ControllerRequest {
                     }
                 }
             }
+            ControllerRequest::AlterReassignments {
+                targets,
+                allow_rf_change,
+            } => {
+                w.u8(9).bool(*allow_rf_change).u32(targets.len() as u32);
+                for (t, p, replicas) in targets {
+                    w.str(t).i32(*p);
+                    match replicas {
+                        Some(r) => {
+                            w.bool(true).ints(r);
+                        }
+                        None => {
+                            w.bool(false);
+                        }
+                    }
+                }
+            }
         }
         w.0
     }
@@ -338,6 +365,21 @@ impl ControllerRequest {
                     partitions,
                 }
             }
+            9 => {
+                let allow_rf_change = r.bool()?;
+                let n = r.count(7)?;
+                let mut targets = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let t = r.str()?;
+                    let p = r.i32()?;
+                    let replicas = if r.bool()? { Some(r.ints()?) } else { None };
+                    targets.push((t, p, replicas));
+                }
+                ControllerRequest::AlterReassignments {
+                    targets,
+                    allow_rf_change,
+                }
+            }
             _ => return Err(WireError("unknown controller request")),
         };
         r.done()?;
@@ -383,7 +425,7 @@ impl ControllerResponse {
                     } => {
                         w.u8(5).bool(*fenced).bool(*should_shutdown);
                     }
-                    ReplyBody::Elected(v) => {
+                    ReplyBody::PerPartition(v) => {
                         w.u8(6).u32(v.len() as u32);
                         for (t, p, r) in v {
                             w.str(t).i32(*p);
@@ -448,7 +490,7 @@ impl ControllerResponse {
                             let p = r.i32()?;
                             v.push((t, p, get_result(&mut r, |_| Ok(()))?));
                         }
-                        ReplyBody::Elected(v)
+                        ReplyBody::PerPartition(v)
                     }
                     _ => return Err(WireError("unknown reply")),
                 };
@@ -586,6 +628,10 @@ mod tests {
                 preferred: false,
                 partitions: None,
             },
+            ControllerRequest::AlterReassignments {
+                targets: vec![("t".into(), 0, Some(vec![2, 3])), ("t".into(), 1, None)],
+                allow_rf_change: true,
+            },
         ];
         for req in reqs {
             let bytes = req.encode();
@@ -629,7 +675,7 @@ mod tests {
             },
             ControllerResponse::Ok {
                 offset: 7,
-                body: ReplyBody::Elected(vec![
+                body: ReplyBody::PerPartition(vec![
                     ("t".into(), 0, Ok(())),
                     (
                         "t".into(),

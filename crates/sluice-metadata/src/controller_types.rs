@@ -63,5 +63,12 @@ pub struct IsrChange {
     pub isr: Vec<i32>,
 }
 
-/// One partition's ElectLeaders outcome: (topic, partition, done or why not).
-pub type ElectionOutcome = (String, i32, Result<(), ApiError>);
+/// One partition's outcome of a per-partition request: (topic, partition, done or why not).
+pub type PartitionOutcome = (String, i32, Result<(), ApiError>);
+
+/// One partition's ElectLeaders outcome.
+pub type ElectionOutcome = PartitionOutcome;
+
+/// One partition of an AlterPartitionReassignments request: (topic, partition, the target
+/// replicas, or None to cancel the reassignment in progress).
+pub type ReassignTarget = (String, i32, Option<Vec<i32>>);

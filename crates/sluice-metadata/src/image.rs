@@ -26,11 +26,30 @@ pub struct BrokerRegistration {
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionRegistration {
+    /// Every replica; during a reassignment the targets first, then those being removed.
     pub replicas: Vec<i32>,
     pub isr: Vec<i32>,
     pub leader: i32,
     pub leader_epoch: i32,
     pub partition_epoch: i32,
+    /// Replicas a reassignment is adding / removing (both empty when none is in progress).
+    pub adding: Vec<i32>,
+    pub removing: Vec<i32>,
+}
+
+impl PartitionRegistration {
+    pub fn is_reassigning(&self) -> bool {
+        !self.adding.is_empty() || !self.removing.is_empty()
+    }
+
+    /// The replica set a reassignment is moving to (the current set when none is).
+    pub fn target_replicas(&self) -> Vec<i32> {
+        self.replicas
+            .iter()
+            .copied()
+            .filter(|r| !self.removing.contains(r))
+            .collect()
+    }
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -97,6 +116,7 @@ impl MetadataImage {
                 partition,
                 leader,
                 isr,
+                assignment,
             } => {
                 if let Some(p) = self
                     .topic_names
@@ -104,11 +124,21 @@ impl MetadataImage {
                     .and_then(|n| self.topics.get_mut(n))
                     .and_then(|t| t.partitions.get_mut(partition))
                 {
-                    if p.leader != *leader {
+                    // A replica leaving the set also moves the leader epoch, so that its
+                    // fetches are fenced (as Kafka's PartitionChangeBuilder does).
+                    let shrinks = assignment
+                        .as_ref()
+                        .is_some_and(|a| p.replicas.iter().any(|r| !a.replicas.contains(r)));
+                    if p.leader != *leader || shrinks {
                         p.leader_epoch += 1;
                     }
                     p.leader = *leader;
                     p.isr = isr.clone();
+                    if let Some(a) = assignment {
+                        p.replicas = a.replicas.clone();
+                        p.adding = a.adding.clone();
+                        p.removing = a.removing.clone();
+                    }
                     p.partition_epoch += 1;
                 }
             }
@@ -131,6 +161,8 @@ impl MetadataImage {
                 leader,
                 leader_epoch,
                 partition_epoch,
+                adding,
+                removing,
             } => {
                 if let Some(topic) = self
                     .topic_names
@@ -145,6 +177,8 @@ impl MetadataImage {
                             leader: *leader,
                             leader_epoch: *leader_epoch,
                             partition_epoch: *partition_epoch,
+                            adding: adding.clone(),
+                            removing: removing.clone(),
                         },
                     );
                 }
@@ -219,6 +253,8 @@ impl MetadataImage {
                     leader: reg.leader,
                     leader_epoch: reg.leader_epoch,
                     partition_epoch: reg.partition_epoch,
+                    adding: reg.adding.clone(),
+                    removing: reg.removing.clone(),
                 });
             }
         }
@@ -323,6 +359,8 @@ mod tests {
                 leader: 0,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                adding: vec![],
+                removing: vec![],
             },
         );
         let d = PartitionDelta::between(&MetadataImage::empty(), &a);
@@ -374,6 +412,8 @@ mod tests {
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                adding: vec![],
+                removing: vec![],
             },
             MetadataRecord::Config {
                 resource_type: RESOURCE_TOPIC,
@@ -412,6 +452,7 @@ mod tests {
             partition: 0,
             leader,
             isr,
+            assignment: None,
         };
         a.apply(7, &change(1, vec![1]));
         let p = &a.topic("t").unwrap().partitions[&0];
@@ -419,9 +460,41 @@ mod tests {
         a.apply(8, &change(2, vec![2]));
         let p = &a.topic("t").unwrap().partitions[&0];
         assert_eq!((p.leader, p.leader_epoch, p.partition_epoch), (2, 1, 2));
+        // A reassignment adding 3: the leader stays, so does its epoch.
+        let reassign = |isr: Vec<i32>, replicas: Vec<i32>, adding: Vec<i32>, removing| {
+            MetadataRecord::PartitionChange {
+                topic_id: id,
+                partition: 0,
+                leader: 2,
+                isr,
+                assignment: Some(crate::record::Assignment {
+                    replicas,
+                    adding,
+                    removing,
+                }),
+            }
+        };
+        a.apply(9, &reassign(vec![2], vec![2, 3, 1], vec![3], vec![1]));
+        let p = &a.topic("t").unwrap().partitions[&0];
+        assert!(p.is_reassigning());
+        assert_eq!(p.target_replicas(), vec![2, 3]);
+        assert_eq!((p.leader_epoch, p.partition_epoch), (1, 3));
         let mut rebuilt = MetadataImage::empty();
         for r in a.to_records() {
-            rebuilt.apply(8, &r);
+            rebuilt.apply(9, &r);
+        }
+        assert_eq!(rebuilt, a);
+        // Completing it drops 1 from the set: the leader epoch moves although 2 still leads.
+        a.apply(10, &reassign(vec![2, 3], vec![2, 3], vec![], vec![]));
+        let p = &a.topic("t").unwrap().partitions[&0];
+        assert!(!p.is_reassigning());
+        assert_eq!(
+            (p.replicas.clone(), p.leader_epoch, p.partition_epoch),
+            (vec![2, 3], 2, 4)
+        );
+        let mut rebuilt = MetadataImage::empty();
+        for r in a.to_records() {
+            rebuilt.apply(10, &r);
         }
         assert_eq!(rebuilt, a);
     }

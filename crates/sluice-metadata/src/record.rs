@@ -32,13 +32,15 @@ pub enum MetadataRecord {
     FenceBroker { node_id: i32, epoch: i64 },
     /// The broker caught up with the metadata log and may lead partitions.
     UnfenceBroker { node_id: i32, epoch: i64 },
-    /// A partition's leader and/or ISR changed; the leader epoch moves when the leader
-    /// does, the partition epoch on every change.
+    /// A partition's leader and/or ISR changed, and with `assignment` its replica set (a
+    /// reassignment starting, completing or cancelled). The leader epoch moves when the
+    /// leader does or a replica leaves the set, the partition epoch on every change.
     PartitionChange {
         topic_id: Uuid,
         partition: i32,
         leader: i32,
         isr: Vec<i32>,
+        assignment: Option<Assignment>,
     },
     /// A topic was created.
     Topic { name: String, id: Uuid },
@@ -51,6 +53,9 @@ pub enum MetadataRecord {
         leader: i32,
         leader_epoch: i32,
         partition_epoch: i32,
+        /// Replicas a reassignment is adding / removing (empty when none is in progress).
+        adding: Vec<i32>,
+        removing: Vec<i32>,
     },
     /// A config was set (`value` Some) or removed (None).
     Config {
@@ -64,6 +69,16 @@ pub enum MetadataRecord {
     /// A block of producer ids was handed out to `node_id`; ids below `next_producer_id`
     /// are taken.
     ProducerIds { node_id: i32, next_producer_id: i64 },
+}
+
+/// A partition's replica set during a reassignment (KIP-455): every replica (the targets
+/// first, then those being removed) and which are being added and removed. Both lists
+/// empty means no reassignment is in progress.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Assignment {
+    pub replicas: Vec<i32>,
+    pub adding: Vec<i32>,
+    pub removing: Vec<i32>,
 }
 
 #[derive(Debug, Error, PartialEq, Eq)]
@@ -212,12 +227,18 @@ impl MetadataRecord {
                 partition,
                 leader,
                 isr,
+                assignment,
             } => {
-                w.0.extend_from_slice(&[9, 0]);
+                w.0.extend_from_slice(&[9, u8::from(assignment.is_some())]);
                 w.uuid(topic_id);
                 w.i32(*partition);
                 w.i32(*leader);
                 w.ints(isr);
+                if let Some(a) = assignment {
+                    w.ints(&a.replicas);
+                    w.ints(&a.adding);
+                    w.ints(&a.removing);
+                }
             }
             MetadataRecord::Topic { name, id } => {
                 w.0.extend_from_slice(&[2, 0]);
@@ -232,8 +253,13 @@ impl MetadataRecord {
                 leader,
                 leader_epoch,
                 partition_epoch,
+                adding,
+                removing,
             } => {
-                w.0.extend_from_slice(&[3, 0]);
+                // Version 1 only while reassigning, so ordinary snapshots stay readable by
+                // nodes that predate reassignment.
+                let reassigning = !adding.is_empty() || !removing.is_empty();
+                w.0.extend_from_slice(&[3, u8::from(reassigning)]);
                 w.uuid(topic_id);
                 w.i32(*partition);
                 w.ints(replicas);
@@ -241,6 +267,10 @@ impl MetadataRecord {
                 w.i32(*leader);
                 w.i32(*leader_epoch);
                 w.i32(*partition_epoch);
+                if reassigning {
+                    w.ints(adding);
+                    w.ints(removing);
+                }
             }
             MetadataRecord::Config {
                 resource_type,
@@ -310,25 +340,50 @@ impl MetadataRecord {
                 node_id: r.i32()?,
                 epoch: r.i64()?,
             },
-            (9, 0) => MetadataRecord::PartitionChange {
+            (9, v @ (0 | 1)) => MetadataRecord::PartitionChange {
                 topic_id: r.uuid()?,
                 partition: r.i32()?,
                 leader: r.i32()?,
                 isr: r.ints()?,
+                assignment: if v == 1 {
+                    Some(Assignment {
+                        replicas: r.ints()?,
+                        adding: r.ints()?,
+                        removing: r.ints()?,
+                    })
+                } else {
+                    None
+                },
             },
             (2, 0) => MetadataRecord::Topic {
                 name: r.str()?,
                 id: r.uuid()?,
             },
-            (3, 0) => MetadataRecord::Partition {
-                topic_id: r.uuid()?,
-                partition: r.i32()?,
-                replicas: r.ints()?,
-                isr: r.ints()?,
-                leader: r.i32()?,
-                leader_epoch: r.i32()?,
-                partition_epoch: r.i32()?,
-            },
+            (3, v @ (0 | 1)) => {
+                let topic_id = r.uuid()?;
+                let partition = r.i32()?;
+                let replicas = r.ints()?;
+                let isr = r.ints()?;
+                let leader = r.i32()?;
+                let leader_epoch = r.i32()?;
+                let partition_epoch = r.i32()?;
+                let (adding, removing) = if v == 1 {
+                    (r.ints()?, r.ints()?)
+                } else {
+                    (Vec::new(), Vec::new())
+                };
+                MetadataRecord::Partition {
+                    topic_id,
+                    partition,
+                    replicas,
+                    isr,
+                    leader,
+                    leader_epoch,
+                    partition_epoch,
+                    adding,
+                    removing,
+                }
+            }
             (4, 0) => MetadataRecord::Config {
                 resource_type: r.u8()? as i8,
                 resource_name: r.str()?,
@@ -382,6 +437,18 @@ mod tests {
                 partition: 2,
                 leader: -1,
                 isr: vec![2],
+                assignment: None,
+            },
+            MetadataRecord::PartitionChange {
+                topic_id: Uuid::from_bytes([1; 16]),
+                partition: 2,
+                leader: 3,
+                isr: vec![3, 1],
+                assignment: Some(Assignment {
+                    replicas: vec![3, 4, 1],
+                    adding: vec![4],
+                    removing: vec![1],
+                }),
             },
             MetadataRecord::Topic {
                 name: "t".into(),
@@ -395,6 +462,19 @@ mod tests {
                 leader: 1,
                 leader_epoch: 0,
                 partition_epoch: 0,
+                adding: vec![],
+                removing: vec![],
+            },
+            MetadataRecord::Partition {
+                topic_id: Uuid::from_bytes([1; 16]),
+                partition: 3,
+                replicas: vec![2, 1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 4,
+                partition_epoch: 5,
+                adding: vec![2],
+                removing: vec![],
             },
             MetadataRecord::Config {
                 resource_type: 2,

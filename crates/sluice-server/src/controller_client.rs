@@ -16,7 +16,8 @@ use sluice_controller::rpc::{
 };
 use sluice_controller::QuorumController;
 use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange, TopicRef,
+    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
+    PartitionOutcome, ReassignTarget, TopicRef,
 };
 use sluice_metadata::MetadataImage;
 use tokio::sync::watch;
@@ -251,7 +252,21 @@ impl ControllerApi for ControllerClient {
             preferred,
             partitions: partitions.map(<[(String, i32)]>::to_vec),
         })? {
-            ReplyBody::Elected(v) => Ok(v),
+            ReplyBody::PerPartition(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn alter_reassignments(
+        &self,
+        targets: &[ReassignTarget],
+        allow_rf_change: bool,
+    ) -> Result<Vec<PartitionOutcome>, ControllerFailure> {
+        match self.blocking(ControllerRequest::AlterReassignments {
+            targets: targets.to_vec(),
+            allow_rf_change,
+        })? {
+            ReplyBody::PerPartition(v) => Ok(v),
             other => Err(unexpected(other)),
         }
     }

@@ -971,3 +971,185 @@ fn on_disk(dir: &Path) -> BTreeMap<i64, String> {
     }
     out
 }
+
+/// `sluice topics …` against `bootstrap`: (success, stdout + stderr).
+fn topics_cli(bootstrap: &str, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new(sluice_bin())
+        .args(["topics", "--bootstrap-server", bootstrap])
+        .args(args)
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Acks=all records to partition 0 of `topic`: (offset, value) as acknowledged.
+fn produce_acked(bootstrap: &str, topic: &str, count: usize) -> Vec<(i64, String)> {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "all")
+        .set("message.timeout.ms", "30000")
+        .create()
+        .unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let mut acked = Vec::new();
+        for i in 0..count {
+            let v = format!("{topic}-{i}");
+            let d = producer
+                .send(
+                    FutureRecord::<(), _>::to(topic).partition(0).payload(&v),
+                    Duration::from_secs(30),
+                )
+                .await
+                .unwrap_or_else(|(e, _)| panic!("record {i}: {e}"));
+            acked.push((d.offset, v));
+        }
+        acked
+    })
+}
+
+#[test]
+fn reassignment_moves_replicas_with_their_data_and_can_be_cancelled() {
+    let configs = combined(&[
+        "replica.lag.time.max.ms=1000",
+        "broker.session.timeout.ms=2000",
+        "broker.heartbeat.interval.ms=250",
+        "controller.quorum.election.timeout.ms=500",
+    ]);
+    let mut nodes = TestServer::start_all(sluice_bin(), &configs);
+    let b1 = nodes[0].bootstrap.clone();
+    let (a, rt) = admin(&b1);
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let specs = [
+        NewTopic::new("mv", 1, TopicReplication::Variable(&[&[1]])),
+        NewTopic::new("cx", 1, TopicReplication::Variable(&[&[1, 2]])),
+    ];
+    for r in rt.block_on(a.create_topics(&specs, &opts)).unwrap() {
+        r.unwrap();
+    }
+    converge(&b1, "mv and cx", |m| {
+        partitions(m, "mv").len() == 1 && partitions(m, "cx").len() == 1
+    });
+    let acked = produce_acked(&b1, "mv", 300);
+    produce_acked(&b1, "cx", 50);
+
+    // Node 3 paused: a reassignment adding it stays in progress, visible in the list.
+    signal(nodes[2].pid(), "-STOP");
+    let (ok, out) = topics_cli(
+        &b1,
+        &["--reassign", "--topic", "mv", "--replica-assignment", "2:3"],
+    );
+    assert!(ok, "{out}");
+    assert!(out.contains("Started reassignment of mv-0."), "{out}");
+    let (ok, out) = topics_cli(
+        &b1,
+        &["--reassign", "--topic", "cx", "--replica-assignment", "3:2"],
+    );
+    assert!(ok, "{out}");
+    let (ok, out) = topics_cli(&b1, &["--list-reassignments"]);
+    assert!(ok, "{out}");
+    assert!(
+        out.contains("Topic: mv\tPartition: 0\tReplicas: 2,3,1\tAdding: 2,3\tRemoving: 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains("Topic: cx\tPartition: 0\tReplicas: 3,2,1\tAdding: 3\tRemoving: 1"),
+        "{out}"
+    );
+
+    // Cancelling reverts cx to its old replicas (in the order Kafka reverts to: the
+    // reassignment's list without the added ones); a second cancel has nothing to cancel.
+    let (ok, out) = topics_cli(&b1, &["--cancel-reassignment", "--topic", "cx"]);
+    assert!(ok, "{out}");
+    converge(&b1, "cx back on 2 and 1", |m| {
+        partitions(m, "cx")[0].1 == [2, 1]
+    });
+    let (ok, out) = topics_cli(&b1, &["--list-reassignments", "--topic", "cx"]);
+    assert!(
+        ok && out.contains("No partition reassignments in progress."),
+        "{out}"
+    );
+    let (ok, out) = topics_cli(
+        &b1,
+        &["--cancel-reassignment", "--topic", "cx", "--partition", "0"],
+    );
+    assert!(
+        !ok && out.contains("No partition reassignment is in progress"),
+        "{out}"
+    );
+    // Bad targets are refused with Kafka's error, per partition.
+    let (ok, out) = topics_cli(
+        &b1,
+        &["--reassign", "--topic", "cx", "--replica-assignment", "2:9"],
+    );
+    assert!(
+        !ok && out.contains("broker 9, but no such broker is registered"),
+        "{out}"
+    );
+    let (ok, out) = topics_cli(
+        &b1,
+        &["--reassign", "--topic", "cx", "--replica-assignment", "2:2"],
+    );
+    assert!(!ok && out.contains("the broker 2 more than once"), "{out}");
+    let (ok, out) = topics_cli(
+        &b1,
+        &["--reassign", "--topic", "cx", "--replica-assignment", "2:x"],
+    );
+    assert!(!ok && out.contains("not a broker id"), "{out}");
+    let resp: AlterPartitionReassignmentsResponse = Wire::connect(&b1).call(
+        ApiKey::AlterPartitionReassignments,
+        0,
+        &AlterPartitionReassignmentsRequest::default().with_topics(vec![
+            alter_partition_reassignments_request::ReassignableTopic::default()
+                .with_name(TopicName(StrBytes::from_static_str("nope")))
+                .with_partitions(vec![
+                    alter_partition_reassignments_request::ReassignablePartition::default()
+                        .with_replicas(Some(vec![BrokerId(1)])),
+                ]),
+        ]),
+    );
+    assert_eq!(
+        resp.responses[0].partitions[0].error_code,
+        ErrorCode::UnknownTopicOrPartition.code()
+    );
+
+    // Node 3 resumes, catches up and joins the ISR: the reassignment completes, node 2
+    // leads, and node 1 (removed) deletes its copy.
+    signal(nodes[2].pid(), "-CONT");
+    let (ok, out) = topics_cli(
+        &b1,
+        &[
+            "--reassign",
+            "--topic",
+            "mv",
+            "--replica-assignment",
+            "2:3",
+            "--wait",
+        ],
+    );
+    assert!(ok && out.contains("Reassignment of mv complete."), "{out}");
+    let m = converge(&b1, "mv on 2 and 3", |m| {
+        let p = &partitions(m, "mv")[0];
+        p.1 == [2, 3] && p.2.len() == 2 && p.0 == 2
+    });
+    assert!(partitions(&m, "mv")[0].2.contains(&3));
+    let gone = nodes[0].data_dir().join("mv-0");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while gone.exists() {
+        assert!(Instant::now() < deadline, "node 1 kept {}", gone.display());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(read_partition(&b1, "mv", acked.len()), acked);
+    // Node 3's copy is whole: with node 2 gone it leads and serves every record.
+    nodes[1].kill();
+    converge(&b1, "node 3 leads mv", |m| partitions(m, "mv")[0].0 == 3);
+    assert_eq!(read_partition(&b1, "mv", acked.len()), acked);
+}

@@ -7,6 +7,7 @@ use kafka_protocol::messages::{ApiKey, ElectLeadersRequest, ElectLeadersResponse
 use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
+use crate::handlers::by_topic;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
 handler!(ApiKey::ElectLeaders, 0, 2, handle);
@@ -32,25 +33,19 @@ async fn handle(
         .await
     {
         Ok(outcomes) => {
-            for (topic, partition, outcome) in outcomes {
-                let mut r = PartitionResult::default();
-                r.partition_id = partition;
-                if let Err(e) = outcome {
-                    r.error_code = e.code.code();
-                    r.error_message = Some(str_bytes(e.message));
-                }
-                let same = resp
-                    .replica_election_results
-                    .last()
-                    .is_some_and(|x: &ReplicaElectionResult| *x.topic.0 == *topic);
-                if !same {
-                    let mut t = ReplicaElectionResult::default();
-                    t.topic = TopicName(str_bytes(topic));
-                    resp.replica_election_results.push(t);
-                }
-                if let Some(t) = resp.replica_election_results.last_mut() {
+            for (topic, partitions) in by_topic(outcomes) {
+                let mut t = ReplicaElectionResult::default();
+                t.topic = TopicName(str_bytes(topic));
+                for (partition, outcome) in partitions {
+                    let mut r = PartitionResult::default();
+                    r.partition_id = partition;
+                    if let Err(e) = outcome {
+                        r.error_code = e.code.code();
+                        r.error_message = Some(str_bytes(e.message));
+                    }
                     t.partition_result.push(r);
                 }
+                resp.replica_election_results.push(t);
             }
         }
         Err(e) => {

@@ -33,6 +33,7 @@ macro_rules! handler {
 }
 
 pub mod alter_configs;
+pub mod alter_partition_reassignments;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -52,6 +53,7 @@ pub mod join_group;
 pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
+pub mod list_partition_reassignments;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -59,6 +61,19 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+
+/// Per-partition outcomes grouped by topic, topics in first-seen order (how per-partition
+/// responses are laid out on the wire).
+pub(crate) fn by_topic<R>(outcomes: Vec<(String, i32, R)>) -> Vec<(String, Vec<(i32, R)>)> {
+    let mut out: Vec<(String, Vec<(i32, R)>)> = Vec::new();
+    for (topic, partition, r) in outcomes {
+        match out.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, ps)) => ps.push((partition, r)),
+            None => out.push((topic, vec![(partition, r)])),
+        }
+    }
+    out
+}
 
 pub type HandlerFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Response, HandlerError>> + Send + 'a>>;
@@ -93,6 +108,8 @@ impl HandlerTable {
             fetch::HANDLER,
             list_offsets::HANDLER,
             elect_leaders::HANDLER,
+            alter_partition_reassignments::HANDLER,
+            list_partition_reassignments::HANDLER,
             offset_for_leader_epoch::HANDLER,
             metadata::HANDLER,
             api_versions::HANDLER,

@@ -124,6 +124,16 @@ pub struct ClusterDescription {
     pub brokers: Vec<(i32, String, i32, Option<String>)>,
 }
 
+/// A partition reassignment in progress.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PartitionReassignment {
+    pub partition: TopicPartition,
+    /// Every replica: the targets first, then those being removed.
+    pub replicas: Vec<i32>,
+    pub adding: Vec<i32>,
+    pub removing: Vec<i32>,
+}
+
 #[derive(Clone)]
 pub struct Admin {
     core: Arc<ClusterCore>,
@@ -396,6 +406,86 @@ impl Admin {
             }
         }
         Ok(out)
+    }
+
+    /// Move partitions to new replicas (Some) or cancel their reassignment (None); one
+    /// result per partition. The call returns once the reassignment has started.
+    pub async fn alter_partition_reassignments(
+        &self,
+        targets: &[(TopicPartition, Option<Vec<i32>>)],
+    ) -> Result<Vec<(TopicPartition, Result<()>)>> {
+        use kafka_protocol::messages::alter_partition_reassignments_request::{
+            ReassignablePartition, ReassignableTopic,
+        };
+        let conn = self.core.any_connection().await?;
+        let mut topics: Vec<ReassignableTopic> = Vec::new();
+        for (tp, replicas) in targets {
+            let p = ReassignablePartition::default()
+                .with_partition_index(tp.partition.0)
+                .with_replicas(
+                    replicas
+                        .as_ref()
+                        .map(|r| r.iter().copied().map(BrokerId).collect()),
+                );
+            match topics.iter_mut().find(|t| *t.name.0 == *tp.topic) {
+                Some(t) => t.partitions.push(p),
+                None => topics.push(
+                    ReassignableTopic::default()
+                        .with_name(name(&tp.topic))
+                        .with_partitions(vec![p]),
+                ),
+            }
+        }
+        let req = AlterPartitionReassignmentsRequest::default()
+            .with_timeout_ms(self.core.config.request_timeout.as_millis() as i32)
+            .with_allow_replication_factor_change(true)
+            .with_topics(topics);
+        let resp: AlterPartitionReassignmentsResponse = conn.call(&req).await?;
+        check(resp.error_code, resp.error_message.map(|m| m.to_string()))?;
+        Ok(resp
+            .responses
+            .into_iter()
+            .flat_map(|t| {
+                let topic = t.name.to_string();
+                t.partitions.into_iter().map(move |p| {
+                    (
+                        TopicPartition::new(topic.clone(), p.partition_index),
+                        check(p.error_code, p.error_message.map(|m| m.to_string())),
+                    )
+                })
+            })
+            .collect())
+    }
+
+    /// Reassignments in progress, for `topic` or (None) every topic.
+    pub async fn list_partition_reassignments(
+        &self,
+        topic: Option<&str>,
+    ) -> Result<Vec<PartitionReassignment>> {
+        let conn = self.core.any_connection().await?;
+        // All of them, filtered here: naming a topic would need its partition list first.
+        let req = ListPartitionReassignmentsRequest::default()
+            .with_timeout_ms(self.core.config.request_timeout.as_millis() as i32)
+            .with_topics(None);
+        let resp: ListPartitionReassignmentsResponse = conn.call(&req).await?;
+        check(resp.error_code, resp.error_message.map(|m| m.to_string()))?;
+        let ids = |v: Vec<BrokerId>| v.into_iter().map(|b| b.0).collect();
+        Ok(resp
+            .topics
+            .into_iter()
+            .filter(|t| topic.is_none_or(|want| *t.name.0 == *want))
+            .flat_map(|t| {
+                let topic = t.name.to_string();
+                t.partitions
+                    .into_iter()
+                    .map(move |p| PartitionReassignment {
+                        partition: TopicPartition::new(topic.clone(), p.partition_index),
+                        replicas: ids(p.replicas),
+                        adding: ids(p.adding_replicas),
+                        removing: ids(p.removing_replicas),
+                    })
+            })
+            .collect())
     }
 
     pub async fn describe_cluster(&self) -> Result<ClusterDescription> {

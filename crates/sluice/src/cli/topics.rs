@@ -8,8 +8,8 @@ use super::{key_value, usage, CliError, CliResult, ConnArgs};
 
 #[derive(Args, Debug)]
 #[command(
-    group(ArgGroup::new("action").required(true).args(["create", "list", "describe", "delete", "alter"])),
-    after_help = "Examples:\n  sluice topics --bootstrap-server 127.0.0.1:9092 --create --topic orders --partitions 6 --config retention.ms=86400000\n  sluice topics --list\n  sluice topics --describe --topic orders\n  sluice topics --alter --topic orders --partitions 12\n  sluice topics --delete --topic orders"
+    group(ArgGroup::new("action").required(true).args(["create", "list", "describe", "delete", "alter", "reassign", "cancel_reassignment", "list_reassignments"])),
+    after_help = "Examples:\n  sluice topics --bootstrap-server 127.0.0.1:9092 --create --topic orders --partitions 6 --config retention.ms=86400000\n  sluice topics --list\n  sluice topics --describe --topic orders\n  sluice topics --alter --topic orders --partitions 12\n  sluice topics --delete --topic orders\n  sluice topics --reassign --topic orders --replica-assignment 2:3,3:1 --wait\n  sluice topics --reassign --topic orders --partition 1 --replica-assignment 3:1\n  sluice topics --list-reassignments\n  sluice topics --cancel-reassignment --topic orders --partition 1"
 )]
 pub struct TopicsArgs {
     #[command(flatten)]
@@ -29,9 +29,29 @@ pub struct TopicsArgs {
     /// Add partitions to a topic.
     #[arg(long)]
     pub alter: bool,
+    /// Move partitions to the replicas of --replica-assignment (partition reassignment).
+    #[arg(long)]
+    pub reassign: bool,
+    /// Cancel the reassignments in progress of --topic (or of its --partition).
+    #[arg(long = "cancel-reassignment")]
+    pub cancel_reassignment: bool,
+    /// Show the reassignments in progress (of --topic, or all).
+    #[arg(long = "list-reassignments")]
+    pub list_reassignments: bool,
     /// The topic.
     #[arg(long)]
     pub topic: Option<String>,
+    /// One partition (with --reassign / --cancel-reassignment).
+    #[arg(long)]
+    pub partition: Option<i32>,
+    /// Replica lists, Kafka's format: partitions separated by ',', the brokers of each by
+    /// ':' ("2:3,3:1" = partition 0 on 2 and 3, partition 1 on 3 and 1). With
+    /// --partition, one list for that partition.
+    #[arg(long = "replica-assignment")]
+    pub replica_assignment: Option<String>,
+    /// With --reassign: wait until the reassignment completes.
+    #[arg(long)]
+    pub wait: bool,
     /// Partition count (create; new count for --alter).
     #[arg(long)]
     pub partitions: Option<i32>,
@@ -104,6 +124,131 @@ pub async fn run(args: TopicsArgs) -> CliResult {
             .await
             .map_err(|e| CliError::Failed(format!("cannot alter topic {name}: {e}")))?;
         println!("Topic {name} now has {count} partitions.");
+    } else if args.reassign {
+        reassign(&admin, &args).await?;
+    } else if args.cancel_reassignment {
+        let name = topic(&args)?;
+        let partitions: Vec<i32> = match args.partition {
+            Some(p) => vec![p],
+            None => admin
+                .list_partition_reassignments(Some(name))
+                .await?
+                .into_iter()
+                .map(|r| r.partition.partition.0)
+                .collect(),
+        };
+        if partitions.is_empty() {
+            println!("No reassignment of {name} is in progress.");
+        }
+        let targets: Vec<(TopicPartition, Option<Vec<i32>>)> = partitions
+            .into_iter()
+            .map(|p| (TopicPartition::new(name, p), None))
+            .collect();
+        report(
+            admin.alter_partition_reassignments(&targets).await?,
+            "Cancelled",
+        )?;
+    } else if args.list_reassignments {
+        let ongoing = admin
+            .list_partition_reassignments(args.topic.as_deref())
+            .await?;
+        if ongoing.is_empty() {
+            println!("No partition reassignments in progress.");
+        }
+        for r in ongoing {
+            println!(
+                "Topic: {}\tPartition: {}\tReplicas: {}\tAdding: {}\tRemoving: {}",
+                r.partition.topic,
+                r.partition.partition.0,
+                ids(&r.replicas),
+                ids(&r.adding),
+                ids(&r.removing)
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Parse Kafka's replica-assignment format: "1:2,2:3" = [[1, 2], [2, 3]].
+fn parse_assignment(spec: &str) -> Result<Vec<Vec<i32>>, CliError> {
+    spec.split(',')
+        .map(|part| {
+            part.split(':')
+                .map(|b| {
+                    b.trim().parse::<i32>().map_err(|_| {
+                        usage(format!(
+                            "--replica-assignment: {b:?} is not a broker id (expected e.g. 1:2,2:3)"
+                        ))
+                    })
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Print one line per partition; fail if any partition failed.
+fn report(
+    results: Vec<(TopicPartition, Result<(), sluice_client::Error>)>,
+    done: &str,
+) -> CliResult {
+    let mut failed = 0;
+    for (tp, r) in results {
+        match r {
+            Ok(()) => println!("{done} reassignment of {tp}."),
+            Err(e) => {
+                failed += 1;
+                eprintln!("Cannot change the reassignment of {tp}: {e}");
+            }
+        }
+    }
+    if failed > 0 {
+        return Err(CliError::Failed(format!("{failed} partition(s) failed")));
+    }
+    Ok(())
+}
+
+async fn reassign(admin: &Admin, args: &TopicsArgs) -> CliResult {
+    let name = topic(args)?;
+    let spec = args
+        .replica_assignment
+        .as_deref()
+        .ok_or_else(|| usage("--reassign needs --replica-assignment"))?;
+    let lists = parse_assignment(spec)?;
+    let targets: Vec<(TopicPartition, Option<Vec<i32>>)> = match args.partition {
+        Some(p) if lists.len() == 1 => {
+            vec![(TopicPartition::new(name, p), lists.into_iter().next())]
+        }
+        Some(_) => {
+            return Err(usage(
+                "with --partition, --replica-assignment holds one replica list",
+            ))
+        }
+        None => lists
+            .into_iter()
+            .enumerate()
+            .map(|(i, r)| (TopicPartition::new(name, i as i32), Some(r)))
+            .collect(),
+    };
+    let wanted: Vec<TopicPartition> = targets.iter().map(|(tp, _)| tp.clone()).collect();
+    report(
+        admin.alter_partition_reassignments(&targets).await?,
+        "Started",
+    )?;
+    if args.wait {
+        loop {
+            let pending = admin
+                .list_partition_reassignments(Some(name))
+                .await?
+                .into_iter()
+                .filter(|r| wanted.contains(&r.partition))
+                .count();
+            if pending == 0 {
+                break;
+            }
+            // Progress lives on other brokers (followers catching up); poll.
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+        println!("Reassignment of {name} complete.");
     }
     Ok(())
 }
