@@ -152,6 +152,11 @@ impl Partition {
         self.read_log().log_end_offset()
     }
 
+    /// Bytes of every segment of the replica's log.
+    pub fn size_bytes(&self) -> u64 {
+        self.read_log().size_bytes()
+    }
+
     /// Check the client's view of the leader epoch (-1 means "not checked").
     pub fn check_leader_epoch(&self, current_leader_epoch: i32) -> Result<(), ErrorCode> {
         let ours = self.leader_epoch();

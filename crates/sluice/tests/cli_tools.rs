@@ -545,6 +545,29 @@ fn configs_and_offsets() {
         ],
     ));
     assert!(broker.contains("  num.partitions=1"), "{broker}");
+    // Broker configs are static: setting one fails, deleting one (as reassignment tools do
+    // with throttles) is a no-op.
+    let broker_alter = |op: &str, kv: &str| {
+        sluice(
+            b,
+            &[
+                "configs",
+                "--alter",
+                "--entity-type",
+                "brokers",
+                "--entity-name",
+                "0",
+                op,
+                kv,
+            ],
+        )
+    };
+    ok(&broker_alter(
+        "--delete-config",
+        "leader.replication.throttled.rate",
+    ));
+    let err = fails(&broker_alter("--add-config", "num.partitions=3"), 1);
+    assert!(err.contains("cannot be changed at runtime"), "{err}");
     let err = fails(
         &sluice(
             b,

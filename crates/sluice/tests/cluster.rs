@@ -1148,6 +1148,33 @@ fn reassignment_moves_replicas_with_their_data_and_can_be_cancelled() {
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_eq!(read_partition(&b1, "mv", acked.len()), acked);
+    // DescribeLogDirs: nodes 2 and 3 hold mv-0 at the same size, node 1 no longer does.
+    let mv_size = |node: &TestServer| -> Option<i64> {
+        let resp: DescribeLogDirsResponse = Wire::connect(&node.bootstrap).call(
+            ApiKey::DescribeLogDirs,
+            4,
+            &DescribeLogDirsRequest::default().with_topics(None),
+        );
+        assert!(resp.results[0].total_bytes > 0);
+        resp.results[0]
+            .topics
+            .iter()
+            .filter(|t| &*t.name.0 == "mv")
+            .flat_map(|t| &t.partitions)
+            .map(|p| p.partition_size)
+            .next()
+    };
+    let on_2 = mv_size(&nodes[1]).expect("node 2 holds mv-0");
+    assert!(on_2 > 0);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while mv_size(&nodes[2]) != Some(on_2) {
+        assert!(
+            Instant::now() < deadline,
+            "node 3's copy never matched node 2's"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(mv_size(&nodes[0]), None);
     // Node 3's copy is whole: with node 2 gone it leads and serves every record.
     nodes[1].kill();
     converge(&b1, "node 3 leads mv", |m| partitions(m, "mv")[0].0 == 3);

@@ -43,6 +43,7 @@ pub mod delete_topics;
 pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
+pub mod describe_log_dirs;
 pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
@@ -118,6 +119,7 @@ impl HandlerTable {
             describe_configs::HANDLER,
             create_partitions::HANDLER,
             describe_cluster::HANDLER,
+            describe_log_dirs::HANDLER,
             init_producer_id::HANDLER,
             delete_records::HANDLER,
             alter_configs::HANDLER,

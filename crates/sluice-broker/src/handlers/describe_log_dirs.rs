@@ -1,0 +1,67 @@
+//! DescribeLogDirs (key 35): this broker's log directory, the replicas it holds there with
+//! their sizes, and the directory's filesystem capacity (v4). Null topics = every replica.
+//! Reassignment tools read it to learn where replicas live.
+
+use bytes::Bytes;
+use kafka_protocol::messages::describe_log_dirs_response::{
+    DescribeLogDirsPartition, DescribeLogDirsResult, DescribeLogDirsTopic,
+};
+use kafka_protocol::messages::{
+    ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName,
+};
+use sluice_protocol::ErrorCode;
+
+use crate::broker::Broker;
+use crate::handlers::by_topic;
+use crate::request::{str_bytes, HandlerError, RequestContext, Response};
+
+handler!(ApiKey::DescribeLogDirs, 1, 4, sync handle);
+
+fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+    let req: DescribeLogDirsRequest = ctx.decode(body)?;
+    let wanted = |topic: &str, partition: i32| match &req.topics {
+        None => true,
+        Some(ts) => ts
+            .iter()
+            .any(|t| *t.topic.0 == *topic && t.partitions.contains(&partition)),
+    };
+    let mut hosted: Vec<(String, i32, DescribeLogDirsPartition)> = broker
+        .replicas
+        .all()
+        .into_iter()
+        .filter(|p| wanted(&p.tp.topic, p.tp.partition.0))
+        .map(|p| {
+            let mut d = DescribeLogDirsPartition::default();
+            d.partition_index = p.tp.partition.0;
+            d.partition_size = p.size_bytes() as i64;
+            d.offset_lag = (p.high_watermark() - p.log_end_offset()).max(0);
+            (p.tp.topic.to_string(), p.tp.partition.0, d)
+        })
+        .collect();
+    hosted.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+    let dir = broker.replicas.log_manager().dir();
+    let mut result = DescribeLogDirsResult::default();
+    result.log_dir = str_bytes(dir.display().to_string());
+    match rustix::fs::statvfs(dir) {
+        Ok(s) => {
+            let block = s.f_frsize as i64;
+            result.total_bytes = (s.f_blocks as i64).saturating_mul(block);
+            result.usable_bytes = (s.f_bavail as i64).saturating_mul(block);
+        }
+        Err(e) => {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot stat the log directory");
+            result.error_code = ErrorCode::KafkaStorageError.code();
+            result.total_bytes = -1;
+            result.usable_bytes = -1;
+        }
+    }
+    for (topic, partitions) in by_topic(hosted) {
+        let mut t = DescribeLogDirsTopic::default();
+        t.name = TopicName(str_bytes(topic));
+        t.partitions = partitions.into_iter().map(|(_, d)| d).collect();
+        result.topics.push(t);
+    }
+    let mut resp = DescribeLogDirsResponse::default();
+    resp.results.push(result);
+    ctx.respond(&resp)
+}
