@@ -75,6 +75,15 @@ pub struct Partition {
     waiters: Mutex<Vec<Weak<Notify>>>,
 }
 
+/// Where and as of what a follower's fetch was sent: the leader, its epoch and the fetch
+/// offset (this replica's log end then).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FetchedFrom {
+    pub leader: i32,
+    pub leader_epoch: i32,
+    pub offset: i64,
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
@@ -240,17 +249,32 @@ impl Partition {
     }
 
     /// Follower: append what the leader sent, unchanged, and take the leader's HW (never
-    /// beyond what this replica has). Returns the new log end offset.
+    /// beyond what this replica has). Returns the new log end offset, or None when the
+    /// answer is stale: it came from `fetched.leader` under `fetched.leader_epoch` for
+    /// `fetched.offset`, and since then the leader or epoch changed or the log moved (a
+    /// delayed answer from a deposed leader must not land on top of what the new leader
+    /// sent, or after this replica truncated for it). Checked under the log lock, which
+    /// truncation for a new leader also takes, so a check that passes stays true.
     pub fn append_as_follower(
         &self,
         batches: &[u8],
         leader_hw: i64,
+        fetched: FetchedFrom,
         now_ms: i64,
-    ) -> Result<i64, LogError> {
+    ) -> Result<Option<i64>, LogError> {
         let mut log = self
             .log
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
+        {
+            let s = lock(&self.state);
+            if s.leader_id() != fetched.leader
+                || s.leader_epoch() != fetched.leader_epoch
+                || log.log_end_offset() != fetched.offset
+            {
+                return Ok(None);
+            }
+        }
         let leo = if batches.is_empty() {
             log.log_end_offset()
         } else {
@@ -262,7 +286,7 @@ impl Partition {
         drop(s);
         drop(log);
         self.wake_waiters();
-        Ok(leo)
+        Ok(Some(leo))
     }
 
     /// Follower: drop everything at and above `offset` (diverged from the leader).
@@ -357,5 +381,78 @@ impl Partition {
                 n.notify_one();
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_metadata::image::PartitionRegistration;
+    use sluice_protocol::batch::BatchBuilder;
+    use sluice_protocol::compression::Compression;
+    use sluice_storage::{LogConfig, LogManager};
+
+    fn batch(base: i64, n: usize) -> Vec<u8> {
+        let mut b = BatchBuilder::new(Compression::None);
+        for i in 0..n {
+            b.append(0, None, Some(format!("v{i}").as_bytes()), &[]);
+        }
+        b.build(base).unwrap()
+    }
+
+    #[test]
+    fn a_stale_fetch_answer_is_not_appended() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = LogManager::open(dir.path()).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let log = logs
+            .get_or_create(&tp, [1; 16], LogConfig::default(), 0)
+            .unwrap();
+        let settings = PartitionSettings {
+            min_insync_replicas: 1,
+        };
+        let p = Partition::new(tp, Uuid::nil(), log, 3, settings);
+        let follow = |leader, leader_epoch| PartitionRegistration {
+            replicas: vec![1, 2, 3],
+            isr: vec![1, 2, 3],
+            leader,
+            leader_epoch,
+            partition_epoch: leader_epoch,
+            adding: vec![],
+            removing: vec![],
+        };
+        p.update_registration(&follow(1, 4));
+        let from = |leader, leader_epoch, offset| FetchedFrom {
+            leader,
+            leader_epoch,
+            offset,
+        };
+        assert_eq!(
+            p.append_as_follower(&batch(0, 3), 0, from(1, 4, 0), 0)
+                .unwrap(),
+            Some(3)
+        );
+        // An answer to a fetch sent at another offset, under an older epoch or to another
+        // leader changes nothing.
+        for stale in [from(1, 4, 0), from(1, 3, 3), from(2, 4, 3)] {
+            assert_eq!(
+                p.append_as_follower(&batch(3, 2), 0, stale, 0).unwrap(),
+                None
+            );
+            assert_eq!(p.log_end_offset(), 3);
+        }
+        // Leadership moved to 2 (epoch 5) while a fetch to 1 was in flight: its answer is
+        // dropped, the new leader's is taken.
+        p.update_registration(&follow(2, 5));
+        assert_eq!(
+            p.append_as_follower(&batch(3, 2), 0, from(1, 4, 3), 0)
+                .unwrap(),
+            None
+        );
+        assert_eq!(
+            p.append_as_follower(&batch(3, 2), 0, from(2, 5, 3), 0)
+                .unwrap(),
+            Some(5)
+        );
     }
 }

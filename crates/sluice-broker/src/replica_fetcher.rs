@@ -28,7 +28,7 @@ use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
 use crate::metadata_cache::MetadataCache;
-use crate::partition::Partition;
+use crate::partition::{FetchedFrom, Partition};
 use crate::replica_manager::ReplicaManager;
 
 const FETCH_VERSION: i16 = 12;
@@ -221,7 +221,7 @@ impl ReplicaFetcherManager {
                     .filter(|p| synced.get(&p.tp) == Some(&p.leader_epoch()))
                     .cloned()
                     .collect();
-                self.fetch_once(c, &ready).await
+                self.fetch_once(c, leader, &ready).await
             }
             .await;
             if let Err(e) = result {
@@ -248,13 +248,16 @@ impl ReplicaFetcherManager {
             return Ok(());
         }
         let mut topics: BTreeMap<String, Vec<OffsetForLeaderPartition>> = BTreeMap::new();
+        let mut asked: HashMap<TopicPartition, i32> = HashMap::new();
         for p in &pending {
+            let epoch = p.leader_epoch();
             topics.entry(p.tp.topic.to_string()).or_default().push(
                 OffsetForLeaderPartition::default()
                     .with_partition(p.tp.partition.0)
-                    .with_current_leader_epoch(p.leader_epoch())
+                    .with_current_leader_epoch(epoch)
                     .with_leader_epoch(p.latest_epoch().unwrap_or(-1)),
             );
+            asked.insert(p.tp.clone(), epoch);
         }
         let req = OffsetForLeaderEpochRequest::default()
             .with_replica_id(BrokerId(self.node_id))
@@ -275,9 +278,15 @@ impl ReplicaFetcherManager {
         for t in resp.topics {
             for r in t.partitions {
                 let tp = TopicPartition::new(t.topic.to_string(), r.partition);
-                let Some(p) = pending.iter().find(|p| p.tp == tp) else {
+                let (Some(p), Some(&epoch)) = (pending.iter().find(|p| p.tp == tp), asked.get(&tp))
+                else {
                     continue;
                 };
+                if p.leader_epoch() != epoch {
+                    // The leader moved while we asked: the answer is for an epoch we no
+                    // longer follow; the next round asks the new leader.
+                    continue;
+                }
                 if r.error_code != 0 {
                     debug!(partition = %tp, code = r.error_code, "leader refused OffsetForLeaderEpoch");
                     continue;
@@ -292,7 +301,7 @@ impl ReplicaFetcherManager {
                     info!(partition = %tp, from = leo, to = target, leader_epoch = r.leader_epoch, "truncating to the leader's epoch end");
                     p.truncate_to(target, now).map_err(std::io::Error::other)?;
                 }
-                synced.insert(tp, p.leader_epoch());
+                synced.insert(tp, epoch);
             }
         }
         Ok(())
@@ -301,6 +310,7 @@ impl ReplicaFetcherManager {
     async fn fetch_once(
         &self,
         c: &mut LeaderConn,
+        leader: i32,
         parts: &[Arc<Partition>],
     ) -> std::io::Result<()> {
         if parts.is_empty() {
@@ -310,15 +320,22 @@ impl ReplicaFetcherManager {
             return Ok(());
         }
         let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+        let mut sent: HashMap<TopicPartition, FetchedFrom> = HashMap::new();
         for p in parts {
+            let fetched = FetchedFrom {
+                leader,
+                leader_epoch: p.leader_epoch(),
+                offset: p.log_end_offset(),
+            };
             topics.entry(p.tp.topic.to_string()).or_default().push(
                 FetchPartition::default()
                     .with_partition(p.tp.partition.0)
-                    .with_current_leader_epoch(p.leader_epoch())
-                    .with_fetch_offset(p.log_end_offset())
+                    .with_current_leader_epoch(fetched.leader_epoch)
+                    .with_fetch_offset(fetched.offset)
                     .with_log_start_offset(p.log_start_offset())
                     .with_partition_max_bytes(self.config.max_bytes_per_partition),
             );
+            sent.insert(p.tp.clone(), fetched);
         }
         let req = FetchRequest::default()
             .with_replica_id(BrokerId(self.node_id))
@@ -341,19 +358,27 @@ impl ReplicaFetcherManager {
         for t in resp.responses {
             for d in t.partitions {
                 let tp = TopicPartition::new(t.topic.to_string(), d.partition_index);
-                let Some(p) = parts.iter().find(|p| p.tp == tp) else {
+                let (Some(p), Some(fetched)) = (parts.iter().find(|p| p.tp == tp), sent.get(&tp))
+                else {
                     continue;
                 };
                 match ErrorCode::try_from_code(d.error_code) {
                     None => {
                         let records = d.records.as_deref().unwrap_or_default();
-                        if let Err(e) = p.append_as_follower(records, d.high_watermark, now) {
-                            warn!(partition = %tp, error = %e, "cannot append replicated records");
-                            backoff = true;
+                        match p.append_as_follower(records, d.high_watermark, *fetched, now) {
+                            Ok(Some(_)) => {}
+                            Ok(None) => {
+                                debug!(partition = %tp, ?fetched, "dropping a stale fetch answer");
+                            }
+                            Err(e) => {
+                                warn!(partition = %tp, error = %e, "cannot append replicated records");
+                                backoff = true;
+                            }
                         }
                     }
                     Some(ErrorCode::OffsetOutOfRange)
-                        if p.log_end_offset() < d.log_start_offset =>
+                        if p.log_end_offset() < d.log_start_offset
+                            && p.leader_epoch() == fetched.leader_epoch =>
                     {
                         // The leader deleted what we still miss: start over at its log start.
                         p.truncate_fully_and_start_at(d.log_start_offset, now)
