@@ -75,6 +75,14 @@ pub struct Partition {
     waiters: Mutex<Vec<Weak<Notify>>>,
 }
 
+/// See [`Partition::ack_state`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AckState {
+    Waiting,
+    Committed,
+    Deposed,
+}
+
 /// Where and as of what a follower's fetch was sent: the leader, its epoch and the fetch
 /// offset (this replica's log end then).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -127,8 +135,11 @@ impl Partition {
     pub fn update_registration(&self, reg: &sluice_metadata::image::PartitionRegistration) {
         let moved = {
             let mut s = lock(&self.state);
+            let epoch_changed = s.leader_epoch() != reg.leader_epoch || s.leader_id() != reg.leader;
             s.set_partition_epoch(reg.partition_epoch);
+            // Waiters learn of a new HW, and of a new leader (acks=all answers at once).
             s.update_registration(reg.leader, reg.leader_epoch, &reg.replicas, &reg.isr)
+                || epoch_changed
         };
         if moved {
             self.wake_waiters();
@@ -246,6 +257,21 @@ impl Partition {
 
     pub fn is_leader(&self) -> bool {
         lock(&self.state).is_leader()
+    }
+
+    /// Where an acks=all append that ends at `end` (exclusive), made as leader in
+    /// `leader_epoch`, stands. Committed only while this replica still leads in that epoch:
+    /// once deposed, its high watermark follows another leader, whose records at those
+    /// offsets may be different ones.
+    pub fn ack_state(&self, end: i64, leader_epoch: i32) -> AckState {
+        let s = lock(&self.state);
+        if !s.is_leader() || s.leader_epoch() != leader_epoch {
+            AckState::Deposed
+        } else if s.high_watermark() >= end {
+            AckState::Committed
+        } else {
+            AckState::Waiting
+        }
     }
 
     /// Follower: append what the leader sent, unchanged, and take the leader's HW (never
@@ -398,6 +424,45 @@ mod tests {
             b.append(0, None, Some(format!("v{i}").as_bytes()), &[]);
         }
         b.build(base).unwrap()
+    }
+
+    #[test]
+    fn an_append_is_committed_only_while_its_leader_still_leads() {
+        let dir = tempfile::tempdir().unwrap();
+        let logs = LogManager::open(dir.path()).unwrap();
+        let tp = TopicPartition::new("t", 0);
+        let log = logs
+            .get_or_create(&tp, [1; 16], LogConfig::default(), 0)
+            .unwrap();
+        let settings = PartitionSettings {
+            min_insync_replicas: 1,
+        };
+        let p = Partition::new(tp, Uuid::nil(), log, 3, settings);
+        let reg = |leader, leader_epoch| PartitionRegistration {
+            replicas: vec![3, 1],
+            isr: vec![3, 1],
+            leader,
+            leader_epoch,
+            partition_epoch: leader_epoch,
+            adding: vec![],
+            removing: vec![],
+        };
+        p.update_registration(&reg(3, 1));
+        let info = p.append_as_leader(batch(0, 2), -1, 0).unwrap();
+        let end = info.last_offset + 1;
+        assert_eq!(p.ack_state(end, 1), AckState::Waiting);
+        // Node 1 takes over; this replica truncates and copies node 1's log, whose HW covers
+        // the same offsets with other records: still not committed.
+        p.update_registration(&reg(1, 2));
+        p.truncate_to(0, 0).unwrap();
+        let fetched = FetchedFrom {
+            leader: 1,
+            leader_epoch: 2,
+            offset: 0,
+        };
+        p.append_as_follower(&batch(0, 3), 3, fetched, 0).unwrap();
+        assert!(p.high_watermark() >= end);
+        assert_eq!(p.ack_state(end, 1), AckState::Deposed);
     }
 
     #[test]

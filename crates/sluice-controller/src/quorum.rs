@@ -84,6 +84,8 @@ pub struct QuorumController {
     isolated: Arc<AtomicBool>,
     session_timeout: Duration,
     rebalance: Option<(Duration, i64)>,
+    /// This node's `controller.quorum.voters` addresses.
+    voters: BTreeMap<u64, String>,
 }
 
 type Reply = Result<(i64, ReplyBody), ControllerResponse>;
@@ -112,6 +114,7 @@ impl QuorumController {
             Arc::new(raft_config),
             NetworkFactory {
                 isolated: Arc::clone(&isolated),
+                voters: config.voters.clone(),
             },
             log.clone(),
             sm,
@@ -136,6 +139,7 @@ impl QuorumController {
             "controller quorum started"
         );
         Ok(Arc::new(Self {
+            voters: config.voters.clone(),
             node_id: config.node_id,
             raft,
             shared,
@@ -166,13 +170,14 @@ impl QuorumController {
     pub fn leader(&self) -> Option<(i32, String)> {
         let m = self.raft.metrics().borrow().clone();
         let id = m.current_leader?;
-        let addr = m
-            .membership_config
-            .membership()
-            .get_node(&id)
-            .map(|n| n.addr.clone())
-            .unwrap_or_default();
-        Some((id as i32, addr))
+        // Where this node's config says the leader is (see `NetworkFactory::voters`).
+        let addr = self.voters.get(&id).cloned().or_else(|| {
+            m.membership_config
+                .membership()
+                .get_node(&id)
+                .map(|n| n.addr.clone())
+        });
+        Some((id as i32, addr.unwrap_or_default()))
     }
 
     /// Cut this node off from the other voters (or reconnect it): a network partition for

@@ -63,14 +63,9 @@ impl ControllerClient {
     }
 
     fn set_leader(&self, leader: Option<(i32, String)>) {
-        let leader = leader.map(|(id, addr)| {
-            let addr = if addr.is_empty() {
-                self.voters.get(&id).cloned().unwrap_or_default()
-            } else {
-                addr
-            };
-            (id, addr)
-        });
+        // Our own config's address for a voter wins over the one in a hint (which is where
+        // the hinting node reaches it).
+        let leader = leader.map(|(id, addr)| (id, self.voters.get(&id).cloned().unwrap_or(addr)));
         *self.leader.lock().unwrap_or_else(|e| e.into_inner()) = leader;
     }
 

@@ -3,6 +3,8 @@
 //! converges, fenced brokers' partitions get new leaders from the ISR, and nothing committed
 //! to the metadata log is lost when every node restarts.
 
+#[path = "common/proxy.rs"]
+mod proxy;
 #[path = "common/wire.rs"]
 mod wire;
 
@@ -17,6 +19,7 @@ use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::*;
 use kafka_protocol::protocol::StrBytes;
+use proxy::{Mode, Proxy};
 use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -305,6 +308,82 @@ fn combined(extra: &[&str]) -> Vec<Vec<String>> {
             o
         })
         .collect()
+}
+
+/// The network between three combined nodes: a proxy for each direction of each pair, for
+/// Raft and controller traffic and for replication. Clients connect to nodes directly.
+struct Net {
+    /// (from node index, to node index, proxy)
+    proxies: Vec<(usize, usize, Proxy)>,
+}
+
+impl Net {
+    /// Set every link to and from `node` (clients still reach it).
+    fn isolate(&self, node: usize, mode: Mode) {
+        for (from, to, p) in &self.proxies {
+            if *from == node || *to == node {
+                p.set(mode);
+            }
+        }
+    }
+}
+
+/// Like [`combined`], but node i reaches node j's controller port, and fetches from node j
+/// on a listener of its own (`FROM<i>`, its `inter.broker.listener.name`), through proxies.
+fn combined_behind_proxies(extra: &[&str]) -> (Vec<Vec<String>>, Net) {
+    let n = 3;
+    let client: Vec<u16> = (0..n).map(|_| free_port()).collect();
+    let controller: Vec<u16> = (0..n).map(|_| free_port()).collect();
+    // repl[i][j]: node j's listener for fetches from node i.
+    let repl: Vec<Vec<u16>> = (0..n)
+        .map(|_| (0..n).map(|_| free_port()).collect())
+        .collect();
+    let mut proxies = Vec::new();
+    let mut raft_via = vec![vec![0u16; n]; n];
+    let mut repl_via = vec![vec![0u16; n]; n];
+    for i in 0..n {
+        for j in (0..n).filter(|j| *j != i) {
+            let raft = Proxy::start(format!("127.0.0.1:{}", controller[j]));
+            let fetch = Proxy::start(format!("127.0.0.1:{}", repl[i][j]));
+            raft_via[i][j] = raft.port;
+            repl_via[i][j] = fetch.port;
+            proxies.push((i, j, raft));
+            proxies.push((i, j, fetch));
+        }
+    }
+    let configs = (0..n)
+        .map(|j| {
+            let voters: Vec<String> = (0..n)
+                .map(|k| {
+                    let port = if k == j { controller[k] } else { raft_via[j][k] };
+                    format!("{}@127.0.0.1:{port}", k + 1)
+                })
+                .collect();
+            let mut listeners = vec![
+                format!("PLAINTEXT://127.0.0.1:{}", client[j]),
+                format!("CONTROLLER://127.0.0.1:{}", controller[j]),
+            ];
+            let mut advertised = vec![format!("PLAINTEXT://127.0.0.1:{}", client[j])];
+            for i in 0..n {
+                listeners.push(format!("FROM{}://127.0.0.1:{}", i + 1, repl[i][j]));
+                let port = if i == j { repl[i][j] } else { repl_via[i][j] };
+                advertised.push(format!("FROM{}://127.0.0.1:{port}", i + 1));
+            }
+            let mut o = vec![
+                "process.roles=broker,controller".to_string(),
+                format!("node.id={}", j + 1),
+                format!("listeners={}", listeners.join(",")),
+                format!("advertised.listeners={}", advertised.join(",")),
+                format!("inter.broker.listener.name=FROM{}", j + 1),
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT,FROM1:PLAINTEXT,FROM2:PLAINTEXT,FROM3:PLAINTEXT".into(),
+                "controller.listener.names=CONTROLLER".into(),
+                format!("controller.quorum.voters={}", voters.join(",")),
+            ];
+            o.extend(extra.iter().map(|s| s.to_string()));
+            o
+        })
+        .collect();
+    (configs, Net { proxies })
 }
 
 fn send_all(bootstrap: &str, topic: &str, range: std::ops::Range<u32>) {
@@ -708,7 +787,8 @@ fn read_until(bootstrap: &str, topic: &str, partition: i32, end: i64) -> BTreeMa
 type Seen = Arc<Mutex<Vec<(i32, i64, String)>>>;
 
 /// A fault-injection run: acks=all producers and a reading consumer on an RF 3,
-/// min.insync 2 topic while nodes are killed, paused and restarted in a seeded order; then
+/// min.insync 2 topic while nodes are killed, paused, cut off from each other (proxies on
+/// every inter-node link) and restarted in a seeded order; then
 /// every acknowledged record must sit at its acknowledged offset and every record a consumer
 /// read must still be there (nobody read above the high watermark). `SLUICE_DURABILITY_SEED`
 /// replays a schedule; `SLUICE_DURABILITY_ROUNDS` makes the run longer.
@@ -726,7 +806,7 @@ fn durability_under_kills_pauses_and_restarts() {
     let rounds: usize = std::env::var("SLUICE_DURABILITY_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(4);
+        .unwrap_or(6);
     let mut rng = seed;
     let mut next = move |n: usize| {
         rng ^= rng << 13;
@@ -734,12 +814,27 @@ fn durability_under_kills_pauses_and_restarts() {
         rng ^= rng << 17;
         (rng % n as u64) as usize
     };
-    let faults = ["kill-leader", "pause-leader", "rolling-restart", "kill-two"];
-    let schedule: Vec<&str> = (0..rounds).map(|_| faults[next(faults.len())]).collect();
+    let faults = [
+        "kill-leader",
+        "pause-leader",
+        "cut-leader",
+        "stall-leader",
+        "rolling-restart",
+        "kill-two",
+    ];
+    // Every kind once (in a seeded order), then seeded picks.
+    let mut schedule: Vec<&str> = Vec::new();
+    let mut kinds = faults.to_vec();
+    while !kinds.is_empty() && schedule.len() < rounds {
+        schedule.push(kinds.remove(next(kinds.len())));
+    }
+    while schedule.len() < rounds {
+        schedule.push(faults[next(faults.len())]);
+    }
     eprintln!(
         "durability seed {seed} schedule {schedule:?} (replay: SLUICE_DURABILITY_SEED={seed})"
     );
-    let configs = combined(&[
+    let (configs, net) = combined_behind_proxies(&[
         "replica.lag.time.max.ms=1500",
         "broker.session.timeout.ms=2000",
         "broker.heartbeat.interval.ms=250",
@@ -844,6 +939,7 @@ fn durability_under_kills_pauses_and_restarts() {
     for fault in &schedule {
         std::thread::sleep(Duration::from_millis(1500));
         let victim = leader_index(&nodes, next(3));
+        let began = Instant::now();
         eprintln!("fault {fault} on node {}", victim + 1);
         match *fault {
             "kill-leader" => {
@@ -856,10 +952,30 @@ fn durability_under_kills_pauses_and_restarts() {
                 std::thread::sleep(Duration::from_millis(3000));
                 signal(nodes[victim].pid(), "-CONT");
             }
+            "cut-leader" | "stall-leader" => {
+                // The leader loses the other nodes (connections reset, or traffic held)
+                // while clients still reach it; longer than the session timeout, so it is
+                // fenced and its partitions move while it still believes it leads.
+                let mode = if *fault == "cut-leader" {
+                    Mode::Cut
+                } else {
+                    Mode::Stall
+                };
+                net.isolate(victim, mode);
+                std::thread::sleep(Duration::from_millis(4000));
+                net.isolate(victim, Mode::Pass);
+            }
             "rolling-restart" => {
                 for i in 0..nodes.len() {
+                    let t = Instant::now();
                     nodes[i].restart();
+                    let restarted = t.elapsed();
                     all_in_sync(&nodes);
+                    eprintln!(
+                        "  node {} restarted in {restarted:?}, in sync after {:?}",
+                        i + 1,
+                        t.elapsed()
+                    );
                 }
             }
             _ => {
@@ -872,6 +988,7 @@ fn durability_under_kills_pauses_and_restarts() {
             }
         }
         all_in_sync(&nodes);
+        eprintln!("  recovered in {:?}", began.elapsed());
     }
     std::thread::sleep(Duration::from_millis(1000));
     stop.store(true, Ordering::Relaxed);

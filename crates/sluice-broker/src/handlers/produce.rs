@@ -1,7 +1,8 @@
 //! Produce (key 0): append each partition's batches as leader. acks=0 gets no response (and a
 //! closed connection on error, as Kafka does); acks=1 answers after the local append;
 //! acks=-1 checks `min.insync.replicas` first and answers once the high watermark covers
-//! the batch, or REQUEST_TIMED_OUT after `timeout_ms`.
+//! the batch, NOT_LEADER_OR_FOLLOWER as soon as this broker stops leading the partition
+//! before that, or REQUEST_TIMED_OUT after `timeout_ms`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,7 +17,7 @@ use sluice_protocol::ErrorCode;
 use tokio::sync::Notify;
 
 use crate::broker::Broker;
-use crate::partition::{AppendError, Partition};
+use crate::partition::{AckState, AppendError, Partition};
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
 handler!(ApiKey::Produce, 3, 13, handle);
@@ -59,7 +60,7 @@ async fn handle(
     let image = broker.metadata.current();
     let now = crate::now_ms();
     let mut resp = ProduceResponse::default();
-    let mut waiting: Vec<(Arc<Partition>, i64)> = Vec::new();
+    let mut waiting: Vec<Waiting> = Vec::new();
     let mut any_error = false;
     for topic in req.topic_data {
         let name = if by_id {
@@ -93,10 +94,18 @@ async fn handle(
                                 Some("the request holds no records".to_string()),
                             )),
                             Some(records) => {
+                                // Read before appending: if the epoch moves in between, the
+                                // answer errs on the safe side (not acknowledged).
+                                let epoch = p.leader_epoch();
                                 match p.append_as_leader(records.to_vec(), acks, now) {
                                     Ok(info) => {
                                         if acks == -1 {
-                                            waiting.push((Arc::clone(&p), info.last_offset + 1));
+                                            waiting.push(Waiting {
+                                                partition: Arc::clone(&p),
+                                                end: info.last_offset + 1,
+                                                epoch,
+                                                state: AckState::Waiting,
+                                            });
                                         }
                                         let mut r = partition_error(
                                             pd.index,
@@ -144,39 +153,64 @@ async fn handle(
     }
     if !waiting.is_empty() {
         let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
-        if !await_high_watermark(&waiting, timeout).await {
-            mark_timed_out(&mut resp, &waiting);
-        }
+        await_high_watermark(&mut waiting, timeout).await;
+        mark_uncommitted(&mut resp, &waiting);
         mark_too_few_replicas(&mut resp, &waiting);
     }
     ctx.respond(&resp)
+}
+
+/// An acks=all append waiting to be committed.
+struct Waiting {
+    partition: Arc<Partition>,
+    /// The high watermark that commits it.
+    end: i64,
+    /// The leader epoch it was appended in.
+    epoch: i32,
+    /// Settled once Committed or Deposed.
+    state: AckState,
+}
+
+impl Waiting {
+    /// Whether this is partition `index` of the response's topic (by name, or id in v13+).
+    fn is(&self, topic: &(String, sluice_metadata::Uuid), index: i32) -> bool {
+        let p = &self.partition;
+        p.tp.partition.0 == index && (*p.tp.topic == *topic.0 || p.topic_id == topic.1)
+    }
 }
 
 fn append_error(e: &AppendError) -> (ErrorCode, Option<String>) {
     (e.code(), Some(e.message()))
 }
 
-/// Wait until every partition's high watermark reaches its target offset.
-async fn await_high_watermark(waiting: &[(Arc<Partition>, i64)], timeout: Duration) -> bool {
+/// Wait until every append is committed, or its partition has a new leader, or time is up.
+async fn await_high_watermark(waiting: &mut [Waiting], timeout: Duration) {
     let deadline = tokio::time::Instant::now() + timeout;
     let notify = Arc::new(Notify::new());
     loop {
-        for (p, _) in waiting {
-            p.add_waiter(&notify);
+        for w in waiting.iter() {
+            w.partition.add_waiter(&notify);
         }
-        if waiting
-            .iter()
-            .all(|(p, target)| p.high_watermark() >= *target)
-        {
-            return true;
+        // A settled state is final: a deposed leader's high watermark later follows the new
+        // leader's log, which may hold other records at the same offsets.
+        for w in waiting.iter_mut() {
+            if w.state == AckState::Waiting {
+                w.state = w.partition.ack_state(w.end, w.epoch);
+            }
+        }
+        if waiting.iter().all(|w| w.state != AckState::Waiting) {
+            return;
         }
         if tokio::time::timeout_at(deadline, notify.notified())
             .await
             .is_err()
         {
-            return waiting
-                .iter()
-                .all(|(p, target)| p.high_watermark() >= *target);
+            for w in waiting.iter_mut() {
+                if w.state == AckState::Waiting {
+                    w.state = w.partition.ack_state(w.end, w.epoch);
+                }
+            }
+            return;
         }
     }
 }
@@ -184,13 +218,14 @@ async fn await_high_watermark(waiting: &[(Arc<Partition>, i64)], timeout: Durati
 /// The records are committed, but the ISR that committed them fell below
 /// `min.insync.replicas` meanwhile: Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND (retriable; the
 /// producer may write them again).
-fn mark_too_few_replicas(resp: &mut ProduceResponse, waiting: &[(Arc<Partition>, i64)]) {
+fn mark_too_few_replicas(resp: &mut ProduceResponse, waiting: &[Waiting]) {
     for topic in &mut resp.responses {
+        let key = (topic.name.0.to_string(), topic.topic_id);
         for p in &mut topic.partition_responses {
-            let short = waiting.iter().any(|(w, _)| {
-                w.tp.partition.0 == p.index
-                    && (*w.tp.topic == *topic.name.0 || w.topic_id == topic.topic_id)
-                    && (w.state().isr().len() as i32) < w.settings().min_insync_replicas
+            let short = waiting.iter().any(|w| {
+                w.is(&key, p.index)
+                    && (w.partition.state().isr().len() as i32)
+                        < w.partition.settings().min_insync_replicas
             });
             if short && p.error_code == 0 {
                 p.error_code = ErrorCode::NotEnoughReplicasAfterAppend.code();
@@ -199,16 +234,22 @@ fn mark_too_few_replicas(resp: &mut ProduceResponse, waiting: &[(Arc<Partition>,
     }
 }
 
-fn mark_timed_out(resp: &mut ProduceResponse, waiting: &[(Arc<Partition>, i64)]) {
+/// Appends not committed: NOT_LEADER_OR_FOLLOWER when the leader moved first, else
+/// REQUEST_TIMED_OUT.
+fn mark_uncommitted(resp: &mut ProduceResponse, waiting: &[Waiting]) {
     for topic in &mut resp.responses {
+        let key = (topic.name.0.to_string(), topic.topic_id);
         for p in &mut topic.partition_responses {
-            let late = waiting.iter().any(|(w, target)| {
-                w.tp.partition.0 == p.index
-                    && (*w.tp.topic == *topic.name.0 || w.topic_id == topic.topic_id)
-                    && w.high_watermark() < *target
-            });
-            if late && p.error_code == 0 {
-                p.error_code = ErrorCode::RequestTimedOut.code();
+            let Some(w) = waiting.iter().find(|w| w.is(&key, p.index)) else {
+                continue;
+            };
+            let code = match w.state {
+                AckState::Committed => continue,
+                AckState::Deposed => ErrorCode::NotLeaderOrFollower,
+                AckState::Waiting => ErrorCode::RequestTimedOut,
+            };
+            if p.error_code == 0 {
+                p.error_code = code.code();
             }
         }
     }

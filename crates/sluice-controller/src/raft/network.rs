@@ -252,6 +252,10 @@ pub fn encode_snapshot_response(resp: &InstallSnapshotResponse<u64>) -> Vec<u8> 
 /// (a network partition, for fault-injection tests).
 pub struct NetworkFactory {
     pub isolated: Arc<AtomicBool>,
+    /// This node's `controller.quorum.voters` addresses. As in Kafka's static quorum, each
+    /// node reaches the voters where its own config says (the membership in the log only
+    /// records who votes), so an address can differ per node (NAT, proxies).
+    pub voters: std::collections::BTreeMap<u64, String>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -260,7 +264,11 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
     async fn new_client(&mut self, target: u64, node: &BasicNode) -> Self::Network {
         RaftPeer {
             target,
-            addr: node.addr.clone(),
+            addr: self
+                .voters
+                .get(&target)
+                .cloned()
+                .unwrap_or_else(|| node.addr.clone()),
             conn: Conn::default(),
             isolated: Arc::clone(&self.isolated),
         }
