@@ -12,5 +12,7 @@ pub fn log_error_code(e: &LogError) -> ErrorCode {
         LogError::UnsupportedFormat(_) => ErrorCode::UnsupportedForMessageFormat,
         LogError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
         LogError::Io { .. } => ErrorCode::KafkaStorageError,
+        LogError::OutOfOrderSequence(_) => ErrorCode::OutOfOrderSequenceNumber,
+        LogError::InvalidProducerEpoch(_) => ErrorCode::InvalidProducerEpoch,
     }
 }

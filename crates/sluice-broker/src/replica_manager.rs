@@ -77,6 +77,7 @@ pub fn log_config(
             get("min.cleanable.dirty.ratio"),
             d.min_cleanable_dirty_ratio,
         ),
+        producer_id_expiration_ms: broker.number("producer.id.expiration.ms"),
     };
     let settings = PartitionSettings {
         min_insync_replicas: num(get("min.insync.replicas"), 1),

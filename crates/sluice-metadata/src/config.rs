@@ -571,6 +571,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Metadata log bytes between snapshots (counted as 1 KiB per entry).",
     ),
     def(
+        "producer.id.expiration.ms",
+        T::Int,
+        Some("86400000"),
+        AtLeast(1),
+        "How long an idempotent producer may stay silent before its state is forgotten.",
+    ),
+    def(
         "inter.broker.listener.name",
         T::String,
         None,

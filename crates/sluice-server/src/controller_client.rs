@@ -356,7 +356,23 @@ pub async fn controlled_shutdown(client: &ControllerClient, mut hb: Heartbeat, o
     )
     .await
     {
-        Ok(Ok(_)) => info!("controlled shutdown: leaderships moved"),
+        Ok(Ok((offset, _))) => {
+            // Let this broker apply the change before it stops applying metadata: its
+            // partitions learn they no longer lead, so waiting acks=all requests answer
+            // NOT_LEADER_OR_FOLLOWER now instead of timing out during the shutdown.
+            if client
+                .cache
+                .wait_for_offset(offset, Duration::from_secs(5))
+                .await
+            {
+                info!("controlled shutdown: leaderships moved");
+            } else {
+                warn!(
+                    offset,
+                    "controlled shutdown: leaderships moved, not yet applied here"
+                );
+            }
+        }
         Ok(Err(e)) => warn!(error = %e, "controlled shutdown failed"),
         Err(_) => warn!("controlled shutdown timed out"),
     }

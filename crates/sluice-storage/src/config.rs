@@ -52,6 +52,9 @@ pub struct LogConfig {
     pub min_compaction_lag_ms: i64,
     /// `min.cleanable.dirty.ratio`
     pub min_cleanable_dirty_ratio: f64,
+    /// `producer.id.expiration.ms` (a broker config): idempotent producers silent this long
+    /// are forgotten.
+    pub producer_id_expiration_ms: i64,
 }
 
 impl Default for LogConfig {
@@ -78,6 +81,7 @@ impl Default for LogConfig {
             delete_retention_ms: 86_400_000,
             min_compaction_lag_ms: 0,
             min_cleanable_dirty_ratio: 0.5,
+            producer_id_expiration_ms: 86_400_000,
         }
     }
 }

@@ -29,6 +29,13 @@ pub enum LogError {
         log_start: i64,
         log_end: i64,
     },
+    /// An idempotent producer's batch does not continue its sequence
+    /// (OUT_OF_ORDER_SEQUENCE_NUMBER).
+    #[error("{0}")]
+    OutOfOrderSequence(String),
+    /// A batch from an older epoch of its producer (INVALID_PRODUCER_EPOCH).
+    #[error("{0}")]
+    InvalidProducerEpoch(String),
     /// The disk failed us (KAFKA_STORAGE_ERROR).
     #[error("I/O error on {path}: {source}")]
     Io { path: PathBuf, source: io::Error },

@@ -23,6 +23,7 @@ pub mod error;
 pub mod index;
 pub mod log;
 pub mod log_manager;
+pub mod producer_state;
 pub mod segment;
 pub mod validator;
 

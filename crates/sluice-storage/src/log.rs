@@ -19,6 +19,7 @@ use crate::cleaner::{self, CompactionInput, CompactionOutput, SegmentToClean};
 use crate::config::LogConfig;
 use crate::epoch_cache::LeaderEpochCache;
 use crate::error::{IoContext, LogError};
+use crate::producer_state::{BatchMeta, ProducerBatch, ProducerStateManager, SeqCheck};
 use crate::segment;
 pub use crate::segment::FileSlice;
 use crate::segment::LogSegment;
@@ -35,6 +36,8 @@ pub struct LogAppendInfo {
     /// The broker's append time for LogAppendTime topics, else -1.
     pub log_append_time_ms: i64,
     pub log_start_offset: i64,
+    /// A retried idempotent batch: nothing was appended, the offsets are the original's.
+    pub duplicate: bool,
 }
 
 /// Where a fetch starts and the bytes to send.
@@ -69,6 +72,8 @@ pub struct Log {
     topic_id: Option<[u8; 16]>,
     /// Bumped by every truncation: a compaction planned before one is not installed.
     truncations: u64,
+    /// Idempotent producers' epochs and last batches.
+    producers: ProducerStateManager,
 }
 
 /// Suffixes of files a crash may leave behind mid-operation.
@@ -168,7 +173,10 @@ impl Log {
             epoch_cache,
             topic_id,
             truncations: 0,
+            producers: ProducerStateManager::new(),
         };
+        let mut log = log;
+        log.rebuild_producer_state()?;
         if !opts.clean_shutdown {
             debug!(partition = %log.tp, log_end_offset = next_offset, "log re-validated past its recovery point");
         }
@@ -240,13 +248,27 @@ impl Log {
             .expect("a log always has an active segment")
     }
 
-    /// Validate a producer's batches, assign offsets and append them.
+    /// Validate a producer's batches, assign offsets and append them. A retried batch of an
+    /// idempotent producer is not appended again: the answer carries its original offsets.
     pub fn append_as_leader(
         &mut self,
         records: Vec<u8>,
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<LogAppendInfo, LogError> {
+        let (idempotent, duplicate) = self.check_producers(&records)?;
+        if let Some(d) = duplicate {
+            return Ok(LogAppendInfo {
+                first_offset: d.first_offset,
+                last_offset: d.last_offset,
+                record_count: 0,
+                max_timestamp: -1,
+                offset_of_max_timestamp: -1,
+                log_append_time_ms: -1,
+                log_start_offset: self.log_start_offset,
+                duplicate: true,
+            });
+        }
         let (bytes, v) = validator::validate_and_assign(
             records,
             self.next_offset,
@@ -259,6 +281,9 @@ impl Log {
         self.active_mut().append(&bytes, &config)?;
         self.epoch_cache.assign(leader_epoch, v.first_offset)?;
         self.next_offset = v.last_offset + 1;
+        if idempotent {
+            record_producers(&mut self.producers, &bytes);
+        }
         self.unflushed_records += v.record_count;
         if self.unflushed_records >= self.config.flush_messages {
             self.flush(now_ms)?;
@@ -271,7 +296,144 @@ impl Log {
             offset_of_max_timestamp: v.offset_of_max_timestamp,
             log_append_time_ms: v.log_append_time_ms,
             log_start_offset: self.log_start_offset,
+            duplicate: false,
         })
+    }
+
+    /// Leader: check every idempotent batch against the producer state (each against the
+    /// state the batches before it leave). Returns whether any batch is idempotent, and the
+    /// original of a retried batch, which must then come alone.
+    fn check_producers(&self, records: &[u8]) -> Result<(bool, Option<BatchMeta>), LogError> {
+        let headers: Vec<BatchHeader> = sluice_protocol::batch::BatchIter::new(records)
+            .map_while(Result::ok)
+            .map(|(h, _)| h)
+            .collect();
+        let idempotent: Vec<&BatchHeader> = headers.iter().filter(|h| h.producer_id >= 0).collect();
+        let mut duplicate = None;
+        let mut scratch: Option<ProducerStateManager> = None;
+        for h in &idempotent {
+            let b = producer_batch(h);
+            let state = scratch.as_ref().unwrap_or(&self.producers);
+            match state.check(&b)? {
+                SeqCheck::Append => {}
+                SeqCheck::Duplicate(m) => duplicate = Some(m),
+            }
+            if idempotent.len() > 1 {
+                // Several batches in one request: the next is checked after this one.
+                scratch
+                    .get_or_insert_with(|| self.producers.clone())
+                    .record(&b, 0, 0, h.max_timestamp);
+            }
+        }
+        if duplicate.is_some() && headers.len() > 1 {
+            return Err(LogError::InvalidRecord(
+                "a retried batch must be the only batch for its partition".into(),
+            ));
+        }
+        Ok((!idempotent.is_empty(), duplicate))
+    }
+
+    /// The producer state as of the log end.
+    pub fn producer_state(&self) -> &ProducerStateManager {
+        &self.producers
+    }
+
+    fn snapshot_offsets(&self) -> Result<Vec<i64>, LogError> {
+        let mut out = Vec::new();
+        for entry in fs::read_dir(&self.dir).at(&self.dir)? {
+            let name = entry
+                .at(&self.dir)?
+                .file_name()
+                .to_string_lossy()
+                .into_owned();
+            if let Some(base) = name
+                .strip_suffix(".snapshot")
+                .and_then(|s| s.parse::<i64>().ok())
+            {
+                out.push(base);
+            }
+        }
+        out.sort_unstable();
+        Ok(out)
+    }
+
+    fn snapshot_path(&self, offset: i64) -> PathBuf {
+        self.dir.join(segment::file_name(offset, "snapshot"))
+    }
+
+    /// Write the producer state as of the log end (`<log end>.snapshot`), keep the newest
+    /// two snapshots, and drop those past the log end.
+    fn write_producer_snapshot(&mut self) -> Result<(), LogError> {
+        let path = self.snapshot_path(self.next_offset);
+        let tmp = path.with_extension("snapshot.tmp");
+        fs::write(&tmp, self.producers.to_snapshot()).at(&tmp)?;
+        fs::rename(&tmp, &path).at(&path)?;
+        let offsets = self.snapshot_offsets()?;
+        let keep_from = offsets.len().saturating_sub(2);
+        for (i, off) in offsets.iter().enumerate() {
+            if i < keep_from || *off > self.next_offset {
+                let p = self.snapshot_path(*off);
+                fs::remove_file(&p).at(&p)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rebuild the producer state: the newest readable snapshot at or below the log end,
+    /// then every batch after it (snapshots past the log end are stale and go).
+    fn rebuild_producer_state(&mut self) -> Result<(), LogError> {
+        let mut state = ProducerStateManager::new();
+        let mut from = self.log_start_offset;
+        for off in self.snapshot_offsets()?.into_iter().rev() {
+            let path = self.snapshot_path(off);
+            if off > self.next_offset {
+                fs::remove_file(&path).at(&path)?;
+                continue;
+            }
+            let loaded = fs::read(&path)
+                .map_err(|e| e.to_string())
+                .and_then(|b| ProducerStateManager::from_snapshot(&b));
+            match loaded {
+                Ok(s) => {
+                    state = s;
+                    from = off;
+                    break;
+                }
+                Err(e) => {
+                    warn!(partition = %self.tp, snapshot = %path.display(), error = %e, "ignoring an unreadable producer snapshot");
+                    fs::remove_file(&path).at(&path)?;
+                }
+            }
+        }
+        let mut at = from.max(self.log_start_offset);
+        let mut buf = Vec::new();
+        while at < self.next_offset {
+            let Some(slice) = self.read(at, 1 << 20, self.next_offset, true)?.slice else {
+                break;
+            };
+            buf.clear();
+            slice.read_into(&mut buf).at(&self.dir)?;
+            let before = at;
+            for (h, _) in sluice_protocol::batch::BatchIter::new(&buf).map_while(Result::ok) {
+                if h.next_offset() <= at {
+                    continue;
+                }
+                if h.producer_id >= 0 && !h.is_control() {
+                    state.record(
+                        &producer_batch(&h),
+                        h.base_offset,
+                        h.last_offset(),
+                        h.max_timestamp,
+                    );
+                }
+                at = h.next_offset();
+            }
+            if at == before {
+                break;
+            }
+        }
+        self.producers = state;
+        Ok(())
     }
 
     /// Append a leader's batches unchanged (a follower copying the leader): offsets, leader
@@ -303,6 +465,14 @@ impl Log {
             self.epoch_cache
                 .assign(h.partition_leader_epoch, h.base_offset)?;
             self.next_offset = h.next_offset();
+            if h.producer_id >= 0 && !h.is_control() {
+                self.producers.record(
+                    &producer_batch(&h),
+                    h.base_offset,
+                    h.last_offset(),
+                    h.max_timestamp,
+                );
+            }
             self.unflushed_records += h.record_count.max(0) as u64;
             at += size;
         }
@@ -343,6 +513,9 @@ impl Log {
         checkpoint::sync_dir(&self.dir)?;
         self.segments.insert(new_base, seg);
         self.recovery_point = self.recovery_point.max(new_base);
+        self.producers
+            .expire(now_ms, self.config.producer_id_expiration_ms);
+        self.write_producer_snapshot()?;
         info!(partition = %self.tp, base_offset = new_base, "rolled new log segment");
         Ok(())
     }
@@ -560,7 +733,7 @@ impl Log {
         self.recovery_point = self.recovery_point.min(self.next_offset);
         self.log_start_offset = self.log_start_offset.min(self.next_offset);
         self.epoch_cache.truncate_from_end(self.next_offset)?;
-        Ok(())
+        self.rebuild_producer_state()
     }
 
     /// Drop every segment and start empty at `offset`.
@@ -578,6 +751,11 @@ impl Log {
         self.log_start_offset = offset;
         self.recovery_point = offset;
         self.epoch_cache.truncate_from_end(offset)?;
+        for off in self.snapshot_offsets()? {
+            let p = self.snapshot_path(off);
+            fs::remove_file(&p).at(&p)?;
+        }
+        self.producers = ProducerStateManager::new();
         Ok(())
     }
 
@@ -686,6 +864,7 @@ impl Log {
     /// Flush and trim the active segment's indexes: the clean-shutdown state.
     pub fn close(&mut self, now_ms: i64) -> Result<(), LogError> {
         self.flush(now_ms)?;
+        self.write_producer_snapshot()?;
         let active = self.active_mut();
         active.make_inactive()?;
         active.flush()
@@ -696,6 +875,35 @@ impl Log {
         let dir = self.dir.clone();
         drop(self);
         fs::remove_dir_all(&dir).at(&dir)
+    }
+}
+
+/// The producer fields of a batch header (the last sequence wraps as Kafka's does).
+fn producer_batch(h: &BatchHeader) -> ProducerBatch {
+    let last = i64::from(h.base_sequence) + i64::from(h.last_offset_delta);
+    ProducerBatch {
+        producer_id: h.producer_id,
+        epoch: h.producer_epoch,
+        first_seq: h.base_sequence,
+        last_seq: if last > i64::from(i32::MAX) {
+            (last - i64::from(i32::MAX) - 1) as i32
+        } else {
+            last as i32
+        },
+    }
+}
+
+/// Record the idempotent batches of appended (offset-assigned) bytes.
+fn record_producers(state: &mut ProducerStateManager, bytes: &[u8]) {
+    for (h, _) in sluice_protocol::batch::BatchIter::new(bytes).map_while(Result::ok) {
+        if h.producer_id >= 0 && !h.is_control() {
+            state.record(
+                &producer_batch(&h),
+                h.base_offset,
+                h.last_offset(),
+                h.max_timestamp,
+            );
+        }
     }
 }
 

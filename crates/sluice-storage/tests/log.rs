@@ -468,3 +468,107 @@ fn a_follower_copies_the_leaders_batches_unchanged_with_their_epochs() {
     ));
     assert_eq!(follower.log_end_offset(), 8);
 }
+
+/// A batch of `n` records from producer `pid` (epoch `epoch`) starting at sequence `seq`.
+fn idempotent(pid: i64, epoch: i16, seq: i32, n: usize) -> Vec<u8> {
+    let mut b = BatchBuilder::new(Compression::None).with_producer(pid, epoch, seq);
+    for i in 0..n {
+        b.append(NOW, None, Some(format!("v{seq}-{i}").as_bytes()), &[]);
+    }
+    b.build(0).unwrap()
+}
+
+#[test]
+fn idempotent_retries_are_answered_with_their_offsets_across_rolls_restarts_and_truncation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    let first = log
+        .append_as_leader(idempotent(7, 0, 0, 3), 0, NOW)
+        .unwrap();
+    let second = log
+        .append_as_leader(idempotent(7, 0, 3, 2), 0, NOW)
+        .unwrap();
+    assert_eq!((first.first_offset, second.last_offset), (0, 4));
+    // A retry of either is not appended again.
+    let again = log
+        .append_as_leader(idempotent(7, 0, 0, 3), 0, NOW)
+        .unwrap();
+    assert!(again.duplicate);
+    assert_eq!((again.first_offset, again.last_offset), (0, 2));
+    assert_eq!(log.log_end_offset(), 5);
+    // A gap, and an older epoch after a newer one, are refused.
+    assert!(matches!(
+        log.append_as_leader(idempotent(7, 0, 9, 1), 0, NOW),
+        Err(LogError::OutOfOrderSequence(_))
+    ));
+    log.append_as_leader(idempotent(7, 1, 0, 1), 0, NOW)
+        .unwrap();
+    assert!(matches!(
+        log.append_as_leader(idempotent(7, 0, 5, 1), 0, NOW),
+        Err(LogError::InvalidProducerEpoch(_))
+    ));
+    // Enough other traffic to roll segments (each roll writes a snapshot).
+    for _ in 0..40 {
+        log.append_as_leader(batch(5, NOW, Compression::None), 0, NOW)
+            .unwrap();
+    }
+    let last = log
+        .append_as_leader(idempotent(7, 1, 1, 2), 0, NOW)
+        .unwrap();
+    assert!(log.segment_count() > 2);
+    // Crash (no close): the newest snapshot plus the log after it bring the state back.
+    drop(log);
+    let mut log = reopen(dir.path(), small_segments(), false, 0);
+    let retry = log
+        .append_as_leader(idempotent(7, 1, 1, 2), 0, NOW)
+        .unwrap();
+    assert!(retry.duplicate);
+    assert_eq!(retry.first_offset, last.first_offset);
+    // Clean close: the snapshot at the log end alone.
+    log.close(NOW).unwrap();
+    drop(log);
+    let mut log = reopen(dir.path(), small_segments(), true, 0);
+    assert!(
+        log.append_as_leader(idempotent(7, 1, 1, 2), 0, NOW)
+            .unwrap()
+            .duplicate
+    );
+    // Truncated away (a follower diverged): the batch is no longer there, so it is new.
+    log.truncate_to(last.first_offset, NOW).unwrap();
+    let rewritten = log
+        .append_as_leader(idempotent(7, 1, 1, 2), 0, NOW)
+        .unwrap();
+    assert!(!rewritten.duplicate);
+    assert_eq!(rewritten.first_offset, last.first_offset);
+}
+
+#[test]
+fn followers_learn_producer_state_from_what_they_copy() {
+    let leader_dir = tempfile::tempdir().unwrap();
+    let follower_dir = tempfile::tempdir().unwrap();
+    let mut leader = Log::create(leader_dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    let mut follower =
+        Log::create(follower_dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    leader
+        .append_as_leader(idempotent(3, 0, 0, 4), 2, NOW)
+        .unwrap();
+    let mut bytes = Vec::new();
+    leader
+        .read(0, 1 << 20, leader.log_end_offset(), true)
+        .unwrap()
+        .slice
+        .unwrap()
+        .read_into(&mut bytes)
+        .unwrap();
+    follower.append_as_follower(&bytes, NOW).unwrap();
+    // Promoted, the follower recognises the producer's retry.
+    let retry = follower
+        .append_as_leader(idempotent(3, 0, 0, 4), 3, NOW)
+        .unwrap();
+    assert!(retry.duplicate);
+    assert_eq!(retry.first_offset, 0);
+    assert!(matches!(
+        follower.append_as_leader(idempotent(3, 0, 6, 1), 3, NOW),
+        Err(LogError::OutOfOrderSequence(_))
+    ));
+}

@@ -850,48 +850,54 @@ fn durability_under_kills_pauses_and_restarts() {
     let stop = Arc::new(AtomicBool::new(false));
     let acked: Seen = Arc::default();
     let read: Seen = Arc::default();
-    let producer = {
-        let (stop, acked, bootstrap) = (Arc::clone(&stop), Arc::clone(&acked), bootstrap.clone());
-        std::thread::spawn(move || {
-            let p: FutureProducer = ClientConfig::new()
-                .set("bootstrap.servers", &bootstrap)
-                .set("acks", "all")
-                .set("enable.idempotence", "false")
-                .set("message.timeout.ms", "15000")
-                .set("linger.ms", "2")
-                .create()
-                .unwrap();
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            let mut i = 0u64;
-            while !stop.load(Ordering::Relaxed) {
-                let batch: Vec<_> = (0..20)
-                    .map(|k| {
-                        let v = format!("r{}", i + k);
-                        let partition = ((i + k) % 3) as i32;
-                        let f = p
-                            .send_result(
-                                FutureRecord::<(), _>::to("dur")
-                                    .partition(partition)
-                                    .payload(&v),
-                            )
-                            .map_err(|_| ());
-                        (v, f)
-                    })
-                    .collect();
-                i += 20;
-                for (v, f) in batch {
-                    if let Ok(f) = f {
-                        if let Ok(Ok(d)) = rt.block_on(f) {
-                            acked.lock().unwrap().push((d.partition, d.offset, v));
+    // Two producers: idempotence off ("r…" values, retries may duplicate) and on ("i…",
+    // each written once).
+    let producers: Vec<_> = [("r", "false"), ("i", "true")]
+        .into_iter()
+        .map(|(tag, idempotence)| {
+            let (stop, acked, bootstrap) =
+                (Arc::clone(&stop), Arc::clone(&acked), bootstrap.clone());
+            std::thread::spawn(move || {
+                let p: FutureProducer = ClientConfig::new()
+                    .set("bootstrap.servers", &bootstrap)
+                    .set("acks", "all")
+                    .set("enable.idempotence", idempotence)
+                    .set("message.timeout.ms", "15000")
+                    .set("linger.ms", "2")
+                    .create()
+                    .unwrap();
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    let batch: Vec<_> = (0..20)
+                        .map(|k| {
+                            let v = format!("{tag}{}", i + k);
+                            let partition = ((i + k) % 3) as i32;
+                            let f = p
+                                .send_result(
+                                    FutureRecord::<(), _>::to("dur")
+                                        .partition(partition)
+                                        .payload(&v),
+                                )
+                                .map_err(|_| ());
+                            (v, f)
+                        })
+                        .collect();
+                    i += 20;
+                    for (v, f) in batch {
+                        if let Ok(f) = f {
+                            if let Ok(Ok(d)) = rt.block_on(f) {
+                                acked.lock().unwrap().push((d.partition, d.offset, v));
+                            }
                         }
                     }
                 }
-            }
+            })
         })
-    };
+        .collect();
     let consumer = {
         let (stop, read, bootstrap) = (Arc::clone(&stop), Arc::clone(&read), bootstrap.clone());
         std::thread::spawn(move || {
@@ -968,6 +974,10 @@ fn durability_under_kills_pauses_and_restarts() {
             "rolling-restart" => {
                 for i in 0..nodes.len() {
                     let t = Instant::now();
+                    let _ = nodes[i].stop();
+                    if let Ok(dir) = std::env::var("SLUICE_DURABILITY_LOGS") {
+                        let _ = std::fs::write(format!("{dir}/node-{}.log", i + 1), nodes[i].log());
+                    }
                     nodes[i].restart();
                     let restarted = t.elapsed();
                     all_in_sync(&nodes);
@@ -992,16 +1002,17 @@ fn durability_under_kills_pauses_and_restarts() {
     }
     std::thread::sleep(Duration::from_millis(1000));
     stop.store(true, Ordering::Relaxed);
-    producer.join().unwrap();
+    for p in producers {
+        p.join().unwrap();
+    }
     consumer.join().unwrap();
     all_in_sync(&nodes);
     let acked = acked.lock().unwrap().clone();
     let read = read.lock().unwrap().clone();
-    assert!(
-        acked.len() > 100,
-        "the workload made progress ({} acked)",
-        acked.len()
-    );
+    for tag in ["r", "i"] {
+        let n = acked.iter().filter(|a| a.2.starts_with(tag)).count();
+        assert!(n > 100, "the {tag}… producer made progress ({n} acked)");
+    }
     let live = nodes[0].bootstrap.clone();
     for p in 0..3 {
         let end = acked
@@ -1025,6 +1036,13 @@ fn durability_under_kills_pauses_and_restarts() {
                 Some(v),
                 "seed {seed}: a consumer read {p}/{offset} which was later lost"
             );
+        }
+        // The idempotent producer's records are each in the log once.
+        let mut seen = BTreeMap::new();
+        for (offset, v) in log.iter().filter(|(_, v)| v.starts_with('i')) {
+            if let Some(first) = seen.insert(v, offset) {
+                panic!("seed {seed}: idempotent record {v} written twice, at {p}/{first} and {p}/{offset}");
+            }
         }
     }
     // No offset holds two different records across replicas (read from the stopped

@@ -1,8 +1,10 @@
 //! librdkafka (through the `rdkafka` crate) against a real `sluice` process: keyed produce
 //! with every codec, consume back, partitioning identical to Kafka's, timestamp lookup,
-//! and nothing lost across restarts and crashes.
+//! nothing lost across restarts and crashes, and an idempotent producer's retry written once.
 
 mod common;
+#[path = "common/proxy.rs"]
+mod proxy;
 
 use std::collections::HashSet;
 use std::time::Duration;
@@ -205,4 +207,86 @@ fn kill_9_after_acks_all_loses_nothing_acknowledged() {
         "crashy",
         &keyed(10, "after"),
     );
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// The committed end of partition 0 of `topic`, read on `bootstrap`.
+fn high_watermark(bootstrap: &str, topic: &str) -> i64 {
+    consumer(bootstrap, &[])
+        .fetch_watermarks(topic, 0, Duration::from_secs(5))
+        .unwrap()
+        .1
+}
+
+/// An idempotent producer whose Produce answer is lost retries the batch on a new
+/// connection; the broker recognises it (same producer id, epoch and sequence) and answers
+/// with the original offset, so the record is written once. Clients reach the broker through
+/// a proxy (it advertises the proxy); the test looks at the log on a second, direct listener.
+#[test]
+fn an_idempotent_retry_after_a_lost_answer_is_written_once() {
+    let (port, direct_port) = (free_port(), free_port());
+    let via = proxy::Proxy::start(format!("127.0.0.1:{port}"));
+    let listeners =
+        format!("listeners=PLAINTEXT://127.0.0.1:{port},DIRECT://127.0.0.1:{direct_port}");
+    let advertised = format!(
+        "advertised.listeners=PLAINTEXT://127.0.0.1:{},DIRECT://127.0.0.1:{direct_port}",
+        via.port
+    );
+    let _server = start(&[
+        &listeners,
+        &advertised,
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,DIRECT:PLAINTEXT",
+    ]);
+    let bootstrap = format!("127.0.0.1:{}", via.port);
+    let direct = format!("127.0.0.1:{direct_port}");
+    create_topic(&direct, "idem", 1, &[]);
+    let p = producer(
+        &bootstrap,
+        &[
+            ("enable.idempotence", "true"),
+            ("linger.ms", "0"),
+            ("retry.backoff.ms", "50"),
+        ],
+    );
+    let one = |v: &str| vec![(b"k".to_vec(), v.as_bytes().to_vec(), None)];
+    produce_all(&p, "idem", &one("first"));
+    // The next answer is lost: the broker appends, the client never hears.
+    via.set(proxy::Mode::LoseAnswers);
+    p.send(
+        rdkafka::producer::BaseRecord::to("idem")
+            .key("k")
+            .payload("second"),
+    )
+    .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while high_watermark(&direct, "idem") < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the broker never appended"
+        );
+        p.poll(Duration::from_millis(50));
+    }
+    // The connection drops; the client reconnects and sends the same batch again.
+    via.set(proxy::Mode::Cut);
+    via.set(proxy::Mode::Pass);
+    p.flush(Duration::from_secs(30)).unwrap();
+    let acked = p.context().acked.lock().unwrap().clone();
+    assert_eq!(
+        acked.iter().map(|(_, _, o)| *o).collect::<Vec<_>>(),
+        vec![0, 1],
+        "the retry is acknowledged at the original offset"
+    );
+    assert_eq!(high_watermark(&direct, "idem"), 2, "written once");
+    let read: Vec<Vec<u8>> = consume_all(&direct, "idem", 1, 2)
+        .into_iter()
+        .filter_map(|r| r.3)
+        .collect();
+    assert_eq!(read, vec![b"first".to_vec(), b"second".to_vec()]);
 }

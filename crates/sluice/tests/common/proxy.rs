@@ -1,7 +1,9 @@
 //! A TCP proxy for fault injection: forwards a local port to a target and can be switched,
 //! at any moment, to stall (hold every byte in both directions, connections stay open: a
-//! network that loses packets) or to cut (close every connection and refuse new ones: a
+//! network that loses packets), to lose answers (requests still reach the target, its
+//! answers are thrown away) or to cut (close every connection and refuse new ones: a
 //! network that answers with resets). Switching back to pass resumes stalled traffic.
+#![allow(dead_code)] // each test binary uses the modes it needs
 
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
@@ -11,6 +13,8 @@ use std::sync::{Arc, Condvar, Mutex};
 pub enum Mode {
     Pass,
     Stall,
+    /// Forward client bytes; discard what the target sends back.
+    LoseAnswers,
     Cut,
 }
 
@@ -26,13 +30,18 @@ impl Shared {
         self.mode.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Wait while stalled; false when cut.
-    fn wait_to_pass(&self) -> bool {
+    /// Wait while stalled; then whether to forward these bytes (Some(false): drop them) or
+    /// to close (None, when cut). `answers`: the bytes come from the target.
+    fn wait_to_pass(&self, answers: bool) -> Option<bool> {
         let mut mode = self.lock_mode();
         while *mode == Mode::Stall {
             mode = self.changed.wait(mode).unwrap_or_else(|e| e.into_inner());
         }
-        *mode == Mode::Pass
+        match *mode {
+            Mode::Cut => None,
+            Mode::LoseAnswers => Some(!answers),
+            _ => Some(true),
+        }
     }
 }
 
@@ -72,12 +81,12 @@ impl Proxy {
                         }
                     }
                 }
-                for (from, to) in [(&client, &server), (&server, &client)] {
+                for (from, to, answers) in [(&client, &server, false), (&server, &client, true)] {
                     let (Ok(from), Ok(to)) = (from.try_clone(), to.try_clone()) else {
                         continue;
                     };
                     let s = Arc::clone(&s);
-                    std::thread::spawn(move || pump(from, to, &s));
+                    std::thread::spawn(move || pump(from, to, answers, &s));
                 }
             }
         });
@@ -101,14 +110,22 @@ impl Proxy {
     }
 }
 
-fn pump(mut from: TcpStream, mut to: TcpStream, s: &Shared) {
+/// Copy `from` to `to`; `answers` says this is the target's direction.
+fn pump(mut from: TcpStream, mut to: TcpStream, answers: bool, s: &Shared) {
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) | Err(_) => 0,
             Ok(n) => n,
         };
-        if !s.wait_to_pass() || n == 0 || to.write_all(&buf[..n]).is_err() {
+        let forward = s.wait_to_pass(answers);
+        let failed = match forward {
+            None => true,
+            Some(_) if n == 0 => true,
+            Some(true) => to.write_all(&buf[..n]).is_err(),
+            Some(false) => false,
+        };
+        if failed {
             let _ = to.shutdown(Shutdown::Both);
             let _ = from.shutdown(Shutdown::Both);
             return;
