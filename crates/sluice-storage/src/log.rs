@@ -304,33 +304,35 @@ impl Log {
     /// state the batches before it leave). Returns whether any batch is idempotent, and the
     /// original of a retried batch, which must then come alone.
     fn check_producers(&self, records: &[u8]) -> Result<(bool, Option<BatchMeta>), LogError> {
-        let headers: Vec<BatchHeader> = sluice_protocol::batch::BatchIter::new(records)
-            .map_while(Result::ok)
-            .map(|(h, _)| h)
-            .collect();
-        let idempotent: Vec<&BatchHeader> = headers.iter().filter(|h| h.producer_id >= 0).collect();
+        let mut batches = 0usize;
+        let mut idempotent = 0usize;
         let mut duplicate = None;
+        // Only a request with several idempotent batches needs a scratch copy of the state.
         let mut scratch: Option<ProducerStateManager> = None;
-        for h in &idempotent {
-            let b = producer_batch(h);
-            let state = scratch.as_ref().unwrap_or(&self.producers);
-            match state.check(&b)? {
-                SeqCheck::Append => {}
-                SeqCheck::Duplicate(m) => duplicate = Some(m),
+        for (h, _) in sluice_protocol::batch::BatchIter::new(records).map_while(Result::ok) {
+            batches += 1;
+            if h.producer_id < 0 {
+                continue;
             }
-            if idempotent.len() > 1 {
-                // Several batches in one request: the next is checked after this one.
-                scratch
-                    .get_or_insert_with(|| self.producers.clone())
-                    .record(&b, 0, 0, h.max_timestamp);
+            idempotent += 1;
+            let b = producer_batch(&h);
+            let state = scratch.as_ref().unwrap_or(&self.producers);
+            if let SeqCheck::Duplicate(m) = state.check(&b)? {
+                duplicate = Some(m);
+            }
+            if idempotent == 1 && records.len() > h.batch_length as usize + 12 {
+                scratch = Some(self.producers.clone());
+            }
+            if let Some(s) = scratch.as_mut() {
+                s.record(&b, 0, 0, h.max_timestamp);
             }
         }
-        if duplicate.is_some() && headers.len() > 1 {
+        if duplicate.is_some() && batches > 1 {
             return Err(LogError::InvalidRecord(
                 "a retried batch must be the only batch for its partition".into(),
             ));
         }
-        Ok((!idempotent.is_empty(), duplicate))
+        Ok((idempotent > 0, duplicate))
     }
 
     /// The producer state as of the log end.

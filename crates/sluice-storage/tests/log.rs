@@ -543,6 +543,27 @@ fn idempotent_retries_are_answered_with_their_offsets_across_rolls_restarts_and_
 }
 
 #[test]
+fn several_batches_of_one_producer_in_one_append_continue_each_other() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    let mut two = idempotent(5, 0, 0, 3);
+    two.extend(idempotent(5, 0, 3, 2));
+    let info = log.append_as_leader(two.clone(), 0, NOW).unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (0, 4));
+    // Retried together: a duplicate must come alone.
+    assert!(matches!(
+        log.append_as_leader(two, 0, NOW),
+        Err(LogError::InvalidRecord(_))
+    ));
+    assert!(
+        log.append_as_leader(idempotent(5, 0, 3, 2), 0, NOW)
+            .unwrap()
+            .duplicate
+    );
+    assert_eq!(log.log_end_offset(), 5);
+}
+
+#[test]
 fn followers_learn_producer_state_from_what_they_copy() {
     let leader_dir = tempfile::tempdir().unwrap();
     let follower_dir = tempfile::tempdir().unwrap();
