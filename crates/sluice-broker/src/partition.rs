@@ -172,6 +172,19 @@ impl Partition {
         self.read_log().log_end_offset()
     }
 
+    /// The idempotent producers this replica knows: (id, epoch, last sequence, last
+    /// timestamp).
+    pub fn producers(&self) -> Vec<(i64, i16, i32, i64)> {
+        self.read_log()
+            .producer_state()
+            .iter()
+            .filter_map(|(id, e)| {
+                let last = e.batches.back()?;
+                Some((*id, e.epoch, last.last_seq, last.timestamp))
+            })
+            .collect()
+    }
+
     /// Bytes of every segment of the replica's log.
     pub fn size_bytes(&self) -> u64 {
         self.read_log().size_bytes()

@@ -76,6 +76,10 @@ impl ProducerStateManager {
         self.producers.get(&producer_id)
     }
 
+    pub fn iter(&self) -> impl Iterator<Item = (&i64, &ProducerEntry)> {
+        self.producers.iter()
+    }
+
     pub fn len(&self) -> usize {
         self.producers.len()
     }

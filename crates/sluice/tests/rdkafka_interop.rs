@@ -289,4 +289,43 @@ fn an_idempotent_retry_after_a_lost_answer_is_written_once() {
         .filter_map(|r| r.3)
         .collect();
     assert_eq!(read, vec![b"first".to_vec(), b"second".to_vec()]);
+    // The leader's producer state, as `sluice producers --describe` shows it: one producer,
+    // epoch 0, last sequence 1 (two single-record batches).
+    let out = std::process::Command::new(sluice_bin())
+        .args([
+            "producers",
+            "--describe",
+            "--topic",
+            "idem",
+            "--bootstrap-server",
+            &direct,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').collect())
+        .collect();
+    assert_eq!(rows.len(), 1, "{text}");
+    assert_eq!(
+        (rows[0][0], rows[0][2], rows[0][3]),
+        ("0", "0", "1"),
+        "{text}"
+    );
+    let unknown = std::process::Command::new(sluice_bin())
+        .args([
+            "producers",
+            "--describe",
+            "--topic",
+            "idem",
+            "--partition",
+            "7",
+        ])
+        .args(["--bootstrap-server", &direct, "--timeout", "2000"])
+        .output()
+        .unwrap();
+    assert_eq!(unknown.status.code(), Some(1));
 }

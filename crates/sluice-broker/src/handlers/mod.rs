@@ -44,6 +44,7 @@ pub mod describe_cluster;
 pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
+pub mod describe_producers;
 pub mod elect_leaders;
 pub mod fetch;
 pub mod find_coordinator;
@@ -120,6 +121,7 @@ impl HandlerTable {
             create_partitions::HANDLER,
             describe_cluster::HANDLER,
             describe_log_dirs::HANDLER,
+            describe_producers::HANDLER,
             init_producer_id::HANDLER,
             delete_records::HANDLER,
             alter_configs::HANDLER,

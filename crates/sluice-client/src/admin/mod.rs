@@ -124,6 +124,15 @@ pub struct ClusterDescription {
     pub brokers: Vec<(i32, String, i32, Option<String>)>,
 }
 
+/// An idempotent producer as a partition's leader knows it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProducerInfo {
+    pub producer_id: i64,
+    pub epoch: i32,
+    pub last_sequence: i32,
+    pub last_timestamp: i64,
+}
+
 /// A partition reassignment in progress.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PartitionReassignment {
@@ -486,6 +495,51 @@ impl Admin {
                     })
             })
             .collect())
+    }
+
+    /// The idempotent producers each partition's leader knows.
+    pub async fn describe_producers(
+        &self,
+        partitions: &[TopicPartition],
+    ) -> Result<Vec<(TopicPartition, Result<Vec<ProducerInfo>>)>> {
+        use kafka_protocol::messages::describe_producers_request::TopicRequest;
+        let wanted: Vec<(TopicPartition, ())> =
+            partitions.iter().map(|tp| (tp.clone(), ())).collect();
+        let mut out = Vec::new();
+        for (leader, parts) in by_leader(&self.core, &wanted).await? {
+            let conn = self.core.connection_to_node(leader).await?;
+            let mut topics: Vec<TopicRequest> = Vec::new();
+            for (tp, ()) in &parts {
+                match topics.iter_mut().find(|t| *t.name.0 == *tp.topic) {
+                    Some(t) => t.partition_indexes.push(tp.partition.0),
+                    None => topics.push(
+                        TopicRequest::default()
+                            .with_name(name(&tp.topic))
+                            .with_partition_indexes(vec![tp.partition.0]),
+                    ),
+                }
+            }
+            let req = DescribeProducersRequest::default().with_topics(topics);
+            let resp: DescribeProducersResponse = conn.call(&req).await?;
+            for t in resp.topics {
+                for p in t.partitions {
+                    let tp = TopicPartition::new(t.name.to_string(), p.partition_index);
+                    let r = check(p.error_code, p.error_message.map(|m| m.to_string())).map(|()| {
+                        p.active_producers
+                            .into_iter()
+                            .map(|s| ProducerInfo {
+                                producer_id: s.producer_id.0,
+                                epoch: s.producer_epoch,
+                                last_sequence: s.last_sequence,
+                                last_timestamp: s.last_timestamp,
+                            })
+                            .collect()
+                    });
+                    out.push((tp, r));
+                }
+            }
+        }
+        Ok(out)
     }
 
     pub async fn describe_cluster(&self) -> Result<ClusterDescription> {
