@@ -1047,8 +1047,11 @@ fn durability_under_kills_pauses_and_restarts() {
     }
     // No offset holds two different records across replicas (read from the stopped
     // nodes' segment files).
-    for n in nodes.iter_mut() {
+    for (i, n) in nodes.iter_mut().enumerate() {
         assert!(n.stop().success());
+        if let Ok(dir) = std::env::var("SLUICE_DURABILITY_LOGS") {
+            let _ = std::fs::write(format!("{dir}/node-{}-final.log", i + 1), n.log());
+        }
     }
     for p in 0..3 {
         let replicas: Vec<BTreeMap<i64, String>> = nodes
