@@ -56,6 +56,8 @@ pub struct ClientConfig {
     pub max_request_size: usize,
     /// `partitioner.class` (`default` / `round-robin`)
     pub partitioner: PartitionerKind,
+    /// `enable.idempotence`; unset means on when `acks=all` (Kafka 3+ behaviour).
+    pub enable_idempotence: Option<bool>,
 
     /// `group.id`
     pub group_id: Option<String>,
@@ -112,6 +114,7 @@ impl ClientConfig {
             max_in_flight: 5,
             max_request_size: 1_048_576,
             partitioner: PartitionerKind::Default,
+            enable_idempotence: None,
             group_id: None,
             auto_offset_reset: OffsetReset::Latest,
             fetch_min_bytes: 1,
@@ -183,6 +186,7 @@ impl ClientConfig {
                 self.retries = v.parse().map_err(|_| bad("is not a non-negative number"))?
             }
             "delivery.timeout.ms" => self.delivery_timeout = ms(v)?,
+            "enable.idempotence" => self.enable_idempotence = Some(flag(v)?),
             "max.in.flight.requests.per.connection" => {
                 self.max_in_flight = num(v)?.max(1);
             }
@@ -277,7 +281,6 @@ pub const IGNORED_KEYS: &[&str] = &[
     "value.serializer",
     "key.deserializer",
     "value.deserializer",
-    "enable.idempotence",
     "security.protocol",
     "send.buffer.bytes",
     "receive.buffer.bytes",

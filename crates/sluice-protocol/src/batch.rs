@@ -616,6 +616,13 @@ impl BatchBuilder {
         self
     }
 
+    /// Stamp the producer id, epoch and first sequence (an idempotent producer's batch).
+    pub fn set_producer(&mut self, id: i64, epoch: i16, base_sequence: i32) {
+        self.producer_id = id;
+        self.producer_epoch = epoch;
+        self.base_sequence = base_sequence;
+    }
+
     pub fn with_transactional(mut self, transactional: bool) -> Self {
         self.transactional = transactional;
         self

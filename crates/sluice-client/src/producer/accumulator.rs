@@ -26,6 +26,9 @@ pub struct ProducerBatch {
     pub retry_at: Option<Instant>,
     /// Per-record timestamps, for acknowledgement callbacks.
     pub timestamps: Vec<i64>,
+    /// Idempotence: the producer id, epoch and first sequence this batch was given when it
+    /// was first sent; retries resend it unchanged so the broker can recognise them.
+    pub sequence: Option<(i64, i16, i32)>,
 }
 
 impl ProducerBatch {
@@ -139,6 +142,7 @@ impl Accumulator {
                 attempts: 0,
                 retry_at: None,
                 timestamps: Vec::new(),
+                sequence: None,
             });
             self.pending += 1;
             new_batch = true;

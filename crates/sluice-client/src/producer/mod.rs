@@ -206,6 +206,19 @@ pub(crate) struct Shared {
     pub partitioner: Option<Arc<dyn Partitioner>>,
     pub closing: AtomicBool,
     pub flushing: AtomicUsize,
+    /// Set when the producer is idempotent (`enable.idempotence`, on by default with
+    /// `acks=all`).
+    pub idempotence: Option<tokio::sync::Mutex<Idempotence>>,
+}
+
+/// An idempotent producer's identity and the next sequence of each partition. With one
+/// batch in flight per partition, a batch keeps its sequence across retries and the broker
+/// writes it once.
+#[derive(Default)]
+pub(crate) struct Idempotence {
+    /// (producer id, epoch), fetched with InitProducerId before the first batch.
+    pub producer: Option<(i64, i16)>,
+    pub next_sequence: std::collections::HashMap<sluice_protocol::types::TopicPartition, i32>,
 }
 
 impl Shared {
@@ -232,8 +245,16 @@ impl Producer {
         interceptors: Vec<Arc<dyn Interceptor>>,
         partitioner: Option<Arc<dyn Partitioner>>,
     ) -> Result<Producer> {
+        if config.enable_idempotence == Some(true) && config.acks != -1 {
+            return Err(Error::Config {
+                key: "enable.idempotence".into(),
+                message: "an idempotent producer needs acks=all".into(),
+            });
+        }
+        let idempotent = config.enable_idempotence.unwrap_or(true) && config.acks == -1;
         let core = ClusterCore::new(config.clone())?;
         let shared = Arc::new(Shared {
+            idempotence: idempotent.then(|| tokio::sync::Mutex::new(Idempotence::default())),
             core,
             memory: Semaphore::new(config.buffer_memory.min(Semaphore::MAX_PERMITS)),
             acc: Mutex::new(Accumulator::new(config.partitioner)),

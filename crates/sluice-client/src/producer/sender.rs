@@ -16,10 +16,12 @@ use sluice_protocol::ErrorCode;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use kafka_protocol::messages::{InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+
 use super::accumulator::ProducerBatch;
-use super::{RecordMetadata, Shared};
+use super::{Idempotence, RecordMetadata, Shared};
 use crate::connection::decode_response;
-use crate::error::{Error, Result};
+use crate::error::{check, Error, Result};
 
 pub(crate) async fn run(shared: Arc<Shared>) {
     let mut requests: JoinSet<()> = JoinSet::new();
@@ -106,7 +108,19 @@ async fn dispatch(
         );
         let mut group: Vec<(ProducerBatch, Bytes)> = Vec::new();
         let mut group_bytes = 0usize;
-        for b in batches {
+        for mut b in batches {
+            if let (Some(idem), None) = (&shared.idempotence, b.sequence) {
+                match assign_sequence(shared, idem, &b).await {
+                    Ok(s) => {
+                        b.builder.set_producer(s.0, s.1, s.2);
+                        b.sequence = Some(s);
+                    }
+                    Err(e) => {
+                        retry(shared, b, e);
+                        continue;
+                    }
+                }
+            }
             let encoded = match b.builder.build(0) {
                 Ok(e) => Bytes::from(e),
                 Err(e) => {
@@ -136,6 +150,54 @@ async fn dispatch(
             requests.spawn(send(Arc::clone(shared), leader, group, permit));
         }
     }
+}
+
+/// The producer id, epoch and first sequence for a batch's first send (asking for a producer
+/// id first if there is none).
+async fn assign_sequence(
+    shared: &Shared,
+    idem: &tokio::sync::Mutex<Idempotence>,
+    b: &ProducerBatch,
+) -> Result<(i64, i16, i32)> {
+    let mut state = idem.lock().await;
+    let (id, epoch) = match state.producer {
+        Some(p) => p,
+        None => {
+            let conn = shared.core.any_connection().await?;
+            let req = InitProducerIdRequest::default()
+                .with_transactional_id(None)
+                .with_transaction_timeout_ms(-1)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1);
+            let resp: InitProducerIdResponse = conn.call(&req).await?;
+            check(resp.error_code, None)?;
+            let p = (resp.producer_id.0, resp.producer_epoch);
+            tracing::debug!(producer_id = p.0, epoch = p.1, "idempotent producer id");
+            state.producer = Some(p);
+            state.next_sequence.clear();
+            p
+        }
+    };
+    let seq = state.next_sequence.get(&b.tp).copied().unwrap_or(0);
+    // Sequences wrap at i32::MAX, as the broker expects.
+    let next = (i64::from(seq) + i64::from(b.builder.record_count())) % (i64::from(i32::MAX) + 1);
+    state.next_sequence.insert(b.tp.clone(), next as i32);
+    Ok((id, epoch, seq))
+}
+
+/// The broker lost track of this producer's sequence (its state expired, or a batch before
+/// this one failed for good): start over under a new producer id. The batch was not written,
+/// so sending it again under the new id cannot duplicate it.
+async fn restart_sequences(shared: &Shared, b: &mut ProducerBatch) {
+    if let Some(idem) = &shared.idempotence {
+        let mut state = idem.lock().await;
+        if state.producer.map(|(id, _)| id) == b.sequence.map(|(id, _, _)| id) {
+            state.producer = None;
+            state.next_sequence.clear();
+        }
+    }
+    b.sequence = None;
+    b.builder.set_producer(-1, -1, -1);
 }
 
 async fn acquire(sem: &Arc<Semaphore>) -> Option<OwnedSemaphorePermit> {
@@ -231,10 +293,26 @@ async fn send(
             results.insert((t.name.to_string(), p.index), p);
         }
     }
-    for (b, _) in group {
+    for (mut b, _) in group {
         match results.remove(&(b.tp.topic.clone(), b.tp.partition.0)) {
             Some(p) if p.error_code == 0 => {
                 finish(&shared, b, Ok((p.base_offset, p.log_append_time_ms)))
+            }
+            Some(p)
+                if b.sequence.is_some()
+                    && matches!(
+                        ErrorCode::try_from_code(p.error_code),
+                        Some(
+                            ErrorCode::OutOfOrderSequenceNumber
+                                | ErrorCode::UnknownProducerId
+                                | ErrorCode::InvalidProducerEpoch
+                        )
+                    ) =>
+            {
+                restart_sequences(&shared, &mut b).await;
+                let e = Error::kafka(p.error_code, p.error_message.map(|m| m.to_string()))
+                    .unwrap_or(Error::Protocol("bad error code".into()));
+                retry_with(&shared, b, e, true);
             }
             Some(p) => {
                 let message = p.error_message.map(|m| m.to_string());
@@ -255,10 +333,15 @@ async fn send(
 }
 
 /// Retry a batch after `retry.backoff.ms`, unless retries or the delivery timeout ran out.
-fn retry(shared: &Shared, mut b: ProducerBatch, error: Error) {
+fn retry(shared: &Shared, b: ProducerBatch, error: Error) {
+    let retriable = error.is_retriable();
+    retry_with(shared, b, error, retriable);
+}
+
+fn retry_with(shared: &Shared, mut b: ProducerBatch, error: Error, retriable: bool) {
     let now = Instant::now();
     let config = &shared.config;
-    if !error.is_retriable()
+    if !retriable
         || b.attempts >= config.retries
         || now + config.retry_backoff >= b.created + config.delivery_timeout
     {
