@@ -439,10 +439,9 @@ mod tests {
         b.build(base).unwrap()
     }
 
-    #[test]
-    fn an_append_is_committed_only_while_its_leader_still_leads() {
-        let dir = tempfile::tempdir().unwrap();
-        let logs = LogManager::open(dir.path()).unwrap();
+    /// Partition t-0 as node 3 holds it, with an empty log under `dir`.
+    fn replica_on_node_3(dir: &std::path::Path) -> Partition {
+        let logs = LogManager::open(dir).unwrap();
         let tp = TopicPartition::new("t", 0);
         let log = logs
             .get_or_create(&tp, [1; 16], LogConfig::default(), 0)
@@ -450,7 +449,13 @@ mod tests {
         let settings = PartitionSettings {
             min_insync_replicas: 1,
         };
-        let p = Partition::new(tp, Uuid::nil(), log, 3, settings);
+        Partition::new(tp, Uuid::nil(), log, 3, settings)
+    }
+
+    #[test]
+    fn an_append_is_committed_only_while_its_leader_still_leads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = replica_on_node_3(dir.path());
         let reg = |leader, leader_epoch| PartitionRegistration {
             replicas: vec![3, 1],
             isr: vec![3, 1],
@@ -481,15 +486,7 @@ mod tests {
     #[test]
     fn a_stale_fetch_answer_is_not_appended() {
         let dir = tempfile::tempdir().unwrap();
-        let logs = LogManager::open(dir.path()).unwrap();
-        let tp = TopicPartition::new("t", 0);
-        let log = logs
-            .get_or_create(&tp, [1; 16], LogConfig::default(), 0)
-            .unwrap();
-        let settings = PartitionSettings {
-            min_insync_replicas: 1,
-        };
-        let p = Partition::new(tp, Uuid::nil(), log, 3, settings);
+        let p = replica_on_node_3(dir.path());
         let follow = |leader, leader_epoch| PartitionRegistration {
             replicas: vec![1, 2, 3],
             isr: vec![1, 2, 3],

@@ -420,14 +420,7 @@ impl Log {
                 if h.next_offset() <= at {
                     continue;
                 }
-                if h.producer_id >= 0 && !h.is_control() {
-                    state.record(
-                        &producer_batch(&h),
-                        h.base_offset,
-                        h.last_offset(),
-                        h.max_timestamp,
-                    );
-                }
+                record_batch(&mut state, &h);
                 at = h.next_offset();
             }
             if at == before {
@@ -467,14 +460,7 @@ impl Log {
             self.epoch_cache
                 .assign(h.partition_leader_epoch, h.base_offset)?;
             self.next_offset = h.next_offset();
-            if h.producer_id >= 0 && !h.is_control() {
-                self.producers.record(
-                    &producer_batch(&h),
-                    h.base_offset,
-                    h.last_offset(),
-                    h.max_timestamp,
-                );
-            }
+            record_batch(&mut self.producers, &h);
             self.unflushed_records += h.record_count.max(0) as u64;
             at += size;
         }
@@ -895,17 +881,22 @@ fn producer_batch(h: &BatchHeader) -> ProducerBatch {
     }
 }
 
+/// Record an appended (offset-assigned) batch if an idempotent producer wrote it.
+fn record_batch(state: &mut ProducerStateManager, h: &BatchHeader) {
+    if h.producer_id >= 0 && !h.is_control() {
+        state.record(
+            &producer_batch(h),
+            h.base_offset,
+            h.last_offset(),
+            h.max_timestamp,
+        );
+    }
+}
+
 /// Record the idempotent batches of appended (offset-assigned) bytes.
 fn record_producers(state: &mut ProducerStateManager, bytes: &[u8]) {
     for (h, _) in sluice_protocol::batch::BatchIter::new(bytes).map_while(Result::ok) {
-        if h.producer_id >= 0 && !h.is_control() {
-            state.record(
-                &producer_batch(&h),
-                h.base_offset,
-                h.last_offset(),
-                h.max_timestamp,
-            );
-        }
+        record_batch(state, &h);
     }
 }
 

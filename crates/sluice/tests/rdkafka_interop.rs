@@ -209,14 +209,6 @@ fn kill_9_after_acks_all_loses_nothing_acknowledged() {
     );
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// The committed end of partition 0 of `topic`, read on `bootstrap`.
 fn high_watermark(bootstrap: &str, topic: &str) -> i64 {
     consumer(bootstrap, &[])

@@ -247,14 +247,6 @@ async fn an_idempotent_retry_after_a_lost_answer_is_written_once() {
     }
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn keys_land_where_librdkafka_puts_them() {
     let server = start(&[]);

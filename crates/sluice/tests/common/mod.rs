@@ -21,6 +21,15 @@ pub fn sluice_bin() -> &'static std::path::Path {
     std::path::Path::new(env!("CARGO_BIN_EXE_sluice"))
 }
 
+/// A loopback port free right now (for a listener that must be known before it starts).
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 pub fn start(overrides: &[&str]) -> TestServer {
     TestServer::start(sluice_bin(), overrides)
 }
