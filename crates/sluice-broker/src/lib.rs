@@ -17,6 +17,8 @@
 //! - [`broker`]: [`Broker`], the shared state every handler receives.
 //! - [`group`]: consumer groups: the group state machine, `__consumer_offsets` records, the
 //!   coordinator task.
+//! - [`txn`]: transactions — so far the coordinator's pure per-transactional-id state
+//!   machine.
 //! - [`error_map`]: storage errors to Kafka error codes, in one place.
 
 pub mod broker;
@@ -32,6 +34,7 @@ pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod replica_state;
 pub mod request;
+pub mod txn;
 
 pub use broker::Broker;
 pub use replica_manager::ReplicaManager;
