@@ -60,39 +60,47 @@ pub struct GroupValue {
     pub members: Vec<MemberValue>,
 }
 
-struct W(Vec<u8>);
+/// Big-endian writer for Kafka's internal-topic record formats (shared with `txn`).
+pub(crate) struct W(pub(crate) Vec<u8>);
 
 impl W {
-    fn i16(&mut self, v: i16) {
+    pub(crate) fn i8(&mut self, v: i8) {
+        self.0.push(v as u8);
+    }
+    pub(crate) fn i16(&mut self, v: i16) {
         self.0.extend_from_slice(&v.to_be_bytes());
     }
-    fn i32(&mut self, v: i32) {
+    pub(crate) fn i32(&mut self, v: i32) {
         self.0.extend_from_slice(&v.to_be_bytes());
     }
-    fn i64(&mut self, v: i64) {
+    pub(crate) fn i64(&mut self, v: i64) {
         self.0.extend_from_slice(&v.to_be_bytes());
     }
-    fn str(&mut self, s: &str) {
+    pub(crate) fn str(&mut self, s: &str) {
         let b = &s.as_bytes()[..s.len().min(i16::MAX as usize)];
         self.i16(b.len() as i16);
         self.0.extend_from_slice(b);
     }
-    fn opt_str(&mut self, s: Option<&str>) {
+    pub(crate) fn opt_str(&mut self, s: Option<&str>) {
         match s {
             Some(s) => self.str(s),
             None => self.i16(-1),
         }
     }
-    fn bytes(&mut self, b: &[u8]) {
+    pub(crate) fn bytes(&mut self, b: &[u8]) {
         self.i32(b.len() as i32);
         self.0.extend_from_slice(b);
     }
 }
 
-struct R<'a>(&'a [u8]);
+/// Reader for the same formats: None on truncation or bad UTF-8.
+pub(crate) struct R<'a>(pub(crate) &'a [u8]);
 
 impl<'a> R<'a> {
-    fn take(&mut self, n: usize) -> Option<&'a [u8]> {
+    pub(crate) fn i8(&mut self) -> Option<i8> {
+        self.take(1).map(|b| b[0] as i8)
+    }
+    pub(crate) fn take(&mut self, n: usize) -> Option<&'a [u8]> {
         if self.0.len() < n {
             return None;
         }
@@ -100,20 +108,20 @@ impl<'a> R<'a> {
         self.0 = t;
         Some(h)
     }
-    fn i16(&mut self) -> Option<i16> {
+    pub(crate) fn i16(&mut self) -> Option<i16> {
         self.take(2).map(|b| i16::from_be_bytes([b[0], b[1]]))
     }
-    fn i32(&mut self) -> Option<i32> {
+    pub(crate) fn i32(&mut self) -> Option<i32> {
         self.take(4)
             .map(|b| i32::from_be_bytes([b[0], b[1], b[2], b[3]]))
     }
-    fn i64(&mut self) -> Option<i64> {
+    pub(crate) fn i64(&mut self) -> Option<i64> {
         let b = self.take(8)?;
         let mut a = [0u8; 8];
         a.copy_from_slice(b);
         Some(i64::from_be_bytes(a))
     }
-    fn opt_str(&mut self) -> Option<Option<String>> {
+    pub(crate) fn opt_str(&mut self) -> Option<Option<String>> {
         let n = self.i16()?;
         if n < 0 {
             return Some(None);
@@ -122,10 +130,10 @@ impl<'a> R<'a> {
             String::from_utf8(self.take(n as usize)?.to_vec()).ok()?,
         ))
     }
-    fn str(&mut self) -> Option<String> {
+    pub(crate) fn str(&mut self) -> Option<String> {
         self.opt_str()?
     }
-    fn bytes(&mut self) -> Option<Bytes> {
+    pub(crate) fn bytes(&mut self) -> Option<Bytes> {
         let n = self.i32()?;
         if n < 0 {
             return Some(Bytes::new());

@@ -26,6 +26,22 @@ impl TxnState {
         self as u8
     }
 
+    pub fn from_id(id: u8) -> Option<TxnState> {
+        use TxnState::*;
+        [
+            Empty,
+            Ongoing,
+            PrepareCommit,
+            PrepareAbort,
+            CompleteCommit,
+            CompleteAbort,
+            Dead,
+            PrepareEpochFence,
+        ]
+        .get(usize::from(id))
+        .copied()
+    }
+
     pub fn name(self) -> &'static str {
         match self {
             TxnState::Empty => "Empty",
@@ -282,7 +298,9 @@ mod tests {
         ];
         for (i, s) in all.iter().enumerate() {
             assert_eq!(s.id() as usize, i);
+            assert_eq!(TxnState::from_id(i as u8), Some(*s));
         }
+        assert_eq!(TxnState::from_id(8), None);
         assert_eq!(TxnState::PrepareEpochFence.name(), "PrepareEpochFence");
         assert!(TxnState::CompleteCommit.may_follow(TxnState::PrepareCommit));
         assert!(!TxnState::CompleteCommit.may_follow(TxnState::Ongoing));
