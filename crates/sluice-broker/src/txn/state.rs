@@ -26,20 +26,20 @@ impl TxnState {
         self as u8
     }
 
+    /// Every state, in id order.
+    pub const ALL: [TxnState; 8] = [
+        TxnState::Empty,
+        TxnState::Ongoing,
+        TxnState::PrepareCommit,
+        TxnState::PrepareAbort,
+        TxnState::CompleteCommit,
+        TxnState::CompleteAbort,
+        TxnState::Dead,
+        TxnState::PrepareEpochFence,
+    ];
+
     pub fn from_id(id: u8) -> Option<TxnState> {
-        use TxnState::*;
-        [
-            Empty,
-            Ongoing,
-            PrepareCommit,
-            PrepareAbort,
-            CompleteCommit,
-            CompleteAbort,
-            Dead,
-            PrepareEpochFence,
-        ]
-        .get(usize::from(id))
-        .copied()
+        Self::ALL.get(usize::from(id)).copied()
     }
 
     pub fn name(self) -> &'static str {
@@ -286,16 +286,7 @@ mod tests {
 
     #[test]
     fn ids_and_names_are_kafkas() {
-        let all = [
-            TxnState::Empty,
-            TxnState::Ongoing,
-            TxnState::PrepareCommit,
-            TxnState::PrepareAbort,
-            TxnState::CompleteCommit,
-            TxnState::CompleteAbort,
-            TxnState::Dead,
-            TxnState::PrepareEpochFence,
-        ];
+        let all = TxnState::ALL;
         for (i, s) in all.iter().enumerate() {
             assert_eq!(s.id() as usize, i);
             assert_eq!(TxnState::from_id(i as u8), Some(*s));
