@@ -16,6 +16,11 @@ use sluice_metadata::record::Assignment;
 
 use crate::election::elect;
 
+/// `v` without the members of `gone`, in order.
+fn without(v: &[i32], gone: &[i32]) -> Vec<i32> {
+    v.iter().copied().filter(|r| !gone.contains(r)).collect()
+}
+
 /// The partition state a change leads to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Planned {
@@ -27,16 +32,8 @@ pub struct Planned {
 /// The replica set when moving from `current` (every replica, including any still being
 /// added or removed) to `target`: targets first, then those leaving.
 pub fn start(current: &[i32], target: &[i32]) -> Assignment {
-    let mut removing: Vec<i32> = current
-        .iter()
-        .copied()
-        .filter(|r| !target.contains(r))
-        .collect();
-    let mut adding: Vec<i32> = target
-        .iter()
-        .copied()
-        .filter(|r| !current.contains(r))
-        .collect();
+    let mut removing = without(current, target);
+    let mut adding = without(target, current);
     removing.sort_unstable();
     adding.sort_unstable();
     let mut replicas = target.to_vec();
@@ -55,17 +52,8 @@ pub fn complete(a: &Assignment, isr: &[i32]) -> Option<(Assignment, Vec<i32>)> {
     if a.adding.is_empty() && a.removing.is_empty() {
         return None;
     }
-    let replicas: Vec<i32> = a
-        .replicas
-        .iter()
-        .copied()
-        .filter(|r| !a.removing.contains(r))
-        .collect();
-    let isr: Vec<i32> = isr
-        .iter()
-        .copied()
-        .filter(|r| !a.removing.contains(r))
-        .collect();
+    let replicas = without(&a.replicas, &a.removing);
+    let isr = without(isr, &a.removing);
     if replicas.is_empty() || isr.is_empty() || !replicas.iter().all(|r| isr.contains(r)) {
         return None;
     }
@@ -121,18 +109,8 @@ pub fn current(reg: &PartitionRegistration) -> Assignment {
 /// Cancelling: back to the replicas the partition had before (without those being added);
 /// they leave the ISR too. None when that leaves no in-sync replica.
 pub fn revert(reg: &PartitionRegistration) -> Option<(Assignment, Vec<i32>)> {
-    let replicas: Vec<i32> = reg
-        .replicas
-        .iter()
-        .copied()
-        .filter(|r| !reg.adding.contains(r))
-        .collect();
-    let isr: Vec<i32> = reg
-        .isr
-        .iter()
-        .copied()
-        .filter(|r| !reg.adding.contains(r))
-        .collect();
+    let replicas = without(&reg.replicas, &reg.adding);
+    let isr = without(&reg.isr, &reg.adding);
     if isr.is_empty() {
         return None;
     }

@@ -1210,6 +1210,25 @@ fn reassignment_moves_replicas_with_their_data_and_can_be_cancelled() {
         "{out}"
     );
 
+    // --wait gives up, saying what is still moving, while node 3 cannot catch up.
+    let (ok, out) = topics_cli(
+        &b1,
+        &[
+            "--reassign",
+            "--topic",
+            "mv",
+            "--replica-assignment",
+            "2:3",
+            "--wait",
+            "--wait-timeout-ms",
+            "300",
+        ],
+    );
+    assert!(
+        !ok && out.contains("still reassigning after 300 ms: mv-0"),
+        "{out}"
+    );
+
     // Cancelling reverts cx to its old replicas (in the order Kafka reverts to: the
     // reassignment's list without the added ones); a second cancel has nothing to cancel.
     let (ok, out) = topics_cli(&b1, &["--cancel-reassignment", "--topic", "cx"]);

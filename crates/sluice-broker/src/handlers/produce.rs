@@ -173,7 +173,7 @@ struct Waiting {
 
 impl Waiting {
     /// Whether this is partition `index` of the response's topic (by name, or id in v13+).
-    fn is(&self, topic: &(String, sluice_metadata::Uuid), index: i32) -> bool {
+    fn is(&self, topic: (&str, sluice_metadata::Uuid), index: i32) -> bool {
         let p = &self.partition;
         p.tp.partition.0 == index && (*p.tp.topic == *topic.0 || p.topic_id == topic.1)
     }
@@ -220,10 +220,10 @@ async fn await_high_watermark(waiting: &mut [Waiting], timeout: Duration) {
 /// producer may write them again).
 fn mark_too_few_replicas(resp: &mut ProduceResponse, waiting: &[Waiting]) {
     for topic in &mut resp.responses {
-        let key = (topic.name.0.to_string(), topic.topic_id);
+        let key: (&str, _) = (&topic.name.0, topic.topic_id);
         for p in &mut topic.partition_responses {
             let short = waiting.iter().any(|w| {
-                w.is(&key, p.index)
+                w.is(key, p.index)
                     && (w.partition.state().isr().len() as i32)
                         < w.partition.settings().min_insync_replicas
             });
@@ -238,9 +238,9 @@ fn mark_too_few_replicas(resp: &mut ProduceResponse, waiting: &[Waiting]) {
 /// REQUEST_TIMED_OUT.
 fn mark_uncommitted(resp: &mut ProduceResponse, waiting: &[Waiting]) {
     for topic in &mut resp.responses {
-        let key = (topic.name.0.to_string(), topic.topic_id);
+        let key: (&str, _) = (&topic.name.0, topic.topic_id);
         for p in &mut topic.partition_responses {
-            let Some(w) = waiting.iter().find(|w| w.is(&key, p.index)) else {
+            let Some(w) = waiting.iter().find(|w| w.is(key, p.index)) else {
                 continue;
             };
             let code = match w.state {

@@ -52,6 +52,9 @@ pub struct TopicsArgs {
     /// With --reassign: wait until the reassignment completes.
     #[arg(long)]
     pub wait: bool,
+    /// With --wait: give up (exit 1, naming what is still moving) after this many ms.
+    #[arg(long = "wait-timeout-ms", default_value_t = 600_000, value_name = "MS")]
+    pub wait_timeout_ms: u64,
     /// Partition count (create; new count for --alter).
     #[arg(long)]
     pub partitions: Option<i32>,
@@ -235,17 +238,28 @@ async fn reassign(admin: &Admin, args: &TopicsArgs) -> CliResult {
         "Started",
     )?;
     if args.wait {
+        let deadline =
+            tokio::time::Instant::now() + std::time::Duration::from_millis(args.wait_timeout_ms);
         loop {
-            let pending = admin
+            let pending: Vec<String> = admin
                 .list_partition_reassignments(Some(name))
                 .await?
                 .into_iter()
                 .filter(|r| wanted.contains(&r.partition))
-                .count();
-            if pending == 0 {
+                .map(|r| format!("{} (adding {})", r.partition, ids(&r.adding)))
+                .collect();
+            if pending.is_empty() {
                 break;
             }
-            // Progress lives on other brokers (followers catching up); poll.
+            if tokio::time::Instant::now() >= deadline {
+                return Err(CliError::Failed(format!(
+                    "still reassigning after {} ms: {}",
+                    args.wait_timeout_ms,
+                    pending.join(", ")
+                )));
+            }
+            // Progress happens on other brokers (new replicas catching up) and Kafka's API
+            // has no notification for it: poll, as kafka-reassign-partitions --verify does.
             tokio::time::sleep(std::time::Duration::from_millis(500)).await;
         }
         println!("Reassignment of {name} complete.");
