@@ -14,5 +14,6 @@ pub fn log_error_code(e: &LogError) -> ErrorCode {
         LogError::Io { .. } => ErrorCode::KafkaStorageError,
         LogError::OutOfOrderSequence(_) => ErrorCode::OutOfOrderSequenceNumber,
         LogError::InvalidProducerEpoch(_) => ErrorCode::InvalidProducerEpoch,
+        LogError::CoordinatorFenced(_) => ErrorCode::TransactionCoordinatorFenced,
     }
 }

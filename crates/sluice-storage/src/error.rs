@@ -36,6 +36,9 @@ pub enum LogError {
     /// A batch from an older epoch of its producer (INVALID_PRODUCER_EPOCH).
     #[error("{0}")]
     InvalidProducerEpoch(String),
+    /// A transaction marker from an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED).
+    #[error("{0}")]
+    CoordinatorFenced(String),
     /// The disk failed us (KAFKA_STORAGE_ERROR).
     #[error("I/O error on {path}: {source}")]
     Io { path: PathBuf, source: io::Error },

@@ -25,9 +25,10 @@ pub mod log;
 pub mod log_manager;
 pub mod producer_state;
 pub mod segment;
+pub mod txn_index;
 pub mod validator;
 
 pub use config::LogConfig;
 pub use error::LogError;
-pub use log::{FetchDataInfo, FileSlice, Log, LogAppendInfo};
+pub use log::{FetchDataInfo, FileSlice, Log, LogAppendInfo, Marker};
 pub use log_manager::LogManager;

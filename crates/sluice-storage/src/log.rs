@@ -23,6 +23,7 @@ use crate::producer_state::{BatchMeta, ProducerBatch, ProducerStateManager, SeqC
 use crate::segment;
 pub use crate::segment::FileSlice;
 use crate::segment::LogSegment;
+use crate::txn_index::{AbortedTxn, TxnIndex};
 use crate::validator;
 
 /// What an append did, for the produce response and the replica state.
@@ -74,6 +75,8 @@ pub struct Log {
     truncations: u64,
     /// Idempotent producers' epochs and last batches.
     producers: ProducerStateManager,
+    /// Aborted and not-yet-stable transactions.
+    txns: TxnIndex,
 }
 
 /// Suffixes of files a crash may leave behind mid-operation.
@@ -174,6 +177,7 @@ impl Log {
             topic_id,
             truncations: 0,
             producers: ProducerStateManager::new(),
+            txns: TxnIndex::default(),
         };
         let mut log = log;
         log.rebuild_producer_state()?;
@@ -282,7 +286,9 @@ impl Log {
         self.epoch_cache.assign(leader_epoch, v.first_offset)?;
         self.next_offset = v.last_offset + 1;
         if idempotent {
-            record_producers(&mut self.producers, &bytes);
+            for (h, b) in sluice_protocol::batch::BatchIter::new(&bytes).map_while(Result::ok) {
+                record_batch(&mut self.producers, &mut self.txns, &h, b);
+            }
         }
         self.unflushed_records += v.record_count;
         if self.unflushed_records >= self.config.flush_messages {
@@ -333,6 +339,66 @@ impl Log {
             ));
         }
         Ok((idempotent > 0, duplicate))
+    }
+
+    /// Append a transaction marker (a control batch) for `producer_id` as leader: the
+    /// coordinator ends its transaction in this partition. Fenced when the producer's epoch
+    /// or the coordinator's epoch is older than what this partition has seen.
+    pub fn append_marker(
+        &mut self,
+        marker: &Marker,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, LogError> {
+        self.producers
+            .check_marker(marker.producer_id, marker.epoch, marker.coordinator_epoch)?;
+        let offset = self.next_offset;
+        let mut bytes = control_batch(marker, now_ms)?;
+        sluice_protocol::batch::set_base_offset(&mut bytes, offset);
+        sluice_protocol::batch::set_partition_leader_epoch(&mut bytes, leader_epoch);
+        self.maybe_roll(bytes.len() as u64, offset, now_ms)?;
+        let config = self.config.clone();
+        self.active_mut().append(&bytes, &config)?;
+        self.epoch_cache.assign(leader_epoch, offset)?;
+        self.next_offset = offset + 1;
+        let h = BatchHeader::parse(&bytes).map_err(LogError::Corrupt)?;
+        if record_batch(&mut self.producers, &mut self.txns, &h, &bytes) {
+            self.write_active_txn_index()?;
+        }
+        self.unflushed_records += 1;
+        Ok(LogAppendInfo {
+            first_offset: offset,
+            last_offset: offset,
+            record_count: 1,
+            max_timestamp: now_ms,
+            offset_of_max_timestamp: offset,
+            log_append_time_ms: -1,
+            log_start_offset: self.log_start_offset,
+            duplicate: false,
+        })
+    }
+
+    fn write_active_txn_index(&self) -> Result<(), LogError> {
+        let base = self.active().base_offset();
+        self.txns.write_segment(&self.dir, base, i64::MAX)
+    }
+
+    /// The first offset a read_committed reader may not see yet, below `hw`: the start of the
+    /// oldest transaction that is open, or ended by a marker not yet below `hw`.
+    pub fn last_stable_offset(&self, hw: i64) -> i64 {
+        let open = self.producers.first_ongoing_offset().unwrap_or(i64::MAX);
+        let unstable = self.txns.first_unstable(hw).unwrap_or(i64::MAX);
+        hw.min(open).min(unstable)
+    }
+
+    /// The high watermark moved: transactions whose markers it passed are stable.
+    pub fn on_high_watermark(&mut self, hw: i64) {
+        self.txns.on_high_watermark(hw);
+    }
+
+    /// Aborted transactions a read_committed fetch of `[start, upper)` must be told about.
+    pub fn aborted_txns(&self, start: i64, upper: i64) -> Vec<AbortedTxn> {
+        self.txns.collect(start, upper)
     }
 
     /// The producer state as of the log end.
@@ -408,6 +474,9 @@ impl Log {
             }
         }
         let mut at = from.max(self.log_start_offset);
+        // Aborted transactions before the replay start are on disk; the replay re-adds the rest.
+        let mut txns = TxnIndex::load(&self.dir, self.segments.keys().copied())?;
+        txns.truncate_to(at);
         let mut buf = Vec::new();
         while at < self.next_offset {
             let Some(slice) = self.read(at, 1 << 20, self.next_offset, true)?.slice else {
@@ -416,11 +485,11 @@ impl Log {
             buf.clear();
             slice.read_into(&mut buf).at(&self.dir)?;
             let before = at;
-            for (h, _) in sluice_protocol::batch::BatchIter::new(&buf).map_while(Result::ok) {
+            for (h, b) in sluice_protocol::batch::BatchIter::new(&buf).map_while(Result::ok) {
                 if h.next_offset() <= at {
                     continue;
                 }
-                record_batch(&mut state, &h);
+                record_batch(&mut state, &mut txns, &h, b);
                 at = h.next_offset();
             }
             if at == before {
@@ -428,6 +497,12 @@ impl Log {
             }
         }
         self.producers = state;
+        self.txns = txns;
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        for (i, base) in bases.iter().enumerate() {
+            let next = bases.get(i + 1).copied().unwrap_or(i64::MAX);
+            self.txns.write_segment(&self.dir, *base, next)?;
+        }
         Ok(())
     }
 
@@ -460,7 +535,9 @@ impl Log {
             self.epoch_cache
                 .assign(h.partition_leader_epoch, h.base_offset)?;
             self.next_offset = h.next_offset();
-            record_batch(&mut self.producers, &h);
+            if record_batch(&mut self.producers, &mut self.txns, &h, batch) {
+                self.write_active_txn_index()?;
+            }
             self.unflushed_records += h.record_count.max(0) as u64;
             at += size;
         }
@@ -670,6 +747,7 @@ impl Log {
             .next()
             .expect("an active segment remains");
         self.log_start_offset = self.log_start_offset.max(first);
+        self.txns.forget_before(first);
         info!(partition = %self.tp, segments = count, log_start_offset = self.log_start_offset, "deleted old log segments");
         Ok(count)
     }
@@ -744,6 +822,7 @@ impl Log {
             fs::remove_file(&p).at(&p)?;
         }
         self.producers = ProducerStateManager::new();
+        self.txns.clear();
         Ok(())
     }
 
@@ -878,25 +957,102 @@ fn producer_batch(h: &BatchHeader) -> ProducerBatch {
         } else {
             last as i32
         },
+        transactional: h.is_transactional(),
     }
 }
 
-/// Record an appended (offset-assigned) batch if an idempotent producer wrote it.
-fn record_batch(state: &mut ProducerStateManager, h: &BatchHeader) {
-    if h.producer_id >= 0 && !h.is_control() {
+/// A transaction marker: which producer's transaction ends, how, and by which coordinator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Marker {
+    pub producer_id: i64,
+    pub epoch: i16,
+    pub commit: bool,
+    pub coordinator_epoch: i32,
+}
+
+/// Kafka's control batch for a marker: transactional + control attributes, no sequence, one
+/// record whose key is (version 0, type 0 abort / 1 commit) and value (version 0,
+/// coordinator epoch).
+fn control_batch(m: &Marker, now_ms: i64) -> Result<Vec<u8>, LogError> {
+    let key = control_key(m.commit);
+    let mut value = Vec::with_capacity(6);
+    value.extend_from_slice(&0i16.to_be_bytes());
+    value.extend_from_slice(&m.coordinator_epoch.to_be_bytes());
+    let mut b =
+        sluice_protocol::batch::BatchBuilder::new(sluice_protocol::compression::Compression::None)
+            .with_producer(m.producer_id, m.epoch, sluice_protocol::batch::NO_SEQUENCE)
+            .with_transactional(true)
+            .with_control(true);
+    b.append(now_ms, Some(&key), Some(&value), &[]);
+    b.build(0)
+        .map_err(|e| LogError::InvalidRecord(format!("cannot build a marker: {e}")))
+}
+
+fn control_key(commit: bool) -> [u8; 4] {
+    let mut key = [0u8; 4];
+    key[2..].copy_from_slice(&i16::from(commit).to_be_bytes());
+    key
+}
+
+/// The marker in a control batch, if it is one: (commit, coordinator epoch).
+fn read_marker(bytes: &[u8]) -> Option<(bool, i32)> {
+    let mut found = None;
+    let _ = sluice_protocol::batch::for_each_record(
+        bytes,
+        sluice_protocol::batch::RecordLimits::default(),
+        |r| {
+            let key = r.key.filter(|k| k.len() >= 4 && found.is_none());
+            if let Some(key) = key {
+                let kind = i16::from_be_bytes([key[2], key[3]]);
+                let epoch = r
+                    .value
+                    .filter(|v| v.len() >= 6)
+                    .map_or(-1, |v| i32::from_be_bytes([v[2], v[3], v[4], v[5]]));
+                if kind == 0 || kind == 1 {
+                    found = Some((kind == 1, epoch));
+                }
+            }
+            Ok(())
+        },
+    );
+    found
+}
+
+/// Record an appended (offset-assigned) batch in the producer state: an idempotent or
+/// transactional producer's data, or a transaction marker (which may end a transaction, and
+/// if it aborted one, adds it to the txn index: returns true then).
+fn record_batch(
+    state: &mut ProducerStateManager,
+    txns: &mut TxnIndex,
+    h: &BatchHeader,
+    bytes: &[u8],
+) -> bool {
+    if h.producer_id < 0 {
+        return false;
+    }
+    if !h.is_control() {
         state.record(
             &producer_batch(h),
             h.base_offset,
             h.last_offset(),
             h.max_timestamp,
         );
+        return false;
     }
-}
-
-/// Record the idempotent batches of appended (offset-assigned) bytes.
-fn record_producers(state: &mut ProducerStateManager, bytes: &[u8]) {
-    for (h, _) in sluice_protocol::batch::BatchIter::new(bytes).map_while(Result::ok) {
-        record_batch(state, &h);
+    let Some((commit, coordinator_epoch)) = read_marker(bytes) else {
+        return false;
+    };
+    let done = state.record_marker(
+        h.producer_id,
+        h.producer_epoch,
+        coordinator_epoch,
+        commit,
+        h.base_offset,
+        h.max_timestamp,
+    );
+    match done {
+        Some(t) => txns.complete(&t, state.first_ongoing_offset()),
+        None => false,
     }
 }
 

@@ -9,7 +9,7 @@
 //! byte format: the last batch of each producer) let a restart replay only the log after
 //! the newest snapshot.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 
 use crate::error::LogError;
 
@@ -30,11 +30,39 @@ pub struct BatchMeta {
     pub timestamp: i64,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ProducerEntry {
     pub epoch: i16,
     /// Oldest first.
     pub batches: VecDeque<BatchMeta>,
+    /// Timestamp of the producer's last write (batch or marker), for expiry.
+    pub last_timestamp: i64,
+    /// Epoch of the transaction coordinator that wrote this producer's last marker (-1: none).
+    pub coordinator_epoch: i32,
+    /// First offset of the producer's open transaction in this partition.
+    pub txn_first_offset: Option<i64>,
+}
+
+impl Default for ProducerEntry {
+    fn default() -> Self {
+        Self {
+            epoch: 0,
+            batches: VecDeque::new(),
+            last_timestamp: -1,
+            coordinator_epoch: -1,
+            txn_first_offset: None,
+        }
+    }
+}
+
+/// A transaction that a marker ended in this partition: its producer and offsets (the data
+/// from `first_offset`, the marker at `last_offset`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct CompletedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
+    pub aborted: bool,
 }
 
 /// What the leader should do with a batch.
@@ -52,6 +80,8 @@ pub struct ProducerBatch {
     pub epoch: i16,
     pub first_seq: i32,
     pub last_seq: i32,
+    /// Part of a transaction.
+    pub transactional: bool,
 }
 
 fn next_seq(seq: i32) -> i32 {
@@ -65,6 +95,8 @@ fn next_seq(seq: i32) -> i32 {
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ProducerStateManager {
     producers: HashMap<i64, ProducerEntry>,
+    /// Open transactions: first offset -> producer id.
+    ongoing: BTreeMap<i64, i64>,
 }
 
 impl ProducerStateManager {
@@ -136,6 +168,11 @@ impl ProducerStateManager {
             e.epoch = b.epoch;
             e.batches.clear();
         }
+        e.last_timestamp = ts;
+        if b.transactional && e.txn_first_offset.is_none() {
+            e.txn_first_offset = Some(first_offset);
+            self.ongoing.insert(first_offset, b.producer_id);
+        }
         e.batches.push_back(BatchMeta {
             first_seq: b.first_seq,
             last_seq: b.last_seq,
@@ -148,12 +185,72 @@ impl ProducerStateManager {
         }
     }
 
-    /// Forget producers whose last write is older than `producer.id.expiration.ms`.
+    /// May the coordinator write a marker for this producer? An older producer epoch or an
+    /// older coordinator epoch than the last marker's is fenced.
+    pub fn check_marker(
+        &self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+    ) -> Result<(), LogError> {
+        let Some(e) = self.producers.get(&producer_id) else {
+            return Ok(());
+        };
+        if epoch < e.epoch {
+            return Err(LogError::InvalidProducerEpoch(format!(
+                "marker epoch {epoch} of producer {producer_id} is older than the current epoch {}",
+                e.epoch
+            )));
+        }
+        if coordinator_epoch < e.coordinator_epoch {
+            return Err(LogError::CoordinatorFenced(format!(
+                "marker for producer {producer_id} from coordinator epoch {coordinator_epoch}, \
+                 older than {}",
+                e.coordinator_epoch
+            )));
+        }
+        Ok(())
+    }
+
+    /// Record a commit/abort marker written at `offset`: the producer's open transaction (if
+    /// any) ends there. A marker may carry a newer epoch (a fenced producer's transaction
+    /// aborted by its coordinator): the producer's sequences start over.
+    pub fn record_marker(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        coordinator_epoch: i32,
+        commit: bool,
+        offset: i64,
+        ts: i64,
+    ) -> Option<CompletedTxn> {
+        let e = self.producers.entry(producer_id).or_default();
+        if epoch != e.epoch {
+            e.epoch = epoch;
+            e.batches.clear();
+        }
+        e.coordinator_epoch = coordinator_epoch;
+        e.last_timestamp = ts;
+        let first = e.txn_first_offset.take()?;
+        self.ongoing.remove(&first);
+        Some(CompletedTxn {
+            producer_id,
+            first_offset: first,
+            last_offset: offset,
+            aborted: !commit,
+        })
+    }
+
+    /// The first offset of the oldest open transaction.
+    pub fn first_ongoing_offset(&self) -> Option<i64> {
+        self.ongoing.keys().next().copied()
+    }
+
+    /// Forget producers whose last write is older than `producer.id.expiration.ms` (never
+    /// one with an open transaction).
     pub fn expire(&mut self, now_ms: i64, expiration_ms: i64) {
         self.producers.retain(|_, e| {
-            e.batches
-                .back()
-                .is_none_or(|b| now_ms.saturating_sub(b.timestamp) < expiration_ms)
+            e.txn_first_offset.is_some() || now_ms.saturating_sub(e.last_timestamp) < expiration_ms
         });
     }
 
@@ -165,21 +262,24 @@ impl ProducerStateManager {
         body.extend_from_slice(&(ids.len() as i32).to_be_bytes());
         for id in ids {
             let e = &self.producers[id];
-            let Some(last) = e.batches.back() else {
-                continue;
+            // A producer whose epoch a marker moved has no batch yet: Kafka's empty entry.
+            let (last_seq, last_offset, delta) = match e.batches.back() {
+                Some(b) => (
+                    b.last_seq,
+                    b.last_offset,
+                    (b.last_offset - b.first_offset) as i32,
+                ),
+                None => (-1, -1, 0),
             };
             body.extend_from_slice(&id.to_be_bytes());
             body.extend_from_slice(&e.epoch.to_be_bytes());
-            body.extend_from_slice(&last.last_seq.to_be_bytes());
-            body.extend_from_slice(&last.last_offset.to_be_bytes());
-            body.extend_from_slice(&((last.last_offset - last.first_offset) as i32).to_be_bytes());
-            body.extend_from_slice(&last.timestamp.to_be_bytes());
-            body.extend_from_slice(&(-1i32).to_be_bytes()); // coordinator epoch
-            body.extend_from_slice(&(-1i64).to_be_bytes()); // current txn first offset
+            body.extend_from_slice(&last_seq.to_be_bytes());
+            body.extend_from_slice(&last_offset.to_be_bytes());
+            body.extend_from_slice(&delta.to_be_bytes());
+            body.extend_from_slice(&e.last_timestamp.to_be_bytes());
+            body.extend_from_slice(&e.coordinator_epoch.to_be_bytes());
+            body.extend_from_slice(&e.txn_first_offset.unwrap_or(-1).to_be_bytes());
         }
-        // Entries without a batch were skipped: fix the count.
-        let count = ((body.len() - 4) / ENTRY_BYTES) as i32;
-        body[..4].copy_from_slice(&count.to_be_bytes());
         let mut out = Vec::with_capacity(6 + body.len());
         out.extend_from_slice(&SNAPSHOT_VERSION.to_be_bytes());
         out.extend_from_slice(&crc32c::crc32c(&body).to_be_bytes());
@@ -206,6 +306,7 @@ impl ProducerStateManager {
             return Err("snapshot length does not match its entry count".into());
         }
         let mut producers = HashMap::with_capacity(count as usize);
+        let mut ongoing = BTreeMap::new();
         for e in entries.chunks_exact(ENTRY_BYTES) {
             let i64_at = |at: usize| {
                 let mut a = [0u8; 8];
@@ -219,18 +320,33 @@ impl ProducerStateManager {
             let last_offset = i64_at(14);
             let delta = i32_at(22);
             let timestamp = i64_at(26);
-            let first_seq = last_seq.wrapping_sub(delta).max(0);
+            let coordinator_epoch = i32_at(34);
+            let txn_first_offset = Some(i64_at(38)).filter(|o| *o >= 0);
             let mut batches = VecDeque::new();
-            batches.push_back(BatchMeta {
-                first_seq,
-                last_seq,
-                first_offset: last_offset - i64::from(delta),
-                last_offset,
-                timestamp,
-            });
-            producers.insert(id, ProducerEntry { epoch, batches });
+            if last_offset >= 0 {
+                batches.push_back(BatchMeta {
+                    first_seq: last_seq.wrapping_sub(delta).max(0),
+                    last_seq,
+                    first_offset: last_offset - i64::from(delta),
+                    last_offset,
+                    timestamp,
+                });
+            }
+            if let Some(first) = txn_first_offset {
+                ongoing.insert(first, id);
+            }
+            producers.insert(
+                id,
+                ProducerEntry {
+                    epoch,
+                    batches,
+                    last_timestamp: timestamp,
+                    coordinator_epoch,
+                    txn_first_offset,
+                },
+            );
         }
-        Ok(Self { producers })
+        Ok(Self { producers, ongoing })
     }
 }
 
@@ -244,6 +360,7 @@ mod tests {
             epoch,
             first_seq,
             last_seq: first_seq + (n - 1),
+            transactional: false,
         }
     }
 

@@ -520,6 +520,7 @@ impl LogSegment {
             self.log_path.clone(),
             self.offset_index.path().to_path_buf(),
             self.time_index.path().to_path_buf(),
+            self.log_path.with_extension("txnindex"),
         ];
         drop(self);
         for p in paths {

@@ -593,3 +593,130 @@ fn followers_learn_producer_state_from_what_they_copy() {
         Err(LogError::OutOfOrderSequence(_))
     ));
 }
+
+/// A transactional batch of `n` records.
+fn transactional(pid: i64, epoch: i16, seq: i32, n: usize) -> Vec<u8> {
+    let mut b = BatchBuilder::new(Compression::None)
+        .with_producer(pid, epoch, seq)
+        .with_transactional(true);
+    for i in 0..n {
+        b.append(NOW, None, Some(format!("t{seq}-{i}").as_bytes()), &[]);
+    }
+    b.build(0).unwrap()
+}
+
+fn marker(pid: i64, epoch: i16, commit: bool, coordinator_epoch: i32) -> sluice_storage::Marker {
+    sluice_storage::Marker {
+        producer_id: pid,
+        epoch,
+        commit,
+        coordinator_epoch,
+    }
+}
+
+#[test]
+fn transactions_hold_the_stable_offset_and_aborts_are_indexed_across_restarts_and_truncation() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    log.append_as_leader(batch(2, NOW, Compression::None), 0, NOW)
+        .unwrap(); // 0-1
+    log.append_as_leader(transactional(5, 0, 0, 3), 0, NOW)
+        .unwrap(); // 2-4
+    log.append_as_leader(transactional(6, 0, 0, 2), 0, NOW)
+        .unwrap(); // 5-6
+                   // Both open: nothing from 2 on is stable.
+    assert_eq!(log.last_stable_offset(7), 2);
+    let abort = log.append_marker(&marker(5, 0, false, 3), 0, NOW).unwrap();
+    assert_eq!(abort.first_offset, 7);
+    // Producer 6 is still open; the abort is recorded with that stable offset.
+    assert_eq!(log.last_stable_offset(8), 5);
+    let aborted = log.aborted_txns(0, 8);
+    assert_eq!(aborted.len(), 1);
+    assert_eq!(
+        (
+            aborted[0].producer_id,
+            aborted[0].first_offset,
+            aborted[0].last_offset
+        ),
+        (5, 2, 7)
+    );
+    let commit = log.append_marker(&marker(6, 0, true, 3), 0, NOW).unwrap();
+    assert_eq!(commit.first_offset, 8);
+    // Ended, but the markers are unstable until the high watermark passes them.
+    assert_eq!(log.last_stable_offset(8), 5);
+    log.on_high_watermark(9);
+    assert_eq!(log.last_stable_offset(9), 9);
+    // Markers from an older coordinator or an older producer epoch are fenced.
+    assert!(matches!(
+        log.append_marker(&marker(6, 0, true, 2), 0, NOW),
+        Err(LogError::CoordinatorFenced(_))
+    ));
+    // A marker with a newer epoch (a fenced producer's transaction aborted) moves the epoch.
+    log.append_as_leader(transactional(6, 0, 2, 1), 0, NOW)
+        .unwrap(); // 9
+    log.append_marker(&marker(6, 1, false, 3), 0, NOW).unwrap(); // 10
+    assert!(matches!(
+        log.append_as_leader(transactional(6, 0, 3, 1), 0, NOW),
+        Err(LogError::InvalidProducerEpoch(_))
+    ));
+    assert!(matches!(
+        log.append_marker(&marker(6, 0, false, 3), 0, NOW),
+        Err(LogError::InvalidProducerEpoch(_))
+    ));
+    // An open transaction in a later segment, then a crash: the snapshot at the last roll
+    // plus the replay bring back both the open transaction and the aborted ones.
+    for _ in 0..20 {
+        log.append_as_leader(batch(5, NOW, Compression::None), 0, NOW)
+            .unwrap();
+    }
+    let open = log
+        .append_as_leader(transactional(8, 0, 0, 1), 0, NOW)
+        .unwrap();
+    let late_abort = log.append_marker(&marker(8, 0, false, 3), 0, NOW).unwrap();
+    let open_again = log
+        .append_as_leader(transactional(8, 0, 1, 1), 0, NOW)
+        .unwrap();
+    assert!(log.segment_count() > 2);
+    let end = log.log_end_offset();
+    let expect_aborted = log.aborted_txns(0, end);
+    assert_eq!(expect_aborted.len(), 3);
+    drop(log);
+    let log = reopen(dir.path(), small_segments(), false, 0);
+    assert_eq!(log.aborted_txns(0, end), expect_aborted);
+    assert_eq!(log.last_stable_offset(end), open_again.first_offset);
+    // Only the entries a fetch range needs.
+    assert_eq!(log.aborted_txns(late_abort.first_offset, end).len(), 1);
+    // Clean close and reopen: the same.
+    let mut log = log;
+    log.close(NOW).unwrap();
+    drop(log);
+    let mut log = reopen(dir.path(), small_segments(), true, 0);
+    assert_eq!(log.aborted_txns(0, end), expect_aborted);
+    assert_eq!(log.last_stable_offset(end), open_again.first_offset);
+    // Truncating the late abort away reopens producer 8's first transaction.
+    log.truncate_to(late_abort.first_offset, NOW).unwrap();
+    assert_eq!(log.aborted_txns(0, end).len(), 2);
+    assert_eq!(
+        log.last_stable_offset(log.log_end_offset()),
+        open.first_offset
+    );
+    // A follower copying the leader's markers learns the same.
+    let mut follower =
+        Log::create(&dir.path().join("f"), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    let mut next = 0;
+    while next < log.log_end_offset() {
+        let slice = log
+            .read(next, 1 << 20, log.log_end_offset(), true)
+            .unwrap()
+            .slice
+            .unwrap();
+        let mut buf = Vec::new();
+        slice.read_into(&mut buf).unwrap();
+        next = follower.append_as_follower(&buf, NOW).unwrap();
+    }
+    assert_eq!(follower.aborted_txns(0, end), log.aborted_txns(0, end));
+    assert_eq!(
+        follower.last_stable_offset(next),
+        log.last_stable_offset(next)
+    );
+}
