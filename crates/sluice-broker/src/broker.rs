@@ -10,6 +10,7 @@ use crate::group::coordinator::GroupCoordinator;
 use crate::handlers::HandlerTable;
 use crate::metadata_cache::MetadataCache;
 use crate::replica_manager::ReplicaManager;
+use crate::txn::coordinator::TxnCoordinator;
 
 pub struct Broker {
     pub node_id: i32,
@@ -21,6 +22,7 @@ pub struct Broker {
     pub handlers: HandlerTable,
     pub producer_ids: ProducerIdBlock,
     pub groups: Arc<GroupCoordinator>,
+    pub txns: Arc<TxnCoordinator>,
 }
 
 /// Producer ids reserved from the controller in blocks, handed out one by one.

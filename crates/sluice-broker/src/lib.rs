@@ -17,11 +17,13 @@
 //! - [`broker`]: [`Broker`], the shared state every handler receives.
 //! - [`group`]: consumer groups: the group state machine, `__consumer_offsets` records, the
 //!   coordinator task.
-//! - [`txn`]: transactions — so far the coordinator's pure per-transactional-id state
-//!   machine.
+//! - [`txn`]: transactions: the coordinator's pure per-transactional-id state machine,
+//!   `__transaction_state` records, the coordinator task and its marker writer.
+//! - [`broker_conn`]: broker-to-broker Kafka-protocol connections.
 //! - [`error_map`]: storage errors to Kafka error codes, in one place.
 
 pub mod broker;
+pub mod broker_conn;
 pub mod controller_api;
 pub mod error_map;
 pub mod group;

@@ -28,6 +28,12 @@ impl MetadataCache {
         let _ = tokio::time::timeout(timeout, rx.changed()).await;
     }
 
+    /// A receiver that sees every published image's metadata offset (for tasks that react to
+    /// changes without missing one between waits).
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<i64> {
+        self.offset.subscribe()
+    }
+
     /// Wait until the published image has reached metadata offset `offset`; false on
     /// timeout.
     pub async fn wait_for_offset(&self, offset: i64, timeout: std::time::Duration) -> bool {

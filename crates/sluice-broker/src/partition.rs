@@ -11,7 +11,8 @@ use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 use sluice_storage::log::FileSlice;
 use sluice_storage::log_manager::SharedLog;
-use sluice_storage::{LogAppendInfo, LogError};
+use sluice_storage::txn_index::AbortedTxn;
+use sluice_storage::{LogAppendInfo, LogError, Marker};
 use tokio::sync::Notify;
 
 use crate::error_map::log_error_code;
@@ -53,6 +54,8 @@ pub struct ReadResult {
     pub last_stable_offset: i64,
     pub log_start_offset: i64,
     pub slice: Option<FileSlice>,
+    /// read_committed: the aborted transactions in the range read.
+    pub aborted: Vec<AbortedTxn>,
 }
 
 /// Which offsets a reader may see.
@@ -210,6 +213,25 @@ impl Partition {
         acks: i16,
         now_ms: i64,
     ) -> Result<LogAppendInfo, AppendError> {
+        self.append_leader(records, acks, now_ms, true)
+    }
+
+    /// Append a coordinator's own batches (see `Log::append_as_coordinator`); acks=all rules.
+    pub fn append_as_coordinator(
+        &self,
+        records: Vec<u8>,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, AppendError> {
+        self.append_leader(records, -1, now_ms, false)
+    }
+
+    fn append_leader(
+        &self,
+        records: Vec<u8>,
+        acks: i16,
+        now_ms: i64,
+        client: bool,
+    ) -> Result<LogAppendInfo, AppendError> {
         let min_isr = self.settings().min_insync_replicas;
         let mut log = self
             .log
@@ -234,14 +256,65 @@ impl Partition {
                 ),
             ));
         }
-        let info = log
-            .append_as_leader(records, epoch, now_ms)
-            .map_err(AppendError::Log)?;
-        lock(&self.state).on_local_append(log.log_end_offset());
+        let appended = if client {
+            log.append_as_leader(records, epoch, now_ms)
+        } else {
+            log.append_as_coordinator(records, epoch, now_ms)
+        };
+        let info = appended.map_err(AppendError::Log)?;
+        self.after_leader_append(log);
+        Ok(info)
+    }
+
+    fn after_leader_append(&self, mut log: std::sync::RwLockWriteGuard<'_, sluice_storage::Log>) {
+        let hw = {
+            let mut s = lock(&self.state);
+            s.on_local_append(log.log_end_offset());
+            s.high_watermark()
+        };
+        log.on_high_watermark(hw);
         drop(log);
         // Followers wait on the log end, consumers on the HW: both are woken.
         self.wake_waiters();
-        Ok(info)
+    }
+
+    /// Write a transaction marker as leader (the coordinator's WriteTxnMarkers). Like an
+    /// acks=all append, it needs `min.insync.replicas` in sync. Returns the marker's append
+    /// and the leader epoch it was written in (for [`Partition::ack_state`]).
+    pub fn append_marker(
+        &self,
+        marker: &Marker,
+        now_ms: i64,
+    ) -> Result<(LogAppendInfo, i32), AppendError> {
+        let min_isr = self.settings().min_insync_replicas;
+        let mut log = self
+            .log
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (epoch, isr_len) = {
+            let s = lock(&self.state);
+            if !s.is_leader() {
+                return Err(AppendError::Code(
+                    ErrorCode::NotLeaderOrFollower,
+                    format!("this broker is not the leader of {}", self.tp),
+                ));
+            }
+            (s.leader_epoch(), s.isr().len() as i32)
+        };
+        if isr_len < min_isr {
+            return Err(AppendError::Code(
+                ErrorCode::NotEnoughReplicas,
+                format!(
+                    "the in-sync replicas of {} are {isr_len}, below min.insync.replicas={min_isr}",
+                    self.tp
+                ),
+            ));
+        }
+        let info = log
+            .append_marker(marker, epoch, now_ms)
+            .map_err(AppendError::Log)?;
+        self.after_leader_append(log);
+        Ok((info, epoch))
     }
 
     /// Leader: a follower fetched from `fetch_offset`, so it has everything below it. The
@@ -322,7 +395,9 @@ impl Partition {
         let mut s = lock(&self.state);
         s.on_local_append(leo);
         s.on_leader_high_watermark(leader_hw);
+        let hw = s.high_watermark();
         drop(s);
+        log.on_high_watermark(hw);
         drop(log);
         self.wake_waiters();
         Ok(Some(leo))
@@ -393,17 +468,86 @@ impl Partition {
     ) -> Result<ReadResult, LogError> {
         let log = self.read_log();
         let hw = self.high_watermark();
+        let lso = log.last_stable_offset(hw);
         let upper = match isolation {
             FetchIsolation::LogEnd => log.log_end_offset(),
-            FetchIsolation::HighWatermark | FetchIsolation::TxnCommitted => hw,
+            FetchIsolation::HighWatermark => hw,
+            FetchIsolation::TxnCommitted => lso,
         };
         let info = log.read(fetch_offset, max_bytes, upper, min_one_batch)?;
+        let aborted = match (&info.slice, isolation) {
+            (Some(_), FetchIsolation::TxnCommitted) => log.aborted_txns(fetch_offset, upper),
+            _ => Vec::new(),
+        };
         Ok(ReadResult {
             high_watermark: hw,
-            last_stable_offset: hw,
+            last_stable_offset: lso,
             log_start_offset: log.log_start_offset(),
             slice: info.slice,
+            aborted,
         })
+    }
+
+    /// The last stable offset (read_committed consumers' end).
+    pub fn last_stable_offset(&self) -> i64 {
+        let log = self.read_log();
+        log.last_stable_offset(self.high_watermark())
+    }
+
+    /// Wait (at most `timeout`) until an append that ends at `end`, made as leader in
+    /// `leader_epoch`, is committed or this replica is deposed (see [`Self::ack_state`]).
+    pub async fn wait_committed(
+        &self,
+        end: i64,
+        leader_epoch: i32,
+        timeout: std::time::Duration,
+    ) -> AckState {
+        let notify = Arc::new(Notify::new());
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            self.add_waiter(&notify);
+            let state = self.ack_state(end, leader_epoch);
+            if state != AckState::Waiting {
+                return state;
+            }
+            if tokio::time::timeout_at(deadline, notify.notified())
+                .await
+                .is_err()
+            {
+                return self.ack_state(end, leader_epoch);
+            }
+        }
+    }
+
+    /// Every batch from the log start to the log end, with its bytes (coordinators loading
+    /// their state). Stops at the first unreadable chunk.
+    pub fn scan(&self, mut visit: impl FnMut(&sluice_protocol::batch::BatchHeader, &[u8])) {
+        let mut next = self.log_start_offset();
+        let mut buf = Vec::new();
+        loop {
+            let read = match self.read(next, 1 << 20, FetchIsolation::LogEnd, true) {
+                Ok(r) => r,
+                Err(e) => {
+                    tracing::warn!(partition = %self.tp, error = %e, "cannot read to load state");
+                    return;
+                }
+            };
+            let Some(slice) = read.slice else { return };
+            buf.clear();
+            if slice.read_into(&mut buf).is_err() {
+                return;
+            }
+            let before = next;
+            for (h, bytes) in sluice_protocol::batch::BatchIter::new(&buf).map_while(Result::ok) {
+                if h.next_offset() > next {
+                    next = h.next_offset();
+                    visit(&h, bytes);
+                }
+            }
+            if next == before {
+                return;
+            }
+        }
     }
 
     /// Register a fetch waiting for this partition to grow; woken once by the next change.

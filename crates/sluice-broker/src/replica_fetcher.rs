@@ -8,25 +8,22 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
 use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, FetchResponse, OffsetForLeaderEpochRequest,
-    OffsetForLeaderEpochResponse, RequestHeader, TopicName,
+    OffsetForLeaderEpochResponse, TopicName,
 };
-use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
+use kafka_protocol::protocol::StrBytes;
 use sluice_metadata::config::BrokerConfig;
-use sluice_protocol::frame;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
+use crate::broker_conn::{broker_address, BrokerConn};
 use crate::metadata_cache::MetadataCache;
 use crate::partition::{FetchedFrom, Partition};
 use crate::replica_manager::ReplicaManager;
@@ -59,55 +56,6 @@ impl FetcherConfig {
                 c.number("replica.fetch.backoff.ms").clamp(10, 60_000) as u64
             ),
         }
-    }
-}
-
-/// A Kafka-protocol connection to one leader.
-struct LeaderConn {
-    stream: TcpStream,
-    correlation: i32,
-    client_id: StrBytes,
-}
-
-impl LeaderConn {
-    async fn connect(addr: &str, node_id: i32) -> std::io::Result<Self> {
-        let stream = TcpStream::connect(addr).await?;
-        let _ = stream.set_nodelay(true);
-        Ok(Self {
-            stream,
-            correlation: 0,
-            client_id: StrBytes::from_string(format!("sluice-replica-fetcher-{node_id}")),
-        })
-    }
-
-    async fn call<Req: Encodable, Resp: Decodable>(
-        &mut self,
-        key: ApiKey,
-        version: i16,
-        req: &Req,
-    ) -> std::io::Result<Resp> {
-        self.correlation = self.correlation.wrapping_add(1);
-        let header = RequestHeader::default()
-            .with_request_api_key(key as i16)
-            .with_request_api_version(version)
-            .with_correlation_id(self.correlation)
-            .with_client_id(Some(self.client_id.clone()));
-        let mut out = BytesMut::new();
-        frame::encode_request(&mut out, &header, req).map_err(std::io::Error::other)?;
-        self.stream.write_all(&out).await?;
-        let size = self.stream.read_i32().await?;
-        if !(0..=256 * 1024 * 1024).contains(&size) {
-            return Err(std::io::Error::other(format!("response of {size} bytes")));
-        }
-        let mut buf = vec![0u8; size as usize];
-        self.stream.read_exact(&mut buf).await?;
-        let mut frame_bytes = Bytes::from(buf);
-        let h = frame::decode_response_header(&mut frame_bytes, key, version)
-            .map_err(std::io::Error::other)?;
-        if h.correlation_id != self.correlation {
-            return Err(std::io::Error::other("correlation id mismatch"));
-        }
-        Resp::decode(&mut frame_bytes, version).map_err(std::io::Error::other)
     }
 }
 
@@ -151,13 +99,7 @@ impl ReplicaFetcherManager {
     }
 
     fn address_of(&self, leader: i32) -> Option<String> {
-        let image = self.metadata.current();
-        let b = image.brokers.get(&leader).filter(|b| !b.fenced)?;
-        let e = match &self.listener {
-            Some(name) => b.endpoints.iter().find(|e| &e.name == name),
-            None => b.endpoints.first(),
-        }?;
-        Some(format!("{}:{}", e.host, e.port))
+        broker_address(&self.metadata.current(), leader, self.listener.as_deref())
     }
 
     /// Keep one fetcher per leader running until shutdown.
@@ -185,7 +127,7 @@ impl ReplicaFetcherManager {
     }
 
     async fn fetch_from(&self, leader: i32, shutdown: watch::Receiver<bool>) {
-        let mut conn: Option<LeaderConn> = None;
+        let mut conn: Option<BrokerConn> = None;
         // Leader epoch each partition was last truncated for.
         let mut synced: HashMap<TopicPartition, i32> = HashMap::new();
         loop {
@@ -200,7 +142,13 @@ impl ReplicaFetcherManager {
                 Some(c) => c,
                 None => {
                     let connected = match self.address_of(leader) {
-                        Some(addr) => LeaderConn::connect(&addr, self.node_id).await,
+                        Some(addr) => {
+                            BrokerConn::connect(
+                                &addr,
+                                &format!("sluice-replica-fetcher-{}", self.node_id),
+                            )
+                            .await
+                        }
                         None => Err(std::io::Error::other("leader has no live endpoint")),
                     };
                     match connected {
@@ -236,7 +184,7 @@ impl ReplicaFetcherManager {
     /// the leader (or to their HW when the leader cannot say).
     async fn truncate_new_epochs(
         &self,
-        c: &mut LeaderConn,
+        c: &mut BrokerConn,
         parts: &[Arc<Partition>],
         synced: &mut HashMap<TopicPartition, i32>,
     ) -> std::io::Result<()> {
@@ -309,7 +257,7 @@ impl ReplicaFetcherManager {
 
     async fn fetch_once(
         &self,
-        c: &mut LeaderConn,
+        c: &mut BrokerConn,
         leader: i32,
         parts: &[Arc<Partition>],
     ) -> std::io::Result<()> {

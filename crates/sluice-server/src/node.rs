@@ -19,6 +19,7 @@ use sluice_broker::handlers::HandlerTable;
 use sluice_broker::metadata_cache::{MetadataCache, MetadataPublisher};
 use sluice_broker::network::{self, NetworkLimits};
 use sluice_broker::replica_fetcher::ReplicaFetcherManager;
+use sluice_broker::txn::coordinator::{TxnConfig, TxnCoordinator};
 use sluice_broker::{now_ms, Broker, ReplicaManager};
 use sluice_controller::rpc::Heartbeat;
 use sluice_controller::{ControllerDefaults, QuorumConfig, QuorumController};
@@ -72,6 +73,7 @@ pub struct Node {
 struct BrokerParts {
     replicas: Arc<ReplicaManager>,
     groups: Arc<GroupCoordinator>,
+    txns: Arc<TxnCoordinator>,
     client: Arc<ControllerClient>,
     heartbeat: Heartbeat,
     heartbeat_stop: watch::Sender<bool>,
@@ -383,6 +385,12 @@ impl Node {
         let groups = GroupCoordinator::start(
             CoordinatorConfig::from_broker(&config),
             Arc::clone(&replicas),
+            Arc::clone(&cache),
+        );
+        let txns = TxnCoordinator::start(
+            TxnConfig::from_broker(node_id, &config),
+            Arc::clone(&replicas),
+            Arc::clone(&cache),
         );
         let fetchers =
             ReplicaFetcherManager::new(node_id, Arc::clone(&replicas), Arc::clone(&cache), &config);
@@ -398,6 +406,7 @@ impl Node {
             handlers: HandlerTable::standard(),
             producer_ids: Default::default(),
             groups: Arc::clone(&groups),
+            txns: Arc::clone(&txns),
         });
 
         tokio::spawn(sluice_broker::isr::run_isr_checks(
@@ -448,6 +457,7 @@ impl Node {
             broker: Some(BrokerParts {
                 replicas,
                 groups,
+                txns,
                 client,
                 heartbeat,
                 heartbeat_stop,
@@ -481,6 +491,7 @@ impl Node {
         if let Some(b) = self.broker {
             // Parked group requests are answered first, so their connections can close.
             b.groups.shutdown().await;
+            b.txns.shutdown().await;
             for s in self.servers {
                 let _ = s.await;
             }

@@ -260,7 +260,33 @@ impl Log {
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<LogAppendInfo, LogError> {
-        let (idempotent, duplicate) = self.check_producers(&records)?;
+        self.append_from(records, leader_epoch, now_ms, true)
+    }
+
+    /// Append a coordinator's own batches as leader (Kafka's `AppendOrigin.COORDINATOR`): a
+    /// group coordinator writing a producer's transactional offset commit. Only the
+    /// producer's epoch is checked, not its sequence numbers (the coordinator has none).
+    pub fn append_as_coordinator(
+        &mut self,
+        records: Vec<u8>,
+        leader_epoch: i32,
+        now_ms: i64,
+    ) -> Result<LogAppendInfo, LogError> {
+        self.append_from(records, leader_epoch, now_ms, false)
+    }
+
+    fn append_from(
+        &mut self,
+        records: Vec<u8>,
+        leader_epoch: i32,
+        now_ms: i64,
+        client: bool,
+    ) -> Result<LogAppendInfo, LogError> {
+        let (idempotent, duplicate) = if client {
+            self.check_producers(&records)?
+        } else {
+            self.check_epochs(&records)?
+        };
         if let Some(d) = duplicate {
             return Ok(LogAppendInfo {
                 first_offset: d.first_offset,
@@ -399,6 +425,20 @@ impl Log {
     /// Aborted transactions a read_committed fetch of `[start, upper)` must be told about.
     pub fn aborted_txns(&self, start: i64, upper: i64) -> Vec<AbortedTxn> {
         self.txns.collect(start, upper)
+    }
+
+    /// Coordinator origin: every producer batch must be of its producer's current epoch or a
+    /// newer one.
+    fn check_epochs(&self, records: &[u8]) -> Result<(bool, Option<BatchMeta>), LogError> {
+        let mut any = false;
+        for (h, _) in sluice_protocol::batch::BatchIter::new(records).map_while(Result::ok) {
+            if h.producer_id >= 0 {
+                any = true;
+                self.producers
+                    .check_epoch(h.producer_id, h.producer_epoch)?;
+            }
+        }
+        Ok((any, None))
     }
 
     /// The producer state as of the log end.

@@ -185,6 +185,17 @@ impl ProducerStateManager {
         }
     }
 
+    /// Is `epoch` the producer's current epoch or newer?
+    pub fn check_epoch(&self, producer_id: i64, epoch: i16) -> Result<(), LogError> {
+        match self.producers.get(&producer_id) {
+            Some(e) if epoch < e.epoch => Err(LogError::InvalidProducerEpoch(format!(
+                "producer {producer_id} epoch {epoch} is older than the current epoch {}",
+                e.epoch
+            ))),
+            _ => Ok(()),
+        }
+    }
+
     /// May the coordinator write a marker for this producer? An older producer epoch or an
     /// older coordinator epoch than the last marker's is fenced.
     pub fn check_marker(

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use sluice_protocol::batch::{decode_records, BatchBuilder, BatchIter, RecordLimits};
+use sluice_protocol::batch::{decode_records, BatchBuilder, RecordLimits};
 use sluice_protocol::compression::Compression;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
@@ -24,7 +24,7 @@ use super::records::{GroupValue, OffsetValue, OffsetsKey};
 use super::state::{
     Effect, GroupConfig, GroupMachine, GroupState, JoinOutcome, JoinRequest, SyncOutcome, Token,
 };
-use crate::partition::FetchIsolation;
+use crate::metadata_cache::MetadataCache;
 use crate::replica_manager::ReplicaManager;
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -94,6 +94,19 @@ pub struct CommitRequest {
     pub offsets: Vec<(String, i32, i64, i32, Option<String>)>,
 }
 
+/// A TxnOffsetCommit request, decoded.
+#[derive(Clone, Debug)]
+pub struct TxnCommitRequest {
+    pub group_id: String,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub generation: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    /// (topic, partition, offset, leader epoch, metadata)
+    pub offsets: Vec<(String, i32, i64, i32, Option<String>)>,
+}
+
 /// A described group.
 #[derive(Clone, Debug)]
 pub struct GroupDescription {
@@ -134,8 +147,16 @@ enum Command {
     Fetch(
         String,
         Option<Vec<(String, Vec<i32>)>>,
+        bool,
         oneshot::Sender<Result<Vec<CommittedRow>, ErrorCode>>,
     ),
+    TxnCommit(
+        TxnCommitRequest,
+        oneshot::Sender<Result<Vec<Option<ErrorCode>>, ErrorCode>>,
+    ),
+    /// A transaction marker reached `__consumer_offsets` partition .1 for producer .0:
+    /// commit (.2) or drop its pending offsets there.
+    CompleteTxn(i64, i32, bool, oneshot::Sender<()>),
     List(oneshot::Sender<Result<Vec<GroupListing>, ErrorCode>>),
     Describe(
         Vec<String>,
@@ -150,14 +171,21 @@ enum Command {
         Vec<(String, i32)>,
         oneshot::Sender<Result<Vec<Option<ErrorCode>>, ErrorCode>>,
     ),
-    Loaded(Box<LoadResult>),
+    Loaded {
+        partition: i32,
+        epoch: i32,
+        result: Box<LoadResult>,
+    },
     /// Answer everything parked with NOT_COORDINATOR and stop (node shutdown).
     Stop,
 }
 
+#[derive(Default)]
 struct LoadResult {
     offsets: HashMap<String, Committed>,
     groups: Vec<(String, Option<GroupValue>)>,
+    /// Offsets committed in transactions not yet ended: by producer id, then group.
+    pending: HashMap<i64, HashMap<String, Committed>>,
 }
 
 /// Handle to the coordinator task; cheap to share.
@@ -173,13 +201,15 @@ fn gone<T>(r: Result<T, oneshot::error::RecvError>, fallback: T) -> T {
 }
 
 impl GroupCoordinator {
-    /// Start the coordinator task; it loads `__consumer_offsets` in the background.
+    /// Start the coordinator task; it loads each `__consumer_offsets` partition this broker
+    /// comes to lead, in the background.
     pub fn start(
         config: CoordinatorConfig,
         replicas: Arc<ReplicaManager>,
+        metadata: Arc<MetadataCache>,
     ) -> Arc<GroupCoordinator> {
         let (tx, rx) = mpsc::channel(1024);
-        let task = tokio::spawn(run(config.clone(), replicas, rx, tx.clone()));
+        let task = tokio::spawn(run(config.clone(), replicas, metadata, rx, tx.clone()));
         Arc::new(GroupCoordinator {
             tx,
             task: std::sync::Mutex::new(Some(task)),
@@ -235,14 +265,41 @@ impl GroupCoordinator {
     }
 
     /// Committed offsets of a group: the named partitions, or all when `topics` is None.
+    /// With `require_stable`, offsets a transaction has committed but not yet ended make the
+    /// answer UNSTABLE_OFFSET_COMMIT (KIP-447: the client retries).
     pub async fn fetch(
         &self,
         group: String,
         topics: Option<Vec<(String, Vec<i32>)>>,
+        require_stable: bool,
     ) -> Result<Vec<CommittedRow>, ErrorCode> {
         let (tx, rx) = oneshot::channel();
-        let _ = self.tx.send(Command::Fetch(group, topics, tx)).await;
+        let _ = self
+            .tx
+            .send(Command::Fetch(group, topics, require_stable, tx))
+            .await;
         gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
+    }
+
+    /// TxnOffsetCommit: offsets written in the producer's transaction, applied when its
+    /// commit marker arrives.
+    pub async fn txn_commit(
+        &self,
+        req: TxnCommitRequest,
+    ) -> Result<Vec<Option<ErrorCode>>, ErrorCode> {
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Command::TxnCommit(req, tx)).await;
+        gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
+    }
+
+    /// A marker for `producer_id` was written to `__consumer_offsets` partition `partition`.
+    pub async fn complete_txn(&self, producer_id: i64, partition: i32, commit: bool) {
+        let (tx, rx) = oneshot::channel();
+        let _ = self
+            .tx
+            .send(Command::CompleteTxn(producer_id, partition, commit, tx))
+            .await;
+        let _ = rx.await;
     }
 
     /// (group id, protocol type, state) of every group.
@@ -323,10 +380,15 @@ struct Coordinator {
     replicas: Arc<ReplicaManager>,
     machine: GroupMachine,
     offsets: HashMap<String, Committed>,
+    /// Offsets of open transactions: producer id -> group -> offsets.
+    pending: HashMap<i64, HashMap<String, Committed>>,
     next_token: Token,
-    joins: HashMap<Token, oneshot::Sender<JoinOutcome>>,
-    syncs: HashMap<Token, oneshot::Sender<SyncOutcome>>,
-    loaded: bool,
+    /// Parked JoinGroup/SyncGroup answers, with their group.
+    joins: HashMap<Token, (String, oneshot::Sender<JoinOutcome>)>,
+    syncs: HashMap<Token, (String, oneshot::Sender<SyncOutcome>)>,
+    /// `__consumer_offsets` partitions led here: leader epoch, loaded yet.
+    owned: HashMap<i32, (i32, bool)>,
+    tx: mpsc::Sender<Command>,
 }
 
 fn now_ms() -> i64 {
@@ -336,28 +398,24 @@ fn now_ms() -> i64 {
 async fn run(
     config: CoordinatorConfig,
     replicas: Arc<ReplicaManager>,
+    metadata: Arc<MetadataCache>,
     mut rx: mpsc::Receiver<Command>,
     tx: mpsc::Sender<Command>,
 ) {
     let mut c = Coordinator {
         machine: GroupMachine::new(config.group.clone()),
         config,
-        replicas: Arc::clone(&replicas),
+        replicas,
         offsets: HashMap::new(),
+        pending: HashMap::new(),
         next_token: 1,
         joins: HashMap::new(),
         syncs: HashMap::new(),
-        loaded: false,
+        owned: HashMap::new(),
+        tx,
     };
-    let loader = tokio::task::spawn_blocking(move || load(&replicas));
-    let loader_tx = tx;
-    let forward = tokio::spawn(async move {
-        let result = loader.await.unwrap_or_else(|_| LoadResult {
-            offsets: HashMap::new(),
-            groups: Vec::new(),
-        });
-        let _ = loader_tx.send(Command::Loaded(Box::new(result))).await;
-    });
+    let mut images = metadata.subscribe();
+    c.follow_leadership();
     let mut expiry =
         tokio::time::interval(Duration::from_millis(c.config.offsets_retention_check_ms));
     loop {
@@ -373,11 +431,18 @@ async fn run(
         tokio::select! {
             cmd = rx.recv() => match cmd {
                 Some(Command::Stop) | None => {
-                    c.unload();
+                    c.unload_all();
                     break;
                 }
                 Some(cmd) => c.handle(cmd),
             },
+            changed = images.changed() => {
+                if changed.is_err() {
+                    c.unload_all();
+                    break;
+                }
+                c.follow_leadership();
+            }
             _ = sleep => {
                 let fx = c.machine.tick(now_ms());
                 tracing::debug!(effects = fx.len(), "group timers fired");
@@ -386,80 +451,77 @@ async fn run(
             _ = expiry.tick() => c.expire_offsets(now_ms()),
         }
     }
-    forward.abort();
 }
 
-/// Read every local `__consumer_offsets` partition: offsets and group metadata.
-fn load(replicas: &ReplicaManager) -> LoadResult {
-    let mut offsets: HashMap<String, Committed> = HashMap::new();
+/// Read one `__consumer_offsets` partition: offsets, group metadata, and the offsets of
+/// transactions that no marker has ended yet.
+fn load(replicas: &ReplicaManager, partition: i32) -> LoadResult {
+    let mut out = LoadResult::default();
+    let Some(p) = replicas.get(&TopicPartition::new(OFFSETS_TOPIC, partition)) else {
+        return out;
+    };
     let mut groups: BTreeMap<String, Option<GroupValue>> = BTreeMap::new();
-    let mut partitions: Vec<_> = replicas
-        .all()
-        .into_iter()
-        .filter(|p| p.tp.topic == OFFSETS_TOPIC)
-        .collect();
-    partitions.sort_by_key(|p| p.tp.partition);
-    for p in partitions {
-        let mut next = p.log_start_offset();
-        loop {
-            let read = match p.read(next, 1 << 20, FetchIsolation::HighWatermark, true) {
-                Ok(r) => r,
-                Err(e) => {
-                    warn!(partition = %p.tp, error = %e, "cannot load offsets");
-                    break;
-                }
-            };
-            let Some(slice) = read.slice else { break };
-            let mut buf = Vec::new();
-            if slice.read_into(&mut buf).is_err() {
-                break;
-            }
-            let before = next;
-            for item in BatchIter::new(&buf) {
-                let Ok((h, bytes)) = item else { break };
-                next = h.next_offset();
-                if h.is_control() {
-                    continue;
-                }
-                let Ok(records) = decode_records(bytes, RecordLimits::default()) else {
-                    continue;
-                };
-                for r in records {
-                    let Some(key) = r.key.as_deref().and_then(OffsetsKey::decode) else {
-                        continue;
-                    };
-                    match key {
-                        OffsetsKey::Offset {
-                            group,
-                            topic,
-                            partition,
-                        } => {
-                            let entry = offsets.entry(group).or_default();
-                            match r.value.as_deref().and_then(OffsetValue::decode) {
-                                Some(v) => {
-                                    entry.insert((topic, partition), v);
-                                }
-                                None => {
-                                    entry.remove(&(topic, partition));
-                                }
-                            }
-                        }
-                        OffsetsKey::Group { group } => {
-                            groups.insert(group, r.value.as_deref().and_then(GroupValue::decode));
-                        }
+    p.scan(|h, bytes| {
+        if h.is_control() {
+            // A marker: the producer's pending offsets are applied (commit) or dropped.
+            let commit = decode_records(bytes, RecordLimits::default())
+                .ok()
+                .and_then(|r| r.into_iter().next())
+                .and_then(|r| r.key)
+                .is_some_and(|k| k.len() >= 4 && k[2..4] == [0, 1]);
+            if let Some(by_group) = out.pending.remove(&h.producer_id) {
+                if commit {
+                    for (group, committed) in by_group {
+                        out.offsets.entry(group).or_default().extend(committed);
                     }
                 }
             }
-            if next == before {
-                break;
+            return;
+        }
+        let Ok(records) = decode_records(bytes, RecordLimits::default()) else {
+            return;
+        };
+        for r in records {
+            let Some(key) = r.key.as_deref().and_then(OffsetsKey::decode) else {
+                continue;
+            };
+            match key {
+                OffsetsKey::Offset {
+                    group,
+                    topic,
+                    partition,
+                } => {
+                    let value = r.value.as_deref().and_then(OffsetValue::decode);
+                    if h.is_transactional() {
+                        if let Some(v) = value {
+                            out.pending
+                                .entry(h.producer_id)
+                                .or_default()
+                                .entry(group)
+                                .or_default()
+                                .insert((topic, partition), v);
+                        }
+                        continue;
+                    }
+                    let entry = out.offsets.entry(group).or_default();
+                    match value {
+                        Some(v) => {
+                            entry.insert((topic, partition), v);
+                        }
+                        None => {
+                            entry.remove(&(topic, partition));
+                        }
+                    }
+                }
+                OffsetsKey::Group { group } => {
+                    groups.insert(group, r.value.as_deref().and_then(GroupValue::decode));
+                }
             }
         }
-    }
-    offsets.retain(|_, o| !o.is_empty());
-    LoadResult {
-        offsets,
-        groups: groups.into_iter().collect(),
-    }
+    });
+    out.offsets.retain(|_, o| !o.is_empty());
+    out.groups = groups.into_iter().collect();
+    out
 }
 
 impl Coordinator {
@@ -470,41 +532,38 @@ impl Coordinator {
 
     fn handle(&mut self, cmd: Command) {
         let now = now_ms();
-        if let Command::Loaded(result) = cmd {
-            for (group, value) in result.groups {
-                match value {
-                    Some(v) => self.machine.restore(&group, &v, now),
-                    None => self.machine.forget(&group),
-                }
-            }
-            for group in result.offsets.keys() {
-                if self.machine.group(group).is_none() {
-                    self.machine.ensure_group(group, now);
-                }
-            }
-            self.offsets = result.offsets;
-            self.loaded = true;
-            info!(
-                groups = self.machine.groups().count(),
-                "group coordinator loaded __consumer_offsets"
-            );
-            return;
+        if let Command::Loaded {
+            partition,
+            epoch,
+            result,
+        } = cmd
+        {
+            return self.loaded(partition, epoch, *result, now);
         }
-        if !self.loaded {
-            let code = ErrorCode::CoordinatorLoadInProgress;
+        let group = match &cmd {
+            Command::Join(r, _) => Some(r.group_id.as_str()),
+            Command::Sync(r, _) => Some(r.group_id.as_str()),
+            Command::Heartbeat(g, ..)
+            | Command::Leave(g, ..)
+            | Command::Fetch(g, ..)
+            | Command::DeleteOffsets(g, ..) => Some(g.as_str()),
+            Command::Commit(r, _) => Some(r.group_id.as_str()),
+            Command::TxnCommit(r, _) => Some(r.group_id.as_str()),
+            _ => None,
+        };
+        if let Some(Err(code)) = group.map(|g| self.route(g)) {
             match cmd {
                 Command::Join(r, tx) => drop(tx.send(join_error(code, &r.member_id))),
                 Command::Sync(_, tx) => drop(tx.send(sync_error(code))),
                 // Kafka answers heartbeats NONE while loading.
-                Command::Heartbeat(.., tx) => drop(tx.send(None)),
-                Command::Leave(.., tx)
-                | Command::Delete(.., tx)
-                | Command::DeleteOffsets(.., tx) => drop(tx.send(Err(code))),
-                Command::Commit(_, tx) => drop(tx.send(Err(code))),
+                Command::Heartbeat(.., tx) => {
+                    let _ =
+                        tx.send(Some(code).filter(|c| *c != ErrorCode::CoordinatorLoadInProgress));
+                }
+                Command::Leave(.., tx) | Command::DeleteOffsets(.., tx) => drop(tx.send(Err(code))),
+                Command::Commit(_, tx) | Command::TxnCommit(_, tx) => drop(tx.send(Err(code))),
                 Command::Fetch(.., tx) => drop(tx.send(Err(code))),
-                Command::List(tx) => drop(tx.send(Err(code))),
-                Command::Describe(_, tx) => drop(tx.send(Err(code))),
-                Command::Loaded(_) | Command::Stop => {}
+                _ => {}
             }
             return;
         }
@@ -517,13 +576,13 @@ impl Coordinator {
                     "JoinGroup"
                 );
                 let t = self.token();
-                self.joins.insert(t, tx);
+                self.joins.insert(t, (req.group_id.clone(), tx));
                 let fx = self.machine.join(req, t, now);
                 self.apply(fx);
             }
             Command::Sync(req, tx) => {
                 let t = self.token();
-                self.syncs.insert(t, tx);
+                self.syncs.insert(t, (req.group_id.clone(), tx));
                 let fx = self.machine.sync(&req, t, now);
                 self.apply(fx);
             }
@@ -545,7 +604,11 @@ impl Coordinator {
             Command::Commit(req, tx) => {
                 let _ = tx.send(self.commit(req, now));
             }
-            Command::Fetch(group, topics, tx) => {
+            Command::Fetch(group, topics, require_stable, tx) => {
+                if require_stable && self.has_pending(&group, topics.as_deref()) {
+                    let _ = tx.send(Err(ErrorCode::UnstableOffsetCommit));
+                    return;
+                }
                 let committed = self.offsets.get(&group);
                 let out = match topics {
                     Some(topics) => topics
@@ -586,36 +649,194 @@ impl Coordinator {
                 let _ = tx.send(Ok(out));
             }
             Command::Delete(groups, tx) => {
-                let results = groups.iter().map(|g| self.delete_group(g, now)).collect();
+                let results = groups
+                    .iter()
+                    .map(|g| match self.route(g) {
+                        Ok(()) => self.delete_group(g, now),
+                        Err(code) => Some(code),
+                    })
+                    .collect();
                 let _ = tx.send(Ok(results));
+            }
+            Command::TxnCommit(req, tx) => {
+                let _ = tx.send(self.txn_commit(req, now));
+            }
+            Command::CompleteTxn(producer_id, partition, commit, tx) => {
+                self.complete_txn(producer_id, partition, commit);
+                let _ = tx.send(());
             }
             Command::DeleteOffsets(group, partitions, tx) => {
                 let _ = tx.send(self.delete_offsets(&group, &partitions, now));
             }
-            Command::Loaded(_) | Command::Stop => {}
+            Command::Loaded { .. } | Command::Stop => {}
         }
     }
 
+    /// Whether this broker coordinates `group` now: the leader of its partition, loaded.
+    fn route(&self, group: &str) -> Result<(), ErrorCode> {
+        match self
+            .owned
+            .get(&partition_for(group, self.config.offsets_partitions))
+        {
+            None => Err(ErrorCode::NotCoordinator),
+            Some((_, false)) => Err(ErrorCode::CoordinatorLoadInProgress),
+            Some((_, true)) => Ok(()),
+        }
+    }
+
+    /// Load the `__consumer_offsets` partitions this broker now leads (a new leader epoch
+    /// reloads), and drop the groups of those it no longer leads.
+    fn follow_leadership(&mut self) {
+        for partition in 0..self.config.offsets_partitions {
+            let tp = TopicPartition::new(OFFSETS_TOPIC, partition);
+            let led = self
+                .replicas
+                .get(&tp)
+                .filter(|p| p.is_leader())
+                .map(|p| p.leader_epoch());
+            let current = self.owned.get(&partition).map(|(e, _)| *e);
+            if led == current {
+                continue;
+            }
+            if current.is_some() {
+                self.unload(partition);
+            }
+            let Some(epoch) = led else { continue };
+            self.owned.insert(partition, (epoch, false));
+            let replicas = Arc::clone(&self.replicas);
+            let tx = self.tx.clone();
+            tokio::spawn(async move {
+                let result = tokio::task::spawn_blocking(move || load(&replicas, partition))
+                    .await
+                    .unwrap_or_default();
+                let _ = tx
+                    .send(Command::Loaded {
+                        partition,
+                        epoch,
+                        result: Box::new(result),
+                    })
+                    .await;
+            });
+        }
+    }
+
+    fn loaded(&mut self, partition: i32, epoch: i32, result: LoadResult, now: i64) {
+        match self.owned.get_mut(&partition) {
+            Some((e, loaded)) if *e == epoch => *loaded = true,
+            _ => return, // leadership moved on while loading
+        }
+        for (group, value) in result.groups {
+            match value {
+                Some(v) => self.machine.restore(&group, &v, now),
+                None => self.machine.forget(&group),
+            }
+        }
+        for group in result.offsets.keys() {
+            if self.machine.group(group).is_none() {
+                self.machine.ensure_group(group, now);
+            }
+        }
+        let groups = result.offsets.len();
+        self.offsets.extend(result.offsets);
+        for (producer_id, by_group) in result.pending {
+            self.pending
+                .entry(producer_id)
+                .or_default()
+                .extend(by_group);
+        }
+        info!(
+            partition,
+            epoch, groups, "group coordinator loaded {OFFSETS_TOPIC}-{partition}"
+        );
+    }
+
+    /// Stop coordinating the groups of `partition`: their parked requests are answered
+    /// NOT_COORDINATOR and their state is dropped (the new leader loads it).
+    fn unload(&mut self, partition: i32) {
+        self.owned.remove(&partition);
+        let n = self.config.offsets_partitions;
+        let mine = |g: &str| partition_for(g, n) == partition;
+        let parked: Vec<Token> = self
+            .joins
+            .iter()
+            .filter(|(_, (g, _))| mine(g))
+            .map(|(t, _)| *t)
+            .collect();
+        for t in parked {
+            if let Some((_, tx)) = self.joins.remove(&t) {
+                let _ = tx.send(join_error(ErrorCode::NotCoordinator, ""));
+            }
+        }
+        let parked: Vec<Token> = self
+            .syncs
+            .iter()
+            .filter(|(_, (g, _))| mine(g))
+            .map(|(t, _)| *t)
+            .collect();
+        for t in parked {
+            if let Some((_, tx)) = self.syncs.remove(&t) {
+                let _ = tx.send(sync_error(ErrorCode::NotCoordinator));
+            }
+        }
+        let groups: Vec<String> = self
+            .machine
+            .groups()
+            .filter(|g| mine(&g.id))
+            .map(|g| g.id.clone())
+            .collect();
+        for g in &groups {
+            self.machine.forget(g);
+        }
+        self.offsets.retain(|g, _| !mine(g));
+        for by_group in self.pending.values_mut() {
+            by_group.retain(|g, _| !mine(g));
+        }
+        self.pending.retain(|_, by_group| !by_group.is_empty());
+        info!(
+            partition,
+            groups = groups.len(),
+            "group coordinator unloaded {OFFSETS_TOPIC}-{partition}"
+        );
+    }
+
     /// Answer every parked request NOT_COORDINATOR (this broker stops coordinating).
-    fn unload(&mut self) {
-        for (_, tx) in self.joins.drain() {
+    fn unload_all(&mut self) {
+        let partitions: Vec<i32> = self.owned.keys().copied().collect();
+        for p in partitions {
+            self.unload(p);
+        }
+        for (_, (_, tx)) in self.joins.drain() {
             let _ = tx.send(join_error(ErrorCode::NotCoordinator, ""));
         }
-        for (_, tx) in self.syncs.drain() {
+        for (_, (_, tx)) in self.syncs.drain() {
             let _ = tx.send(sync_error(ErrorCode::NotCoordinator));
         }
+    }
+
+    /// Whether a transaction has written offsets of `group` (for these partitions, or any)
+    /// that no marker has settled yet.
+    fn has_pending(&self, group: &str, topics: Option<&[(String, Vec<i32>)]>) -> bool {
+        self.pending
+            .values()
+            .filter_map(|g| g.get(group))
+            .any(|c| match topics {
+                None => !c.is_empty(),
+                Some(topics) => topics
+                    .iter()
+                    .any(|(t, ps)| ps.iter().any(|p| c.contains_key(&(t.clone(), *p)))),
+            })
     }
 
     fn apply(&mut self, fx: Vec<Effect>) {
         for e in fx {
             match e {
                 Effect::Join(t, outcome) => {
-                    if let Some(tx) = self.joins.remove(&t) {
+                    if let Some((_, tx)) = self.joins.remove(&t) {
                         let _ = tx.send(outcome);
                     }
                 }
                 Effect::Sync(t, outcome) => {
-                    if let Some(tx) = self.syncs.remove(&t) {
+                    if let Some((_, tx)) = self.syncs.remove(&t) {
                         let _ = tx.send(outcome);
                     }
                 }
@@ -649,6 +870,17 @@ impl Coordinator {
         group: &str,
         records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     ) -> Result<(), ErrorCode> {
+        self.append_batch(group, records, None)
+    }
+
+    /// Append records to the group's `__consumer_offsets` partition; with `producer`, as
+    /// that producer's transactional batch (ended later by its marker).
+    fn append_batch(
+        &self,
+        group: &str,
+        records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        producer: Option<(i64, i16)>,
+    ) -> Result<(), ErrorCode> {
         let tp = TopicPartition::new(
             OFFSETS_TOPIC,
             partition_for(group, self.config.offsets_partitions),
@@ -656,14 +888,63 @@ impl Coordinator {
         let partition = self.replicas.get(&tp).ok_or(ErrorCode::NotCoordinator)?;
         let now = now_ms();
         let mut b = BatchBuilder::new(Compression::None);
+        if let Some((id, epoch)) = producer {
+            b.set_producer(id, epoch, 0);
+            b = b.with_transactional(true);
+        }
         for (k, v) in &records {
             b.append(now, Some(k), v.as_deref(), &[]);
         }
         let bytes = b.build(0).map_err(|_| ErrorCode::UnknownServerError)?;
-        partition
-            .append_as_leader(bytes, -1, now)
-            .map(|_| ())
-            .map_err(|e| e.code())
+        let appended = match producer {
+            Some(_) => partition.append_as_coordinator(bytes, now),
+            None => partition.append_as_leader(bytes, -1, now),
+        };
+        appended.map(|_| ()).map_err(|e| match e.code() {
+            ErrorCode::NotLeaderOrFollower => ErrorCode::NotCoordinator,
+            code => code,
+        })
+    }
+
+    /// The records of an offset commit: per offset its result (metadata too large is
+    /// refused), the records to write and the values to remember once written.
+    #[allow(clippy::type_complexity)]
+    fn offset_records(
+        &self,
+        group: &str,
+        offsets: &[(String, i32, i64, i32, Option<String>)],
+        now: i64,
+    ) -> (
+        Vec<Option<ErrorCode>>,
+        Vec<(Vec<u8>, Option<Vec<u8>>)>,
+        Vec<((String, i32), OffsetValue)>,
+    ) {
+        let max = self.config.offset_metadata_max_bytes;
+        let mut results = Vec::with_capacity(offsets.len());
+        let mut records = Vec::new();
+        let mut accepted = Vec::new();
+        for (topic, partition, offset, epoch, metadata) in offsets {
+            let metadata = metadata.clone().unwrap_or_default();
+            if metadata.encode_utf16().count() > max {
+                results.push(Some(ErrorCode::OffsetMetadataTooLarge));
+                continue;
+            }
+            let value = OffsetValue {
+                offset: *offset,
+                leader_epoch: *epoch,
+                metadata,
+                commit_timestamp: now,
+            };
+            let key = OffsetsKey::Offset {
+                group: group.to_string(),
+                topic: topic.clone(),
+                partition: *partition,
+            };
+            records.push((key.encode(), Some(value.encode())));
+            accepted.push(((topic.clone(), *partition), value));
+            results.push(None);
+        }
+        (results, records, accepted)
     }
 
     fn commit(
@@ -679,31 +960,7 @@ impl Coordinator {
             req.version,
             now,
         )?;
-        let max = self.config.offset_metadata_max_bytes;
-        let mut results = Vec::with_capacity(req.offsets.len());
-        let mut records = Vec::new();
-        let mut accepted = Vec::new();
-        for (topic, partition, offset, epoch, metadata) in &req.offsets {
-            let metadata = metadata.clone().unwrap_or_default();
-            if metadata.encode_utf16().count() > max {
-                results.push(Some(ErrorCode::OffsetMetadataTooLarge));
-                continue;
-            }
-            let value = OffsetValue {
-                offset: *offset,
-                leader_epoch: *epoch,
-                metadata,
-                commit_timestamp: now,
-            };
-            let key = OffsetsKey::Offset {
-                group: req.group_id.clone(),
-                topic: topic.clone(),
-                partition: *partition,
-            };
-            records.push((key.encode(), Some(value.encode())));
-            accepted.push(((topic.clone(), *partition), value));
-            results.push(None);
-        }
+        let (results, records, accepted) = self.offset_records(&req.group_id, &req.offsets, now);
         if !records.is_empty() {
             if let Err(code) = self.append(&req.group_id, records) {
                 return Ok(results.into_iter().map(|r| r.or(Some(code))).collect());
@@ -714,6 +971,64 @@ impl Coordinator {
             committed.insert(k, v);
         }
         Ok(results)
+    }
+
+    /// TxnOffsetCommit: written now as the producer's transactional batch, visible (to
+    /// OffsetFetch) only once the commit marker arrives.
+    fn txn_commit(
+        &mut self,
+        req: TxnCommitRequest,
+        now: i64,
+    ) -> Result<Vec<Option<ErrorCode>>, ErrorCode> {
+        self.machine.check_txn_commit(
+            &req.group_id,
+            req.generation,
+            &req.member_id,
+            req.instance_id.as_deref(),
+            now,
+        )?;
+        let (results, records, accepted) = self.offset_records(&req.group_id, &req.offsets, now);
+        if !records.is_empty() {
+            let producer = Some((req.producer_id, req.producer_epoch));
+            if let Err(code) = self.append_batch(&req.group_id, records, producer) {
+                return Ok(results.into_iter().map(|r| r.or(Some(code))).collect());
+            }
+        }
+        let pending = self
+            .pending
+            .entry(req.producer_id)
+            .or_default()
+            .entry(req.group_id.clone())
+            .or_default();
+        for (k, v) in accepted {
+            pending.insert(k, v);
+        }
+        Ok(results)
+    }
+
+    /// A marker for `producer_id` in `partition`: its pending offsets of the groups there
+    /// become committed (commit) or are dropped (abort).
+    fn complete_txn(&mut self, producer_id: i64, partition: i32, commit: bool) {
+        let n = self.config.offsets_partitions;
+        let Some(by_group) = self.pending.get_mut(&producer_id) else {
+            return;
+        };
+        let groups: Vec<String> = by_group
+            .keys()
+            .filter(|g| partition_for(g, n) == partition)
+            .cloned()
+            .collect();
+        for g in groups {
+            let Some(offsets) = by_group.remove(&g) else {
+                continue;
+            };
+            if commit {
+                self.offsets.entry(g).or_default().extend(offsets);
+            }
+        }
+        if by_group.is_empty() {
+            self.pending.remove(&producer_id);
+        }
     }
 
     fn describe(&self, group: &str) -> Option<GroupDescription> {
@@ -839,9 +1154,6 @@ impl Coordinator {
 
     /// Offsets of groups that have had no members for `offsets.retention.minutes` expire.
     fn expire_offsets(&mut self, now: i64) {
-        if !self.loaded {
-            return;
-        }
         let retention = self.config.offsets_retention_ms;
         let expired: Vec<String> = self
             .machine

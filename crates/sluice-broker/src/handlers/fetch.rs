@@ -1,5 +1,6 @@
 //! Fetch (key 1): read from each requested partition up to the high watermark (the log end
-//! for a follower), at most `partition_max_bytes` each and `max_bytes` in all, but always the
+//! for a follower; the last stable offset for read_committed, with the aborted transactions
+//! of the range read), at most `partition_max_bytes` each and `max_bytes` in all, but always the
 //! whole first batch found (KIP-74). If fewer than `min_bytes` are ready the request parks
 //! on the partitions' wake-ups until data arrives or `max_wait_ms` passes: no polling.
 //! Sessions (KIP-227) are not kept: every response is a full, sessionless one (session id
@@ -10,7 +11,9 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use kafka_protocol::messages::fetch_request::FetchPartition;
-use kafka_protocol::messages::fetch_response::{FetchableTopicResponse, PartitionData};
+use kafka_protocol::messages::fetch_response::{
+    AbortedTransaction, FetchableTopicResponse, PartitionData,
+};
 use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
 use sluice_metadata::Uuid;
 use sluice_protocol::batch::BatchIter;
@@ -196,7 +199,17 @@ fn read_all(
                     data.last_stable_offset = read.last_stable_offset;
                     data.log_start_offset = read.log_start_offset;
                     if isolation == FetchIsolation::TxnCommitted {
-                        data.aborted_transactions = Some(Vec::new());
+                        data.aborted_transactions = Some(
+                            read.aborted
+                                .iter()
+                                .map(|a| {
+                                    let mut t = AbortedTransaction::default();
+                                    t.producer_id = a.producer_id.into();
+                                    t.first_offset = a.first_offset;
+                                    t
+                                })
+                                .collect(),
+                        );
                     }
                     if let Some(slice) = read.slice {
                         let mut buf = Vec::new();
@@ -218,7 +231,7 @@ fn read_all(
                     errors = true;
                     let mut data = empty_partition(index, log_error_code(&e));
                     data.high_watermark = p.high_watermark();
-                    data.last_stable_offset = data.high_watermark;
+                    data.last_stable_offset = p.last_stable_offset();
                     data.log_start_offset = p.log_start_offset();
                     data
                 }

@@ -1,6 +1,6 @@
 //! FindCoordinator (key 10): the coordinator of a consumer group is the leader of the
-//! group's `__consumer_offsets` partition, which is created on first use. Transaction
-//! coordinators arrive with transactions (COORDINATOR_NOT_AVAILABLE until then).
+//! group's `__consumer_offsets` partition, that of a transactional id the leader of its
+//! `__transaction_state` partition; both topics are created on first use.
 
 use bytes::Bytes;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
@@ -12,39 +12,79 @@ use crate::broker::Broker;
 use crate::group::coordinator::{partition_for, OFFSETS_TOPIC};
 use crate::handlers::metadata::brokers_for_listener;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
+use crate::txn::coordinator::TXN_TOPIC;
 
 handler!(ApiKey::FindCoordinator, 0, 6, handle);
 
 const KEY_GROUP: i8 = 0;
+const KEY_TRANSACTION: i8 = 1;
 
 /// Create `__consumer_offsets` if it does not exist yet (Kafka's settings: compacted,
 /// `offsets.topic.num.partitions` partitions, replication capped by live brokers).
 pub async fn ensure_offsets_topic(broker: &Broker) -> Result<(), ErrorCode> {
-    if broker.metadata.current().topic(OFFSETS_TOPIC).is_some() {
+    ensure_internal_topic(
+        broker,
+        OFFSETS_TOPIC,
+        broker.groups.config.offsets_partitions,
+        "offsets.topic.replication.factor",
+        "offsets.topic.segment.bytes",
+        None,
+    )
+    .await
+}
+
+/// Create `__transaction_state` if it does not exist yet (compacted,
+/// `transaction.state.log.*` settings; its `min.insync.replicas` is capped by its
+/// replication factor so a single broker can run transactions).
+pub async fn ensure_transaction_topic(broker: &Broker) -> Result<(), ErrorCode> {
+    ensure_internal_topic(
+        broker,
+        TXN_TOPIC,
+        broker.txns.config.partitions,
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.segment.bytes",
+        Some("transaction.state.log.min.isr"),
+    )
+    .await
+}
+
+async fn ensure_internal_topic(
+    broker: &Broker,
+    name: &str,
+    partitions: i32,
+    replication_key: &str,
+    segment_key: &str,
+    min_isr_key: Option<&str>,
+) -> Result<(), ErrorCode> {
+    if broker.metadata.current().topic(name).is_some() {
         return Ok(());
     }
-    let partitions = broker.groups.config.offsets_partitions;
     let brokers = broker.metadata.current().live_brokers().count().max(1) as i16;
     let rf = broker
         .config
-        .value("offsets.topic.replication.factor")
+        .value(replication_key)
         .and_then(|v| v.parse::<i16>().ok())
         .unwrap_or(3)
         .min(brokers);
     let segment = broker
         .config
-        .value("offsets.topic.segment.bytes")
+        .value(segment_key)
         .unwrap_or_else(|| "104857600".into());
+    let mut configs = vec![
+        ("cleanup.policy".into(), Some("compact".into())),
+        ("compression.type".into(), Some("producer".into())),
+        ("segment.bytes".into(), Some(segment)),
+    ];
+    if let Some(key) = min_isr_key {
+        let min_isr = broker.config.number(key).clamp(1, i64::from(rf));
+        configs.push(("min.insync.replicas".into(), Some(min_isr.to_string())));
+    }
     let spec = CreateTopicSpec {
-        name: OFFSETS_TOPIC.into(),
+        name: name.into(),
         num_partitions: partitions,
         replication_factor: rf,
         assignments: Vec::new(),
-        configs: vec![
-            ("cleanup.policy".into(), Some("compact".into())),
-            ("compression.type".into(), Some("producer".into())),
-            ("segment.bytes".into(), Some(segment)),
-        ],
+        configs,
     };
     match broker
         .call_controller(move |c| c.create_topics(&[spec], false))
@@ -66,17 +106,26 @@ async fn locate(
     key: &str,
     key_type: i8,
 ) -> Result<(i32, String, i32), ErrorCode> {
-    if key_type != KEY_GROUP {
-        return Err(ErrorCode::CoordinatorNotAvailable);
-    }
     if key.is_empty() {
         return Err(ErrorCode::InvalidRequest);
     }
-    ensure_offsets_topic(broker).await?;
+    let (topic, partition) = match key_type {
+        KEY_GROUP => {
+            ensure_offsets_topic(broker).await?;
+            (
+                OFFSETS_TOPIC,
+                partition_for(key, broker.groups.config.offsets_partitions),
+            )
+        }
+        KEY_TRANSACTION => {
+            ensure_transaction_topic(broker).await?;
+            (TXN_TOPIC, broker.txns.partition_for(key))
+        }
+        _ => return Err(ErrorCode::InvalidRequest),
+    };
     let image = broker.metadata.current();
-    let partition = partition_for(key, broker.groups.config.offsets_partitions);
     let leader = image
-        .topic(OFFSETS_TOPIC)
+        .topic(topic)
         .and_then(|t| t.partitions.get(&partition))
         .map(|p| p.leader)
         .filter(|l| *l >= 0)

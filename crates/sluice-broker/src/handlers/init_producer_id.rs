@@ -1,6 +1,7 @@
-//! InitProducerId (key 22) for idempotent producers: a fresh producer id with epoch 0 on
-//! every call, as Kafka does when there is no transactional id. Transactional ids need the
-//! transaction coordinator and are answered COORDINATOR_NOT_AVAILABLE until it exists.
+//! InitProducerId (key 22). Without a transactional id: a fresh producer id with epoch 0 on
+//! every call, as Kafka does. With one: the transaction coordinator of that id (this broker
+//! must be it) answers with the id's producer id and its next epoch, fencing older
+//! instances; an open transaction is aborted first (CONCURRENT_TRANSACTIONS: retry).
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
@@ -8,6 +9,7 @@ use sluice_protocol::ErrorCode;
 use tracing::warn;
 
 use crate::broker::Broker;
+use crate::handlers::find_coordinator::ensure_transaction_topic;
 use crate::request::{HandlerError, RequestContext, Response};
 
 handler!(ApiKey::InitProducerId, 0, 5, handle);
@@ -21,19 +23,40 @@ async fn handle(
     let mut resp = InitProducerIdResponse::default();
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
-    if req.transactional_id.is_some() {
-        resp.error_code = ErrorCode::CoordinatorNotAvailable.code();
-        return ctx.respond(&resp);
-    }
-    match broker.next_producer_id().await {
-        Ok(id) => {
-            resp.producer_id = ProducerId(id);
-            resp.producer_epoch = 0;
-        }
+    let fresh = match broker.next_producer_id().await {
+        Ok(id) => id,
         Err(e) => {
             warn!(error = %e, "producer id allocation failed");
             resp.error_code = ErrorCode::CoordinatorNotAvailable.code();
+            return ctx.respond(&resp);
         }
+    };
+    let transactional_id = req
+        .transactional_id
+        .as_ref()
+        .map(|t| t.to_string())
+        .filter(|t| !t.is_empty());
+    let Some(id) = transactional_id else {
+        resp.producer_id = ProducerId(fresh);
+        resp.producer_epoch = 0;
+        return ctx.respond(&resp);
+    };
+    if let Err(code) = ensure_transaction_topic(broker).await {
+        resp.error_code = code.code();
+        return ctx.respond(&resp);
+    }
+    // KIP-360: a producer that knows its id and epoch presents them.
+    let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
+    match broker
+        .txns
+        .init_producer_id(id, i64::from(req.transaction_timeout_ms), expected, fresh)
+        .await
+    {
+        Ok((producer_id, epoch)) => {
+            resp.producer_id = ProducerId(producer_id);
+            resp.producer_epoch = epoch;
+        }
+        Err(code) => resp.error_code = code.code(),
     }
     ctx.respond(&resp)
 }

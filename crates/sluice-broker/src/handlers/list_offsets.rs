@@ -44,6 +44,7 @@ fn lookup(
     p: &Partition,
     timestamp: i64,
     current_leader_epoch: i32,
+    read_committed: bool,
 ) -> Result<(i64, i64, i32), ErrorCode> {
     p.check_leader_epoch(current_leader_epoch)?;
     let epoch = p.leader_epoch();
@@ -51,16 +52,19 @@ fn lookup(
         .log
         .read()
         .unwrap_or_else(std::sync::PoisonError::into_inner);
+    // What a reader of this isolation level may see.
+    let visible = if read_committed {
+        log.last_stable_offset(p.high_watermark())
+    } else {
+        p.high_watermark()
+    };
     let epoch_of = |offset: i64| {
         log.leader_epoch_cache()
             .epoch_for_offset(offset)
             .unwrap_or(epoch)
     };
     Ok(match timestamp {
-        LATEST => {
-            let hw = p.high_watermark();
-            (hw, -1, epoch)
-        }
+        LATEST => (visible, -1, epoch),
         EARLIEST | EARLIEST_LOCAL => {
             let start = log.log_start_offset();
             (start, -1, epoch_of(start))
@@ -78,9 +82,7 @@ fn lookup(
             .offset_for_timestamp(t)
             .map_err(|e| log_error_code(&e))?
         {
-            Some((offset, ts, e)) if offset < p.high_watermark() => {
-                (offset, ts, e.unwrap_or(epoch))
-            }
+            Some((offset, ts, e)) if offset < visible => (offset, ts, e.unwrap_or(epoch)),
             _ => (-1, -1, -1),
         },
     })
@@ -96,7 +98,12 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
         for part in topic.partitions {
             let tp = TopicPartition::new(topic.name.to_string(), part.partition_index);
             let result = match broker.replicas.get(&tp) {
-                Some(p) => lookup(&p, part.timestamp, part.current_leader_epoch),
+                Some(p) => lookup(
+                    &p,
+                    part.timestamp,
+                    part.current_leader_epoch,
+                    req.isolation_level == 1,
+                ),
                 None if image
                     .topic(&tp.topic)
                     .is_some_and(|t| t.partitions.contains_key(&part.partition_index)) =>

@@ -32,6 +32,8 @@ macro_rules! handler {
     };
 }
 
+pub mod add_offsets_to_txn;
+pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod api_versions;
@@ -45,7 +47,9 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_transactions;
 pub mod elect_leaders;
+pub mod end_txn;
 pub mod fetch;
 pub mod find_coordinator;
 pub mod heartbeat;
@@ -56,6 +60,7 @@ pub mod leave_group;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod list_partition_reassignments;
+pub mod list_transactions;
 pub mod metadata;
 pub mod offset_commit;
 pub mod offset_delete;
@@ -63,6 +68,8 @@ pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod sync_group;
+pub mod txn_offset_commit;
+pub mod write_txn_markers;
 
 /// Per-partition outcomes grouped by topic, topics in first-seen order (how per-partition
 /// responses are laid out on the wire).
@@ -137,6 +144,13 @@ impl HandlerTable {
             describe_groups::HANDLER,
             delete_groups::HANDLER,
             offset_delete::HANDLER,
+            add_partitions_to_txn::HANDLER,
+            add_offsets_to_txn::HANDLER,
+            end_txn::HANDLER,
+            write_txn_markers::HANDLER,
+            txn_offset_commit::HANDLER,
+            describe_transactions::HANDLER,
+            list_transactions::HANDLER,
         ];
         handlers.sort_by_key(|h| h.api_key as i16);
         for h in &handlers {

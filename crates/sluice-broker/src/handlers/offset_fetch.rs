@@ -31,8 +31,13 @@ fn by_topic(rows: Vec<CommittedRow>) -> Vec<(String, PartitionValues)> {
     out
 }
 
-async fn fetch(broker: &Broker, group: String, topics: Option<Vec<(String, Vec<i32>)>>) -> Fetched {
-    broker.groups.fetch(group, topics).await
+async fn fetch(
+    broker: &Broker,
+    group: String,
+    topics: Option<Vec<(String, Vec<i32>)>>,
+    require_stable: bool,
+) -> Fetched {
+    broker.groups.fetch(group, topics, require_stable).await
 }
 
 async fn handle(
@@ -52,7 +57,7 @@ async fn handle(
             });
             let mut out = OffsetFetchResponseGroup::default();
             out.group_id = g.group_id.clone();
-            match fetch(broker, g.group_id.to_string(), topics).await {
+            match fetch(broker, g.group_id.to_string(), topics, req.require_stable).await {
                 Ok(rows) => {
                     for (t, parts) in by_topic(rows) {
                         let mut topic = OffsetFetchResponseTopics::default();
@@ -81,7 +86,7 @@ async fn handle(
             .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
             .collect()
     });
-    match fetch(broker, req.group_id.to_string(), topics).await {
+    match fetch(broker, req.group_id.to_string(), topics, req.require_stable).await {
         Ok(rows) => {
             for (t, parts) in by_topic(rows) {
                 let mut topic = OffsetFetchResponseTopic::default();

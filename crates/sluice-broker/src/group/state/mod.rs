@@ -782,6 +782,31 @@ impl GroupMachine {
         }
     }
 
+    /// TxnOffsetCommit (Kafka's rules): an unknown group is created empty; a named member must
+    /// belong to the group (and its static instance match); a generation, when given, must be
+    /// the group's. A producer that sends only the group id (generation -1, no member) may
+    /// commit whatever the group's state.
+    pub fn check_txn_commit(
+        &mut self,
+        group_id: &str,
+        generation: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        now: i64,
+    ) -> Result<(), ErrorCode> {
+        let group = self.ensure_group(group_id, now);
+        if group.state == GroupState::Dead {
+            return Err(ErrorCode::CoordinatorNotAvailable);
+        }
+        if !member_id.is_empty() || instance_id.is_some() {
+            check_member(group, member_id, instance_id)?;
+        }
+        if generation >= 0 && generation != group.generation {
+            return Err(ErrorCode::IllegalGeneration);
+        }
+        Ok(())
+    }
+
     /// DeleteGroups: only groups without members.
     pub fn delete(&mut self, group_id: &str) -> Result<(), ErrorCode> {
         match self.groups.get(group_id) {

@@ -1,0 +1,43 @@
+//! AddOffsetsToTxn (key 25): a transactional producer will commit a group's offsets in its
+//! transaction (TxnOffsetCommit): the group's `__consumer_offsets` partition joins the
+//! transaction, so the commit/abort marker reaches it.
+
+use bytes::Bytes;
+use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ApiKey};
+
+use crate::broker::Broker;
+use crate::group::coordinator::{partition_for, OFFSETS_TOPIC};
+use crate::handlers::add_partitions_to_txn::fenced_as;
+use crate::handlers::find_coordinator::ensure_offsets_topic;
+use crate::request::{HandlerError, RequestContext, Response};
+
+handler!(ApiKey::AddOffsetsToTxn, 0, 3, handle);
+
+async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
+    let req: AddOffsetsToTxnRequest = ctx.decode(body)?;
+    let mut resp = AddOffsetsToTxnResponse::default();
+    let result = match ensure_offsets_topic(broker).await {
+        Ok(()) => {
+            let partition = partition_for(&req.group_id, broker.groups.config.offsets_partitions);
+            broker
+                .txns
+                .add_partitions(
+                    req.transactional_id.to_string(),
+                    req.producer_id.0,
+                    req.producer_epoch,
+                    vec![(OFFSETS_TOPIC.to_string(), partition)],
+                    false,
+                )
+                .await
+        }
+        Err(code) => Err(code),
+    };
+    if let Err(code) = result {
+        resp.error_code = fenced_as(code, ctx.api_version, 2).code();
+    }
+    ctx.respond(&resp)
+}

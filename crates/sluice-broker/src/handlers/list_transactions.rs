@@ -1,0 +1,57 @@
+//! ListTransactions (key 66): the transactions this broker coordinates, filtered by state
+//! names, producer ids, and (v1) how long they have been running. Admin clients ask every
+//! broker and merge. Unknown state names are echoed back in `unknown_state_filters`.
+
+use bytes::Bytes;
+use kafka_protocol::messages::list_transactions_response::TransactionState;
+use kafka_protocol::messages::{
+    ApiKey, ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId,
+};
+
+use crate::broker::Broker;
+use crate::request::{str_bytes, HandlerError, RequestContext, Response};
+use crate::txn::state::TxnState;
+
+handler!(ApiKey::ListTransactions, 0, 1, handle);
+
+async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
+    let req: ListTransactionsRequest = ctx.decode(body)?;
+    let mut resp = ListTransactionsResponse::default();
+    let mut states = Vec::new();
+    for f in &req.state_filters {
+        match TxnState::ALL.iter().find(|s| s.name() == f.as_str()) {
+            Some(s) => states.push(*s),
+            None => resp.unknown_state_filters.push(f.clone()),
+        }
+    }
+    let now = crate::now_ms();
+    for m in broker.txns.list().await {
+        if !states.is_empty() && !states.contains(&m.state) {
+            continue;
+        }
+        if !req.producer_id_filters.is_empty()
+            && !req.producer_id_filters.iter().any(|p| p.0 == m.producer_id)
+        {
+            continue;
+        }
+        // v1: only transactions running longer than the filter (open ones).
+        if req.duration_filter >= 0
+            && ctx.api_version >= 1
+            && (m.state != TxnState::Ongoing || now - m.txn_start_ms < req.duration_filter)
+        {
+            continue;
+        }
+        let mut s = TransactionState::default();
+        s.transactional_id = TransactionalId(str_bytes(m.transactional_id));
+        s.producer_id = ProducerId(m.producer_id);
+        s.transaction_state = str_bytes(m.state.name());
+        resp.transaction_states.push(s);
+    }
+    resp.transaction_states
+        .sort_by(|a, b| a.transactional_id.cmp(&b.transactional_id));
+    ctx.respond(&resp)
+}

@@ -1,0 +1,85 @@
+//! TxnOffsetCommit (key 28): a transactional producer commits a consumer group's offsets
+//! inside its transaction. The group coordinator writes them to `__consumer_offsets` as the
+//! producer's transactional batch; they become the group's committed offsets when the commit
+//! marker arrives, and vanish with an abort.
+
+use bytes::Bytes;
+use kafka_protocol::messages::txn_offset_commit_response::{
+    TxnOffsetCommitResponsePartition, TxnOffsetCommitResponseTopic,
+};
+use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
+
+use super::add_partitions_to_txn::fenced_as;
+use super::find_coordinator::ensure_offsets_topic;
+use crate::broker::Broker;
+use crate::group::coordinator::TxnCommitRequest;
+use crate::request::{HandlerError, RequestContext, Response};
+
+handler!(ApiKey::TxnOffsetCommit, 0, 3, handle);
+
+async fn handle(
+    broker: &Broker,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
+    let req: TxnOffsetCommitRequest = ctx.decode(body)?;
+    let offsets = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                (
+                    t.name.to_string(),
+                    p.partition_index,
+                    p.committed_offset,
+                    if ctx.api_version >= 2 {
+                        p.committed_leader_epoch
+                    } else {
+                        -1
+                    },
+                    p.committed_metadata.as_ref().map(|m| m.to_string()),
+                )
+            })
+        })
+        .collect();
+    let result = match ensure_offsets_topic(broker).await {
+        Ok(()) => {
+            broker
+                .groups
+                .txn_commit(TxnCommitRequest {
+                    group_id: req.group_id.to_string(),
+                    producer_id: req.producer_id.0,
+                    producer_epoch: req.producer_epoch,
+                    generation: if ctx.api_version >= 3 {
+                        req.generation_id
+                    } else {
+                        -1
+                    },
+                    member_id: req.member_id.to_string(),
+                    instance_id: req.group_instance_id.as_ref().map(|i| i.to_string()),
+                    offsets,
+                })
+                .await
+        }
+        Err(code) => Err(code),
+    };
+    let mut resp = TxnOffsetCommitResponse::default();
+    let mut i = 0usize;
+    for t in &req.topics {
+        let mut out = TxnOffsetCommitResponseTopic::default();
+        out.name = t.name.clone();
+        for p in &t.partitions {
+            let code = match &result {
+                Ok(per) => per.get(i).copied().flatten(),
+                Err(code) => Some(*code),
+            };
+            i += 1;
+            let mut r = TxnOffsetCommitResponsePartition::default();
+            r.partition_index = p.partition_index;
+            r.error_code = code.map_or(0, |c| fenced_as(c, ctx.api_version, 3).code());
+            out.partitions.push(r);
+        }
+        resp.topics.push(out);
+    }
+    ctx.respond(&resp)
+}

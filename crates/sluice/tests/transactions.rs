@@ -1,0 +1,329 @@
+//! Transactions with librdkafka (through the `rdkafka` crate) against a real `sluice`
+//! process: commit and abort, read_committed consumers and the last stable offset, zombie
+//! fencing by a new instance, offsets committed inside a transaction (consume, transform,
+//! produce), timeouts, and an open transaction surviving a kill -9 of the broker.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use common::*;
+use rdkafka::config::ClientConfig;
+use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::Message;
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::{Offset, TopicPartitionList};
+
+const T: Duration = Duration::from_secs(30);
+
+fn txn_producer(bootstrap: &str, id: &str, extra: &[(&str, &str)]) -> BaseProducer<Deliveries> {
+    let mut cfg = vec![("transactional.id", id)];
+    cfg.extend_from_slice(extra);
+    let p = producer(bootstrap, &cfg);
+    p.init_transactions(T).expect("init_transactions");
+    p
+}
+
+/// Send `values` to `topic` (keyed by value, so spread over partitions) and wait for them.
+fn send(p: &BaseProducer<Deliveries>, topic: &str, values: &[String]) {
+    for v in values {
+        p.send(BaseRecord::to(topic).key(v).payload(v))
+            .unwrap_or_else(|(e, _)| panic!("send: {e}"));
+    }
+    p.flush(T).expect("flush");
+}
+
+fn values(tag: &str, n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("{tag}-{i}")).collect()
+}
+
+/// Everything a consumer with `isolation` reads from the start of `topic` until it has seen
+/// `expect` records (and then until the end, to catch extras).
+fn read(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    isolation: &str,
+    expect: usize,
+) -> Vec<String> {
+    let c = consumer(bootstrap, &[("isolation.level", isolation)]);
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + T;
+    while out.len() < expect {
+        assert!(
+            Instant::now() < deadline,
+            "{isolation}: read {} of {expect}: {out:?}",
+            out.len()
+        );
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            let m = m.expect("consume");
+            out.push(String::from_utf8(m.payload().unwrap().to_vec()).unwrap());
+        }
+    }
+    // Drain to the visible end: nothing more may come.
+    while let Some(m) = c.poll(Duration::from_millis(500)) {
+        out.push(String::from_utf8(m.expect("consume").payload().unwrap().to_vec()).unwrap());
+    }
+    out
+}
+
+/// The end offset a reader with `isolation` sees in each partition (ListOffsets latest:
+/// the last stable offset for read_committed, the high watermark otherwise).
+fn ends(bootstrap: &str, topic: &str, partitions: i32, isolation: &str) -> Vec<i64> {
+    let c = consumer(bootstrap, &[("isolation.level", isolation)]);
+    (0..partitions)
+        .map(|p| c.fetch_watermarks(topic, p, T).expect("watermarks").1)
+        .collect()
+}
+
+fn sorted(mut v: Vec<String>) -> Vec<String> {
+    v.sort();
+    v
+}
+
+#[test]
+fn committed_transactions_are_read_and_aborted_ones_are_not() {
+    let server = start(&[]);
+    let b = &server.bootstrap;
+    create_topic(b, "out", 3, &[]);
+    let p = txn_producer(b, "tx-basic", &[]);
+    p.begin_transaction().unwrap();
+    send(&p, "out", &values("c1", 100));
+    p.commit_transaction(T).expect("commit");
+    p.begin_transaction().unwrap();
+    send(&p, "out", &values("a", 100));
+    p.abort_transaction(T).expect("abort");
+    p.begin_transaction().unwrap();
+    send(&p, "out", &values("c2", 100));
+    p.commit_transaction(T).expect("commit");
+
+    let mut want = values("c1", 100);
+    want.extend(values("c2", 100));
+    assert_eq!(
+        sorted(read(b, "out", 3, "read_committed", 200)),
+        sorted(want)
+    );
+    let all = read(b, "out", 3, "read_uncommitted", 300);
+    assert_eq!(all.len(), 300);
+    assert_eq!(all.iter().filter(|v| v.starts_with("a-")).count(), 100);
+    // Every partition's stable end is its high watermark: nothing is open.
+    assert_eq!(
+        ends(b, "out", 3, "read_committed"),
+        ends(b, "out", 3, "read_uncommitted")
+    );
+}
+
+#[test]
+fn an_open_transaction_holds_the_stable_offset_until_a_new_instance_fences_and_aborts_it() {
+    let server = start(&[]);
+    let b = &server.bootstrap;
+    create_topic(b, "held", 1, &[]);
+    let zombie = txn_producer(b, "tx-fence", &[]);
+    zombie.begin_transaction().unwrap();
+    send(&zombie, "held", &values("open", 10));
+    // Another producer commits after the open transaction's records.
+    let other = txn_producer(b, "tx-other", &[]);
+    other.begin_transaction().unwrap();
+    send(&other, "held", &values("later", 5));
+    other.commit_transaction(T).expect("commit");
+    // read_committed stops at the open transaction's first offset (0), read_uncommitted
+    // sees everything: 10 + 5 records and one commit marker.
+    assert_eq!(ends(b, "held", 1, "read_committed"), vec![0]);
+    assert_eq!(ends(b, "held", 1, "read_uncommitted"), vec![16]);
+
+    // A new instance with the same transactional id fences the zombie and aborts its
+    // transaction; the committed records behind it become readable, the aborted never.
+    let fresh = txn_producer(b, "tx-fence", &[]);
+    assert_eq!(ends(b, "held", 1, "read_committed"), vec![17]);
+    assert_eq!(
+        sorted(read(b, "held", 1, "read_committed", 5)),
+        sorted(values("later", 5))
+    );
+    let err = zombie
+        .commit_transaction(T)
+        .expect_err("the zombie is fenced");
+    assert!(
+        matches!(&err, KafkaError::Transaction(e) if e.is_fatal()),
+        "zombie commit: {err:?}"
+    );
+    fresh.begin_transaction().unwrap();
+    send(&fresh, "held", &values("fresh", 3));
+    fresh.commit_transaction(T).expect("commit");
+    let mut want = values("later", 5);
+    want.extend(values("fresh", 3));
+    assert_eq!(
+        sorted(read(b, "held", 1, "read_committed", 8)),
+        sorted(want)
+    );
+}
+
+fn group_consumer(bootstrap: &str, group: &str) -> BaseConsumer {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("auto.offset.reset", "earliest")
+        .set("isolation.level", "read_committed")
+        .set("session.timeout.ms", "6000")
+        .create()
+        .expect("consumer")
+}
+
+/// The group's committed offset of partition 0 of `topic` (None: nothing committed).
+fn committed(bootstrap: &str, group: &str, topic: &str) -> Option<i64> {
+    let c = group_consumer(bootstrap, group);
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition(topic, 0);
+    let got = c.committed_offsets(tpl, T).expect("committed");
+    match got.elements()[0].offset() {
+        Offset::Offset(o) => Some(o),
+        _ => None,
+    }
+}
+
+#[test]
+fn consume_transform_produce_commits_offsets_with_the_output_and_aborts_both() {
+    let server = start(&[]);
+    let b = &server.bootstrap;
+    create_topic(b, "in", 1, &[]);
+    create_topic(b, "out2", 2, &[]);
+    produce_all(
+        &producer(b, &[]),
+        "in",
+        &values("in", 40)
+            .into_iter()
+            .map(|v| (v.clone().into_bytes(), v.into_bytes(), None))
+            .collect::<Vec<_>>(),
+    );
+    let c = group_consumer(b, "pipeline");
+    c.subscribe(&["in"]).unwrap();
+    let p = txn_producer(b, "tx-pipeline", &[]);
+    // Transform batches of 10: the first two commit, the third aborts, then the rest commit.
+    let mut batch = 0;
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while batch < 5 {
+        assert!(
+            Instant::now() < deadline,
+            "pipeline stuck after {batch} batches"
+        );
+        let mut got = Vec::new();
+        while got.len() < 10 && Instant::now() < deadline {
+            if let Some(m) = c.poll(Duration::from_millis(200)) {
+                let m = m.expect("consume");
+                got.push((
+                    m.offset(),
+                    String::from_utf8(m.payload().unwrap().to_vec()).unwrap(),
+                ));
+            }
+        }
+        p.begin_transaction().unwrap();
+        let out: Vec<String> = got.iter().map(|(_, v)| format!("{v}-out")).collect();
+        send(&p, "out2", &out);
+        let next = got.last().unwrap().0 + 1;
+        let mut offsets = TopicPartitionList::new();
+        offsets
+            .add_partition_offset("in", 0, Offset::Offset(next))
+            .unwrap();
+        p.send_offsets_to_transaction(&offsets, &c.group_metadata().unwrap(), T)
+            .expect("send offsets");
+        if batch == 2 {
+            p.abort_transaction(T).expect("abort");
+            // The aborted batch's offsets are not committed: rewind and process it again.
+            assert_eq!(committed(b, "pipeline", "in"), Some(got[0].0));
+            let mut tpl = TopicPartitionList::new();
+            tpl.add_partition_offset("in", 0, Offset::Offset(got[0].0))
+                .unwrap();
+            c.seek_partitions(tpl, T).expect("seek");
+        } else {
+            p.commit_transaction(T).expect("commit");
+            assert_eq!(committed(b, "pipeline", "in"), Some(next));
+            seen.extend(out);
+        }
+        batch += 1;
+    }
+    assert_eq!(seen.len(), 40);
+    let expect: Vec<String> = values("in", 40)
+        .iter()
+        .map(|v| format!("{v}-out"))
+        .collect();
+    assert_eq!(
+        sorted(read(b, "out2", 2, "read_committed", 40)),
+        sorted(expect)
+    );
+    assert_eq!(read(b, "out2", 2, "read_uncommitted", 50).len(), 50);
+    let _ = c.commit_consumer_state(CommitMode::Sync);
+}
+
+#[test]
+fn a_hung_transaction_is_aborted_after_its_timeout() {
+    let server = start(&["transaction.abort.timed.out.transaction.cleanup.interval.ms=200"]);
+    let b = &server.bootstrap;
+    create_topic(b, "hung", 1, &[]);
+    let p = txn_producer(
+        b,
+        "tx-hung",
+        &[
+            ("transaction.timeout.ms", "2000"),
+            ("message.timeout.ms", "2000"),
+        ],
+    );
+    p.begin_transaction().unwrap();
+    send(&p, "hung", &values("hung", 5));
+    assert_eq!(ends(b, "hung", 1, "read_committed"), vec![0]);
+    // The coordinator aborts it: the stable offset passes the abort marker.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while ends(b, "hung", 1, "read_committed") != vec![6] {
+        assert!(
+            Instant::now() < deadline,
+            "the hung transaction was not aborted"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(read(b, "hung", 1, "read_committed", 0).is_empty());
+    // The producer was fenced by the abort: committing fails.
+    assert!(p.commit_transaction(T).is_err());
+}
+
+#[test]
+fn an_open_transaction_survives_a_kill_9_and_is_aborted_by_the_next_instance() {
+    let mut server = start(&[]);
+    create_topic(&server.bootstrap, "crash", 2, &[]);
+    let p = txn_producer(&server.bootstrap, "tx-crash", &[]);
+    p.begin_transaction().unwrap();
+    send(&p, "crash", &values("done", 20));
+    p.commit_transaction(T).expect("commit");
+    p.begin_transaction().unwrap();
+    send(&p, "crash", &values("open", 20));
+    let open_ends = ends(&server.bootstrap, "crash", 2, "read_uncommitted");
+    drop(p);
+    server.kill();
+    server.restart();
+    let b = server.bootstrap.clone();
+    // After recovery the open transaction still holds the stable offset...
+    let stable = ends(&b, "crash", 2, "read_committed");
+    assert!(
+        stable.iter().zip(&open_ends).any(|(s, e)| s < e),
+        "stable {stable:?} vs ends {open_ends:?}"
+    );
+    // ...until the producer comes back and its coordinator (reloaded from
+    // __transaction_state) aborts it.
+    let p = txn_producer(&b, "tx-crash", &[]);
+    p.begin_transaction().unwrap();
+    send(&p, "crash", &values("after", 10));
+    p.commit_transaction(T).expect("commit");
+    let got: HashSet<String> = read(&b, "crash", 2, "read_committed", 30)
+        .into_iter()
+        .collect();
+    let mut want: HashSet<String> = values("done", 20).into_iter().collect();
+    want.extend(values("after", 10));
+    assert_eq!(got, want);
+}
