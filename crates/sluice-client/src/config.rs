@@ -58,6 +58,10 @@ pub struct ClientConfig {
     pub partitioner: PartitionerKind,
     /// `enable.idempotence`; unset means on when `acks=all` (Kafka 3+ behaviour).
     pub enable_idempotence: Option<bool>,
+    /// `transactional.id`: makes the producer transactional.
+    pub transactional_id: Option<String>,
+    /// `transaction.timeout.ms`
+    pub transaction_timeout: Duration,
 
     /// `group.id`
     pub group_id: Option<String>,
@@ -115,6 +119,8 @@ impl ClientConfig {
             max_request_size: 1_048_576,
             partitioner: PartitionerKind::Default,
             enable_idempotence: None,
+            transactional_id: None,
+            transaction_timeout: Duration::from_secs(60),
             group_id: None,
             auto_offset_reset: OffsetReset::Latest,
             fetch_min_bytes: 1,
@@ -187,6 +193,10 @@ impl ClientConfig {
             }
             "delivery.timeout.ms" => self.delivery_timeout = ms(v)?,
             "enable.idempotence" => self.enable_idempotence = Some(flag(v)?),
+            "transactional.id" => {
+                self.transactional_id = Some(v.to_string()).filter(|t| !t.is_empty())
+            }
+            "transaction.timeout.ms" => self.transaction_timeout = ms(v)?,
             "max.in.flight.requests.per.connection" => {
                 self.max_in_flight = num(v)?.max(1);
             }

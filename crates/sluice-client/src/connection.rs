@@ -49,6 +49,11 @@ pub fn client_versions(key: ApiKey) -> (i16, i16) {
         ApiKey::DescribeGroups => (0, 5),
         ApiKey::DeleteGroups => (0, 2),
         ApiKey::OffsetDelete => (0, 0),
+        ApiKey::AddPartitionsToTxn => (0, 3),
+        ApiKey::AddOffsetsToTxn => (0, 3),
+        ApiKey::EndTxn => (0, 3),
+        ApiKey::TxnOffsetCommit => (0, 3),
+        ApiKey::ListTransactions => (0, 1),
         _ => (0, 0),
     }
 }

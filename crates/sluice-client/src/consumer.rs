@@ -208,6 +208,23 @@ impl Consumer {
         (s.phase == Phase::Stable).then(|| (s.member_id.clone(), s.generation))
     }
 
+    /// What a transactional producer needs to commit this consumer's offsets in its
+    /// transaction (`Producer::send_offsets_to_transaction`): the group, and this member's
+    /// generation when it is in one (so a zombie member's commit is refused).
+    pub fn group_metadata(&self) -> Option<crate::producer::GroupMetadata> {
+        let group_id = self.config.group_id.clone()?;
+        let identity = self.group.as_ref().map(|g| g.membership.commit_identity());
+        Some(match identity {
+            Some(i) => crate::producer::GroupMetadata {
+                group_id,
+                generation: i.generation,
+                member_id: i.member_id,
+                instance_id: i.instance_id,
+            },
+            None => crate::producer::GroupMetadata::group(group_id),
+        })
+    }
+
     /// Join the consumer group (`group.id`) and consume what it assigns from `topics`.
     /// Calling it again changes the subscription (and rebalances the group); an empty list
     /// unsubscribes. The group is joined during `poll`.
@@ -984,7 +1001,21 @@ impl Consumer {
                 }
                 state.high_watermark = p.high_watermark;
                 if let Some(records) = p.records {
-                    let next = decode_into(&name, p.partition_index, &records, state, check_crcs)?;
+                    let mut aborted: Vec<(i64, i64)> = p
+                        .aborted_transactions
+                        .iter()
+                        .flatten()
+                        .map(|a| (a.first_offset, a.producer_id.0))
+                        .collect();
+                    aborted.sort_unstable();
+                    let next = decode_into(
+                        &name,
+                        p.partition_index,
+                        &records,
+                        state,
+                        check_crcs,
+                        &aborted,
+                    )?;
                     state.fetch_position = Some(next);
                 }
             }
@@ -1048,20 +1079,26 @@ async fn fetch_committed(
             message: "committed offsets need a group.id".into(),
         })?;
     with_coordinator(core, group, membership, |conn| async move {
-        coordinator::fetch(&conn, group, Some(partitions), false).await
+        coordinator::fetch(&conn, group, Some(partitions), core.config.read_committed).await
     })
     .await
 }
 
-/// Decode fetched batches into `state.buffered`; returns the next fetch offset.
+/// Decode fetched batches into `state.buffered`; returns the next fetch offset. `aborted`:
+/// (first offset, producer id) of the aborted transactions a read_committed fetch reported,
+/// sorted: a transactional batch of a producer whose aborted transaction has begun (and
+/// whose abort marker has not yet been passed) is skipped, as Kafka's consumer does.
 fn decode_into(
     topic: &Arc<str>,
     partition: i32,
     records: &[u8],
     state: &mut PartitionState,
     check_crcs: bool,
+    aborted: &[(i64, i64)],
 ) -> Result<i64> {
     let mut next = state.fetch_position.unwrap_or(0);
+    let mut pending_aborts = aborted.iter().peekable();
+    let mut aborting: std::collections::HashSet<i64> = std::collections::HashSet::new();
     for item in BatchIter::new(records) {
         // A partial batch at the end of a response is normal: fetch it whole next time.
         let Ok((header, bytes)) = item else { break };
@@ -1077,7 +1114,21 @@ fn decode_into(
                 )),
             })?;
         }
-        if !header.is_control() {
+        while let Some((_, pid)) =
+            pending_aborts.next_if(|(first, _)| *first <= header.last_offset())
+        {
+            aborting.insert(*pid);
+        }
+        let skip = if header.is_control() {
+            // An abort marker ends its producer's aborted transaction.
+            if is_abort_marker(bytes) {
+                aborting.remove(&header.producer_id);
+            }
+            true
+        } else {
+            header.is_transactional() && aborting.contains(&header.producer_id)
+        };
+        if !skip {
             let decoded = batch::decode_records(bytes, RecordLimits::default()).map_err(|e| {
                 Error::Kafka {
                     code: ErrorCode::CorruptMessage,
@@ -1102,6 +1153,15 @@ fn decode_into(
         next = header.next_offset();
     }
     Ok(next)
+}
+
+/// Whether a control batch holds an abort marker (key: version i16, type i16 = 0).
+fn is_abort_marker(batch_bytes: &[u8]) -> bool {
+    batch::decode_records(batch_bytes, RecordLimits::default())
+        .ok()
+        .and_then(|r| r.into_iter().next())
+        .and_then(|r| r.key)
+        .is_some_and(|k| k.len() >= 4 && k[2..4] == [0, 0])
 }
 
 impl Drop for Consumer {

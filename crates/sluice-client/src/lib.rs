@@ -29,7 +29,7 @@ pub use config::ClientConfig;
 pub use consumer::{Consumer, ConsumerRecord, OffsetReset};
 pub use error::Error;
 pub use group::{Assignor, CommittedOffset, OffsetAndMetadata, RebalanceListener};
-pub use producer::{DeliveryFuture, Producer, ProducerRecord, RecordMetadata};
+pub use producer::{DeliveryFuture, GroupMetadata, Producer, ProducerRecord, RecordMetadata};
 pub use sluice_protocol::compression::Compression;
 pub use sluice_protocol::types::TopicPartition;
 pub use sluice_protocol::ErrorCode;

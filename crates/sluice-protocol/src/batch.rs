@@ -623,6 +623,10 @@ impl BatchBuilder {
         self.base_sequence = base_sequence;
     }
 
+    pub fn set_transactional(&mut self, transactional: bool) {
+        self.transactional = transactional;
+    }
+
     pub fn with_transactional(mut self, transactional: bool) -> Self {
         self.transactional = transactional;
         self

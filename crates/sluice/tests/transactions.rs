@@ -327,3 +327,190 @@ fn an_open_transaction_survives_a_kill_9_and_is_aborted_by_the_next_instance() {
     want.extend(values("after", 10));
     assert_eq!(got, want);
 }
+
+mod native {
+    use std::time::{Duration, Instant};
+
+    use sluice_client::admin::NewTopic;
+    use sluice_client::{
+        Admin, ClientConfig, Consumer, ErrorCode, Producer, ProducerRecord, TopicPartition,
+    };
+
+    use super::{sorted, start, values};
+
+    fn config(bootstrap: &str, pairs: &[(&str, &str)]) -> ClientConfig {
+        let mut c = ClientConfig::new(bootstrap);
+        for (k, v) in pairs {
+            c = c.set(k, v).unwrap();
+        }
+        c
+    }
+
+    /// Every value a consumer with `isolation` reads from the start of `topic`, once it has
+    /// `expect` and nothing more arrives for a poll.
+    async fn read(
+        bootstrap: &str,
+        topic: &str,
+        partitions: i32,
+        isolation: &str,
+        expect: usize,
+    ) -> Vec<String> {
+        let mut c = Consumer::new(config(
+            bootstrap,
+            &[
+                ("isolation.level", isolation),
+                ("auto.offset.reset", "earliest"),
+            ],
+        ))
+        .unwrap();
+        c.assign(
+            &(0..partitions)
+                .map(|p| TopicPartition::new(topic, p))
+                .collect::<Vec<_>>(),
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let got = c.poll(Duration::from_millis(500)).await.unwrap();
+            if got.is_empty() && out.len() >= expect {
+                return out;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{isolation}: read {} of {expect}",
+                out.len()
+            );
+            out.extend(
+                got.into_iter()
+                    .map(|r| String::from_utf8(r.value.unwrap().to_vec()).unwrap()),
+            );
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_native_client_commits_aborts_and_commits_offsets_in_transactions() {
+        let server = start(&[]);
+        let b = server.bootstrap.clone();
+        let admin = Admin::new(ClientConfig::new(&b)).unwrap();
+        for (t, n) in [("nin", 1), ("nout", 3)] {
+            let r = admin
+                .create_topics(&[NewTopic::new(t, n, 1)], false)
+                .await
+                .unwrap();
+            r[0].1.as_ref().unwrap();
+        }
+        let plain = Producer::new(ClientConfig::new(&b)).unwrap();
+        for v in values("in", 30) {
+            plain
+                .send(ProducerRecord::new("nin").value(v))
+                .await
+                .unwrap();
+        }
+        plain.flush().await;
+
+        let mut consumer = Consumer::new(config(
+            &b,
+            &[
+                ("group.id", "native-pipeline"),
+                ("isolation.level", "read_committed"),
+                ("auto.offset.reset", "earliest"),
+            ],
+        ))
+        .unwrap();
+        consumer.subscribe(&["nin"]).await.unwrap();
+        let producer = Producer::new(config(&b, &[("transactional.id", "native-tx")])).unwrap();
+        // Sending before init_transactions, or outside a transaction, is refused.
+        assert!(producer.begin_transaction().await.is_err());
+        producer.init_transactions().await.unwrap();
+        let tp = TopicPartition::new("nin", 0);
+        let mut committed_out = Vec::new();
+        let mut buffered = Vec::new();
+        let mut round = 0;
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while committed_out.len() < 30 {
+            assert!(
+                Instant::now() < deadline,
+                "pipeline stuck at {}",
+                committed_out.len()
+            );
+            while buffered.len() < 10 {
+                assert!(Instant::now() < deadline, "input stuck");
+                buffered.extend(consumer.poll(Duration::from_millis(200)).await.unwrap());
+            }
+            let got: Vec<_> = buffered.drain(..10).collect();
+            producer.begin_transaction().await.unwrap();
+            let out: Vec<String> = got
+                .iter()
+                .map(|r| {
+                    format!(
+                        "{}-out",
+                        String::from_utf8_lossy(r.value.as_deref().unwrap())
+                    )
+                })
+                .collect();
+            let mut acks = Vec::new();
+            for v in &out {
+                acks.push(
+                    producer
+                        .send(ProducerRecord::new("nout").key(v.clone()).value(v.clone()))
+                        .await
+                        .unwrap(),
+                );
+            }
+            let next = got.last().unwrap().offset + 1;
+            producer
+                .send_offsets_to_transaction(
+                    &[("nin".to_string(), 0, next)],
+                    &consumer.group_metadata().unwrap(),
+                )
+                .await
+                .unwrap();
+            if round == 1 {
+                producer.abort_transaction().await.unwrap();
+                consumer.seek(&tp, got[0].offset).unwrap();
+                buffered.clear();
+            } else {
+                producer.commit_transaction().await.unwrap();
+                for a in acks {
+                    assert!(a.await.unwrap().offset >= 0);
+                }
+                committed_out.extend(out);
+            }
+            // The group's committed offset moves with committed transactions only.
+            let committed = consumer.committed(std::slice::from_ref(&tp)).await.unwrap();
+            let expect = if round == 1 { got[0].offset } else { next };
+            assert_eq!(
+                committed[0].1.as_ref().map(|o| o.offset),
+                Some(expect),
+                "round {round}"
+            );
+            round += 1;
+        }
+        assert_eq!(
+            sorted(read(&b, "nout", 3, "read_committed", 30).await),
+            sorted(committed_out)
+        );
+        assert_eq!(read(&b, "nout", 3, "read_uncommitted", 40).await.len(), 40);
+
+        // A second instance fences the first.
+        let second = Producer::new(config(&b, &[("transactional.id", "native-tx")])).unwrap();
+        second.init_transactions().await.unwrap();
+        producer.begin_transaction().await.unwrap();
+        let fenced = producer
+            .send(ProducerRecord::new("nout").value("zombie"))
+            .await
+            .unwrap()
+            .await;
+        assert!(fenced.is_err(), "a fenced producer's send must fail");
+        let err = producer.commit_transaction().await.unwrap_err();
+        assert!(
+            err.to_string().contains("abort") || err.code() == Some(ErrorCode::ProducerFenced),
+            "{err}"
+        );
+        assert!(
+            producer.begin_transaction().await.is_err()
+                || producer.abort_transaction().await.is_err()
+        );
+    }
+}

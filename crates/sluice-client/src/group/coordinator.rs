@@ -137,6 +137,14 @@ where
                 }
                 tokio::time::sleep(core.config.retry_backoff).await;
             }
+            // Offsets a transaction wrote but has not ended (read_committed asked for stable
+            // ones, KIP-447): the marker is on its way.
+            Err(e)
+                if e.code() == Some(ErrorCode::UnstableOffsetCommit)
+                    && Instant::now() < deadline =>
+            {
+                tokio::time::sleep(core.config.retry_backoff).await;
+            }
             other => return other,
         }
     }

@@ -10,6 +10,7 @@
 pub mod accumulator;
 pub mod partitioner;
 pub mod sender;
+pub mod transaction;
 
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
@@ -25,6 +26,7 @@ use crate::config::ClientConfig;
 use crate::error::{Error, Result};
 use accumulator::Accumulator;
 pub use partitioner::Partitioner;
+pub use transaction::GroupMetadata;
 
 /// A record to send. Keys and values are bytes: serialize before building the record.
 #[derive(Clone, Debug, Default)]
@@ -209,6 +211,8 @@ pub(crate) struct Shared {
     /// Set when the producer is idempotent (`enable.idempotence`, on by default with
     /// `acks=all`).
     pub idempotence: Option<tokio::sync::Mutex<Idempotence>>,
+    /// A transactional producer's first failed batch in the open transaction.
+    pub txn_failure: Mutex<Option<Error>>,
 }
 
 /// An idempotent producer's identity and the next sequence of each partition. With one
@@ -219,6 +223,8 @@ pub(crate) struct Idempotence {
     /// (producer id, epoch), fetched with InitProducerId before the first batch.
     pub producer: Option<(i64, i16)>,
     pub next_sequence: std::collections::HashMap<sluice_protocol::types::TopicPartition, i32>,
+    /// Set by `init_transactions` on a transactional producer.
+    pub txn: Option<transaction::Txn>,
 }
 
 impl Shared {
@@ -251,6 +257,15 @@ impl Producer {
                 message: "an idempotent producer needs acks=all".into(),
             });
         }
+        if config.transactional_id.is_some()
+            && (config.enable_idempotence == Some(false) || config.acks != -1)
+        {
+            return Err(Error::Config {
+                key: "transactional.id".into(),
+                message: "a transactional producer needs enable.idempotence=true and acks=all"
+                    .into(),
+            });
+        }
         let idempotent = config.enable_idempotence.unwrap_or(true) && config.acks == -1;
         let core = ClusterCore::new(config.clone())?;
         let shared = Arc::new(Shared {
@@ -265,6 +280,7 @@ impl Producer {
             partitioner,
             closing: AtomicBool::new(false),
             flushing: AtomicUsize::new(0),
+            txn_failure: Mutex::new(None),
         });
         let sender = tokio::spawn(sender::run(Arc::clone(&shared)));
         Ok(Producer {

@@ -113,6 +113,8 @@ async fn dispatch(
                 match assign_sequence(shared, idem, &b).await {
                     Ok(s) => {
                         b.builder.set_producer(s.0, s.1, s.2);
+                        b.builder
+                            .set_transactional(shared.config.transactional_id.is_some());
                         b.sequence = Some(s);
                     }
                     Err(e) => {
@@ -160,6 +162,10 @@ async fn assign_sequence(
     b: &ProducerBatch,
 ) -> Result<(i64, i16, i32)> {
     let mut state = idem.lock().await;
+    if shared.config.transactional_id.is_some() {
+        // The producer id comes from init_transactions; the partition joins the transaction.
+        super::transaction::add_partition(shared, &mut state, &b.tp).await?;
+    }
     let (id, epoch) = match state.producer {
         Some(p) => p,
         None => {
@@ -300,6 +306,7 @@ async fn send(
             }
             Some(p)
                 if b.sequence.is_some()
+                    && shared.config.transactional_id.is_none()
                     && matches!(
                         ErrorCode::try_from_code(p.error_code),
                         Some(
@@ -368,6 +375,13 @@ fn retry_with(shared: &Shared, mut b: ProducerBatch, error: Error, retriable: bo
 
 /// Settle a batch for good: wake its records' futures, run interceptors, free its memory.
 fn finish(shared: &Shared, b: ProducerBatch, result: Result<(i64, i64)>) {
+    if let (Err(e), Some(_)) = (&result, &shared.config.transactional_id) {
+        let mut failure = shared
+            .txn_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        failure.get_or_insert_with(|| e.clone());
+    }
     if !shared.interceptors.is_empty() {
         for (i, ts) in b.timestamps.iter().enumerate() {
             let r = result.clone().map(|(base, append)| RecordMetadata {
