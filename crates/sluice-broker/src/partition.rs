@@ -177,14 +177,11 @@ impl Partition {
 
     /// The idempotent producers this replica knows: (id, epoch, last sequence, last
     /// timestamp).
-    pub fn producers(&self) -> Vec<(i64, i16, i32, i64)> {
+    pub fn producers(&self) -> Vec<(i64, sluice_storage::producer_state::ProducerEntry)> {
         self.read_log()
             .producer_state()
             .iter()
-            .filter_map(|(id, e)| {
-                let last = e.batches.back()?;
-                Some((*id, e.epoch, last.last_seq, last.timestamp))
-            })
+            .map(|(id, e)| (*id, e.clone()))
             .collect()
     }
 

@@ -49,9 +49,11 @@ enum Command {
     /// List, describe and delete consumer groups; reset their offsets
     /// (kafka-consumer-groups.sh).
     Groups(cli::groups::GroupsArgs),
-    /// Show the idempotent producers partition leaders know
+    /// Show the idempotent and transactional producers partition leaders know
     /// (kafka-transactions.sh describe-producers).
     Producers(cli::producers::ProducersArgs),
+    /// List transactions or describe one (kafka-transactions.sh list/describe).
+    Transactions(cli::transactions::TransactionsArgs),
     /// Print partition offsets (kafka-get-offsets.sh).
     Offsets(cli::offsets::OffsetsArgs),
     /// Print the contents of log segment and index files (kafka-dump-log.sh).
@@ -158,6 +160,7 @@ fn run_tool(command: Command) -> ExitCode {
             Command::Configs(a) => cli::configs::run(a).await,
             Command::Offsets(a) => cli::offsets::run(a).await,
             Command::Producers(a) => cli::producers::run(a).await,
+            Command::Transactions(a) => cli::transactions::run(a).await,
             Command::Groups(a) => cli::groups::run(a).await,
             Command::Perf(a) => cli::perf::run(a).await,
             Command::Server { .. } | Command::DumpLog(_) => Ok(()),

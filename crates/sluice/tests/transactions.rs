@@ -84,6 +84,22 @@ fn ends(bootstrap: &str, topic: &str, partitions: i32, isolation: &str) -> Vec<i
         .collect()
 }
 
+/// Run `sluice <args>` against `bootstrap`; its stdout, or a panic with everything.
+fn cli(bootstrap: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(sluice_bin())
+        .args(args)
+        .env("SLUICE_BOOTSTRAP", bootstrap)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sluice {args:?}: {}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
 fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
@@ -138,6 +154,44 @@ fn an_open_transaction_holds_the_stable_offset_until_a_new_instance_fences_and_a
     // sees everything: 10 + 5 records and one commit marker.
     assert_eq!(ends(b, "held", 1, "read_committed"), vec![0]);
     assert_eq!(ends(b, "held", 1, "read_uncommitted"), vec![16]);
+    // The tools show the open transaction: at its coordinator, and in the partition.
+    let list = cli(b, &["transactions", "--list"]);
+    let row = |id: &str| {
+        list.lines()
+            .find(|l| l.starts_with(&format!("{id}\t")))
+            .unwrap_or_else(|| panic!("{id} not listed: {list}"))
+            .to_string()
+    };
+    assert!(row("tx-fence").ends_with("\tOngoing"), "{list}");
+    assert!(row("tx-other").ends_with("\tCompleteCommit"), "{list}");
+    let ongoing = cli(b, &["transactions", "--list", "--state", "Ongoing"]);
+    assert!(
+        ongoing.contains("tx-fence") && !ongoing.contains("tx-other"),
+        "{ongoing}"
+    );
+    let described = cli(
+        b,
+        &[
+            "transactions",
+            "--describe",
+            "--transactional-id",
+            "tx-fence",
+        ],
+    );
+    let fields: Vec<&str> = described.lines().nth(1).unwrap().split('\t').collect();
+    assert_eq!(
+        (fields[1], fields[4], fields[7]),
+        ("tx-fence", "Ongoing", "held-0"),
+        "{described}"
+    );
+    let producers = cli(b, &["producers", "--describe", "--topic", "held"]);
+    // The zombie's row: its open transaction starts at offset 0.
+    assert!(
+        producers
+            .lines()
+            .any(|l| l.starts_with(&format!("0\t{}\t", fields[2])) && l.ends_with("\t0")),
+        "{producers}"
+    );
 
     // A new instance with the same transactional id fences the zombie and aborts its
     // transaction; the committed records behind it become readable, the aborted never.

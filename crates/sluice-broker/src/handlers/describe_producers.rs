@@ -1,5 +1,6 @@
-//! DescribeProducers (key 61): the idempotent producers a partition's leader knows — id,
-//! epoch, last sequence and last timestamp — as `kafka-transactions.sh describe-producers`
+//! DescribeProducers (key 61): the idempotent and transactional producers a partition's
+//! leader knows — id, epoch, last sequence, last timestamp, the coordinator epoch of its last
+//! marker and where its open transaction starts — as `kafka-transactions.sh describe-producers`
 //! and `sluice producers --describe` show them. Only the leader answers.
 
 use bytes::Bytes;
@@ -33,14 +34,14 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
                     let mut producers: Vec<ProducerState> = partition
                         .producers()
                         .into_iter()
-                        .map(|(id, epoch, last_sequence, last_timestamp)| {
+                        .map(|(id, e)| {
                             let mut s = ProducerState::default();
                             s.producer_id = ProducerId(id);
-                            s.producer_epoch = i32::from(epoch);
-                            s.last_sequence = last_sequence;
-                            s.last_timestamp = last_timestamp;
-                            s.coordinator_epoch = -1;
-                            s.current_txn_start_offset = -1;
+                            s.producer_epoch = i32::from(e.epoch);
+                            s.last_sequence = e.batches.back().map_or(-1, |b| b.last_seq);
+                            s.last_timestamp = e.last_timestamp;
+                            s.coordinator_epoch = e.coordinator_epoch;
+                            s.current_txn_start_offset = e.txn_first_offset.unwrap_or(-1);
                             s
                         })
                         .collect();

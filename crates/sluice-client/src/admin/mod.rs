@@ -1,8 +1,10 @@
 //! [`Admin`]: topic, cluster and consumer-group administration.
 
 mod groups;
+mod transactions;
 
 pub use groups::{GroupDescription, GroupListing, GroupMemberDescription};
+pub use transactions::{TransactionDescription, TransactionListing};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -131,6 +133,10 @@ pub struct ProducerInfo {
     pub epoch: i32,
     pub last_sequence: i32,
     pub last_timestamp: i64,
+    /// Epoch of the transaction coordinator that wrote its last marker (-1: none).
+    pub coordinator_epoch: i32,
+    /// First offset of its open transaction here (-1: none).
+    pub current_txn_start_offset: i64,
 }
 
 /// A partition reassignment in progress.
@@ -532,6 +538,8 @@ impl Admin {
                                 epoch: s.producer_epoch,
                                 last_sequence: s.last_sequence,
                                 last_timestamp: s.last_timestamp,
+                                coordinator_epoch: s.coordinator_epoch,
+                                current_txn_start_offset: s.current_txn_start_offset,
                             })
                             .collect()
                     });

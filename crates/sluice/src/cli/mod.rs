@@ -4,7 +4,8 @@
 //! - [`topics`] (`kafka-topics.sh`), [`produce`] (`kafka-console-producer.sh`), [`consume`]
 //!   (`kafka-console-consumer.sh`), [`configs`] (`kafka-configs.sh`), [`offsets`]
 //!   (`kafka-get-offsets.sh`), [`groups`] (`kafka-consumer-groups.sh`), [`dump_log`]
-//!   (`kafka-dump-log.sh`), [`producers`] (`kafka-transactions.sh describe-producers`), [`perf`]
+//!   (`kafka-dump-log.sh`), [`producers`] (`kafka-transactions.sh describe-producers`), [`transactions`]
+//!   (`kafka-transactions.sh list/describe`), [`perf`]
 //!   (`kafka-producer-perf-test.sh` and friends).
 //! - This module: the shared connection flags and the error type that decides the exit code
 //!   (2 for wrong arguments, 1 for everything else).
@@ -18,6 +19,7 @@ pub mod perf;
 pub mod produce;
 pub mod producers;
 pub mod topics;
+pub mod transactions;
 
 use std::time::Duration;
 

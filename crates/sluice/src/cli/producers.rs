@@ -14,7 +14,8 @@ use super::{usage, CliError, CliResult, ConnArgs};
 pub struct ProducersArgs {
     #[command(flatten)]
     pub conn: ConnArgs,
-    /// Show each partition's idempotent producers: id, epoch, last sequence and timestamp.
+    /// Show each partition's producers: id, epoch, last sequence and timestamp, coordinator
+    /// epoch, and where an open transaction starts.
     #[arg(long)]
     pub describe: bool,
     /// The topic.
@@ -46,15 +47,23 @@ pub async fn run(args: ProducersArgs) -> CliResult {
         .collect();
     let mut results = admin.describe_producers(&tps).await?;
     results.sort_by_key(|(tp, _)| tp.partition.0);
-    println!("Partition\tProducerId\tProducerEpoch\tLastSequence\tLastTimestamp");
+    println!(
+        "Partition\tProducerId\tProducerEpoch\tLastSequence\tLastTimestamp\tCoordinatorEpoch\tCurrentTransactionStartOffset"
+    );
     let mut failed = Vec::new();
     for (tp, r) in results {
         match r {
             Ok(producers) => {
                 for p in producers {
                     println!(
-                        "{}\t{}\t{}\t{}\t{}",
-                        tp.partition.0, p.producer_id, p.epoch, p.last_sequence, p.last_timestamp
+                        "{}\t{}\t{}\t{}\t{}\t{}\t{}",
+                        tp.partition.0,
+                        p.producer_id,
+                        p.epoch,
+                        p.last_sequence,
+                        p.last_timestamp,
+                        p.coordinator_epoch,
+                        p.current_txn_start_offset
                     );
                 }
             }
