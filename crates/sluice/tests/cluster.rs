@@ -898,6 +898,27 @@ fn durability_under_kills_pauses_and_restarts() {
             })
         })
         .collect();
+    let txns = Arc::new(Mutex::new(TxnOutcomes::default()));
+    let transactional = {
+        let (stop, txns, bootstrap) = (Arc::clone(&stop), Arc::clone(&txns), bootstrap.clone());
+        std::thread::spawn(move || transactional_workload(&bootstrap, &stop, &txns))
+    };
+    let committed_reader = {
+        let (stop, bootstrap) = (Arc::clone(&stop), bootstrap.clone());
+        std::thread::spawn(move || {
+            let c = read_committed_consumer(&bootstrap, "durability-committed", false);
+            let mut seen = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+                    use rdkafka::Message;
+                    seen.push(
+                        String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned(),
+                    );
+                }
+            }
+            seen
+        })
+    };
     let consumer = {
         let (stop, read, bootstrap) = (Arc::clone(&stop), Arc::clone(&read), bootstrap.clone());
         std::thread::spawn(move || {
@@ -1006,6 +1027,8 @@ fn durability_under_kills_pauses_and_restarts() {
         p.join().unwrap();
     }
     consumer.join().unwrap();
+    transactional.join().unwrap();
+    let seen_committed = committed_reader.join().unwrap();
     all_in_sync(&nodes);
     let acked = acked.lock().unwrap().clone();
     let read = read.lock().unwrap().clone();
@@ -1045,6 +1068,9 @@ fn durability_under_kills_pauses_and_restarts() {
             }
         }
     }
+    // Transactions: a read_committed reader sees whole committed transactions only.
+    let txns = txns.lock().unwrap().clone();
+    check_transactions(&nodes[0].bootstrap, &txns, &seen_committed, seed);
     // No offset holds two different records across replicas (read from the stopped
     // nodes' segment files).
     for (i, n) in nodes.iter_mut().enumerate() {
@@ -1073,6 +1099,196 @@ fn durability_under_kills_pauses_and_restarts() {
         "durability seed {seed}: {} acked, {} read, all present, replicas agree",
         acked.len(),
         read.len()
+    );
+}
+
+/// What the durability test's transactional producer knows of its transactions (ids).
+#[derive(Clone, Default, Debug)]
+struct TxnOutcomes {
+    committed: BTreeSet<u64>,
+    aborted: BTreeSet<u64>,
+    /// commit or abort failed: either outcome is allowed, but all or nothing.
+    uncertain: BTreeSet<u64>,
+}
+
+const TXN_RECORDS: u64 = 9;
+
+/// Transactions of nine records over the three partitions of "dur": two of every three
+/// committed, the third aborted, until `stop`. A failed commit/abort leaves the outcome
+/// uncertain, and the producer is replaced (the new instance fences the old).
+fn transactional_workload(bootstrap: &str, stop: &AtomicBool, out: &Mutex<TxnOutcomes>) {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    let timeout = Duration::from_secs(20);
+    let make = || -> Option<BaseProducer> {
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", bootstrap)
+            .set("transactional.id", "dur-txn")
+            .set("transaction.timeout.ms", "10000")
+            .set("message.timeout.ms", "10000")
+            .set("linger.ms", "2")
+            .create()
+            .ok()?;
+        p.init_transactions(timeout).ok()?;
+        Some(p)
+    };
+    let mut producer: Option<BaseProducer> = None;
+    let mut txn = 0u64;
+    while !stop.load(Ordering::Relaxed) {
+        if producer.is_none() {
+            let t = Instant::now();
+            producer = make();
+            eprintln!(
+                "transactional producer (re)started in {:?}: {}",
+                t.elapsed(),
+                producer.is_some()
+            );
+        }
+        let Some(p) = producer.as_ref() else { continue };
+        if p.begin_transaction().is_err() {
+            producer = None;
+            continue;
+        }
+        for k in 0..TXN_RECORDS {
+            let v = format!("t{txn}-{k}");
+            let mut record = BaseRecord::<(), _>::to("dur")
+                .partition((k % 3) as i32)
+                .payload(&v);
+            loop {
+                match p.send(record) {
+                    Ok(()) => break,
+                    Err((_, r)) => {
+                        p.poll(Duration::from_millis(10));
+                        record = r;
+                    }
+                }
+            }
+        }
+        let commit = txn % 3 != 2;
+        // Delivery reports are served by polling (flush), which commit/abort need.
+        let _ = p.flush(timeout);
+        let ended = if commit {
+            p.commit_transaction(timeout)
+        } else {
+            p.abort_transaction(timeout)
+        };
+        let mut o = out.lock().unwrap();
+        match ended {
+            Ok(()) if commit => {
+                o.committed.insert(txn);
+            }
+            Ok(()) => {
+                o.aborted.insert(txn);
+            }
+            Err(rdkafka::error::KafkaError::Transaction(e))
+                if e.txn_requires_abort() && p.abort_transaction(timeout).is_ok() =>
+            {
+                o.aborted.insert(txn);
+            }
+            Err(e) => {
+                eprintln!("transaction {txn} (commit {commit}) ended uncertain: {e}");
+                o.uncertain.insert(txn);
+                producer = None;
+            }
+        }
+        txn += 1;
+    }
+}
+
+fn read_committed_consumer(bootstrap: &str, group: &str, eof: bool) -> BaseConsumer {
+    use rdkafka::{Offset, TopicPartitionList};
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("enable.auto.commit", "false")
+        .set("isolation.level", "read_committed")
+        .set("enable.partition.eof", if eof { "true" } else { "false" })
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..3 {
+        tpl.add_partition_offset("dur", p, Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    c
+}
+
+/// The transactional invariants: read_committed (now, every transaction ended) shows each
+/// transaction whole or not at all, every committed one, no aborted one, nothing twice;
+/// and what a read_committed reader saw during the faults is a subset of that.
+fn check_transactions(bootstrap: &str, txns: &TxnOutcomes, seen_during: &[String], seed: u64) {
+    use rdkafka::error::KafkaError;
+    use rdkafka::types::RDKafkaErrorCode;
+    use rdkafka::Message;
+    let c = read_committed_consumer(bootstrap, "durability-committed-final", true);
+    let mut at_end = BTreeSet::new();
+    let mut visible: Vec<String> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while at_end.len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "seed {seed}: read_committed never reached the end"
+        );
+        match c.poll(Duration::from_millis(500)) {
+            Some(Ok(m)) => {
+                at_end.remove(&m.partition());
+                visible.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+            }
+            Some(Err(KafkaError::PartitionEOF(p))) => {
+                at_end.insert(p);
+            }
+            Some(Err(e)) if e.rdkafka_error_code() == Some(RDKafkaErrorCode::PartitionEOF) => {}
+            _ => {}
+        }
+    }
+    let mut per_txn: BTreeMap<u64, u64> = BTreeMap::new();
+    let mut distinct = BTreeSet::new();
+    for v in visible.iter().filter(|v| v.starts_with('t')) {
+        assert!(
+            distinct.insert(v.clone()),
+            "seed {seed}: {v} visible twice to read_committed"
+        );
+        let id: u64 = v[1..].split('-').next().unwrap().parse().unwrap();
+        *per_txn.entry(id).or_default() += 1;
+    }
+    for (id, n) in &per_txn {
+        assert_eq!(
+            *n, TXN_RECORDS,
+            "seed {seed}: transaction {id} partly visible ({n} records)"
+        );
+        assert!(
+            !txns.aborted.contains(id),
+            "seed {seed}: aborted transaction {id} visible"
+        );
+    }
+    for id in &txns.committed {
+        assert!(
+            per_txn.contains_key(id),
+            "seed {seed}: committed transaction {id} missing"
+        );
+    }
+    let mut during = BTreeSet::new();
+    for v in seen_during.iter().filter(|v| v.starts_with('t')) {
+        assert!(
+            during.insert(v),
+            "seed {seed}: the live read_committed reader saw {v} twice"
+        );
+        assert!(
+            distinct.contains(v),
+            "seed {seed}: the live read_committed reader saw {v}, which is not committed"
+        );
+    }
+    assert!(
+        txns.committed.len() > 5,
+        "seed {seed}: the transactional producer made progress: {txns:?}"
+    );
+    eprintln!(
+        "transactions: {} committed, {} aborted, {} uncertain ({} of those visible); live reader saw {} records",
+        txns.committed.len(),
+        txns.aborted.len(),
+        txns.uncertain.len(),
+        txns.uncertain.iter().filter(|t| per_txn.contains_key(t)).count(),
+        during.len()
     );
 }
 
