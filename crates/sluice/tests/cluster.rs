@@ -1690,3 +1690,129 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
     );
     assert!(pipeline_killed && leader_back);
 }
+
+/// A transaction coordinator that dies after a commit is durable but before its markers are
+/// written: the new leader of its `__transaction_state` partition loads the PrepareCommit and
+/// writes the markers itself. The output topic needs all three replicas in sync
+/// (`min.insync.replicas=3`) and one of them is paused, so no marker can land before the old
+/// coordinator is gone.
+#[test]
+fn a_new_transaction_coordinator_finishes_a_prepared_commit() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use rdkafka::{Message, Offset, TopicPartitionList};
+
+    let mut extra = FAST_LAG.to_vec();
+    extra[1] = "broker.session.timeout.ms=2000";
+    let mut nodes = TestServer::start_all(sluice_bin(), &combined(&extra));
+    let bootstrap: String = nodes
+        .iter()
+        .map(|n| n.bootstrap.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let m = create_replicated(&nodes[0].bootstrap, "fo", 1, "3");
+    let leader = partitions(&m, "fo")[0].0;
+    let txn_producer = |id: &str| -> BaseProducer {
+        let p: BaseProducer = ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .set("transactional.id", id)
+            .create()
+            .unwrap();
+        p.init_transactions(Duration::from_secs(30)).unwrap();
+        p
+    };
+    let coordinator_of = |id: &str| -> (i32, String) {
+        let out = std::process::Command::new(sluice_bin())
+            .args(["transactions", "--describe", "--transactional-id", id])
+            .args(["--bootstrap-server", &bootstrap])
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let row: Vec<String> = text
+            .lines()
+            .nth(1)
+            .unwrap_or_else(|| panic!("describe {id}: {text}"))
+            .split('\t')
+            .map(str::to_owned)
+            .collect();
+        (row[0].parse().unwrap(), row[4].clone())
+    };
+    // A transactional id whose coordinator is not the output partition's leader.
+    let (id, p, coordinator) = (0..50)
+        .find_map(|i| {
+            let id = format!("fo-tx-{i}");
+            let p = txn_producer(&id);
+            let (c, _) = coordinator_of(&id);
+            (c != leader).then_some((id, p, c))
+        })
+        .expect("some transactional id is coordinated away from the leader");
+    p.begin_transaction().unwrap();
+    let values: Vec<String> = (0..10).map(|i| format!("fo-{i}")).collect();
+    for v in &values {
+        p.send(BaseRecord::<(), _>::to("fo").partition(0).payload(v))
+            .unwrap();
+    }
+    p.flush(Duration::from_secs(30)).unwrap();
+    // Pause the partition leader: no marker can be written while it is out of the ISR.
+    signal(nodes[(leader - 1) as usize].pid(), "-STOP");
+    p.commit_transaction(Duration::from_secs(30))
+        .expect("the commit is durable at the coordinator");
+    nodes[(coordinator - 1) as usize].kill();
+    signal(nodes[(leader - 1) as usize].pid(), "-CONT");
+    nodes[(coordinator - 1) as usize].restart();
+    // The new coordinator completes the commit: the records become visible to
+    // read_committed, and the marker carries the new coordinator's epoch.
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "fo-reader")
+        .set("isolation.level", "read_committed")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("fo", 0, Offset::Beginning)
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let mut seen = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.len() < values.len() {
+        assert!(
+            Instant::now() < deadline,
+            "read_committed saw only {seen:?}"
+        );
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(200)) {
+            seen.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+        }
+    }
+    assert_eq!(seen, values);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while coordinator_of(&id).1 != "CompleteCommit" {
+        assert!(
+            Instant::now() < deadline,
+            "{id} never completed: {:?}",
+            coordinator_of(&id)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let out = std::process::Command::new(sluice_bin())
+        .args([
+            "producers",
+            "--describe",
+            "--topic",
+            "fo",
+            "--bootstrap-server",
+            &bootstrap,
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    let epochs: Vec<i32> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').nth(5).unwrap().parse().unwrap())
+        .collect();
+    assert!(
+        epochs.iter().any(|e| *e > 0),
+        "the marker came from the new coordinator (epoch > 0): {text}"
+    );
+    drop(nodes);
+}
