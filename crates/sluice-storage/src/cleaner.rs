@@ -47,6 +47,21 @@ pub struct CompactionInput {
     pub index_interval_bytes: u64,
     /// The log's truncation count when this was taken.
     pub truncations: u64,
+    /// Aborted transactions in the range: their records are dropped and never supersede.
+    pub aborted: Vec<crate::txn_index::AbortedTxn>,
+}
+
+impl CompactionInput {
+    /// Whether a batch belongs to an aborted transaction.
+    fn is_aborted(&self, h: &BatchHeader) -> bool {
+        h.is_transactional()
+            && !h.is_control()
+            && self.aborted.iter().any(|a| {
+                a.producer_id == h.producer_id
+                    && h.base_offset >= a.first_offset
+                    && h.base_offset < a.last_offset
+            })
+    }
 }
 
 /// Cleaned copies of segments, waiting to be installed.
@@ -90,6 +105,7 @@ fn build_offset_map(input: &CompactionInput) -> Result<HashMap<Vec<u8>, i64>, Lo
             if h.is_control()
                 || h.last_offset() < input.first_dirty_offset
                 || h.base_offset >= input.end_offset
+                || input.is_aborted(&h)
             {
                 continue;
             }
@@ -179,6 +195,9 @@ pub fn compact(input: &CompactionInput, now_ms: i64) -> Result<CompactionOutput,
             let Ok((h, bytes)) = item else { break };
             let rewritten = if h.is_control() {
                 Some(bytes.to_vec())
+            } else if h.base_offset < input.end_offset && input.is_aborted(&h) {
+                out.records_removed += h.record_count.max(0) as u64;
+                None
             } else {
                 rewrite_batch(&h, bytes, &mut keep, &mut out.records_removed)?
             };
@@ -260,6 +279,66 @@ mod tests {
             }
         }
         out
+    }
+
+    #[test]
+    fn aborted_records_never_supersede_and_open_transactions_stop_the_cleaner() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = LogConfig {
+            segment_bytes: 300,
+            cleanup_compact: true,
+            cleanup_delete: false,
+            ..LogConfig::default()
+        };
+        let now = 1_700_000_000_000;
+        let mut log = Log::create(
+            dir.path(),
+            TopicPartition::new("c", 0),
+            [0; 16],
+            config,
+            now,
+        )
+        .unwrap();
+        let txn = |pid: i64, seq: i32, value: &str| {
+            let mut b = BatchBuilder::new(sluice_protocol::compression::Compression::None)
+                .with_producer(pid, 0, seq)
+                .with_transactional(true);
+            b.append(now, Some(b"k"), Some(value.as_bytes()), &[]);
+            b.build(0).unwrap()
+        };
+        log.append_as_leader(batch(&[("k", Some("committed"))], now), 0, now)
+            .unwrap();
+        // Producer 9 writes k in a transaction that aborts: the committed value must stay.
+        log.append_as_leader(txn(9, 0, "aborted"), 0, now).unwrap();
+        let marker = crate::Marker {
+            producer_id: 9,
+            epoch: 0,
+            commit: false,
+            coordinator_epoch: 0,
+        };
+        log.append_marker(&marker, 0, now).unwrap();
+        for i in 0..6 {
+            log.append_as_leader(batch(&[("filler", Some(&format!("{i}")))], now), 0, now)
+                .unwrap();
+        }
+        log.roll(now).unwrap();
+        // Producer 10's transaction is still open: nothing from its segment on is cleaned.
+        let open = log.append_as_leader(txn(10, 0, "open"), 0, now).unwrap();
+        log.roll(now).unwrap();
+        log.append_as_leader(batch(&[("k", Some("later"))], now), 0, now)
+            .unwrap();
+        log.roll(now).unwrap();
+        let input = log.compaction_input(0, now).unwrap();
+        assert!(input.end_offset <= open.first_offset, "{input:?}");
+        let output = compact(&input, now).unwrap();
+        log.install_compacted(&input, &output, now).unwrap();
+        let records = live(&log);
+        let values: Vec<&str> = records
+            .iter()
+            .filter(|(_, k, _)| k == "k")
+            .filter_map(|(_, _, v)| v.as_deref())
+            .collect();
+        assert_eq!(values, vec!["committed", "open", "later"], "{records:?}");
     }
 
     #[test]

@@ -875,14 +875,21 @@ impl Log {
         now_ms: i64,
     ) -> Option<CompactionInput> {
         let active_base = self.active().base_offset();
+        // Never past an open transaction: whether its records count is not known yet.
+        let first_open = self.producers.first_ongoing_offset().unwrap_or(i64::MAX);
         let mut segments = Vec::new();
         let mut end = active_base;
-        for seg in self
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        for (i, seg) in self
             .segments
             .values()
-            .filter(|s| s.base_offset() < active_base)
+            .enumerate()
+            .filter(|(_, s)| s.base_offset() < active_base)
         {
-            if seg.max_timestamp() > now_ms.saturating_sub(self.config.min_compaction_lag_ms) {
+            let seg_end = bases.get(i + 1).copied().unwrap_or(self.next_offset);
+            if seg.max_timestamp() > now_ms.saturating_sub(self.config.min_compaction_lag_ms)
+                || seg_end > first_open
+            {
                 end = seg.base_offset();
                 break;
             }
@@ -904,6 +911,7 @@ impl Log {
             delete_retention_ms: self.config.delete_retention_ms,
             index_interval_bytes: self.config.index_interval_bytes,
             truncations: self.truncations,
+            aborted: self.txns.collect(self.log_start_offset, end),
         })
     }
 

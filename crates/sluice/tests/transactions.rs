@@ -348,6 +348,45 @@ fn a_hung_transaction_is_aborted_after_its_timeout() {
 }
 
 #[test]
+fn an_idle_transactional_id_expires() {
+    let server = start(&[
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms=200",
+        "transactional.id.expiration.ms=1000",
+    ]);
+    let b = &server.bootstrap;
+    create_topic(b, "idle", 1, &[]);
+    let p = txn_producer(b, "tx-idle", &[]);
+    p.begin_transaction().unwrap();
+    send(&p, "idle", &values("x", 3));
+    p.commit_transaction(T).expect("commit");
+    assert!(cli(b, &["transactions", "--list"]).contains("tx-idle"));
+    // Past the expiration with nothing open, the id is forgotten (a tombstone).
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while cli(b, &["transactions", "--list"]).contains("tx-idle") {
+        assert!(Instant::now() < deadline, "tx-idle never expired");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    drop(p);
+    // It comes back as new (epoch 0 of a fresh producer id) and works.
+    let again = txn_producer(b, "tx-idle", &[]);
+    let described = cli(
+        b,
+        &[
+            "transactions",
+            "--describe",
+            "--transactional-id",
+            "tx-idle",
+        ],
+    );
+    let fields: Vec<&str> = described.lines().nth(1).unwrap().split('\t').collect();
+    assert_eq!(fields[3], "0", "{described}");
+    again.begin_transaction().unwrap();
+    send(&again, "idle", &values("y", 2));
+    again.commit_transaction(T).expect("commit");
+    assert_eq!(read(b, "idle", 1, "read_committed", 5).len(), 5);
+}
+
+#[test]
 fn an_open_transaction_survives_a_kill_9_and_is_aborted_by_the_next_instance() {
     let mut server = start(&[]);
     create_topic(&server.bootstrap, "crash", 2, &[]);

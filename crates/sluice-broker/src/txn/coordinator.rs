@@ -49,6 +49,8 @@ pub struct TxnConfig {
     pub partitions: i32,
     pub max_timeout_ms: i64,
     pub abort_check_ms: u64,
+    /// `transactional.id.expiration.ms`: an id idle this long is forgotten.
+    pub id_expiration_ms: i64,
     /// Where other brokers take WriteTxnMarkers (`inter.broker.listener.name`).
     pub listener: Option<String>,
 }
@@ -62,6 +64,7 @@ impl TxnConfig {
             abort_check_ms: c
                 .number("transaction.abort.timed.out.transaction.cleanup.interval.ms")
                 .max(1) as u64,
+            id_expiration_ms: c.number("transactional.id.expiration.ms").max(1),
             listener: c.explicit("inter.broker.listener.name").map(str::to_owned),
         }
     }
@@ -321,7 +324,10 @@ async fn run(mut c: Coordinator, mut rx: mpsc::Receiver<Command>) {
                 }
                 c.follow_leadership();
             }
-            _ = timeouts.tick() => c.abort_timed_out(),
+            _ = timeouts.tick() => {
+                c.abort_timed_out();
+                c.expire_ids();
+            }
         }
     }
     for o in c.owned.values() {
@@ -757,6 +763,53 @@ impl Coordinator {
                     "aborting a transaction past its timeout"
                 );
                 self.settle(id, Some(current), meta, Reply::Nobody);
+            }
+        }
+    }
+}
+
+impl Coordinator {
+    /// Forget transactional ids with no open transaction and no activity for
+    /// `transactional.id.expiration.ms`: a tombstone in `__transaction_state`, then gone
+    /// (the next InitProducerId with the id starts afresh with a new producer id).
+    fn expire_ids(&mut self) {
+        let now = now_ms();
+        let idle: Vec<String> = self
+            .txns
+            .iter()
+            .filter(|(_, e)| {
+                e.before.is_none()
+                    && matches!(
+                        e.meta.state,
+                        TxnState::Empty | TxnState::CompleteCommit | TxnState::CompleteAbort
+                    )
+                    && now - e.meta.last_update_ms > self.config.id_expiration_ms
+            })
+            .map(|(id, _)| id.clone())
+            .collect();
+        for id in idle {
+            let partition = partition_for(&id, self.config.partitions);
+            let Some(p) = self
+                .replicas
+                .get(&TopicPartition::new(TXN_TOPIC, partition))
+                .filter(|_| self.route(&id).is_ok())
+            else {
+                continue;
+            };
+            let mut b = BatchBuilder::new(Compression::None);
+            b.append(now, Some(&records::encode_key(&id)), None, &[]);
+            let written = b
+                .build(0)
+                .map_err(|e| e.to_string())
+                .and_then(|bytes| p.append_as_leader(bytes, -1, now).map_err(|e| e.message()));
+            match written {
+                Ok(_) => {
+                    info!(transactional_id = id, "expired an idle transactional id");
+                    self.txns.remove(&id);
+                }
+                Err(e) => {
+                    warn!(transactional_id = id, error = %e, "cannot expire a transactional id")
+                }
             }
         }
     }
