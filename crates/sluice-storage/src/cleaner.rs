@@ -1,6 +1,8 @@
 //! Log compaction (`cleanup.policy=compact`): keep the latest record of every key, drop
 //! tombstones (null values) once they are older than `delete.retention.ms`, never touch the
-//! active segment, and keep every retained record at its original offset (gaps allowed).
+//! active segment (nor anything from an open transaction on), drop the records of aborted
+//! transactions (they never supersede a committed value), keep transaction markers, and keep
+//! every retained record at its original offset (gaps allowed).
 //!
 //! Three steps so appends and reads are not blocked while cleaning:
 //! 1. [`Log::compaction_input`] (under the log's lock, quick): the segments to clean and

@@ -57,6 +57,12 @@ pub struct ProduceArgs {
     /// Producer configs: key=value ...
     #[arg(long = "producer-props", num_args = 1.., value_name = "KEY=VALUE")]
     pub producer_props: Vec<String>,
+    /// Send inside transactions with this transactional.id (as Kafka's perf tool).
+    #[arg(long = "transactional-id")]
+    pub transactional_id: Option<String>,
+    /// With --transactional-id: commit a transaction this often.
+    #[arg(long = "transaction-duration-ms", default_value_t = 3000)]
+    pub transaction_duration_ms: u64,
     /// Print the result as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -189,8 +195,21 @@ fn producer_config(
 }
 
 async fn produce(args: ProduceArgs) -> CliResult {
-    let config = producer_config(&args.conn, &args.producer_props)?;
+    let mut config = producer_config(&args.conn, &args.producer_props)?;
+    if let Some(id) = &args.transactional_id {
+        config = config
+            .set("transactional.id", id)
+            .map_err(|e| usage(e.to_string()))?;
+    }
     let producer = Producer::new(config)?;
+    let transactional = args.transactional_id.is_some();
+    let txn_duration = Duration::from_millis(args.transaction_duration_ms.max(1));
+    if transactional {
+        producer.init_transactions().await?;
+        producer.begin_transaction().await?;
+    }
+    let mut txn_started = Instant::now();
+    let mut transactions = 0u64;
     let value = Bytes::from(vec![b'x'; args.record_size]);
     let bar = progress(args.records);
     // Acknowledgements are awaited in send order by a collector, which times each one;
@@ -227,6 +246,12 @@ async fn produce(args: ProduceArgs) -> CliResult {
                 tokio::time::sleep_until(due.into()).await;
             }
         }
+        if transactional && txn_started.elapsed() >= txn_duration {
+            producer.commit_transaction().await?;
+            transactions += 1;
+            producer.begin_transaction().await?;
+            txn_started = Instant::now();
+        }
         let sent = Instant::now();
         let fut = producer
             .send(ProducerRecord::new(Arc::clone(&topic)).value(value.clone()))
@@ -247,7 +272,12 @@ async fn produce(args: ProduceArgs) -> CliResult {
         let _ = tx.send(chunk).await;
     }
     drop(tx);
-    producer.flush().await;
+    if transactional {
+        producer.commit_transaction().await?;
+        transactions += 1;
+    } else {
+        producer.flush().await;
+    }
     let (latency, failed, first_error) = collector
         .await
         .map_err(|e| CliError::Failed(e.to_string()))?;
@@ -267,6 +297,9 @@ async fn produce(args: ProduceArgs) -> CliResult {
         latency: Some(latency),
     }
     .print(args.json);
+    if transactional && !args.json {
+        println!("{transactions} transactions committed.");
+    }
     Ok(())
 }
 
