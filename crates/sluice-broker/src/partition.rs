@@ -229,50 +229,14 @@ impl Partition {
         now_ms: i64,
         client: bool,
     ) -> Result<LogAppendInfo, AppendError> {
-        let min_isr = self.settings().min_insync_replicas;
-        let mut log = self
-            .log
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (epoch, isr_len) = {
-            let s = lock(&self.state);
-            if !s.is_leader() {
-                return Err(AppendError::Code(
-                    ErrorCode::NotLeaderOrFollower,
-                    format!("this broker is not the leader of {}", self.tp),
-                ));
+        self.leader_append(acks == -1, |log, epoch| {
+            if client {
+                log.append_as_leader(records, epoch, now_ms)
+            } else {
+                log.append_as_coordinator(records, epoch, now_ms)
             }
-            (s.leader_epoch(), s.isr().len() as i32)
-        };
-        if acks == -1 && isr_len < min_isr {
-            return Err(AppendError::Code(
-                ErrorCode::NotEnoughReplicas,
-                format!(
-                    "the in-sync replicas of {} are {isr_len}, below min.insync.replicas={min_isr}",
-                    self.tp
-                ),
-            ));
-        }
-        let appended = if client {
-            log.append_as_leader(records, epoch, now_ms)
-        } else {
-            log.append_as_coordinator(records, epoch, now_ms)
-        };
-        let info = appended.map_err(AppendError::Log)?;
-        self.after_leader_append(log);
-        Ok(info)
-    }
-
-    fn after_leader_append(&self, mut log: std::sync::RwLockWriteGuard<'_, sluice_storage::Log>) {
-        let hw = {
-            let mut s = lock(&self.state);
-            s.on_local_append(log.log_end_offset());
-            s.high_watermark()
-        };
-        log.on_high_watermark(hw);
-        drop(log);
-        // Followers wait on the log end, consumers on the HW: both are woken.
-        self.wake_waiters();
+        })
+        .map(|(info, _)| info)
     }
 
     /// Write a transaction marker as leader (the coordinator's WriteTxnMarkers). Like an
@@ -283,6 +247,17 @@ impl Partition {
         marker: &Marker,
         now_ms: i64,
     ) -> Result<(LogAppendInfo, i32), AppendError> {
+        self.leader_append(true, |log, epoch| log.append_marker(marker, epoch, now_ms))
+    }
+
+    /// Append as leader under the log lock: refused unless this replica leads (and, for
+    /// acks=all, has `min.insync.replicas` in sync); then the LEO/HW and waiters follow.
+    /// Returns what `append` returned and the leader epoch it appended in.
+    fn leader_append<T>(
+        &self,
+        acks_all: bool,
+        append: impl FnOnce(&mut sluice_storage::Log, i32) -> Result<T, LogError>,
+    ) -> Result<(T, i32), AppendError> {
         let min_isr = self.settings().min_insync_replicas;
         let mut log = self
             .log
@@ -298,7 +273,7 @@ impl Partition {
             }
             (s.leader_epoch(), s.isr().len() as i32)
         };
-        if isr_len < min_isr {
+        if acks_all && isr_len < min_isr {
             return Err(AppendError::Code(
                 ErrorCode::NotEnoughReplicas,
                 format!(
@@ -307,11 +282,17 @@ impl Partition {
                 ),
             ));
         }
-        let info = log
-            .append_marker(marker, epoch, now_ms)
-            .map_err(AppendError::Log)?;
-        self.after_leader_append(log);
-        Ok((info, epoch))
+        let out = append(&mut log, epoch).map_err(AppendError::Log)?;
+        let hw = {
+            let mut s = lock(&self.state);
+            s.on_local_append(log.log_end_offset());
+            s.high_watermark()
+        };
+        log.on_high_watermark(hw);
+        drop(log);
+        // Followers wait on the log end, consumers on the HW: both are woken.
+        self.wake_waiters();
+        Ok((out, epoch))
     }
 
     /// Leader: a follower fetched from `fetch_offset`, so it has everything below it. The

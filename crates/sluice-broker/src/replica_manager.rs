@@ -119,6 +119,26 @@ impl ReplicaManager {
         self.read().get(tp).cloned()
     }
 
+    /// Coordinators following an internal topic: the partitions (of `0..count`) whose
+    /// leadership here differs from what the coordinator `known`s, with the leader epoch this
+    /// broker now leads them in (None: no longer led here).
+    pub fn leadership_changes(
+        &self,
+        topic: &str,
+        count: i32,
+        known: impl Fn(i32) -> Option<i32>,
+    ) -> Vec<(i32, Option<i32>)> {
+        (0..count)
+            .filter_map(|partition| {
+                let led = self
+                    .get(&TopicPartition::new(topic, partition))
+                    .filter(|p| p.is_leader())
+                    .map(|p| p.leader_epoch());
+                (led != known(partition)).then_some((partition, led))
+            })
+            .collect()
+    }
+
     pub fn all(&self) -> Vec<Arc<Partition>> {
         self.read().values().cloned().collect()
     }

@@ -687,18 +687,13 @@ impl Coordinator {
     /// Load the `__consumer_offsets` partitions this broker now leads (a new leader epoch
     /// reloads), and drop the groups of those it no longer leads.
     fn follow_leadership(&mut self) {
-        for partition in 0..self.config.offsets_partitions {
-            let tp = TopicPartition::new(OFFSETS_TOPIC, partition);
-            let led = self
-                .replicas
-                .get(&tp)
-                .filter(|p| p.is_leader())
-                .map(|p| p.leader_epoch());
-            let current = self.owned.get(&partition).map(|(e, _)| *e);
-            if led == current {
-                continue;
-            }
-            if current.is_some() {
+        let changes =
+            self.replicas
+                .leadership_changes(OFFSETS_TOPIC, self.config.offsets_partitions, |p| {
+                    self.owned.get(&p).map(|(e, _)| *e)
+                });
+        for (partition, led) in changes {
+            if self.owned.contains_key(&partition) {
                 self.unload(partition);
             }
             let Some(epoch) = led else { continue };

@@ -364,20 +364,14 @@ fn load(replicas: &ReplicaManager, partition: i32) -> Vec<TxnMetadata> {
 impl Coordinator {
     /// Load the partitions this broker now leads, drop those it no longer leads.
     fn follow_leadership(&mut self) {
-        for partition in 0..self.config.partitions {
+        let changes = self
+            .replicas
+            .leadership_changes(TXN_TOPIC, self.config.partitions, |p| {
+                self.owned.get(&p).map(|o| o.epoch)
+            });
+        for (partition, led) in changes {
             let tp = TopicPartition::new(TXN_TOPIC, partition);
-            let led = self
-                .replicas
-                .get(&tp)
-                .filter(|p| p.is_leader())
-                .map(|p| p.leader_epoch());
-            let current = self.owned.get(&partition).map(|o| o.epoch);
-            if led == current {
-                continue;
-            }
-            if current.is_some() {
-                self.unload(partition);
-            }
+            self.unload(partition);
             if let Some(epoch) = led {
                 info!(partition, epoch, "loading transactions of {tp}");
                 self.owned.insert(
@@ -436,6 +430,15 @@ impl Coordinator {
             Some(e) => Ok(Some(&e.meta)),
             None => Ok(None),
         }
+    }
+
+    /// The state of a transactional id this broker coordinates, idle, and known (a request
+    /// from a producer that never called InitProducerId: INVALID_PRODUCER_ID_MAPPING).
+    fn known(&self, id: &str) -> Result<TxnMetadata, ErrorCode> {
+        self.route(id)?;
+        self.idle(id)?
+            .cloned()
+            .ok_or(ErrorCode::InvalidProducerIdMapping)
     }
 
     fn handle(&mut self, cmd: Command) {
@@ -504,12 +507,8 @@ impl Coordinator {
                 verify_only,
                 reply,
             } => {
-                let current = match self.route(&id).and_then(|_| self.idle(&id)) {
-                    Ok(Some(c)) => c.clone(),
-                    Ok(None) => {
-                        let _ = reply.send(Err(ErrorCode::InvalidProducerIdMapping));
-                        return;
-                    }
+                let current = match self.known(&id) {
+                    Ok(c) => c,
                     Err(code) => {
                         let _ = reply.send(Err(code));
                         return;
@@ -542,12 +541,8 @@ impl Coordinator {
                 commit,
                 reply,
             } => {
-                let current = match self.route(&id).and_then(|_| self.idle(&id)) {
-                    Ok(Some(c)) => c.clone(),
-                    Ok(None) => {
-                        let _ = reply.send(Err(ErrorCode::InvalidProducerIdMapping));
-                        return;
-                    }
+                let current = match self.known(&id) {
+                    Ok(c) => c,
                     Err(code) => {
                         let _ = reply.send(Err(code));
                         return;
