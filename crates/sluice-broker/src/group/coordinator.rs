@@ -154,9 +154,9 @@ enum Command {
         TxnCommitRequest,
         oneshot::Sender<Result<Vec<Option<ErrorCode>>, ErrorCode>>,
     ),
-    /// A transaction marker reached `__consumer_offsets` partition .1 for producer .0:
-    /// commit (.2) or drop its pending offsets there.
-    CompleteTxn(i64, i32, bool, oneshot::Sender<()>),
+    /// A transaction marker reached `__consumer_offsets` partition .1 (at offset .3) for
+    /// producer .0: commit (.2) or drop its pending offsets there.
+    CompleteTxn(i64, i32, bool, i64, oneshot::Sender<()>),
     List(oneshot::Sender<Result<Vec<GroupListing>, ErrorCode>>),
     Describe(
         Vec<String>,
@@ -186,6 +186,8 @@ struct LoadResult {
     groups: Vec<(String, Option<GroupValue>)>,
     /// Offsets committed in transactions not yet ended: by producer id, then group.
     pending: HashMap<i64, HashMap<String, Committed>>,
+    /// The offset the load read up to (exclusive).
+    end: i64,
 }
 
 /// Handle to the coordinator task; cheap to share.
@@ -292,12 +294,25 @@ impl GroupCoordinator {
         gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
     }
 
-    /// A marker for `producer_id` was written to `__consumer_offsets` partition `partition`.
-    pub async fn complete_txn(&self, producer_id: i64, partition: i32, commit: bool) {
+    /// A marker for `producer_id` was written to `__consumer_offsets` partition `partition`
+    /// at `marker_offset`.
+    pub async fn complete_txn(
+        &self,
+        producer_id: i64,
+        partition: i32,
+        commit: bool,
+        marker_offset: i64,
+    ) {
         let (tx, rx) = oneshot::channel();
         let _ = self
             .tx
-            .send(Command::CompleteTxn(producer_id, partition, commit, tx))
+            .send(Command::CompleteTxn(
+                producer_id,
+                partition,
+                commit,
+                marker_offset,
+                tx,
+            ))
             .await;
         let _ = rx.await;
     }
@@ -388,6 +403,8 @@ struct Coordinator {
     syncs: HashMap<Token, (String, oneshot::Sender<SyncOutcome>)>,
     /// `__consumer_offsets` partitions led here: leader epoch, loaded yet.
     owned: HashMap<i32, (i32, bool)>,
+    /// Markers that arrived while their partition was loading: (producer, commit, offset).
+    early_markers: HashMap<i32, Vec<(i64, bool, i64)>>,
     tx: mpsc::Sender<Command>,
 }
 
@@ -412,6 +429,7 @@ async fn run(
         joins: HashMap::new(),
         syncs: HashMap::new(),
         owned: HashMap::new(),
+        early_markers: HashMap::new(),
         tx,
     };
     let mut images = metadata.subscribe();
@@ -462,6 +480,7 @@ fn load(replicas: &ReplicaManager, partition: i32) -> LoadResult {
     };
     let mut groups: BTreeMap<String, Option<GroupValue>> = BTreeMap::new();
     p.scan(|h, bytes| {
+        out.end = out.end.max(h.next_offset());
         if h.is_control() {
             // A marker: the producer's pending offsets are applied (commit) or dropped.
             let commit = decode_records(bytes, RecordLimits::default())
@@ -661,7 +680,19 @@ impl Coordinator {
             Command::TxnCommit(req, tx) => {
                 let _ = tx.send(self.txn_commit(req, now));
             }
-            Command::CompleteTxn(producer_id, partition, commit, tx) => {
+            Command::CompleteTxn(producer_id, partition, commit, marker_offset, tx) => {
+                if self
+                    .owned
+                    .get(&partition)
+                    .is_some_and(|(_, loaded)| !loaded)
+                {
+                    // The load may have read the log before this marker: apply it after.
+                    self.early_markers.entry(partition).or_default().push((
+                        producer_id,
+                        commit,
+                        marker_offset,
+                    ));
+                }
                 self.complete_txn(producer_id, partition, commit);
                 let _ = tx.send(());
             }
@@ -739,6 +770,12 @@ impl Coordinator {
                 .or_default()
                 .extend(by_group);
         }
+        let early = self.early_markers.remove(&partition).unwrap_or_default();
+        for (producer_id, commit, offset) in early {
+            if offset >= result.end {
+                self.complete_txn(producer_id, partition, commit);
+            }
+        }
         info!(
             partition,
             epoch, groups, "group coordinator loaded {OFFSETS_TOPIC}-{partition}"
@@ -749,6 +786,7 @@ impl Coordinator {
     /// NOT_COORDINATOR and their state is dropped (the new leader loads it).
     fn unload(&mut self, partition: i32) {
         self.owned.remove(&partition);
+        self.early_markers.remove(&partition);
         let n = self.config.offsets_partitions;
         let mine = |g: &str| partition_for(g, n) == partition;
         let parked: Vec<Token> = self

@@ -65,18 +65,18 @@ async fn handle(
         }
         let mut outcomes = Vec::new();
         for (topic, index, outcome) in appended {
-            let code = match outcome {
-                Err(code) => Some(code),
+            let (code, marker_offset) = match outcome {
+                Err(code) => (Some(code), -1),
                 Ok((p, end, epoch)) => match p.wait_committed(end, epoch, timeout).await {
-                    AckState::Committed => None,
-                    AckState::Deposed => Some(ErrorCode::NotLeaderOrFollower),
-                    AckState::Waiting => Some(ErrorCode::RequestTimedOut),
+                    AckState::Committed => (None, end - 1),
+                    AckState::Deposed => (Some(ErrorCode::NotLeaderOrFollower), -1),
+                    AckState::Waiting => (Some(ErrorCode::RequestTimedOut), -1),
                 },
             };
             if code.is_none() && topic == OFFSETS_TOPIC {
                 broker
                     .groups
-                    .complete_txn(marker.producer_id, index, marker.commit)
+                    .complete_txn(marker.producer_id, index, marker.commit, marker_offset)
                     .await;
             }
             outcomes.push((topic, index, code));
