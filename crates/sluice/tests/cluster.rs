@@ -1640,7 +1640,13 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
                 "20",
             ])
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open("/tmp/eos-pipeline.log")
+                    .unwrap(),
+            )
             .spawn()
             .expect("python3 (run scripts/test, which installs confluent-kafka)")
     };
@@ -1658,18 +1664,52 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
             .unwrap();
     }
     reader.assign(&tpl).unwrap();
+    // The pipeline is done when its group has committed every input offset.
+    let group_view: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "eos-group")
+        .create()
+        .unwrap();
+    let committed_inputs = || -> i64 {
+        let mut t = TopicPartitionList::new();
+        for p in 0..3 {
+            t.add_partition("eos-in", p);
+        }
+        group_view
+            .committed_offsets(t, Duration::from_secs(5))
+            .map(|c| {
+                c.elements()
+                    .iter()
+                    .map(|e| match e.offset() {
+                        Offset::Offset(o) => o,
+                        _ => 0,
+                    })
+                    .sum()
+            })
+            .unwrap_or(0)
+    };
+    let read_value = |m: &rdkafka::message::BorrowedMessage<'_>| {
+        String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned()
+    };
     let mut seen: Vec<String> = Vec::new();
     let (mut pipeline_killed, mut leader_killed, mut leader_back) = (false, None, false);
     let mut restarts = 0;
+    let mut last_check = Instant::now();
     let deadline = Instant::now() + Duration::from_secs(240);
-    while seen.len() < RECORDS {
+    loop {
+        if last_check.elapsed() > Duration::from_secs(1) {
+            last_check = Instant::now();
+            if committed_inputs() == RECORDS as i64 {
+                break;
+            }
+        }
         assert!(
             Instant::now() < deadline,
-            "the output has {} of {RECORDS} records after {restarts} pipeline restarts",
-            seen.len()
+            "the pipeline committed {} of {RECORDS} inputs after {restarts} restarts",
+            committed_inputs()
         );
         if let Some(Ok(m)) = reader.poll(Duration::from_millis(100)) {
-            seen.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+            seen.push(read_value(&m));
         }
         // The pipeline ends only when killed or on an error: start it again.
         if let Ok(Some(_)) = pipeline.try_wait() {
@@ -1700,18 +1740,46 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
     if let Some((leader, _)) = leader_killed.filter(|_| !leader_back) {
         nodes[(leader - 1) as usize].restart();
     }
-    // Anything more would be a duplicate: drain what is readable now.
+    // What the reader that ran through the faults saw: inputs only, none twice (a record of
+    // an aborted transaction would be a second copy).
     while let Some(Ok(m)) = reader.poll(Duration::from_millis(1000)) {
-        seen.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+        seen.push(read_value(&m));
     }
-    let distinct: BTreeSet<&String> = seen.iter().collect();
-    assert_eq!(distinct.len(), RECORDS, "missing records");
-    assert_eq!(
-        seen.len(),
-        RECORDS,
-        "a read_committed consumer saw records twice (from aborted transactions)"
-    );
+    let inputs: BTreeSet<&String> = input.iter().collect();
+    let mut live = BTreeSet::new();
+    for v in &seen {
+        assert!(
+            inputs.contains(v),
+            "the live reader saw {v}, which is no input"
+        );
+        assert!(live.insert(v), "the live reader saw {v} twice");
+    }
+    // The output, read afresh with read_committed: every input exactly once.
+    let check: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &bootstrap)
+        .set("group.id", "eos-check")
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    check.assign(&tpl).unwrap();
+    let mut output = Vec::new();
+    let until = Instant::now() + Duration::from_secs(60);
+    while output.len() < RECORDS && Instant::now() < until {
+        if let Some(Ok(m)) = check.poll(Duration::from_millis(200)) {
+            output.push(read_value(&m));
+        }
+    }
+    while let Some(Ok(m)) = check.poll(Duration::from_millis(1000)) {
+        output.push(read_value(&m));
+    }
+    let distinct: BTreeSet<&String> = output.iter().collect();
+    assert_eq!(distinct, inputs, "the output is not the input");
+    assert_eq!(output.len(), RECORDS, "records twice in the output");
     assert!(pipeline_killed && leader_killed.is_some());
+    eprintln!(
+        "exactly once: {RECORDS} records, {restarts} pipeline restarts on error, live reader saw {}",
+        seen.len()
+    );
 }
 
 /// A transaction coordinator that dies after a commit is durable but before its markers are
