@@ -1627,7 +1627,15 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
     });
 
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../interop/python/eos_pipeline.py");
-    let spawn = || -> Child {
+    /// The pipeline process, killed when dropped (also when an assertion fails).
+    struct Pipeline(Child);
+    impl Drop for Pipeline {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let spawn = || -> Pipeline {
         Command::new("python3")
             .arg(&script)
             .args([
@@ -1648,6 +1656,7 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
                     .unwrap(),
             )
             .spawn()
+            .map(Pipeline)
             .expect("python3 (run scripts/test, which installs confluent-kafka)")
     };
     let mut pipeline = spawn();
@@ -1712,13 +1721,14 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
             seen.push(read_value(&m));
         }
         // The pipeline ends only when killed or on an error: start it again.
-        if let Ok(Some(_)) = pipeline.try_wait() {
+        if let Ok(Some(_)) = pipeline.0.try_wait() {
             restarts += 1;
             pipeline = spawn();
         }
         if !pipeline_killed && seen.len() >= RECORDS / 4 {
-            pipeline.kill().unwrap();
-            let _ = pipeline.wait();
+            // SIGKILL, then a new instance.
+            let _ = pipeline.0.kill();
+            let _ = pipeline.0.wait();
             pipeline = spawn();
             pipeline_killed = true;
         }
@@ -1735,8 +1745,7 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
             }
         }
     }
-    let _ = pipeline.kill();
-    let _ = pipeline.wait();
+    drop(pipeline);
     if let Some((leader, _)) = leader_killed.filter(|_| !leader_back) {
         nodes[(leader - 1) as usize].restart();
     }
