@@ -82,6 +82,7 @@ impl MarkerWriter {
     pub async fn write(&self, job: MarkerJob, cancelled: &AtomicBool) -> bool {
         let mut pending: BTreeSet<(String, i32)> = job.partitions.iter().cloned().collect();
         let mut backoff = Duration::from_millis(20);
+        let mut images = self.metadata.subscribe();
         loop {
             if cancelled.load(Ordering::SeqCst) {
                 return false;
@@ -118,7 +119,9 @@ impl MarkerWriter {
             if pending.is_empty() {
                 return true;
             }
-            tokio::time::sleep(backoff).await;
+            // Most refusals end with a metadata change (a new leader, the ISR back): retry on
+            // the next image, or after the backoff for those that do not (a slow ISR).
+            let _ = tokio::time::timeout(backoff, images.changed()).await;
             backoff = (backoff * 2).min(MAX_BACKOFF);
         }
     }
