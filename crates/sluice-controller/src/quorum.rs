@@ -73,6 +73,44 @@ struct Active {
     sessions: HashMap<i32, Session>,
 }
 
+/// openraft 0.9 draws each voter's election timeout once, at start, and checks it on a
+/// tick, so voters started together can time out in the same tick round after round and
+/// split the vote for as long (seen: 45 terms, 20 s, on a busy 2-core machine). As KRaft
+/// backs off randomly after a failed election, a voter whose term moved on with no
+/// leader known holds its next election back for a random time below `max`.
+async fn election_backoff(raft: Raft, max: Duration) {
+    let mut metrics = raft.metrics();
+    let mut term = metrics.borrow().current_term;
+    loop {
+        if metrics.changed().await.is_err() {
+            return; // Raft shut down
+        }
+        let (now_term, leader) = {
+            let m = metrics.borrow();
+            (m.current_term, m.current_leader)
+        };
+        if now_term > term && leader.is_none() {
+            raft.runtime_config().elect(false);
+            tokio::time::sleep(random_below(max)).await;
+            raft.runtime_config().elect(true);
+        }
+        term = term.max(now_term);
+    }
+}
+
+/// A duration uniformly below `max` (std's per-instance random hash keys as the source).
+fn random_below(max: Duration) -> Duration {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    let ms = max.as_millis().max(1) as u64;
+    Duration::from_millis(h.finish() % ms)
+}
+
 pub struct QuorumController {
     node_id: i32,
     raft: Raft,
@@ -121,6 +159,12 @@ impl QuorumController {
         )
         .await
         .map_err(|e| format!("raft: {e}"))?;
+        if config.voters.len() > 1 {
+            tokio::spawn(election_backoff(
+                raft.clone(),
+                Duration::from_millis(election * 2),
+            ));
+        }
         if !raft.is_initialized().await.map_err(|e| e.to_string())? {
             let nodes: BTreeMap<u64, BasicNode> = config
                 .voters
@@ -200,6 +244,19 @@ impl QuorumController {
         let mut m = self.raft.metrics();
         let _ = tokio::time::timeout(timeout, m.wait_for(|m| m.current_leader.is_some())).await;
         self.leader()
+    }
+
+    /// Resolves once this node's view of the active controller is no longer `leader`
+    /// (a new one was elected, or the old one lost its quorum).
+    pub async fn leader_changed(&self, leader: Option<i32>) {
+        let mut m = self.raft.metrics();
+        if m.wait_for(|m| m.current_leader.map(|id| id as i32) != leader)
+            .await
+            .is_err()
+        {
+            // Raft is shutting down: the leader no longer changes.
+            std::future::pending::<()>().await;
+        }
     }
 
     fn not_controller(&self) -> ControllerResponse {

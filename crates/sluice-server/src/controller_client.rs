@@ -26,6 +26,8 @@ use tracing::{debug, info, warn};
 /// How long a forwarded request keeps looking for an active controller.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
 const CALL_TIMEOUT: Duration = Duration::from_secs(5);
+/// Idle controller connections kept for reuse.
+const IDLE_CONNS: usize = 4;
 
 pub struct ControllerClient {
     node_id: i32,
@@ -36,7 +38,9 @@ pub struct ControllerClient {
     voters: HashMap<i32, String>,
     leader: Mutex<Option<(i32, String)>>,
     next: AtomicUsize,
-    conn: tokio::sync::Mutex<(String, Conn)>,
+    /// Idle connections by address. Calls do not share a connection, so a slow or
+    /// unanswered one (a paused controller) never holds up the others.
+    idle: Mutex<Vec<(String, Conn)>>,
     cache: Arc<MetadataCache>,
     runtime: tokio::runtime::Handle,
 }
@@ -56,7 +60,7 @@ impl ControllerClient {
             voters,
             leader: Mutex::new(None),
             next: AtomicUsize::new(0),
-            conn: tokio::sync::Mutex::new((String::new(), Conn::default())),
+            idle: Mutex::new(Vec::new()),
             cache,
             runtime: tokio::runtime::Handle::current(),
         })
@@ -79,28 +83,55 @@ impl ControllerClient {
             .clone()
     }
 
-    /// Where to send the next remote call.
-    fn target(&self) -> Option<String> {
+    /// Where to send the next remote call: the controller's id (when known) and address.
+    fn target(&self) -> Option<(Option<i32>, String)> {
         match self.leader() {
             Some((id, _)) if id == self.node_id && self.local.is_some() => None,
-            Some((_, addr)) if !addr.is_empty() => Some(addr),
+            Some((id, addr)) if !addr.is_empty() => Some((Some(id), addr)),
             _ if self.bootstrap.is_empty() => None,
             _ => {
                 let i = self.next.fetch_add(1, Ordering::Relaxed);
-                Some(self.bootstrap[i % self.bootstrap.len()].clone())
+                Some((None, self.bootstrap[i % self.bootstrap.len()].clone()))
             }
         }
     }
 
-    async fn call(&self, addr: &str, kind: u8, payload: &[u8]) -> Result<Vec<u8>, String> {
-        let mut conn = self.conn.lock().await;
-        if conn.0 != addr {
-            *conn = (addr.to_string(), Conn::default());
+    /// One call on a connection of its own (an idle one reused when there is one). On a
+    /// node that is a voter itself, a call to a controller that this node's Raft sees
+    /// replaced is abandoned at once instead of waiting out its timeout.
+    async fn call(
+        &self,
+        (leader, addr): (Option<i32>, &str),
+        kind: u8,
+        payload: &[u8],
+    ) -> Result<Vec<u8>, String> {
+        let mut conn = {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            match idle.iter().position(|(a, _)| a == addr) {
+                Some(i) => idle.swap_remove(i).1,
+                None => Conn::default(),
+            }
+        };
+        let replaced = async {
+            match &self.local {
+                // Only when the target is this node's own view of the controller.
+                Some(q) if leader.is_some() && q.leader().map(|(id, _)| id) == leader => {
+                    q.leader_changed(leader).await
+                }
+                _ => std::future::pending().await,
+            }
+        };
+        let result = tokio::select! {
+            r = conn.call(addr, kind, payload, CALL_TIMEOUT) => r.map_err(|e| e.to_string()),
+            () = replaced => return Err(format!("{addr} is no longer the active controller")),
+        };
+        if result.is_ok() {
+            let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+            if idle.len() < IDLE_CONNS {
+                idle.push((addr.to_string(), conn));
+            }
         }
-        conn.1
-            .call(addr, kind, payload, CALL_TIMEOUT)
-            .await
-            .map_err(|e| e.to_string())
+        result
     }
 
     /// Send `req` to the active controller; (committed offset, reply).
@@ -111,18 +142,20 @@ impl ControllerClient {
         loop {
             let answer = match (&self.local, self.target()) {
                 (Some(q), None) => Some(q.handle(req.clone()).await),
-                (_, Some(addr)) => match self.call(&addr, KIND_CONTROLLER, &req.encode()).await {
-                    Ok(body) => match ControllerResponse::decode(&body) {
-                        Ok(r) => Some(r),
-                        Err(e) => return Err(format!("controller {addr}: {e}")),
-                    },
-                    Err(e) => {
-                        debug!(controller = %addr, error = %e, "controller call failed");
-                        last = format!("controller {addr}: {e}");
-                        self.set_leader(None);
-                        None
+                (_, Some((id, addr))) => {
+                    match self.call((id, &addr), KIND_CONTROLLER, &req.encode()).await {
+                        Ok(body) => match ControllerResponse::decode(&body) {
+                            Ok(r) => Some(r),
+                            Err(e) => return Err(format!("controller {addr}: {e}")),
+                        },
+                        Err(e) => {
+                            debug!(controller = %addr, error = %e, "controller call failed");
+                            last = format!("controller {addr}: {e}");
+                            self.set_leader(None);
+                            None
+                        }
                     }
-                },
+                }
                 (None, None) => None,
             };
             match answer {
@@ -160,9 +193,9 @@ impl ControllerClient {
 
     /// One metadata fetch for a broker-only node.
     async fn fetch(&self, offset: i64, wait_ms: u32) -> Result<FetchResponse, String> {
-        let addr = self.target().ok_or("no controller address")?;
+        let (id, addr) = self.target().ok_or("no controller address")?;
         let body = match self
-            .call(&addr, KIND_FETCH, &encode_fetch(offset, wait_ms))
+            .call((id, &addr), KIND_FETCH, &encode_fetch(offset, wait_ms))
             .await
         {
             Ok(b) => b,

@@ -687,6 +687,60 @@ fn a_paused_follower_leaves_the_isr_and_rejoins_when_it_catches_up() {
     assert_eq!(read_partition(&leader_addr, "p", 100).len(), 100);
 }
 
+/// A paused (not dead) active controller: calls to it hang instead of failing. The others
+/// elect a new one, and every broker's pending controller calls (ISR shrinks, heartbeats)
+/// move to it at once. They used to queue on one connection behind calls to the paused
+/// node, each waiting out its 5 s timeout in turn: with a few dozen partitions to shrink,
+/// minutes, and live brokers were fenced because their heartbeats queued too.
+#[test]
+fn a_paused_active_controller_does_not_hold_up_the_others() {
+    let _serial = one_cluster_at_a_time();
+    let mut extra = FAST_LAG.to_vec();
+    extra[1] = "broker.session.timeout.ms=3000";
+    let nodes = TestServer::start_all(sluice_bin(), &combined(&extra));
+    create_replicated(&nodes[0].bootstrap, "pc", 24, "2");
+    let mut w = Wire::connect(&nodes[0].bootstrap);
+    let md: MetadataResponse = w.call(ApiKey::Metadata, 12, &MetadataRequest::default());
+    let paused = md.controller_id.0;
+    let live: Vec<&TestServer> = (1..=3)
+        .filter(|id| *id != paused)
+        .map(|id| &nodes[(id - 1) as usize])
+        .collect();
+    let bootstrap = live
+        .iter()
+        .map(|n| n.bootstrap.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    signal(nodes[(paused - 1) as usize].pid(), "-STOP");
+    /// Resumes the paused node however the test ends, so it can be stopped.
+    struct Resume(u32);
+    impl Drop for Resume {
+        fn drop(&mut self) {
+            signal(self.0, "-CONT");
+        }
+    }
+    let _resume = Resume(nodes[(paused - 1) as usize].pid());
+    // Every partition drops the paused node from its ISR (a shrink for those it follows,
+    // a new leader for those it led), all through the new controller.
+    converge(
+        &live[0].bootstrap,
+        "the paused node out of every ISR",
+        |m| {
+            partitions(m, "pc")
+                .iter()
+                .all(|(l, _, isr)| *l != paused && *l >= 0 && !isr.contains(&paused))
+        },
+    );
+    // Both live brokers stayed registered and take acks=all writes on every partition.
+    let m = metadata(&live[1].bootstrap).unwrap();
+    assert!(
+        brokers(&m).is_superset(&(1..=3).filter(|id| *id != paused).collect()),
+        "a live broker was fenced: {:?}",
+        brokers(&m)
+    );
+    send_all_acks(&bootstrap, "pc", 0..96, "all");
+}
+
 /// Three nodes; node X shuts down (its leaderships move) and comes back into the ISRs.
 /// Returns the nodes and, per partition of topic `pl`, its preferred leader.
 fn with_a_returned_broker(auto_rebalance: bool) -> (Vec<TestServer>, Vec<i32>) {
@@ -1797,9 +1851,6 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
 /// (`min.insync.replicas=3`) and one of them is paused, so no marker can land before the old
 /// coordinator is gone.
 #[test]
-#[ignore = "flaky (2 of ~9 runs): while the paused node is the active controller the commit can stay \
-            unanswered for over 90 s (ISR shrink not reaching a new controller); open bug, see the issue 7 note; \
-            run with --ignored"]
 fn a_new_transaction_coordinator_finishes_a_prepared_commit() {
     let _serial = one_cluster_at_a_time();
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};

@@ -41,6 +41,8 @@ pub const TXN_TOPIC: &str = "__transaction_state";
 
 /// How long a transaction-log write may wait for its in-sync replicas.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest pause before writing a failed transaction completion again.
+const COMPLETION_RETRY_BACKOFF: Duration = Duration::from_secs(1);
 
 /// Coordinator settings (broker configs `transaction.*`).
 #[derive(Clone, Debug)]
@@ -592,6 +594,7 @@ impl Coordinator {
                             None => drop(self.txns.remove(&id)),
                         }
                         reply.send(Some(code));
+                        self.retry_completion(&id, code);
                     }
                 }
             }
@@ -663,7 +666,15 @@ impl Coordinator {
             });
         let info = match appended {
             Ok(info) => info,
-            Err(code) => return reply.send(Some(code)),
+            Err(code) => {
+                warn!(
+                    transactional_id = id,
+                    ?code,
+                    "cannot append to the transaction log"
+                );
+                reply.send(Some(code));
+                return self.retry_completion(&id, code);
+            }
         };
         let epoch = owned.epoch;
         match self.txns.get_mut(&id) {
@@ -692,6 +703,40 @@ impl Coordinator {
                 AckState::Waiting => Err(ErrorCode::CoordinatorNotAvailable),
             };
             let _ = tx.send(Command::Persisted { id, result, reply }).await;
+        });
+    }
+
+    /// A completion (CompleteCommit/CompleteAbort after the markers) that did not reach the
+    /// transaction log is written again after a backoff: nobody else would, and until then
+    /// the producer's next transaction is refused (CONCURRENT_TRANSACTIONS). A broker that
+    /// no longer coordinates the id leaves it to the next coordinator, which resumes it.
+    fn retry_completion(&self, id: &str, code: ErrorCode) {
+        let Some(e) = self.txns.get(id) else { return };
+        let prepared = matches!(
+            e.meta.state,
+            TxnState::PrepareCommit | TxnState::PrepareAbort
+        );
+        if !prepared || e.writing_markers || code == ErrorCode::NotCoordinator {
+            return;
+        }
+        let (id, producer_id, epoch) = (id.to_string(), e.meta.producer_id, e.meta.producer_epoch);
+        // Try again on the partition's next change (its ISR back, an append), at the latest
+        // after the backoff.
+        let changed = Arc::new(tokio::sync::Notify::new());
+        let tp = TopicPartition::new(TXN_TOPIC, partition_for(&id, self.config.partitions));
+        if let Some(p) = self.replicas.get(&tp) {
+            p.add_waiter(&changed);
+        }
+        let tx = self.tx.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(COMPLETION_RETRY_BACKOFF, changed.notified()).await;
+            let _ = tx
+                .send(Command::MarkersDone {
+                    id,
+                    producer_id,
+                    epoch,
+                })
+                .await;
         });
     }
 
