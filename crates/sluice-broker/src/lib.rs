@@ -20,6 +20,7 @@
 //! - [`txn`]: transactions: the coordinator's pure per-transactional-id state machine,
 //!   `__transaction_state` records, the coordinator task and its marker writer.
 //! - [`broker_conn`]: broker-to-broker Kafka-protocol connections.
+//! - [`tls`]: SSL listeners' TLS acceptor and the principal of a TLS connection.
 //! - [`error_map`]: storage errors to Kafka error codes, in one place.
 
 pub mod broker;
@@ -36,6 +37,7 @@ pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod replica_state;
 pub mod request;
+pub mod tls;
 pub mod txn;
 
 pub use broker::Broker;

@@ -14,10 +14,11 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use sluice_protocol::frame::{self, SIZE_PREFIX_LEN};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::{watch, Semaphore};
 use tokio::task::JoinSet;
+use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
@@ -36,6 +37,8 @@ pub struct NetworkLimits {
 }
 
 const READ_CHUNK_BYTES: usize = 1024 * 1024;
+/// How long a client of an SSL listener has to complete its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
 /// Bind a listening socket; `send_buffer`/`recv_buffer` of -1 keep the OS defaults.
@@ -62,10 +65,13 @@ pub fn bind(
 }
 
 /// Accept connections until `shutdown` flips, then wait for every connection to finish its
-/// in-flight request and close.
+/// in-flight request and close. With `tls` (an SSL listener) each connection first
+/// completes a TLS handshake; one that fails (a plaintext client, an untrusted or missing
+/// client certificate) is closed with the reason logged.
 pub async fn serve(
     listener: TcpListener,
     listener_name: String,
+    tls: Option<TlsAcceptor>,
     broker: Arc<Broker>,
     limits: NetworkLimits,
     mut shutdown: watch::Receiver<bool>,
@@ -88,8 +94,25 @@ pub async fn serve(
                     let broker = Arc::clone(&broker);
                     let shutdown = shutdown.clone();
                     let name = Arc::clone(&name);
+                    let tls = tls.clone();
                     connections.spawn(async move {
-                        connection(stream, peer, &name, &broker, limits, shutdown).await;
+                        let _ = stream.set_nodelay(true);
+                        match tls {
+                            None => {
+                                let principal = crate::tls::ANONYMOUS.into();
+                                connection(stream, peer, &name, principal, &broker, limits, shutdown).await;
+                            }
+                            Some(acceptor) => {
+                                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                                    Ok(Ok(stream)) => {
+                                        let principal = crate::tls::principal(stream.get_ref().1).into();
+                                        connection(stream, peer, &name, principal, &broker, limits, shutdown).await;
+                                    }
+                                    Ok(Err(e)) => info!(%peer, listener = %name, error = %e, "TLS handshake failed"),
+                                    Err(_) => info!(%peer, listener = %name, "TLS handshake timed out"),
+                                }
+                            }
+                        }
                         drop(permit);
                     });
                 }
@@ -129,16 +152,17 @@ fn take_frame(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<Bytes>, Str
     Ok(Some(buf.split_to(size).freeze()))
 }
 
-async fn connection(
-    stream: TcpStream,
+/// One client connection: requests are read and answered in turn, so one stream serves
+/// both directions (no split).
+async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
     peer: SocketAddr,
     listener: &str,
+    principal: Arc<str>,
     broker: &Broker,
     limits: NetworkLimits,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let _ = stream.set_nodelay(true);
-    let (mut rd, mut wr) = stream.into_split();
     let mut rbuf = BytesMut::with_capacity(64 * 1024);
     let mut wbuf = BytesMut::new();
     debug!(%peer, "connection opened");
@@ -146,7 +170,7 @@ async fn connection(
         match take_frame(&mut rbuf, limits.request_max_bytes) {
             Err(reason) => break reason,
             Ok(Some(frame)) => {
-                match process(broker, listener, peer, frame).await {
+                match process(broker, listener, &principal, peer, frame).await {
                     Ok(Some(out)) => {
                         if wbuf.is_empty() {
                             wbuf = out;
@@ -156,12 +180,12 @@ async fn connection(
                     }
                     Ok(None) => {}
                     Err(reason) => {
-                        let _ = wr.write_all(&wbuf).await;
+                        let _ = write(&mut stream, &wbuf).await;
                         break reason;
                     }
                 }
                 if wbuf.len() >= WRITE_BATCH_BYTES {
-                    if let Err(e) = wr.write_all(&wbuf).await {
+                    if let Err(e) = write(&mut stream, &wbuf).await {
                         break format!("write failed: {e}");
                     }
                     wbuf.clear();
@@ -169,7 +193,7 @@ async fn connection(
             }
             Ok(None) => {
                 if !wbuf.is_empty() {
-                    if let Err(e) = wr.write_all(&wbuf).await {
+                    if let Err(e) = write(&mut stream, &wbuf).await {
                         break format!("write failed: {e}");
                     }
                     wbuf.clear();
@@ -181,7 +205,7 @@ async fn connection(
                     rbuf.reserve(64 * 1024);
                 }
                 let read = tokio::select! {
-                    r = tokio::time::timeout(limits.idle_timeout, rd.read_buf(&mut rbuf)) => r,
+                    r = tokio::time::timeout(limits.idle_timeout, stream.read_buf(&mut rbuf)) => r,
                     _ = shutdown.changed() => break "broker shutting down".into(),
                 };
                 match read {
@@ -206,13 +230,20 @@ async fn connection(
     } else {
         info!(%peer, reason, "closing connection");
     }
-    let _ = wr.shutdown().await;
+    let _ = stream.shutdown().await;
+}
+
+/// Write and flush (a TLS stream holds written bytes until flushed).
+async fn write<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> std::io::Result<()> {
+    stream.write_all(bytes).await?;
+    stream.flush().await
 }
 
 /// Route one frame to its handler.
 async fn process(
     broker: &Broker,
     listener: &str,
+    principal: &Arc<str>,
     peer: SocketAddr,
     frame: Bytes,
 ) -> Result<Response, String> {
@@ -240,6 +271,7 @@ async fn process(
         correlation_id: peek.correlation_id,
         client_id: header.client_id.map(|c| c.to_string()),
         listener: listener.to_string(),
+        principal: Arc::clone(principal),
         peer,
     };
     (handler.handle)(broker, &ctx, body)

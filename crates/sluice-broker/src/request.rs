@@ -17,6 +17,8 @@ pub struct RequestContext {
     pub correlation_id: i32,
     pub client_id: Option<String>,
     pub listener: String,
+    /// Who is asking: `User:ANONYMOUS`, or `User:<certificate subject>` over mutual TLS.
+    pub principal: std::sync::Arc<str>,
     pub peer: SocketAddr,
 }
 

@@ -578,6 +578,55 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "How long an idempotent producer may stay silent before its state is forgotten.",
     ),
     def(
+        "ssl.keystore.type",
+        T::String,
+        Some("PEM"),
+        OneOf(&["PEM"]),
+        "Format of the key store: PEM (JKS and PKCS12 stores are not read; convert them to PEM).",
+    ),
+    def(
+        "ssl.keystore.location",
+        T::String,
+        None,
+        Any,
+        "PEM file with this broker's certificate chain and its unencrypted private key.",
+    ),
+    def(
+        "ssl.key.password",
+        T::Password,
+        None,
+        Any,
+        "Password of an encrypted private key (not supported: use an unencrypted PEM key).",
+    ),
+    def(
+        "ssl.truststore.type",
+        T::String,
+        Some("PEM"),
+        OneOf(&["PEM"]),
+        "Format of the trust store: PEM.",
+    ),
+    def(
+        "ssl.truststore.location",
+        T::String,
+        None,
+        Any,
+        "PEM file with the CA certificates that client certificates must chain to.",
+    ),
+    def(
+        "ssl.client.auth",
+        T::String,
+        Some("none"),
+        OneOf(&["required", "requested", "none"]),
+        "Whether clients of SSL listeners must (required) or may (requested) present a certificate.",
+    ),
+    def(
+        "ssl.enabled.protocols",
+        T::List,
+        Some("TLSv1.2,TLSv1.3"),
+        EachOf(&["TLSv1.2", "TLSv1.3"]),
+        "TLS versions SSL listeners accept.",
+    ),
+    def(
         "inter.broker.listener.name",
         T::String,
         None,
@@ -1265,6 +1314,55 @@ pub fn validate(d: &ConfigDef, raw: &str) -> Result<(), String> {
     }
 }
 
+/// How a listener secures its connections (`listener.security.protocol.map`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SecurityProtocol {
+    Plaintext,
+    Ssl,
+    SaslPlaintext,
+    SaslSsl,
+}
+
+impl SecurityProtocol {
+    pub fn parse(v: &str) -> Option<Self> {
+        Some(match v {
+            "PLAINTEXT" => Self::Plaintext,
+            "SSL" => Self::Ssl,
+            "SASL_PLAINTEXT" => Self::SaslPlaintext,
+            "SASL_SSL" => Self::SaslSsl,
+            _ => return None,
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Plaintext => "PLAINTEXT",
+            Self::Ssl => "SSL",
+            Self::SaslPlaintext => "SASL_PLAINTEXT",
+            Self::SaslSsl => "SASL_SSL",
+        }
+    }
+}
+
+/// `listener.name.<listener>.<key>` overrides: `ssl.*` settings may differ per listener.
+const LISTENER_OVERRIDABLE: &[&str] = &[
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.key.password",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.client.auth",
+    "ssl.enabled.protocols",
+];
+
+/// The setting a `listener.name.<listener>.<key>` key overrides, if it is one.
+fn listener_override(key: &str) -> Option<(&str, &'static ConfigDef)> {
+    let rest = key.strip_prefix("listener.name.")?;
+    let (listener, setting) = rest.split_once('.')?;
+    let def = broker_def(setting).filter(|d| LISTENER_OVERRIDABLE.contains(&d.name))?;
+    (!listener.is_empty()).then_some((listener, def))
+}
+
 /// A listener: `NAME://host:port`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Listener {
@@ -1373,7 +1471,7 @@ impl BrokerConfig {
             set.insert(k.trim().to_string(), v.trim().to_string());
         }
         for (k, v) in &set {
-            match broker_def(k) {
+            match broker_def(k).or_else(|| listener_override(k).map(|(_, d)| d)) {
                 Some(d) => validate(d, v).map_err(|message| ConfigError {
                     key: k.clone(),
                     message,
@@ -1451,6 +1549,7 @@ impl BrokerConfig {
                 ));
             }
         }
+        self.check_security()?;
         if self.log_dirs().len() != 1 {
             return Err(ConfigError {
                 key: "log.dirs".into(),
@@ -1458,6 +1557,130 @@ impl BrokerConfig {
             });
         }
         Ok(())
+    }
+
+    /// Every listener's security protocol is known and supported, and SSL listeners have
+    /// what they need; brokers talk to each other over PLAINTEXT (for now).
+    fn check_security(&self) -> Result<(), ConfigError> {
+        let err = |key: String, message: String| ConfigError { key, message };
+        for l in self.listeners() {
+            let protocol = self
+                .security_protocol(&l.name)
+                .map_err(|m| err("listener.security.protocol.map".into(), m))?;
+            match protocol {
+                SecurityProtocol::Plaintext => {}
+                SecurityProtocol::Ssl => {
+                    let key = self.listener_key(&l.name, "ssl.keystore.location");
+                    if self.explicit(&key).is_none() {
+                        return Err(err(
+                            key,
+                            format!("is required for the SSL listener {}", l.name),
+                        ));
+                    }
+                    let key = self.listener_key(&l.name, "ssl.key.password");
+                    if self.explicit(&key).is_some_and(|v| !v.is_empty()) {
+                        return Err(err(
+                            key,
+                            "encrypted private keys are not supported: give an unencrypted PEM key"
+                                .into(),
+                        ));
+                    }
+                    let auth = self.listener_value(&l.name, "ssl.client.auth");
+                    let trust = self.listener_key(&l.name, "ssl.truststore.location");
+                    if auth.as_deref() != Some("none") && self.explicit(&trust).is_none() {
+                        return Err(err(
+                            trust,
+                            format!(
+                                "is required with ssl.client.auth={}",
+                                auth.unwrap_or_default()
+                            ),
+                        ));
+                    }
+                }
+                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
+                    return Err(err(
+                        "listeners".into(),
+                        format!(
+                            "listener {} uses {}, which is not supported yet (PLAINTEXT and SSL are)",
+                            l.name,
+                            protocol.name()
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(name) = self.explicit("inter.broker.listener.name") {
+            let name = name.to_string();
+            if !self.listeners().iter().any(|l| l.name == name) {
+                return Err(err(
+                    "inter.broker.listener.name".into(),
+                    format!("{name} is not one of the listeners"),
+                ));
+            }
+        }
+        let names = self.controller_listener_names();
+        let inter = self.explicit("inter.broker.listener.name").map_or_else(
+            || {
+                self.listeners()
+                    .into_iter()
+                    .find(|l| !names.contains(&l.name))
+                    .map(|l| l.name)
+            },
+            |n| Some(n.to_string()),
+        );
+        for name in inter.into_iter().chain(names.iter().cloned()) {
+            if self.security_protocol(&name).ok() != Some(SecurityProtocol::Plaintext) {
+                return Err(err(
+                    "inter.broker.listener.name".into(),
+                    format!(
+                        "brokers and controllers reach each other over listener {name}, which must be PLAINTEXT (TLS between brokers is not supported yet); name a PLAINTEXT listener in inter.broker.listener.name or list one first"
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The security protocol of listener `name`.
+    pub fn security_protocol(&self, name: &str) -> Result<SecurityProtocol, String> {
+        let map = self
+            .value("listener.security.protocol.map")
+            .unwrap_or_default();
+        let mut found = None;
+        for item in map.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            let (l, p) = item
+                .split_once(':')
+                .ok_or_else(|| format!("{item} is not of the form LISTENER:PROTOCOL"))?;
+            let protocol = SecurityProtocol::parse(p.trim())
+                .ok_or_else(|| format!("unknown security protocol {p} for listener {l}"))?;
+            if l.trim() == name {
+                found = Some(protocol);
+            }
+        }
+        match found {
+            Some(p) => Ok(p),
+            // Kafka maps the controller listener to PLAINTEXT when it is not named.
+            None if self.controller_listener_names().iter().any(|c| c == name) => {
+                Ok(SecurityProtocol::Plaintext)
+            }
+            None => Err(format!("listener {name} has no security protocol")),
+        }
+    }
+
+    /// `listener.name.<listener>.<key>` (the listener name in lower case, as Kafka writes it).
+    fn listener_key(&self, listener: &str, key: &str) -> String {
+        let prefixed = format!("listener.name.{}.{key}", listener.to_lowercase());
+        if self.explicit(&prefixed).is_some() {
+            prefixed
+        } else {
+            key.to_string()
+        }
+    }
+
+    /// A setting for one listener: its `listener.name.<listener>.` override, else the
+    /// broker-wide value.
+    pub fn listener_value(&self, listener: &str, key: &str) -> Option<String> {
+        self.value(&self.listener_key(listener, key))
     }
 
     /// The explicitly set value of `key`, if any.
@@ -1845,6 +2068,44 @@ mod tests {
         assert_eq!(c.topic_default("retention.ms").unwrap().0, "604800000");
         assert_eq!(c.listeners()[0].port, 9092);
         assert_eq!(c.log_dirs(), vec![PathBuf::from("./sluice-data")]);
+    }
+
+    #[test]
+    fn ssl_settings_may_be_given_per_listener() {
+        let o = Origin::Override;
+        let (c, w) = build(&[
+            (o, "listeners", "PLAINTEXT://:0,INTERNAL://:0,EXTERNAL://:0"),
+            (
+                o,
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,EXTERNAL:SSL",
+            ),
+            (o, "ssl.keystore.location", "shared.pem"),
+            (o, "listener.name.external.ssl.keystore.location", "ext.pem"),
+            (o, "listener.name.external.ssl.client.auth", "required"),
+            (
+                o,
+                "listener.name.external.ssl.truststore.location",
+                "ca.pem",
+            ),
+        ])
+        .unwrap();
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(
+            c.security_protocol("EXTERNAL").unwrap(),
+            SecurityProtocol::Ssl
+        );
+        let v = |l: &str, k: &str| c.listener_value(l, k).unwrap_or_default();
+        assert_eq!(v("EXTERNAL", "ssl.keystore.location"), "ext.pem");
+        assert_eq!(v("INTERNAL", "ssl.keystore.location"), "shared.pem");
+        assert_eq!(v("EXTERNAL", "ssl.client.auth"), "required");
+        assert_eq!(v("INTERNAL", "ssl.client.auth"), "none");
+        // A per-listener value is checked like the broker-wide one.
+        let e = build(&[(o, "listener.name.x.ssl.client.auth", "sometimes")]).unwrap_err();
+        assert_eq!(e.key, "listener.name.x.ssl.client.auth");
+        // Only ssl.* settings are per listener here.
+        let (_, w) = build(&[(o, "listener.name.x.num.partitions", "3")]).unwrap();
+        assert_eq!(w.len(), 1);
     }
 
     #[test]

@@ -23,7 +23,7 @@ use sluice_broker::txn::coordinator::{TxnConfig, TxnCoordinator};
 use sluice_broker::{now_ms, Broker, ReplicaManager};
 use sluice_controller::rpc::Heartbeat;
 use sluice_controller::{ControllerDefaults, QuorumConfig, QuorumController};
-use sluice_metadata::config::BrokerConfig;
+use sluice_metadata::config::{BrokerConfig, SecurityProtocol};
 use sluice_metadata::record::Endpoint;
 use sluice_metadata::{MetadataImage, Uuid};
 use sluice_storage::checkpoint::MetaProperties;
@@ -43,6 +43,8 @@ pub enum NodeError {
     Storage(#[from] LogError),
     #[error("controller quorum: {0}")]
     Quorum(String),
+    #[error("TLS: {0}")]
+    Tls(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -220,6 +222,17 @@ impl Node {
         let (controller_bound, kafka_bound): (Vec<_>, Vec<_>) = bound
             .into_iter()
             .partition(|(b, _)| controller_names.contains(&b.name));
+        // SSL listeners' TLS settings are checked (files read) before anything starts.
+        let mut kafka_listeners = Vec::new();
+        for (b, listener) in kafka_bound {
+            let tls = match config.security_protocol(&b.name) {
+                Ok(SecurityProtocol::Ssl) => {
+                    Some(sluice_broker::tls::acceptor(&config, &b.name).map_err(NodeError::Tls)?)
+                }
+                _ => None,
+            };
+            kafka_listeners.push((b, listener, tls));
+        }
 
         // The controller role: a voter of the metadata quorum. With no voters configured
         // this is the standalone single-node quorum of `sluice server` (no network).
@@ -421,18 +434,17 @@ impl Node {
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms().max(1) as u64),
             max_connections: config.max_connections(),
         };
-        let servers = kafka_bound
-            .into_iter()
-            .map(|(b, listener)| {
-                tokio::spawn(network::serve(
-                    listener,
-                    b.name,
-                    Arc::clone(&broker),
-                    limits,
-                    shutdown_rx.clone(),
-                ))
-            })
-            .collect();
+        let mut servers = Vec::new();
+        for (b, listener, tls) in kafka_listeners {
+            servers.push(tokio::spawn(network::serve(
+                listener,
+                b.name,
+                tls,
+                Arc::clone(&broker),
+                limits,
+                shutdown_rx.clone(),
+            )));
+        }
         let chores = tokio::spawn(run_chores(
             Arc::clone(&replicas),
             Arc::clone(&config),

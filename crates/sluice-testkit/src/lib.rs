@@ -160,6 +160,14 @@ impl TestServer {
         self.data.path().join("data")
     }
 
+    /// `host:port` of listener `name` as the node reported it when it started listening.
+    pub fn listener(&self, name: &str) -> Option<String> {
+        let log = self.log();
+        let list = log.lines().find_map(|l| l.split(" listening on ").nth(1))?;
+        list.split(|c: char| c == ',' || c.is_whitespace())
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix("://").map(str::to_owned))
+    }
+
     /// Everything the process printed so far.
     pub fn log(&self) -> String {
         self.log

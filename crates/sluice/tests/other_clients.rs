@@ -129,3 +129,111 @@ fn java_client_3x() {
 fn java_client_4x() {
     java_client("kafka4", "4.4.0");
 }
+
+fn tls_fixture(name: &str) -> String {
+    repo_root()
+        .join("crates/sluice/tests/fixtures/tls")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// A node with an SSL listener that requires a client certificate (mutual TLS) next to
+/// its PLAINTEXT one.
+fn start_mtls() -> TestServer {
+    let keystore = format!("ssl.keystore.location={}", tls_fixture("server.pem"));
+    let truststore = format!("ssl.truststore.location={}", tls_fixture("ca.pem"));
+    start(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        &keystore,
+        &truststore,
+        "ssl.client.auth=required",
+    ])
+}
+
+/// Run `interop/python/tls_clients.py` for each case at once: (client, mode, address,
+/// certificate); returns each one's output, panicking on a failed run.
+fn tls_clients(cases: &[(&str, &str, &str, &str)]) -> Vec<String> {
+    let script = repo_root().join("interop/python/tls_clients.py");
+    let ca = tls_fixture("ca.pem");
+    let children: Vec<_> = cases
+        .iter()
+        .map(|(client, mode, addr, cert)| {
+            Command::new("python3")
+                .arg(&script)
+                .args([*client, *mode, *addr, ca.as_str(), *cert])
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("python3 (run scripts/test, which installs the clients)")
+        })
+        .collect();
+    children
+        .into_iter()
+        .zip(cases)
+        .map(|(child, case)| {
+            let out = child.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+            assert!(
+                out.status.success(),
+                "{case:?} failed ({}):\n{stdout}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            stdout
+        })
+        .collect()
+}
+
+#[test]
+fn python_clients_over_mutual_tls() {
+    let server = start_mtls();
+    let ssl = server.listener("SSL").expect("the SSL listener's address");
+    let cert = tls_fixture("client.pem");
+    let outs = tls_clients(&[
+        ("confluent", "ok", &ssl, &cert),
+        ("kafka-python", "ok", &ssl, &cert),
+    ]);
+    assert!(outs[0].contains("confluent-kafka TLS OK"), "{}", outs[0]);
+    assert!(outs[1].contains("kafka-python TLS OK"), "{}", outs[1]);
+}
+
+/// Every way a TLS connection can be wrong fails that connection with a clear error on
+/// the client, and the broker logs why and carries on.
+#[test]
+fn tls_failures_fail_cleanly_and_hurt_nothing() {
+    let server = start_mtls();
+    let ssl = server.listener("SSL").expect("the SSL listener's address");
+    let plain = server.bootstrap.clone();
+    let (foreign, expired, good) = (
+        tls_fixture("foreign-client.pem"),
+        tls_fixture("expired-client.pem"),
+        tls_fixture("client.pem"),
+    );
+    let wrong: [(&str, &str, &str); 5] = [
+        ("no client certificate", &ssl, "-"),
+        ("a certificate from an unknown CA", &ssl, &foreign),
+        ("an expired certificate", &ssl, &expired),
+        ("plaintext to the TLS port", &ssl, "plaintext"),
+        ("TLS to the plaintext port", &plain, &good),
+    ];
+    let cases: Vec<(&str, &str, &str, &str)> = ["confluent", "kafka-python"]
+        .into_iter()
+        .flat_map(|client| wrong.iter().map(move |(_, a, c)| (client, "fail", *a, *c)))
+        .collect();
+    for (out, case) in tls_clients(&cases).iter().zip(&cases) {
+        assert!(out.contains("FAILED CLEANLY"), "{case:?}: {out}");
+    }
+    let log = server.log();
+    assert!(log.contains("TLS handshake failed"), "{log}");
+    assert!(log.contains("exceeds socket.request.max.bytes"), "{log}");
+    // The broker is unharmed: both listeners still serve.
+    let outs = tls_clients(&[
+        ("confluent", "ok", &ssl, &good),
+        ("confluent", "ok", &plain, "plaintext"),
+    ]);
+    assert!(
+        outs[0].contains("TLS OK") && outs[1].contains("PLAINTEXT OK"),
+        "{outs:?}"
+    );
+}

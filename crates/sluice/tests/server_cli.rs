@@ -54,6 +54,49 @@ fn invalid_configuration_stops_startup_with_one_line_naming_the_key() {
 
     let (code, _, err) = run(&["server", "--bogus-flag"], &[]);
     assert_eq!(code, 2, "wrong arguments exit 2: {err}");
+
+    // Listener security: what is missing or unsupported is named, in one line.
+    let two = "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0";
+    for (overrides, expect) in [
+        (vec![two], "ssl.keystore.location"),
+        (
+            vec![two, "ssl.keystore.location=/does/not/exist.pem"],
+            "/does/not/exist.pem",
+        ),
+        (
+            vec![
+                two,
+                "ssl.keystore.location=x.pem",
+                "ssl.client.auth=required",
+            ],
+            "ssl.truststore.location",
+        ),
+        (
+            vec![two, "ssl.keystore.location=x.pem", "ssl.keystore.type=JKS"],
+            "ssl.keystore.type",
+        ),
+        (
+            vec!["listeners=SASL_PLAINTEXT://127.0.0.1:0"],
+            "SASL_PLAINTEXT, which is not supported yet",
+        ),
+        (
+            vec!["listeners=SSL://127.0.0.1:0", "ssl.keystore.location=x.pem"],
+            "must be PLAINTEXT",
+        ),
+        (
+            vec!["listeners=FOO://127.0.0.1:0"],
+            "listener FOO has no security protocol",
+        ),
+    ] {
+        let mut args = vec!["server"];
+        for o in &overrides {
+            args.extend(["--override", o]);
+        }
+        let (code, _, err) = run(&args, &[]);
+        assert_eq!(code, 1, "{overrides:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{overrides:?}: {err}");
+        assert!(err.contains(expect), "{overrides:?}: {err}");
+    }
 }
 
 #[test]
