@@ -12,6 +12,42 @@ use std::sync::mpsc;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// A loopback port that is free right now, for a listener whose address must be known
+/// before it starts (controller voters). Picked below the kernel's ephemeral range, so the
+/// outgoing connections of clients and nodes (which take ports from that range) cannot
+/// grab it between this check and the node binding it.
+pub fn free_port() -> u16 {
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU16, Ordering};
+    static NEXT: AtomicU16 = AtomicU16::new(0);
+    let low_ephemeral: u16 = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32768);
+    let (from, span) = (10_000u16, low_ephemeral.saturating_sub(10_000).max(1));
+    if NEXT.load(Ordering::Relaxed) == 0 {
+        // A random start per process, so test binaries running at once rarely meet.
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(std::process::id());
+        let _ = NEXT.compare_exchange(
+            0,
+            (h.finish() % span as u64) as u16 + 1,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+    for _ in 0..span {
+        let port = from + NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
 /// How long a node may take to start listening before the test fails.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -44,6 +44,18 @@ const WRITE_TIMEOUT: Duration = Duration::from_secs(30);
 /// The longest pause before writing a failed transaction completion again.
 const COMPLETION_RETRY_BACKOFF: Duration = Duration::from_secs(1);
 
+/// Tell the coordinator task that the markers of `id`'s transaction are written (its
+/// completion is to be written next).
+async fn markers_done(tx: &mpsc::Sender<Command>, id: String, producer_id: i64, epoch: i16) {
+    let _ = tx
+        .send(Command::MarkersDone {
+            id,
+            producer_id,
+            epoch,
+        })
+        .await;
+}
+
 /// Coordinator settings (broker configs `transaction.*`).
 #[derive(Clone, Debug)]
 pub struct TxnConfig {
@@ -730,13 +742,7 @@ impl Coordinator {
         let tx = self.tx.clone();
         tokio::spawn(async move {
             let _ = tokio::time::timeout(COMPLETION_RETRY_BACKOFF, changed.notified()).await;
-            let _ = tx
-                .send(Command::MarkersDone {
-                    id,
-                    producer_id,
-                    epoch,
-                })
-                .await;
+            markers_done(&tx, id, producer_id, epoch).await;
         });
     }
 
@@ -768,13 +774,7 @@ impl Coordinator {
         let id = id.to_string();
         tokio::spawn(async move {
             if markers.write(job, &cancelled).await {
-                let _ = tx
-                    .send(Command::MarkersDone {
-                        id,
-                        producer_id,
-                        epoch,
-                    })
-                    .await;
+                markers_done(&tx, id, producer_id, epoch).await;
             }
         });
     }

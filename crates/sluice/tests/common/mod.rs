@@ -23,11 +23,7 @@ pub fn sluice_bin() -> &'static std::path::Path {
 
 /// A loopback port free right now (for a listener that must be known before it starts).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    sluice_testkit::free_port()
 }
 
 pub fn start(overrides: &[&str]) -> TestServer {
