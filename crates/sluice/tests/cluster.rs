@@ -1708,7 +1708,11 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
     let mut pipeline = spawn();
     /// The reader's view of each output partition, from librdkafka's statistics.
     #[derive(Default)]
-    struct FetchStates(Mutex<BTreeMap<i32, String>>, Mutex<Vec<String>>);
+    struct FetchStates(
+        Mutex<BTreeMap<i32, String>>,
+        Mutex<Vec<String>>,
+        Mutex<BTreeMap<i32, Vec<String>>>,
+    );
     impl rdkafka::ClientContext for FetchStates {
         fn log(&self, level: rdkafka::config::RDKafkaLogLevel, fac: &str, msg: &str) {
             if (level as i32) <= (rdkafka::config::RDKafkaLogLevel::Warning as i32) {
@@ -1720,7 +1724,17 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
                 return;
             };
             let mut m = self.0.lock().unwrap();
+            let mut history = self.2.lock().unwrap();
             for (p, st) in &t.partitions {
+                // Each change of the fetcher's state, with the client's clock (seconds).
+                let now = format!(
+                    "{} leader {} next {}",
+                    st.fetch_state, st.leader, st.next_offset
+                );
+                let h = history.entry(*p).or_default();
+                if h.last().is_none_or(|l| !l.ends_with(&now)) {
+                    h.push(format!("t={} {now}", s.time));
+                }
                 m.insert(
                     *p,
                     format!(
@@ -1881,10 +1895,11 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
     // until that is understood, but reported with where librdkafka's fetcher stands.
     if live.len() < RECORDS {
         eprintln!(
-            "KNOWN ISSUE: the live read_committed reader got {} of {RECORDS}; its partitions: {:?}; errors: {reader_errors:?}; librdkafka warnings: {:?}",
+            "KNOWN ISSUE: the live read_committed reader got {} of {RECORDS}; its partitions: {:?}; errors: {reader_errors:?}; librdkafka warnings: {:?}; fetch state changes: {:?}",
             live.len(),
             reader.context().0.lock().unwrap(),
-            reader.context().1.lock().unwrap()
+            reader.context().1.lock().unwrap(),
+            reader.context().2.lock().unwrap()
         );
         // For a closer look: SLUICE_EOS_DIAG=<dir> keeps each node's copy of the output.
         if let Ok(dir) = std::env::var("SLUICE_EOS_DIAG") {
