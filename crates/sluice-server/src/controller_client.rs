@@ -140,6 +140,13 @@ impl ControllerClient {
         let mut backoff = Duration::from_millis(20);
         let mut last = String::from("no active controller");
         loop {
+            // A voter learns who leads from its own Raft: while an election runs, wait for
+            // it rather than guess among the voters (a guess can be the paused or dead node
+            // that was replaced, and waiting out its timeout costs this broker its session).
+            if let Some(q) = self.local.as_ref().filter(|q| q.leader().is_none()) {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let _ = q.wait_for_leader(left).await;
+            }
             let answer = match (&self.local, self.target()) {
                 (Some(q), None) => Some(q.handle(req.clone()).await),
                 (_, Some((id, addr))) => {
