@@ -91,24 +91,13 @@ async fn election_backoff(raft: Raft, max: Duration) {
         };
         if now_term > term && leader.is_none() {
             raft.runtime_config().elect(false);
-            tokio::time::sleep(random_below(max)).await;
+            let ms = max.as_millis().max(1) as usize;
+            let pause = crate::placement::random_start(ms) as u64;
+            tokio::time::sleep(Duration::from_millis(pause)).await;
             raft.runtime_config().elect(true);
         }
         term = term.max(now_term);
     }
-}
-
-/// A duration uniformly below `max` (std's per-instance random hash keys as the source).
-fn random_below(max: Duration) -> Duration {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos()),
-    );
-    let ms = max.as_millis().max(1) as u64;
-    Duration::from_millis(h.finish() % ms)
 }
 
 pub struct QuorumController {
