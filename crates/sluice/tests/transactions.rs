@@ -14,6 +14,7 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 const T: Duration = Duration::from_secs(30);
@@ -231,12 +232,23 @@ fn group_consumer(bootstrap: &str, group: &str) -> BaseConsumer {
         .expect("consumer")
 }
 
-/// The group's committed offset of partition 0 of `topic` (None: nothing committed).
+/// The group's committed offset of partition 0 of `topic` (None: nothing committed). A
+/// read_committed consumer asks for stable offsets: until the just-ended transaction's
+/// marker reaches `__consumer_offsets` the answer is UNSTABLE_OFFSET_COMMIT (as in Kafka,
+/// EndTxn is answered before the markers are written), which is asked again.
 fn committed(bootstrap: &str, group: &str, topic: &str) -> Option<i64> {
     let c = group_consumer(bootstrap, group);
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition(topic, 0);
-    let got = c.committed_offsets(tpl, T).expect("committed");
+    let deadline = Instant::now() + T;
+    let got = loop {
+        match c.committed_offsets(tpl.clone(), T) {
+            Err(e)
+                if e.rdkafka_error_code() == Some(RDKafkaErrorCode::UnstableOffsetCommit)
+                    && Instant::now() < deadline => {}
+            other => break other.expect("committed"),
+        }
+    };
     match got.elements()[0].offset() {
         Offset::Offset(o) => Some(o),
         _ => None,
