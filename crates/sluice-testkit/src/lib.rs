@@ -148,6 +148,14 @@ impl TestServer {
             std::thread::spawn(move || {
                 for line in BufReader::new(stream).lines() {
                     let Ok(line) = line else { break };
+                    // Into the log before the start is reported, so `listener()` finds it.
+                    {
+                        let mut l = log
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner);
+                        l.push_str(&line);
+                        l.push('\n');
+                    }
                     if let Some(list) = line.split(" listening on ").nth(1) {
                         // The PLAINTEXT listener, else the first (a controller-only node).
                         let list: String =
@@ -160,11 +168,6 @@ impl TestServer {
                         let addr = pick.split("://").nth(1).unwrap_or(pick).to_string();
                         let _ = tx.send(addr);
                     }
-                    let mut l = log
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
-                    l.push_str(&line);
-                    l.push('\n');
                 }
             });
         }
