@@ -1,19 +1,26 @@
-"""TLS clients against a sluice SSL listener, driven by crates/sluice/tests/other_clients.rs.
+"""TLS and SASL clients against sluice's secured listeners, driven by
+crates/sluice/tests/other_clients.rs.
 
-usage: tls_clients.py CLIENT MODE BOOTSTRAP CA CERT
-  CLIENT  confluent (librdkafka) | kafka-python
-  MODE    ok   — produce 20 records and read them back over TLS
-          fail — the connection must fail (no/foreign/expired certificate, plaintext to a TLS
-                 port, TLS to a plaintext port): prints "FAILED CLEANLY: <reason>" within the
-                 timeout, exits 0; exits 1 if it worked after all
-  CERT    PEM file with the client's key and certificate, '-' for none, 'plaintext' to speak
-          PLAINTEXT to the port
+usage: tls_clients.py CLIENT MODE BOOTSTRAP CA CERT [MECHANISM USER PASSWORD]
+  CLIENT     confluent (librdkafka) | kafka-python
+  MODE       ok   — produce 20 records and read them back
+             fail — the connection must fail (no/foreign/expired certificate, plaintext to a
+                    TLS port, TLS to a plaintext port, wrong SASL password or mechanism):
+                    prints "FAILED CLEANLY: <reason>" within the timeout, exits 0; exits 1 if
+                    it worked after all
+  CERT       PEM file with the client's key and certificate, '-' for none, 'plaintext' to
+             speak without TLS
+  MECHANISM  with USER and PASSWORD: authenticate with SASL (PLAIN, SCRAM-SHA-256,
+             SCRAM-SHA-512): SASL_SSL, or SASL_PLAINTEXT when CERT is 'plaintext'
 """
 import sys
 import time
 import uuid
 
 client, mode, bootstrap, ca, cert = sys.argv[1:6]
+sasl = sys.argv[6:9] if len(sys.argv) >= 9 else None
+tls = cert != "plaintext"
+label = ("SASL " if sasl else "") + ("TLS" if tls else "PLAINTEXT")
 topic = "tls-" + uuid.uuid4().hex[:8]
 values = [f"secure-{i}".encode() for i in range(20)]
 
@@ -21,12 +28,13 @@ values = [f"secure-{i}".encode() for i in range(20)]
 def confluent():
     from confluent_kafka import Consumer, KafkaException, Producer
 
-    conf = {"bootstrap.servers": bootstrap}
-    if cert == "plaintext":
-        conf["security.protocol"] = "PLAINTEXT"
-    else:
-        conf.update({"security.protocol": "SSL", "ssl.ca.location": ca,
-                     "ssl.endpoint.identification.algorithm": "https"})
+    conf = {"bootstrap.servers": bootstrap,
+            "security.protocol": ("SASL_" if sasl else "") + ("SSL" if tls else "PLAINTEXT")}
+    if sasl:
+        conf.update({"sasl.mechanism": sasl[0], "sasl.username": sasl[1],
+                     "sasl.password": sasl[2]})
+    if tls:
+        conf.update({"ssl.ca.location": ca, "ssl.endpoint.identification.algorithm": "https"})
         if cert != "-":
             conf.update({"ssl.certificate.location": cert, "ssl.key.location": cert})
     if mode == "fail":
@@ -51,18 +59,20 @@ def confluent():
             got.append(m.value())
     c.close()
     assert got == values, got
-    print(f"confluent-kafka {'PLAINTEXT' if cert == 'plaintext' else 'TLS'} OK")
+    print(f"confluent-kafka {label} OK")
 
 
 def kafka_python():
     from kafka import KafkaConsumer, KafkaProducer
     from kafka.errors import KafkaError
 
-    conf = {"bootstrap_servers": bootstrap}
-    if cert == "plaintext":
-        conf["security_protocol"] = "PLAINTEXT"
-    else:
-        conf.update({"security_protocol": "SSL", "ssl_cafile": ca, "ssl_check_hostname": True})
+    conf = {"bootstrap_servers": bootstrap,
+            "security_protocol": ("SASL_" if sasl else "") + ("SSL" if tls else "PLAINTEXT")}
+    if sasl:
+        conf.update({"sasl_mechanism": sasl[0], "sasl_plain_username": sasl[1],
+                     "sasl_plain_password": sasl[2]})
+    if tls:
+        conf.update({"ssl_cafile": ca, "ssl_check_hostname": True})
         if cert != "-":
             conf.update({"ssl_certfile": cert, "ssl_keyfile": cert})
     if mode == "fail":
@@ -82,7 +92,7 @@ def kafka_python():
     got = [m.value for m in c][: len(values)]
     c.close()
     assert got == values, got
-    print(f"kafka-python {'PLAINTEXT' if cert == 'plaintext' else 'TLS'} OK")
+    print(f"kafka-python {label} OK")
 
 
 {"confluent": confluent, "kafka-python": kafka_python}[client]()

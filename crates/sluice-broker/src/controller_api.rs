@@ -4,7 +4,7 @@
 
 use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
-    PartitionOutcome, ReassignTarget, TopicRef,
+    PartitionOutcome, ReassignTarget, ScramChange, TopicRef, UserOutcome,
 };
 
 /// A controller failure that is not the request's fault (e.g. the metadata log's disk).
@@ -69,5 +69,14 @@ pub trait ControllerApi: Send + Sync + 'static {
     ) -> Result<Vec<PartitionOutcome>, ControllerFailure> {
         let _ = (targets, allow_rf_change);
         Err("this controller does not reassign partitions".into())
+    }
+
+    /// AlterUserScramCredentials: store or delete SCRAM credentials; one outcome per user.
+    fn alter_scram_credentials(
+        &self,
+        changes: &[ScramChange],
+    ) -> Result<Vec<UserOutcome>, ControllerFailure> {
+        let _ = changes;
+        Err("this controller does not store SCRAM credentials".into())
     }
 }

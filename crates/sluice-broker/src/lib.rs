@@ -21,6 +21,7 @@
 //!   `__transaction_state` records, the coordinator task and its marker writer.
 //! - [`broker_conn`]: broker-to-broker Kafka-protocol connections.
 //! - [`tls`]: SSL listeners' TLS acceptor and the principal of a TLS connection.
+//! - [`sasl`]: SASL authentication of a connection (PLAIN, SCRAM-SHA-256/512).
 //! - [`error_map`]: storage errors to Kafka error codes, in one place.
 
 pub mod broker;
@@ -37,6 +38,7 @@ pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod replica_state;
 pub mod request;
+pub mod sasl;
 pub mod tls;
 pub mod txn;
 

@@ -24,6 +24,7 @@ use tracing::{debug, info, warn};
 use crate::broker::Broker;
 use crate::handlers::api_versions::unsupported_version_response;
 use crate::request::{RequestContext, Response};
+use crate::sasl::{Outcome, SaslSession, SaslSettings};
 
 /// Connection limits, from the broker config.
 #[derive(Clone, Copy, Debug)]
@@ -34,6 +35,8 @@ pub struct NetworkLimits {
     pub idle_timeout: Duration,
     /// `max.connections`
     pub max_connections: usize,
+    /// `sasl.server.max.receive.size`: the largest frame before SASL authentication.
+    pub sasl_max_receive: usize,
 }
 
 const READ_CHUNK_BYTES: usize = 1024 * 1024;
@@ -65,13 +68,15 @@ pub fn bind(
 }
 
 /// Accept connections until `shutdown` flips, then wait for every connection to finish its
-/// in-flight request and close. With `tls` (an SSL listener) each connection first
-/// completes a TLS handshake; one that fails (a plaintext client, an untrusted or missing
-/// client certificate) is closed with the reason logged.
+/// in-flight request and close. With `tls` (an SSL or SASL_SSL listener) each connection
+/// first completes a TLS handshake; one that fails (a plaintext client, an untrusted or
+/// missing client certificate) is closed with the reason logged. With `sasl` (a SASL
+/// listener) each connection must authenticate before anything but ApiVersions is served.
 pub async fn serve(
     listener: TcpListener,
     listener_name: String,
     tls: Option<TlsAcceptor>,
+    sasl: Option<Arc<SaslSettings>>,
     broker: Arc<Broker>,
     limits: NetworkLimits,
     mut shutdown: watch::Receiver<bool>,
@@ -95,18 +100,21 @@ pub async fn serve(
                     let shutdown = shutdown.clone();
                     let name = Arc::clone(&name);
                     let tls = tls.clone();
+                    let sasl = sasl.clone().map(SaslSession::new);
                     connections.spawn(async move {
                         let _ = stream.set_nodelay(true);
                         match tls {
                             None => {
                                 let principal = crate::tls::ANONYMOUS.into();
-                                connection(stream, peer, &name, principal, &broker, limits, shutdown).await;
+                                let auth = Auth { principal, sasl };
+                                connection(stream, peer, &name, auth, &broker, limits, shutdown).await;
                             }
                             Some(acceptor) => {
                                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                                     Ok(Ok(stream)) => {
                                         let principal = crate::tls::principal(stream.get_ref().1).into();
-                                        connection(stream, peer, &name, principal, &broker, limits, shutdown).await;
+                                        let auth = Auth { principal, sasl };
+                                        connection(stream, peer, &name, auth, &broker, limits, shutdown).await;
                                     }
                                     Ok(Err(e)) => info!(%peer, listener = %name, error = %e, "TLS handshake failed"),
                                     Err(_) => info!(%peer, listener = %name, "TLS handshake timed out"),
@@ -129,7 +137,8 @@ pub async fn serve(
 }
 
 /// Split one whole frame off the front of `buf`, if there is one.
-fn take_frame(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<Bytes>, String> {
+/// `limit` names the setting `max_bytes` comes from, for the error.
+fn take_frame(buf: &mut BytesMut, max_bytes: usize, limit: &str) -> Result<Option<Bytes>, String> {
     if buf.len() < SIZE_PREFIX_LEN {
         return Ok(None);
     }
@@ -139,9 +148,7 @@ fn take_frame(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<Bytes>, Str
     }
     let size = size as usize;
     if size > max_bytes {
-        return Err(format!(
-            "frame of {size} bytes exceeds socket.request.max.bytes={max_bytes}"
-        ));
+        return Err(format!("frame of {size} bytes exceeds {limit}={max_bytes}"));
     }
     let needed = SIZE_PREFIX_LEN + size;
     if buf.len() < needed {
@@ -152,13 +159,50 @@ fn take_frame(buf: &mut BytesMut, max_bytes: usize) -> Result<Option<Bytes>, Str
     Ok(Some(buf.split_to(size).freeze()))
 }
 
+/// Who a connection's requests come from: its principal, and the SASL exchange still to
+/// complete (None once authenticated, or on a listener without SASL).
+struct Auth {
+    principal: Arc<str>,
+    sasl: Option<SaslSession>,
+}
+
+impl Auth {
+    /// Handle one frame: the SASL exchange until it completes, then ordinary requests.
+    async fn process(
+        &mut self,
+        broker: &Broker,
+        listener: &str,
+        peer: SocketAddr,
+        frame: Bytes,
+    ) -> Result<Response, (Response, String)> {
+        let Some(session) = self.sasl.as_mut() else {
+            return process(broker, listener, &self.principal, peer, frame)
+                .await
+                .map_err(|r| (None, r));
+        };
+        match session.handle(broker, listener, peer, frame).await {
+            Outcome::Route(frame) => process(broker, listener, &self.principal, peer, frame)
+                .await
+                .map_err(|r| (None, r)),
+            Outcome::Continue(out) => Ok(Some(out)),
+            Outcome::Authenticated(out, principal) => {
+                debug!(%peer, %principal, "SASL authentication succeeded");
+                self.principal = principal;
+                self.sasl = None;
+                Ok(Some(out))
+            }
+            Outcome::Close(out, reason) => Err((out, reason)),
+        }
+    }
+}
+
 /// One client connection: requests are read and answered in turn, so one stream serves
 /// both directions (no split).
 async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     mut stream: S,
     peer: SocketAddr,
     listener: &str,
-    principal: Arc<str>,
+    mut auth: Auth,
     broker: &Broker,
     limits: NetworkLimits,
     mut shutdown: watch::Receiver<bool>,
@@ -167,10 +211,17 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     let mut wbuf = BytesMut::new();
     debug!(%peer, "connection opened");
     let reason: String = loop {
-        match take_frame(&mut rbuf, limits.request_max_bytes) {
+        // Until a SASL client has authenticated, only small frames are accepted.
+        let (max_frame, limit) =
+            if auth.sasl.is_some() && limits.sasl_max_receive < limits.request_max_bytes {
+                (limits.sasl_max_receive, "sasl.server.max.receive.size")
+            } else {
+                (limits.request_max_bytes, "socket.request.max.bytes")
+            };
+        match take_frame(&mut rbuf, max_frame, limit) {
             Err(reason) => break reason,
             Ok(Some(frame)) => {
-                match process(broker, listener, &principal, peer, frame).await {
+                match auth.process(broker, listener, peer, frame).await {
                     Ok(Some(out)) => {
                         if wbuf.is_empty() {
                             wbuf = out;
@@ -179,7 +230,11 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
                         }
                     }
                     Ok(None) => {}
-                    Err(reason) => {
+                    Err((last, reason)) => {
+                        // What was answered so far, and the refusal itself, then close.
+                        if let Some(last) = last {
+                            wbuf.extend_from_slice(&last);
+                        }
                         let _ = write(&mut stream, &wbuf).await;
                         break reason;
                     }
@@ -288,17 +343,17 @@ mod tests {
         let mut buf = BytesMut::new();
         buf.extend_from_slice(&3i32.to_be_bytes());
         buf.extend_from_slice(b"ab");
-        assert_eq!(take_frame(&mut buf, 100).unwrap(), None);
+        assert_eq!(take_frame(&mut buf, 100, "x").unwrap(), None);
         buf.extend_from_slice(b"c");
         buf.extend_from_slice(&1i32.to_be_bytes());
         assert_eq!(
-            take_frame(&mut buf, 100).unwrap().as_deref(),
+            take_frame(&mut buf, 100, "x").unwrap().as_deref(),
             Some(&b"abc"[..])
         );
-        assert_eq!(take_frame(&mut buf, 100).unwrap(), None);
+        assert_eq!(take_frame(&mut buf, 100, "x").unwrap(), None);
         let mut big = BytesMut::from(&200i32.to_be_bytes()[..]);
-        assert!(take_frame(&mut big, 100).is_err());
+        assert!(take_frame(&mut big, 100, "x").is_err());
         let mut neg = BytesMut::from(&(-5i32).to_be_bytes()[..]);
-        assert!(take_frame(&mut neg, 100).is_err());
+        assert!(take_frame(&mut neg, 100, "x").is_err());
     }
 }

@@ -24,12 +24,13 @@ pub mod error;
 pub mod group;
 pub mod producer;
 
-pub use admin::{Admin, PartitionReassignment};
+pub use admin::{Admin, PartitionReassignment, ScramAlteration};
 pub use config::ClientConfig;
 pub use consumer::{Consumer, ConsumerRecord, OffsetReset};
 pub use error::Error;
 pub use group::{Assignor, CommittedOffset, OffsetAndMetadata, RebalanceListener};
 pub use producer::{DeliveryFuture, GroupMetadata, Producer, ProducerRecord, RecordMetadata};
 pub use sluice_protocol::compression::Compression;
+pub use sluice_protocol::scram::Mechanism as ScramMechanism;
 pub use sluice_protocol::types::TopicPartition;
 pub use sluice_protocol::ErrorCode;

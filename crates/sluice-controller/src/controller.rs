@@ -18,7 +18,7 @@ use crate::election::{elect, isr_without};
 use crate::{placement, reassign};
 pub use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
-    PartitionOutcome, ReassignTarget, TopicRef,
+    PartitionOutcome, ReassignTarget, ScramChange, TopicRef, UserOutcome,
 };
 
 /// Cluster-wide defaults for new topics.
@@ -779,6 +779,58 @@ impl Controller {
             }],
         )
     }
+
+    /// AlterUserScramCredentials (checked by the broker for duplicates, mechanisms and
+    /// iteration counts): store or delete each credential. Deleting one that does not exist
+    /// fails that user, as in Kafka; a user's changes apply all or none.
+    pub fn alter_scram_credentials(
+        &self,
+        image: &MetadataImage,
+        changes: &[ScramChange],
+    ) -> (Vec<UserOutcome>, Vec<MetadataRecord>) {
+        let mut users: Vec<&str> = Vec::new();
+        for (user, _, _) in changes {
+            if !users.contains(&user.as_str()) {
+                users.push(user);
+            }
+        }
+        let mut outcomes = Vec::new();
+        let mut records = Vec::new();
+        for user in users {
+            let mine: Vec<&ScramChange> = changes.iter().filter(|c| c.0 == user).collect();
+            let missing = mine.iter().find(|(_, mechanism, cred)| {
+                cred.is_none() && !image.scram.contains_key(&(user.to_string(), *mechanism))
+            });
+            if missing.is_some() {
+                outcomes.push((
+                    user.to_string(),
+                    Err(ApiError::new(
+                        ErrorCode::ResourceNotFound,
+                        "Attempt to delete a user credential that does not exist",
+                    )),
+                ));
+                continue;
+            }
+            for (_, mechanism, cred) in mine {
+                records.push(match cred {
+                    Some(c) => MetadataRecord::ScramCredential {
+                        user: user.to_string(),
+                        mechanism: *mechanism,
+                        salt: c.salt.clone(),
+                        stored_key: c.stored_key.clone(),
+                        server_key: c.server_key.clone(),
+                        iterations: c.iterations,
+                    },
+                    None => MetadataRecord::RemoveScramCredential {
+                        user: user.to_string(),
+                        mechanism: *mechanism,
+                    },
+                });
+            }
+            outcomes.push((user.to_string(), Ok(())));
+        }
+        (outcomes, records)
+    }
 }
 
 fn partition_records(topic_id: Uuid, first: i32, assignments: &[Vec<i32>]) -> Vec<MetadataRecord> {
@@ -1305,5 +1357,41 @@ mod tests {
             ErrorCode::UnknownTopicOrPartition
         );
         assert!(k.image.topics.is_empty());
+    }
+
+    #[test]
+    fn scram_credentials_are_stored_and_deleted_per_user() {
+        let mut k = Cluster::new(&[1]);
+        let entry = |iterations| sluice_metadata::image::ScramEntry {
+            salt: vec![1],
+            stored_key: vec![2],
+            server_key: vec![3],
+            iterations,
+        };
+        let (out, records) = k.c.alter_scram_credentials(
+            &k.image,
+            &[
+                ("alice".into(), 2, Some(entry(4096))),
+                ("alice".into(), 1, Some(entry(8192))),
+                ("bob".into(), 1, None),
+            ],
+        );
+        assert_eq!(out[0], ("alice".to_string(), Ok(())));
+        assert_eq!(out[1].0, "bob");
+        assert_eq!(
+            out[1].1.as_ref().unwrap_err().code,
+            ErrorCode::ResourceNotFound
+        );
+        assert_eq!(records.len(), 2, "bob's failed change writes nothing");
+        k.apply(records);
+        assert_eq!(k.image.scram.len(), 2);
+        let (out, records) =
+            k.c.alter_scram_credentials(&k.image, &[("alice".into(), 2, None)]);
+        assert_eq!(out, vec![("alice".to_string(), Ok(()))]);
+        k.apply(records);
+        assert_eq!(
+            k.image.scram.keys().collect::<Vec<_>>(),
+            vec![&("alice".to_string(), 1)]
+        );
     }
 }

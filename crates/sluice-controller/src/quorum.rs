@@ -353,6 +353,10 @@ impl QuorumController {
                 let (out, records) = p.alter_reassignments(&image, &targets, allow_rf_change);
                 Ok((self.write(records).await?, ReplyBody::PerPartition(out)))
             }
+            ControllerRequest::AlterScramCredentials(changes) => {
+                let (out, records) = p.alter_scram_credentials(&image, &changes);
+                Ok((self.write(records).await?, ReplyBody::PerUser(out)))
+            }
             ControllerRequest::AlterPartition(c) => match p.alter_partition(&image, &c) {
                 Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
                 Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),

@@ -3,8 +3,9 @@
 
 use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, PartitionOutcome,
-    ReassignTarget, TopicRef,
+    ReassignTarget, ScramChange, TopicRef, UserOutcome,
 };
+use sluice_metadata::image::ScramEntry;
 use sluice_metadata::record::Endpoint;
 use sluice_metadata::{MetadataRecord, Uuid};
 use sluice_protocol::ErrorCode;
@@ -59,6 +60,9 @@ pub enum ControllerRequest {
         targets: Vec<ReassignTarget>,
         allow_rf_change: bool,
     },
+    /// AlterUserScramCredentials: per user and mechanism the credential to store, or None
+    /// to delete it.
+    AlterScramCredentials(Vec<ScramChange>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -73,6 +77,8 @@ pub enum ReplyBody {
     },
     /// One outcome per partition (ElectLeaders, AlterPartitionReassignments).
     PerPartition(Vec<PartitionOutcome>),
+    /// One outcome per user (AlterUserScramCredentials).
+    PerUser(Vec<UserOutcome>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -249,6 +255,24 @@ impl ControllerRequest {
                     }
                 }
             }
+            ControllerRequest::AlterScramCredentials(changes) => {
+                w.u8(10).u32(changes.len() as u32);
+                for (user, mechanism, cred) in changes {
+                    w.str(user).u8(*mechanism as u8);
+                    match cred {
+                        Some(c) => {
+                            w.bool(true)
+                                .bytes(&c.salt)
+                                .bytes(&c.stored_key)
+                                .bytes(&c.server_key)
+                                .i32(c.iterations);
+                        }
+                        None => {
+                            w.bool(false);
+                        }
+                    }
+                }
+            }
         }
         w.0
     }
@@ -380,6 +404,26 @@ impl ControllerRequest {
                     allow_rf_change,
                 }
             }
+            10 => {
+                let n = r.count(4)?;
+                let mut changes = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let user = r.str()?;
+                    let mechanism = r.u8()? as i8;
+                    let cred = if r.bool()? {
+                        Some(ScramEntry {
+                            salt: r.bytes()?.to_vec(),
+                            stored_key: r.bytes()?.to_vec(),
+                            server_key: r.bytes()?.to_vec(),
+                            iterations: r.i32()?,
+                        })
+                    } else {
+                        None
+                    };
+                    changes.push((user, mechanism, cred));
+                }
+                ControllerRequest::AlterScramCredentials(changes)
+            }
             _ => return Err(WireError("unknown controller request")),
         };
         r.done()?;
@@ -429,6 +473,13 @@ impl ControllerResponse {
                         w.u8(6).u32(v.len() as u32);
                         for (t, p, r) in v {
                             w.str(t).i32(*p);
+                            put_result(&mut w, r, |_, _| {});
+                        }
+                    }
+                    ReplyBody::PerUser(v) => {
+                        w.u8(7).u32(v.len() as u32);
+                        for (user, r) in v {
+                            w.str(user);
                             put_result(&mut w, r, |_, _| {});
                         }
                     }
@@ -491,6 +542,15 @@ impl ControllerResponse {
                             v.push((t, p, get_result(&mut r, |_| Ok(()))?));
                         }
                         ReplyBody::PerPartition(v)
+                    }
+                    7 => {
+                        let n = r.count(3)?;
+                        let mut v = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            let user = r.str()?;
+                            v.push((user, get_result(&mut r, |_| Ok(()))?));
+                        }
+                        ReplyBody::PerUser(v)
                     }
                     _ => return Err(WireError("unknown reply")),
                 };
@@ -632,6 +692,19 @@ mod tests {
                 targets: vec![("t".into(), 0, Some(vec![2, 3])), ("t".into(), 1, None)],
                 allow_rf_change: true,
             },
+            ControllerRequest::AlterScramCredentials(vec![
+                (
+                    "alice".into(),
+                    2,
+                    Some(ScramEntry {
+                        salt: vec![1, 2],
+                        stored_key: vec![3; 64],
+                        server_key: vec![4; 64],
+                        iterations: 4096,
+                    }),
+                ),
+                ("bob".into(), 1, None),
+            ]),
         ];
         for req in reqs {
             let bytes = req.encode();
@@ -681,6 +754,16 @@ mod tests {
                         "t".into(),
                         1,
                         Err(ApiError::new(ErrorCode::ElectionNotNeeded, "no")),
+                    ),
+                ]),
+            },
+            ControllerResponse::Ok {
+                offset: 8,
+                body: ReplyBody::PerUser(vec![
+                    ("alice".into(), Ok(())),
+                    (
+                        "bob".into(),
+                        Err(ApiError::new(ErrorCode::ResourceNotFound, "no")),
                     ),
                 ]),
             },

@@ -96,6 +96,16 @@ const CODECS: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "prod
 const CLEANUP: &[&str] = &["compact", "delete"];
 const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
 
+fn no_reauthentication(v: &str) -> Result<(), String> {
+    match v.parse::<i64>() {
+        Ok(0) => Ok(()),
+        _ => Err(
+            "SASL re-authentication (KIP-368) is not supported: leave connections.max.reauth.ms at 0"
+                .into(),
+        ),
+    }
+}
+
 fn gzip_level(v: &str) -> Result<(), String> {
     match v.parse::<i32>() {
         Ok(-1) | Ok(1..=9) => Ok(()),
@@ -625,6 +635,34 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         Some("TLSv1.2,TLSv1.3"),
         EachOf(&["TLSv1.2", "TLSv1.3"]),
         "TLS versions SSL listeners accept.",
+    ),
+    def(
+        "sasl.enabled.mechanisms",
+        T::List,
+        Some("GSSAPI"),
+        Any,
+        "SASL mechanisms SASL listeners offer: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI and OAUTHBEARER are not supported).",
+    ),
+    def(
+        "sasl.jaas.config",
+        T::Password,
+        None,
+        Any,
+        "Per listener and mechanism (listener.name.<listener>.plain.sasl.jaas.config): the PlainLoginModule entry whose user_<name>=\"<password>\" options are the PLAIN users.",
+    ),
+    def(
+        "sasl.server.max.receive.size",
+        T::Int,
+        Some("524288"),
+        AtLeast(1),
+        "Largest request a client may send before it has authenticated.",
+    ),
+    def(
+        "connections.max.reauth.ms",
+        T::Long,
+        Some("0"),
+        Custom(no_reauthentication),
+        "SASL re-authentication (KIP-368) is not supported: 0, so sessions never expire and clients are told so.",
     ),
     def(
         "inter.broker.listener.name",
@@ -1353,12 +1391,90 @@ const LISTENER_OVERRIDABLE: &[&str] = &[
     "ssl.truststore.location",
     "ssl.client.auth",
     "ssl.enabled.protocols",
+    "sasl.enabled.mechanisms",
+    "sasl.jaas.config",
 ];
+
+/// The SASL mechanisms Sluice implements.
+pub const SASL_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+fn plain_jaas_key(listener: &str) -> String {
+    format!(
+        "listener.name.{}.plain.sasl.jaas.config",
+        listener.to_lowercase()
+    )
+}
+
+/// A JAAS login module entry as Kafka takes it in `sasl.jaas.config`:
+/// `<class> <flag> key="value" key2=value2;` — returns the class and the options.
+pub fn parse_jaas(text: &str) -> Result<(String, Vec<(String, String)>), String> {
+    let text = text.trim();
+    let body = text
+        .strip_suffix(';')
+        .ok_or("a JAAS entry must end with ';'")?;
+    let mut rest = body.trim_start();
+    let mut word = || {
+        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
+        let (w, r) = rest.split_at(end);
+        rest = r.trim_start();
+        w.to_string()
+    };
+    let module = word();
+    let flag = word();
+    if module.is_empty()
+        || !["required", "requisite", "sufficient", "optional"].contains(&flag.as_str())
+    {
+        return Err("a JAAS entry is '<LoginModule class> required key=\"value\" ...;'".into());
+    }
+    let mut options = Vec::new();
+    while !rest.is_empty() {
+        let (k, after) = rest
+            .split_once('=')
+            .ok_or_else(|| format!("JAAS option {rest:?} is not key=value"))?;
+        let k = k.trim();
+        if k.is_empty() || k.contains(char::is_whitespace) {
+            return Err(format!("JAAS option name {k:?} is invalid"));
+        }
+        let after = after.trim_start();
+        let (value, remaining) = if let Some(quoted) = after.strip_prefix('"') {
+            let mut value = String::new();
+            let mut chars = quoted.char_indices();
+            let mut end = None;
+            while let Some((i, c)) = chars.next() {
+                match c {
+                    '\\' => {
+                        if let Some((_, n)) = chars.next() {
+                            value.push(n);
+                        }
+                    }
+                    '"' => {
+                        end = Some(i + 1);
+                        break;
+                    }
+                    c => value.push(c),
+                }
+            }
+            let end = end.ok_or_else(|| format!("JAAS option {k}: unterminated quote"))?;
+            (value, &quoted[end..])
+        } else {
+            let end = after.find(char::is_whitespace).unwrap_or(after.len());
+            (after[..end].to_string(), &after[end..])
+        };
+        options.push((k.to_string(), value));
+        rest = remaining.trim_start();
+    }
+    Ok((module, options))
+}
 
 /// The setting a `listener.name.<listener>.<key>` key overrides, if it is one.
 fn listener_override(key: &str) -> Option<(&str, &'static ConfigDef)> {
     let rest = key.strip_prefix("listener.name.")?;
     let (listener, setting) = rest.split_once('.')?;
+    // `<mechanism>.sasl.jaas.config`: a login module per SASL mechanism.
+    let setting = match setting.split_once(".sasl.jaas.config") {
+        Some((mech, "")) if !mech.is_empty() && !mech.contains('.') => "sasl.jaas.config",
+        _ => setting,
+    };
     let def = broker_def(setting).filter(|d| LISTENER_OVERRIDABLE.contains(&d.name))?;
     (!listener.is_empty()).then_some((listener, def))
 }
@@ -1567,46 +1683,14 @@ impl BrokerConfig {
             let protocol = self
                 .security_protocol(&l.name)
                 .map_err(|m| err("listener.security.protocol.map".into(), m))?;
-            match protocol {
-                SecurityProtocol::Plaintext => {}
-                SecurityProtocol::Ssl => {
-                    let key = self.listener_key(&l.name, "ssl.keystore.location");
-                    if self.explicit(&key).is_none() {
-                        return Err(err(
-                            key,
-                            format!("is required for the SSL listener {}", l.name),
-                        ));
-                    }
-                    let key = self.listener_key(&l.name, "ssl.key.password");
-                    if self.explicit(&key).is_some_and(|v| !v.is_empty()) {
-                        return Err(err(
-                            key,
-                            "encrypted private keys are not supported: give an unencrypted PEM key"
-                                .into(),
-                        ));
-                    }
-                    let auth = self.listener_value(&l.name, "ssl.client.auth");
-                    let trust = self.listener_key(&l.name, "ssl.truststore.location");
-                    if auth.as_deref() != Some("none") && self.explicit(&trust).is_none() {
-                        return Err(err(
-                            trust,
-                            format!(
-                                "is required with ssl.client.auth={}",
-                                auth.unwrap_or_default()
-                            ),
-                        ));
-                    }
-                }
-                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl => {
-                    return Err(err(
-                        "listeners".into(),
-                        format!(
-                            "listener {} uses {}, which is not supported yet (PLAINTEXT and SSL are)",
-                            l.name,
-                            protocol.name()
-                        ),
-                    ));
-                }
+            if matches!(protocol, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl) {
+                self.check_ssl(&l.name)?;
+            }
+            if matches!(
+                protocol,
+                SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+            ) {
+                self.check_sasl(&l.name)?;
             }
         }
         if let Some(name) = self.explicit("inter.broker.listener.name") {
@@ -1639,6 +1723,97 @@ impl BrokerConfig {
             }
         }
         Ok(())
+    }
+
+    /// An SSL or SASL_SSL listener has a key store, no encrypted key, and a trust store
+    /// when it asks for client certificates.
+    fn check_ssl(&self, listener: &str) -> Result<(), ConfigError> {
+        let err = |key: String, message: String| ConfigError { key, message };
+        let key = self.listener_key(listener, "ssl.keystore.location");
+        if self.explicit(&key).is_none() {
+            return Err(err(
+                key,
+                format!("is required for the TLS listener {listener}"),
+            ));
+        }
+        let key = self.listener_key(listener, "ssl.key.password");
+        if self.explicit(&key).is_some_and(|v| !v.is_empty()) {
+            return Err(err(
+                key,
+                "encrypted private keys are not supported: give an unencrypted PEM key".into(),
+            ));
+        }
+        let auth = self.listener_value(listener, "ssl.client.auth");
+        let trust = self.listener_key(listener, "ssl.truststore.location");
+        if auth.as_deref() != Some("none") && self.explicit(&trust).is_none() {
+            return Err(err(
+                trust,
+                format!(
+                    "is required with ssl.client.auth={}",
+                    auth.unwrap_or_default()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// A SASL listener offers only mechanisms Sluice implements, and PLAIN has its users.
+    fn check_sasl(&self, listener: &str) -> Result<(), ConfigError> {
+        let key = self.listener_key(listener, "sasl.enabled.mechanisms");
+        let mechanisms = self.sasl_mechanisms(listener);
+        if mechanisms.is_empty() {
+            return Err(ConfigError {
+                key,
+                message: format!("no SASL mechanism enabled for listener {listener}"),
+            });
+        }
+        for m in &mechanisms {
+            if !SASL_MECHANISMS.contains(&m.as_str()) {
+                return Err(ConfigError {
+                    key,
+                    message: format!(
+                        "{m} is not supported (listener {listener}); enable one or more of {}",
+                        SASL_MECHANISMS.join(", ")
+                    ),
+                });
+            }
+        }
+        if mechanisms.iter().any(|m| m == "PLAIN") {
+            self.plain_users(listener).map_err(|message| ConfigError {
+                key: plain_jaas_key(listener),
+                message,
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The SASL mechanisms listener `listener` offers, in the configured order.
+    pub fn sasl_mechanisms(&self, listener: &str) -> Vec<String> {
+        self.listener_value(listener, "sasl.enabled.mechanisms")
+            .unwrap_or_default()
+            .split(',')
+            .map(|m| m.trim().to_string())
+            .filter(|m| !m.is_empty())
+            .collect()
+    }
+
+    /// PLAIN's users on listener `listener`: the `user_<name>="<password>"` options of its
+    /// `listener.name.<listener>.plain.sasl.jaas.config` (Kafka's PlainLoginModule format).
+    pub fn plain_users(&self, listener: &str) -> Result<BTreeMap<String, String>, String> {
+        let key = plain_jaas_key(listener);
+        let jaas = self
+            .explicit(&key)
+            .ok_or_else(|| format!("{key} is required: PLAIN is enabled on listener {listener}"))?;
+        let (module, options) = parse_jaas(jaas)?;
+        if !module.ends_with("PlainLoginModule") {
+            return Err(format!(
+                "{key}: expected org.apache.kafka.common.security.plain.PlainLoginModule, got {module}"
+            ));
+        }
+        Ok(options
+            .into_iter()
+            .filter_map(|(k, v)| Some((k.strip_prefix("user_")?.to_string(), v)))
+            .collect())
     }
 
     /// The security protocol of listener `name`.
@@ -2106,6 +2281,77 @@ mod tests {
         // Only ssl.* settings are per listener here.
         let (_, w) = build(&[(o, "listener.name.x.num.partitions", "3")]).unwrap();
         assert_eq!(w.len(), 1);
+    }
+
+    #[test]
+    fn sasl_listeners_need_supported_mechanisms_and_plain_users() {
+        let o = Origin::Override;
+        let base = [
+            (o, "listeners", "PLAINTEXT://:0,SECURE://:0,INNER://:0"),
+            (
+                o,
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL,INNER:SASL_PLAINTEXT",
+            ),
+            (o, "ssl.keystore.location", "server.pem"),
+        ];
+        let with = |extra: &[(Origin, &'static str, &'static str)]| {
+            let mut v = base.to_vec();
+            v.extend_from_slice(extra);
+            build(&v)
+        };
+        // Kafka's default mechanism (GSSAPI) is refused with the supported list.
+        let e = with(&[]).unwrap_err();
+        assert_eq!(e.key, "sasl.enabled.mechanisms");
+        assert!(e.message.contains("GSSAPI is not supported"), "{e}");
+        let jaas = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="a" user_admin="a" user_alice="al\"ice";"#;
+        let (c, w) = with(&[
+            (o, "sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+            (
+                o,
+                "listener.name.inner.sasl.enabled.mechanisms",
+                "PLAIN,SCRAM-SHA-256",
+            ),
+            (o, "listener.name.inner.plain.sasl.jaas.config", jaas),
+        ])
+        .unwrap();
+        assert!(w.is_empty(), "{w:?}");
+        assert_eq!(c.sasl_mechanisms("SECURE"), vec!["SCRAM-SHA-512"]);
+        assert_eq!(c.sasl_mechanisms("INNER"), vec!["PLAIN", "SCRAM-SHA-256"]);
+        let users = c.plain_users("INNER").unwrap();
+        assert_eq!(users["alice"], "al\"ice");
+        assert_eq!(users.len(), 2);
+        // PLAIN without its users, a broken JAAS entry, and the SSL half of SASL_SSL.
+        let e = with(&[(o, "sasl.enabled.mechanisms", "PLAIN")]).unwrap_err();
+        assert_eq!(e.key, "listener.name.secure.plain.sasl.jaas.config");
+        let e = with(&[
+            (o, "sasl.enabled.mechanisms", "PLAIN"),
+            (
+                o,
+                "listener.name.secure.plain.sasl.jaas.config",
+                "Foo required",
+            ),
+            (o, "listener.name.inner.plain.sasl.jaas.config", jaas),
+        ])
+        .unwrap_err();
+        assert!(e.message.contains("';'"), "{e}");
+        let e = build(&[
+            (o, "listeners", "PLAINTEXT://:0,SECURE://:0"),
+            (
+                o,
+                "listener.security.protocol.map",
+                "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL",
+            ),
+            (o, "sasl.enabled.mechanisms", "SCRAM-SHA-256"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.key, "ssl.keystore.location");
+        let e = with(&[
+            (o, "sasl.enabled.mechanisms", "SCRAM-SHA-256"),
+            (o, "connections.max.reauth.ms", "3600000"),
+        ])
+        .unwrap_err();
+        assert!(e.message.contains("KIP-368"), "{e}");
     }
 
     #[test]

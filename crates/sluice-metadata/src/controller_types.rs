@@ -72,3 +72,11 @@ pub type ElectionOutcome = PartitionOutcome;
 /// One partition of an AlterPartitionReassignments request: (topic, partition, the target
 /// replicas, or None to cancel the reassignment in progress).
 pub type ReassignTarget = (String, i32, Option<Vec<i32>>);
+
+/// One change of an AlterUserScramCredentials request, validated by the broker with the
+/// salted password already turned into its stored form: (user, mechanism code, the
+/// credential to store, or None to delete it).
+pub type ScramChange = (String, i8, Option<crate::image::ScramEntry>);
+
+/// One user's outcome of a per-user request.
+pub type UserOutcome = (String, Result<(), ApiError>);

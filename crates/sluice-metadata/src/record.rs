@@ -69,6 +69,18 @@ pub enum MetadataRecord {
     /// A block of producer ids was handed out to `node_id`; ids below `next_producer_id`
     /// are taken.
     ProducerIds { node_id: i32, next_producer_id: i64 },
+    /// A user's SCRAM credential for one mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512) was
+    /// set: what authenticates the user, never the password itself.
+    ScramCredential {
+        user: String,
+        mechanism: i8,
+        salt: Vec<u8>,
+        stored_key: Vec<u8>,
+        server_key: Vec<u8>,
+        iterations: i32,
+    },
+    /// A user's SCRAM credential for one mechanism was deleted.
+    RemoveScramCredential { user: String, mechanism: i8 },
 }
 
 /// A partition's replica set during a reassignment (KIP-455): every replica (the targets
@@ -122,6 +134,11 @@ impl Writer {
     fn uuid(&mut self, id: &Uuid) {
         self.0.extend_from_slice(id.as_bytes());
     }
+    fn bytes(&mut self, b: &[u8]) {
+        let b = &b[..b.len().min(u16::MAX as usize)];
+        self.u16(b.len() as u16);
+        self.0.extend_from_slice(b);
+    }
     fn ints(&mut self, v: &[i32]) {
         self.i32(v.len() as i32);
         for x in v {
@@ -171,6 +188,10 @@ impl<'a> Reader<'a> {
         String::from_utf8(self.take(n as usize)?.to_vec())
             .map(Some)
             .map_err(|_| RecordError::BadUtf8)
+    }
+    fn bytes(&mut self) -> Result<Vec<u8>, RecordError> {
+        let n = self.u16()? as usize;
+        Ok(self.take(n)?.to_vec())
     }
     fn uuid(&mut self) -> Result<Uuid, RecordError> {
         let b = self.take(16)?;
@@ -296,6 +317,27 @@ impl MetadataRecord {
                 w.i32(*node_id);
                 w.i64(*next_producer_id);
             }
+            MetadataRecord::ScramCredential {
+                user,
+                mechanism,
+                salt,
+                stored_key,
+                server_key,
+                iterations,
+            } => {
+                w.0.extend_from_slice(&[10, 0]);
+                w.str(user);
+                w.i8(*mechanism);
+                w.bytes(salt);
+                w.bytes(stored_key);
+                w.bytes(server_key);
+                w.i32(*iterations);
+            }
+            MetadataRecord::RemoveScramCredential { user, mechanism } => {
+                w.0.extend_from_slice(&[11, 0]);
+                w.str(user);
+                w.i8(*mechanism);
+            }
         }
         w.0
     }
@@ -397,6 +439,18 @@ impl MetadataRecord {
                 node_id: r.i32()?,
                 next_producer_id: r.i64()?,
             },
+            (10, 0) => MetadataRecord::ScramCredential {
+                user: r.str()?,
+                mechanism: r.u8()? as i8,
+                salt: r.bytes()?,
+                stored_key: r.bytes()?,
+                server_key: r.bytes()?,
+                iterations: r.i32()?,
+            },
+            (11, 0) => MetadataRecord::RemoveScramCredential {
+                user: r.str()?,
+                mechanism: r.u8()? as i8,
+            },
             (t, v) => return Err(RecordError::UnknownType(t, v)),
         };
         if !r.buf.is_empty() {
@@ -488,6 +542,18 @@ mod tests {
             MetadataRecord::ProducerIds {
                 node_id: 0,
                 next_producer_id: 2000,
+            },
+            MetadataRecord::ScramCredential {
+                user: "alice".into(),
+                mechanism: 2,
+                salt: vec![1, 2, 3],
+                stored_key: vec![4; 64],
+                server_key: vec![5; 64],
+                iterations: 8192,
+            },
+            MetadataRecord::RemoveScramCredential {
+                user: "alice".into(),
+                mechanism: 1,
             },
         ]
     }

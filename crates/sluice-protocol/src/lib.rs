@@ -10,7 +10,8 @@
 //! - [`alloc`]: a global allocator wrapper that keeps absurd length prefixes from
 //!   aborting the process (see its docs for why).
 //! - [`types`]: newtypes for the numbers that must not be mixed.
-//! - [`base64`]: Kafka's URL-safe, unpadded base64 used to print topic ids.
+//! - [`base64`]: the URL-safe base64 Kafka prints topic ids in, and the padded form SCRAM uses.
+//! - [`scram`]: the SCRAM-SHA-256/512 exchange (server and client halves) for SASL.
 
 pub mod alloc;
 pub mod base64;
@@ -18,6 +19,7 @@ pub mod batch;
 pub mod compression;
 pub mod frame;
 pub mod murmur2;
+pub mod scram;
 pub mod types;
 pub mod varint;
 

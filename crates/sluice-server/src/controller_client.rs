@@ -17,7 +17,7 @@ use sluice_controller::rpc::{
 use sluice_controller::QuorumController;
 use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
-    PartitionOutcome, ReassignTarget, TopicRef,
+    PartitionOutcome, ReassignTarget, ScramChange, TopicRef, UserOutcome,
 };
 use sluice_metadata::MetadataImage;
 use tokio::sync::watch;
@@ -302,6 +302,16 @@ impl ControllerApi for ControllerClient {
             allow_rf_change,
         })? {
             ReplyBody::PerPartition(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn alter_scram_credentials(
+        &self,
+        changes: &[ScramChange],
+    ) -> Result<Vec<UserOutcome>, ControllerFailure> {
+        match self.blocking(ControllerRequest::AlterScramCredentials(changes.to_vec()))? {
+            ReplyBody::PerUser(v) => Ok(v),
             other => Err(unexpected(other)),
         }
     }

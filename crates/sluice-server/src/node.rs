@@ -19,6 +19,7 @@ use sluice_broker::handlers::HandlerTable;
 use sluice_broker::metadata_cache::{MetadataCache, MetadataPublisher};
 use sluice_broker::network::{self, NetworkLimits};
 use sluice_broker::replica_fetcher::ReplicaFetcherManager;
+use sluice_broker::sasl::SaslSettings;
 use sluice_broker::txn::coordinator::{TxnConfig, TxnCoordinator};
 use sluice_broker::{now_ms, Broker, ReplicaManager};
 use sluice_controller::rpc::Heartbeat;
@@ -45,6 +46,8 @@ pub enum NodeError {
     Quorum(String),
     #[error("TLS: {0}")]
     Tls(String),
+    #[error("SASL: {0}")]
+    Sasl(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -225,13 +228,20 @@ impl Node {
         // SSL listeners' TLS settings are checked (files read) before anything starts.
         let mut kafka_listeners = Vec::new();
         for (b, listener) in kafka_bound {
-            let tls = match config.security_protocol(&b.name) {
-                Ok(SecurityProtocol::Ssl) => {
+            let protocol = config.security_protocol(&b.name).ok();
+            let tls = match protocol {
+                Some(SecurityProtocol::Ssl | SecurityProtocol::SaslSsl) => {
                     Some(sluice_broker::tls::acceptor(&config, &b.name).map_err(NodeError::Tls)?)
                 }
                 _ => None,
             };
-            kafka_listeners.push((b, listener, tls));
+            let sasl = match protocol {
+                Some(SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl) => Some(
+                    Arc::new(SaslSettings::from_config(&config, &b.name).map_err(NodeError::Sasl)?),
+                ),
+                _ => None,
+            };
+            kafka_listeners.push((b, listener, tls, sasl));
         }
 
         // The controller role: a voter of the metadata quorum. With no voters configured
@@ -433,13 +443,15 @@ impl Node {
             request_max_bytes: config.socket_request_max_bytes(),
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms().max(1) as u64),
             max_connections: config.max_connections(),
+            sasl_max_receive: config.number("sasl.server.max.receive.size").max(1) as usize,
         };
         let mut servers = Vec::new();
-        for (b, listener, tls) in kafka_listeners {
+        for (b, listener, tls, sasl) in kafka_listeners {
             servers.push(tokio::spawn(network::serve(
                 listener,
                 b.name,
                 tls,
+                sasl,
                 Arc::clone(&broker),
                 limits,
                 shutdown_rx.clone(),

@@ -54,6 +54,8 @@ enum Command {
     Producers(cli::producers::ProducersArgs),
     /// List transactions or describe one (kafka-transactions.sh list/describe).
     Transactions(cli::transactions::TransactionsArgs),
+    /// Create, delete and list SCRAM users (kafka-configs.sh --entity-type users).
+    Users(cli::users::UsersArgs),
     /// Print partition offsets (kafka-get-offsets.sh).
     Offsets(cli::offsets::OffsetsArgs),
     /// Print the contents of log segment and index files (kafka-dump-log.sh).
@@ -161,6 +163,7 @@ fn run_tool(command: Command) -> ExitCode {
             Command::Offsets(a) => cli::offsets::run(a).await,
             Command::Producers(a) => cli::producers::run(a).await,
             Command::Transactions(a) => cli::transactions::run(a).await,
+            Command::Users(a) => cli::users::run(a).await,
             Command::Groups(a) => cli::groups::run(a).await,
             Command::Perf(a) => cli::perf::run(a).await,
             Command::Server { .. } | Command::DumpLog(_) => Ok(()),

@@ -151,17 +151,22 @@ fn start_mtls() -> TestServer {
     ])
 }
 
-/// Run `interop/python/tls_clients.py` for each case at once: (client, mode, address,
-/// certificate); returns each one's output, panicking on a failed run.
-fn tls_clients(cases: &[(&str, &str, &str, &str)]) -> Vec<String> {
+/// One run of `interop/python/tls_clients.py`: (client, mode, address, certificate, and
+/// for SASL [mechanism, user, password]).
+type SecureCase<'a> = (&'a str, &'a str, &'a str, &'a str, &'a [&'a str]);
+
+/// Run `interop/python/tls_clients.py` for each case at once; returns each one's output,
+/// panicking on a failed run.
+fn tls_clients(cases: &[SecureCase<'_>]) -> Vec<String> {
     let script = repo_root().join("interop/python/tls_clients.py");
     let ca = tls_fixture("ca.pem");
     let children: Vec<_> = cases
         .iter()
-        .map(|(client, mode, addr, cert)| {
+        .map(|(client, mode, addr, cert, sasl)| {
             Command::new("python3")
                 .arg(&script)
                 .args([*client, *mode, *addr, ca.as_str(), *cert])
+                .args(*sasl)
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -191,8 +196,8 @@ fn python_clients_over_mutual_tls() {
     let ssl = server.listener("SSL").expect("the SSL listener's address");
     let cert = tls_fixture("client.pem");
     let outs = tls_clients(&[
-        ("confluent", "ok", &ssl, &cert),
-        ("kafka-python", "ok", &ssl, &cert),
+        ("confluent", "ok", &ssl, &cert, &[]),
+        ("kafka-python", "ok", &ssl, &cert, &[]),
     ]);
     assert!(outs[0].contains("confluent-kafka TLS OK"), "{}", outs[0]);
     assert!(outs[1].contains("kafka-python TLS OK"), "{}", outs[1]);
@@ -217,9 +222,13 @@ fn tls_failures_fail_cleanly_and_hurt_nothing() {
         ("plaintext to the TLS port", &ssl, "plaintext"),
         ("TLS to the plaintext port", &plain, &good),
     ];
-    let cases: Vec<(&str, &str, &str, &str)> = ["confluent", "kafka-python"]
+    let cases: Vec<SecureCase<'_>> = ["confluent", "kafka-python"]
         .into_iter()
-        .flat_map(|client| wrong.iter().map(move |(_, a, c)| (client, "fail", *a, *c)))
+        .flat_map(|client| {
+            wrong
+                .iter()
+                .map(move |(_, a, c)| (client, "fail", *a, *c, &[][..]))
+        })
         .collect();
     for (out, case) in tls_clients(&cases).iter().zip(&cases) {
         assert!(out.contains("FAILED CLEANLY"), "{case:?}: {out}");
@@ -229,11 +238,117 @@ fn tls_failures_fail_cleanly_and_hurt_nothing() {
     assert!(log.contains("exceeds socket.request.max.bytes"), "{log}");
     // The broker is unharmed: both listeners still serve.
     let outs = tls_clients(&[
-        ("confluent", "ok", &ssl, &good),
-        ("confluent", "ok", &plain, "plaintext"),
+        ("confluent", "ok", &ssl, &good, &[]),
+        ("confluent", "ok", &plain, "plaintext", &[]),
     ]);
     assert!(
         outs[0].contains("TLS OK") && outs[1].contains("PLAINTEXT OK"),
         "{outs:?}"
     );
+}
+
+/// SCRAM users created with `sluice users`; librdkafka (confluent-kafka) and kafka-python
+/// authenticate over SASL_SSL with SCRAM-SHA-512 and SCRAM-SHA-256, and with PLAIN over
+/// SASL_PLAINTEXT; a wrong password, an unknown user, a mechanism the listener does not offer
+/// and a deleted credential all fail cleanly.
+#[test]
+fn python_clients_over_sasl_scram_and_plain() {
+    let keystore = format!("ssl.keystore.location={}", tls_fixture("server.pem"));
+    let jaas = r#"listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_carol="carol-secret";"#;
+    let server = start(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        &keystore,
+        "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN",
+        jaas,
+    ]);
+    let secure = server.listener("SASL_SSL").expect("the SASL_SSL listener");
+    let inner = server
+        .listener("SASL_PLAINTEXT")
+        .expect("the SASL_PLAINTEXT listener");
+    let users = |args: &[&str]| {
+        let out = Command::new(sluice_bin())
+            .args(["users", "--bootstrap-server", &server.bootstrap])
+            .args(args)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "sluice users {args:?}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        stdout
+    };
+    users(&[
+        "--add",
+        "alice",
+        "--password",
+        "alice-secret",
+        "--mechanism",
+        "SCRAM-SHA-512",
+        "--mechanism",
+        "SCRAM-SHA-256",
+        "--iterations",
+        "8192",
+    ]);
+    let listed = users(&["--describe"]);
+    assert!(
+        listed.contains("'alice'")
+            && listed.contains("SCRAM-SHA-256=iterations=8192")
+            && listed.contains("SCRAM-SHA-512=iterations=8192"),
+        "{listed}"
+    );
+
+    let scram512: &[&str] = &["SCRAM-SHA-512", "alice", "alice-secret"];
+    let scram256: &[&str] = &["SCRAM-SHA-256", "alice", "alice-secret"];
+    let plain: &[&str] = &["PLAIN", "carol", "carol-secret"];
+    let outs = tls_clients(&[
+        ("confluent", "ok", &secure, "-", scram512),
+        ("kafka-python", "ok", &secure, "-", scram512),
+        ("confluent", "ok", &secure, "-", scram256),
+        ("confluent", "ok", &inner, "plaintext", plain),
+        ("kafka-python", "ok", &inner, "plaintext", plain),
+    ]);
+    for out in &outs {
+        assert!(out.contains("OK"), "{out}");
+    }
+    assert!(
+        outs[0].contains("confluent-kafka SASL TLS OK"),
+        "{}",
+        outs[0]
+    );
+    assert!(
+        outs[3].contains("confluent-kafka SASL PLAINTEXT OK"),
+        "{}",
+        outs[3]
+    );
+
+    let wrong: [(&str, &str, &[&str]); 4] = [
+        (&secure, "-", &["SCRAM-SHA-512", "alice", "guess"]),
+        (&secure, "-", &["SCRAM-SHA-512", "mallory", "alice-secret"]),
+        (&secure, "-", &["PLAIN", "carol", "carol-secret"]),
+        (&inner, "plaintext", &["PLAIN", "carol", "guess"]),
+    ];
+    let cases: Vec<SecureCase<'_>> = ["confluent", "kafka-python"]
+        .into_iter()
+        .flat_map(|client| {
+            wrong
+                .iter()
+                .map(move |(a, c, s)| (client, "fail", *a, *c, *s))
+        })
+        .collect();
+    for (out, case) in tls_clients(&cases).iter().zip(&cases) {
+        assert!(out.contains("FAILED CLEANLY"), "{case:?}: {out}");
+    }
+    assert!(server.log().contains("SASL authentication failed"));
+
+    // A deleted credential no longer authenticates; the other mechanism still does.
+    users(&["--delete", "alice", "--mechanism", "SCRAM-SHA-512"]);
+    let outs = tls_clients(&[
+        ("confluent", "fail", &secure, "-", scram512),
+        ("confluent", "ok", &secure, "-", scram256),
+    ]);
+    assert!(outs[0].contains("FAILED CLEANLY"), "{}", outs[0]);
+    assert!(outs[1].contains("OK"), "{}", outs[1]);
 }

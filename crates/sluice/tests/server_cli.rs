@@ -76,8 +76,23 @@ fn invalid_configuration_stops_startup_with_one_line_naming_the_key() {
             "ssl.keystore.type",
         ),
         (
-            vec!["listeners=SASL_PLAINTEXT://127.0.0.1:0"],
-            "SASL_PLAINTEXT, which is not supported yet",
+            vec!["listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0"],
+            "GSSAPI is not supported",
+        ),
+        (
+            vec![
+                "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms=PLAIN",
+            ],
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config is required",
+        ),
+        (
+            vec![
+                "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms=SCRAM-SHA-512",
+                "connections.max.reauth.ms=60000",
+            ],
+            "connections.max.reauth.ms",
         ),
         (
             vec!["listeners=SSL://127.0.0.1:0", "ssl.keystore.location=x.pem"],

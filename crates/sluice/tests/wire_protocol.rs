@@ -475,3 +475,246 @@ fn describe_cluster_names_this_node_as_broker_and_controller() {
     );
     assert_eq!(bad.error_code, ErrorCode::UnsupportedEndpointType.code());
 }
+
+fn sasl_handshake(w: &mut Wire, version: i16, mechanism: &str) -> SaslHandshakeResponse {
+    let req =
+        SaslHandshakeRequest::default().with_mechanism(StrBytes::from_string(mechanism.into()));
+    w.call(ApiKey::SaslHandshake, version, &req)
+}
+
+fn sasl_token(w: &mut Wire, token: Vec<u8>) -> SaslAuthenticateResponse {
+    let req = SaslAuthenticateRequest::default().with_auth_bytes(token.into());
+    w.call(ApiKey::SaslAuthenticate, 2, &req)
+}
+
+fn metadata_ok(w: &mut Wire) -> bool {
+    let resp: MetadataResponse = w.call(ApiKey::Metadata, 12, &MetadataRequest::default());
+    !resp.brokers.is_empty()
+}
+
+/// SCRAM credentials through the admin APIs, with Kafka's per-user error codes.
+#[test]
+fn scram_credentials_are_altered_and_described_with_kafkas_errors() {
+    use kafka_protocol::messages::alter_user_scram_credentials_request::{
+        ScramCredentialDeletion, ScramCredentialUpsertion,
+    };
+    use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
+    use sluice_protocol::scram::{self, Mechanism};
+
+    let server = start(&[]);
+    let mut w = Wire::connect(&server.bootstrap);
+    let s = |v: &str| StrBytes::from_string(v.into());
+    let upsert = |user: &str, mechanism: i8, iterations: i32| {
+        let salted = scram::salted_password(Mechanism::Sha256, b"pw", b"salt", 4096);
+        ScramCredentialUpsertion::default()
+            .with_name(s(user))
+            .with_mechanism(mechanism)
+            .with_iterations(iterations)
+            .with_salt(Bytes::from_static(b"salt"))
+            .with_salted_password(salted.into())
+    };
+    let req = AlterUserScramCredentialsRequest::default()
+        .with_upsertions(vec![
+            upsert("bob", 1, 4096),
+            upsert("carol", 2, 8192),
+            upsert("dave", 1, 8192),
+            upsert("dave", 2, 8192),
+            upsert("erin", 1, 100),
+            upsert("frank", 9, 4096),
+            upsert("", 1, 4096),
+        ])
+        .with_deletions(vec![ScramCredentialDeletion::default()
+            .with_name(s("gina"))
+            .with_mechanism(1)]);
+    let resp: AlterUserScramCredentialsResponse =
+        w.call(ApiKey::AlterUserScramCredentials, 0, &req);
+    let codes: std::collections::HashMap<String, i16> = resp
+        .results
+        .iter()
+        .map(|r| (r.user.to_string(), r.error_code))
+        .collect();
+    assert_eq!(codes["bob"], 0);
+    assert_eq!(codes["carol"], 0);
+    assert_eq!(codes["dave"], ErrorCode::DuplicateResource.code());
+    assert_eq!(codes["erin"], ErrorCode::UnacceptableCredential.code());
+    assert_eq!(codes["frank"], ErrorCode::UnsupportedSaslMechanism.code());
+    assert_eq!(codes[""], ErrorCode::UnacceptableCredential.code());
+    assert_eq!(codes["gina"], ErrorCode::ResourceNotFound.code());
+
+    let describe = |w: &mut Wire, users: Option<&[&str]>| {
+        let req = DescribeUserScramCredentialsRequest::default().with_users(users.map(|u| {
+            u.iter()
+                .map(|n| UserName::default().with_name(s(n)))
+                .collect()
+        }));
+        let resp: DescribeUserScramCredentialsResponse =
+            w.call(ApiKey::DescribeUserScramCredentials, 0, &req);
+        resp.results
+            .into_iter()
+            .map(|r| {
+                let infos: Vec<(i8, i32)> = r
+                    .credential_infos
+                    .iter()
+                    .map(|c| (c.mechanism, c.iterations))
+                    .collect();
+                (r.user.to_string(), r.error_code, infos)
+            })
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        describe(&mut w, None),
+        vec![
+            ("bob".to_string(), 0, vec![(1, 4096)]),
+            ("carol".to_string(), 0, vec![(2, 8192)]),
+        ]
+    );
+    let named = describe(&mut w, Some(&["carol", "nobody", "bob", "bob"]));
+    assert_eq!(named[0], ("carol".to_string(), 0, vec![(2, 8192)]));
+    assert_eq!(named[1].1, ErrorCode::ResourceNotFound.code());
+    assert_eq!(named[2].1, ErrorCode::DuplicateResource.code());
+    assert_eq!(named.len(), 3);
+
+    // Delete one; it is gone, the other stays.
+    let req = AlterUserScramCredentialsRequest::default().with_deletions(vec![
+        ScramCredentialDeletion::default()
+            .with_name(s("bob"))
+            .with_mechanism(1),
+    ]);
+    let resp: AlterUserScramCredentialsResponse =
+        w.call(ApiKey::AlterUserScramCredentials, 0, &req);
+    assert_eq!(resp.results[0].error_code, 0);
+    assert_eq!(
+        describe(&mut w, None),
+        vec![("carol".to_string(), 0, vec![(2, 8192)])]
+    );
+}
+
+/// A SASL_PLAINTEXT listener: only ApiVersions before authenticating; PLAIN (handshake v1
+/// and the bare-token v0 form) and SCRAM-SHA-256 against stored credentials; every failure
+/// answered with Kafka's error and the connection closed; no re-authentication.
+#[test]
+fn sasl_listener_authenticates_before_serving() {
+    use kafka_protocol::messages::alter_user_scram_credentials_request::ScramCredentialUpsertion;
+    use sluice_protocol::scram::{self, ClientFirst, Mechanism};
+
+    let jaas = r#"listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";"#;
+    let server = start(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256",
+        "sasl.server.max.receive.size=1024",
+        jaas,
+    ]);
+    let sasl = server.listener("SASL_PLAINTEXT").expect("SASL listener");
+
+    // On a listener without SASL, a handshake is out of place.
+    let mut plain = Wire::connect(&server.bootstrap);
+    assert_eq!(
+        sasl_handshake(&mut plain, 1, "PLAIN").error_code,
+        ErrorCode::IllegalSaslState.code()
+    );
+    let salt = b"pepper".to_vec();
+    let salted = scram::salted_password(Mechanism::Sha256, b"bob-secret", &salt, 4096);
+    let req = AlterUserScramCredentialsRequest::default().with_upsertions(vec![
+        ScramCredentialUpsertion::default()
+            .with_name(StrBytes::from_static_str("bob"))
+            .with_mechanism(Mechanism::Sha256.code())
+            .with_iterations(4096)
+            .with_salt(salt.into())
+            .with_salted_password(salted.into()),
+    ]);
+    let resp: AlterUserScramCredentialsResponse =
+        plain.call(ApiKey::AlterUserScramCredentials, 0, &req);
+    assert_eq!(resp.results[0].error_code, 0);
+
+    // Before authenticating: ApiVersions yes, anything else closes the connection.
+    let mut w = Wire::connect(&sasl);
+    assert_eq!(api_versions(&mut w).error_code, 0);
+    w.send(ApiKey::Metadata, 12, &MetadataRequest::default());
+    assert!(w.is_closed_by_peer(), "Metadata before SASL must close");
+
+    // A mechanism the listener does not offer: the list, then close.
+    let mut w = Wire::connect(&sasl);
+    let resp = sasl_handshake(&mut w, 1, "GSSAPI");
+    assert_eq!(resp.error_code, ErrorCode::UnsupportedSaslMechanism.code());
+    let offered: Vec<String> = resp.mechanisms.iter().map(|m| m.to_string()).collect();
+    assert_eq!(offered, ["PLAIN", "SCRAM-SHA-256"]);
+    assert!(w.is_closed_by_peer());
+
+    // Frames before authentication are capped by sasl.server.max.receive.size.
+    let mut w = Wire::connect(&sasl);
+    w.write_raw(&[&4000i32.to_be_bytes()[..], &[0u8; 64]].concat());
+    assert!(w.is_closed_by_peer(), "an oversized unauthenticated frame");
+
+    // PLAIN, wrong password: SASL_AUTHENTICATION_FAILED with a message, then close.
+    let mut w = Wire::connect(&sasl);
+    assert_eq!(sasl_handshake(&mut w, 1, "PLAIN").error_code, 0);
+    let resp = sasl_token(&mut w, b"\0alice\0guess".to_vec());
+    assert_eq!(resp.error_code, ErrorCode::SaslAuthenticationFailed.code());
+    assert!(
+        resp.error_message
+            .unwrap()
+            .contains("Invalid username or password"),
+        "Kafka's message"
+    );
+    assert!(w.is_closed_by_peer());
+
+    // PLAIN, right password: served, and a second handshake is refused (no KIP-368).
+    let mut w = Wire::connect(&sasl);
+    assert_eq!(sasl_handshake(&mut w, 1, "PLAIN").error_code, 0);
+    let resp = sasl_token(&mut w, b"\0alice\0alice-secret".to_vec());
+    assert_eq!(resp.error_code, 0);
+    assert_eq!(resp.session_lifetime_ms, 0);
+    assert!(metadata_ok(&mut w));
+    assert_eq!(
+        sasl_handshake(&mut w, 1, "PLAIN").error_code,
+        ErrorCode::IllegalSaslState.code()
+    );
+    assert!(metadata_ok(&mut w));
+
+    // PLAIN with the v0 handshake: the token travels as a bare frame.
+    let mut w = Wire::connect(&sasl);
+    assert_eq!(sasl_handshake(&mut w, 0, "PLAIN").error_code, 0);
+    let token = b"\0alice\0alice-secret";
+    w.write_raw(&[&(token.len() as i32).to_be_bytes()[..], token].concat());
+    assert_eq!(
+        w.read_frame().as_deref(),
+        Some(&b""[..]),
+        "empty server token"
+    );
+    assert!(metadata_ok(&mut w));
+
+    // SCRAM-SHA-256 against the stored credential; the server proves it knows it too.
+    for (password, ok) in [("bob-secret", true), ("wrong", false)] {
+        let mut w = Wire::connect(&sasl);
+        assert_eq!(sasl_handshake(&mut w, 1, "SCRAM-SHA-256").error_code, 0);
+        let (client, first) = ClientFirst::new(Mechanism::Sha256, "bob", password);
+        let resp = sasl_token(&mut w, first);
+        assert_eq!(resp.error_code, 0);
+        let (client, last) = client.respond(&resp.auth_bytes).unwrap();
+        let resp = sasl_token(&mut w, last);
+        if ok {
+            assert_eq!(resp.error_code, 0);
+            client.verify(&resp.auth_bytes).unwrap();
+            assert!(metadata_ok(&mut w));
+        } else {
+            assert_eq!(resp.error_code, ErrorCode::SaslAuthenticationFailed.code());
+            assert!(w.is_closed_by_peer());
+        }
+    }
+    // An unknown user fails at the first message.
+    let mut w = Wire::connect(&sasl);
+    assert_eq!(sasl_handshake(&mut w, 1, "SCRAM-SHA-256").error_code, 0);
+    let (_, first) = ClientFirst::new(Mechanism::Sha256, "mallory", "x");
+    let resp = sasl_token(&mut w, first);
+    assert_eq!(resp.error_code, ErrorCode::SaslAuthenticationFailed.code());
+    assert!(w.is_closed_by_peer());
+
+    let log = server.log();
+    assert!(log.contains("SASL authentication failed"), "{log}");
+    assert!(
+        log.contains("exceeds sasl.server.max.receive.size=1024"),
+        "{log}"
+    );
+    // The broker is unharmed.
+    assert_eq!(api_versions(&mut plain).error_code, 0);
+}

@@ -36,6 +36,7 @@ pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod create_partitions;
 pub mod create_topics;
@@ -48,6 +49,7 @@ pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_transactions;
+pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
 pub mod end_txn;
 pub mod fetch;
@@ -67,6 +69,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod sasl;
 pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
@@ -151,6 +154,10 @@ impl HandlerTable {
             txn_offset_commit::HANDLER,
             describe_transactions::HANDLER,
             list_transactions::HANDLER,
+            sasl::handshake::HANDLER,
+            sasl::authenticate::HANDLER,
+            describe_user_scram_credentials::HANDLER,
+            alter_user_scram_credentials::HANDLER,
         ];
         handlers.sort_by_key(|h| h.api_key as i16);
         for h in &handlers {

@@ -2,9 +2,11 @@
 
 mod groups;
 mod transactions;
+mod users;
 
 pub use groups::{GroupDescription, GroupListing, GroupMemberDescription};
 pub use transactions::{TransactionDescription, TransactionListing};
+pub use users::{ScramAlteration, UserScramCredentials};
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;

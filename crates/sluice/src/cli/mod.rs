@@ -5,7 +5,8 @@
 //!   (`kafka-console-consumer.sh`), [`configs`] (`kafka-configs.sh`), [`offsets`]
 //!   (`kafka-get-offsets.sh`), [`groups`] (`kafka-consumer-groups.sh`), [`dump_log`]
 //!   (`kafka-dump-log.sh`), [`producers`] (`kafka-transactions.sh describe-producers`), [`transactions`]
-//!   (`kafka-transactions.sh list/describe`), [`perf`]
+//!   (`kafka-transactions.sh list/describe`), [`users`] (`kafka-configs.sh --entity-type
+//!   users` for SCRAM credentials), [`perf`]
 //!   (`kafka-producer-perf-test.sh` and friends).
 //! - This module: the shared connection flags and the error type that decides the exit code
 //!   (2 for wrong arguments, 1 for everything else).
@@ -20,6 +21,7 @@ pub mod produce;
 pub mod producers;
 pub mod topics;
 pub mod transactions;
+pub mod users;
 
 use std::time::Duration;
 

@@ -1,0 +1,336 @@
+//! SASL authentication of one connection on a SASL_PLAINTEXT or SASL_SSL listener, run by
+//! the connection before any other request is routed (Kafka's SaslServerAuthenticator).
+//!
+//! A client may first ask ApiVersions, then sends SaslHandshake naming a mechanism the
+//! listener offers (`sasl.enabled.mechanisms`). With handshake v1 the mechanism's tokens
+//! travel in SaslAuthenticate requests; with v0 (the pre-KIP-152 form) as bare
+//! size-prefixed frames. PLAIN checks the listener's JAAS users; SCRAM-SHA-256/512 the
+//! credentials in cluster metadata (AlterUserScramCredentials). Success makes the
+//! connection's principal `User:<name>`. Any failure answers SASL_AUTHENTICATION_FAILED
+//! (or UNSUPPORTED_SASL_MECHANISM) with a message and closes the connection; any other
+//! request before authentication closes it too, as Kafka does. Sessions never expire
+//! (`session_lifetime_ms` 0): re-authentication (KIP-368) is declined.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use kafka_protocol::messages::{
+    ApiKey, SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest,
+    SaslHandshakeResponse,
+};
+use sluice_metadata::config::BrokerConfig;
+use sluice_protocol::frame;
+use sluice_protocol::scram::{self, Mechanism, ServerFirst};
+use sluice_protocol::ErrorCode;
+
+use crate::broker::Broker;
+use crate::request::{str_bytes, RequestContext};
+
+/// What a SASL listener offers, from the broker config.
+#[derive(Debug, Default)]
+pub struct SaslSettings {
+    /// `sasl.enabled.mechanisms` of the listener.
+    pub mechanisms: Vec<String>,
+    /// PLAIN's users: name -> password (the listener's PlainLoginModule options).
+    pub plain_users: BTreeMap<String, String>,
+}
+
+impl SaslSettings {
+    pub fn from_config(config: &BrokerConfig, listener: &str) -> Result<Self, String> {
+        let mechanisms = config.sasl_mechanisms(listener);
+        let plain_users = if mechanisms.iter().any(|m| m == "PLAIN") {
+            config.plain_users(listener)?
+        } else {
+            BTreeMap::new()
+        };
+        Ok(Self {
+            mechanisms,
+            plain_users,
+        })
+    }
+}
+
+#[derive(Debug)]
+enum Mech {
+    Plain,
+    Scram(Mechanism),
+}
+
+#[derive(Debug)]
+enum State {
+    /// Expecting ApiVersions or SaslHandshake.
+    Start,
+    /// Mechanism chosen; expecting its tokens (bare frames when `raw`).
+    Tokens {
+        mech: Mech,
+        raw: bool,
+        /// SCRAM between its two rounds (boxed: it is large and short-lived).
+        scram: Option<Box<ServerFirst>>,
+    },
+}
+
+/// What the connection does with a frame while authenticating.
+#[derive(Debug)]
+pub enum Outcome {
+    /// Not for SASL (ApiVersions before the handshake): route it as usual.
+    Route(Bytes),
+    /// Send this and carry on authenticating.
+    Continue(BytesMut),
+    /// Authenticated as `principal`; send this last answer.
+    Authenticated(BytesMut, Arc<str>),
+    /// Send this (if anything), then close the connection, logging the reason.
+    Close(Option<BytesMut>, String),
+}
+
+/// One connection's authentication in progress.
+#[derive(Debug)]
+pub struct SaslSession {
+    settings: Arc<SaslSettings>,
+    state: State,
+}
+
+fn fail(resp: Option<BytesMut>, reason: impl Into<String>) -> Outcome {
+    Outcome::Close(resp, reason.into())
+}
+
+impl SaslSession {
+    pub fn new(settings: Arc<SaslSettings>) -> Self {
+        Self {
+            settings,
+            state: State::Start,
+        }
+    }
+
+    pub async fn handle(
+        &mut self,
+        broker: &Broker,
+        listener: &str,
+        peer: SocketAddr,
+        frame: Bytes,
+    ) -> Outcome {
+        if let State::Tokens { raw: true, .. } = self.state {
+            return self.token(broker, frame, None);
+        }
+        let peek = match frame::peek_request(&frame) {
+            Ok(p) => p,
+            Err(e) => return fail(None, e.to_string()),
+        };
+        let expected = match self.state {
+            State::Start if peek.api_key == ApiKey::ApiVersions as i16 => {
+                return Outcome::Route(frame)
+            }
+            State::Start => ApiKey::SaslHandshake,
+            State::Tokens { .. } => ApiKey::SaslAuthenticate,
+        };
+        if peek.api_key != expected as i16 {
+            return fail(
+                None,
+                format!(
+                    "unexpected request (api key {}) during SASL authentication: expected {expected:?}",
+                    peek.api_key
+                ),
+            );
+        }
+        let Some(handler) = broker.handlers.get(peek.api_key) else {
+            return fail(None, format!("{expected:?} is not served"));
+        };
+        if !handler.supports(peek.api_version) {
+            return fail(
+                None,
+                format!("unsupported version {} of {expected:?}", peek.api_version),
+            );
+        }
+        let mut body = frame;
+        let header = match frame::decode_request_header(&mut body, expected, peek.api_version) {
+            Ok(h) => h,
+            Err(e) => return fail(None, e.to_string()),
+        };
+        let ctx = RequestContext {
+            api_key: expected,
+            api_version: peek.api_version,
+            correlation_id: peek.correlation_id,
+            client_id: header.client_id.map(|c| c.to_string()),
+            listener: listener.to_string(),
+            principal: crate::tls::ANONYMOUS.into(),
+            peer,
+        };
+        match expected {
+            ApiKey::SaslHandshake => self.handshake(&ctx, body),
+            _ => match ctx.decode::<SaslAuthenticateRequest>(body) {
+                Ok(req) => self.token(broker, req.auth_bytes, Some(&ctx)),
+                Err(e) => fail(None, e.to_string()),
+            },
+        }
+    }
+
+    fn handshake(&mut self, ctx: &RequestContext, body: Bytes) -> Outcome {
+        let req: SaslHandshakeRequest = match ctx.decode(body) {
+            Ok(r) => r,
+            Err(e) => return fail(None, e.to_string()),
+        };
+        let name = req.mechanism.to_string();
+        let mut resp = SaslHandshakeResponse::default();
+        resp.mechanisms = self.settings.mechanisms.iter().map(str_bytes).collect();
+        let mech = if !self.settings.mechanisms.contains(&name) {
+            None
+        } else if name == "PLAIN" {
+            Some(Mech::Plain)
+        } else {
+            Mechanism::from_name(&name).map(Mech::Scram)
+        };
+        let Some(mech) = mech else {
+            resp.error_code = ErrorCode::UnsupportedSaslMechanism.code();
+            return fail(
+                ctx.respond(&resp).ok().flatten(),
+                format!(
+                    "client asked for SASL mechanism {name:?}, which this listener does not offer"
+                ),
+            );
+        };
+        self.state = State::Tokens {
+            mech,
+            raw: ctx.api_version == 0,
+            scram: None,
+        };
+        match ctx.respond(&resp) {
+            Ok(Some(out)) => Outcome::Continue(out),
+            _ => fail(None, "cannot encode the SaslHandshake response"),
+        }
+    }
+
+    /// One token of the mechanism's exchange; `ctx` is the SaslAuthenticate request it came
+    /// in (None: a bare v0 token).
+    fn token(&mut self, broker: &Broker, token: Bytes, ctx: Option<&RequestContext>) -> Outcome {
+        let State::Tokens { mech, scram, .. } = &mut self.state else {
+            return fail(None, "SASL token before the handshake");
+        };
+        // Ok((reply token, Some(user) when done)) or the failure message.
+        let step: Result<(Vec<u8>, Option<String>), String> = match mech {
+            Mech::Plain => plain(&self.settings.plain_users, &token).map(|u| (Vec::new(), Some(u))),
+            Mech::Scram(m) => match scram.take() {
+                None => {
+                    let image = broker.metadata.current();
+                    let lookup = |user: &str| {
+                        image
+                            .scram
+                            .get(&(user.to_string(), m.code()))
+                            .map(|c| scram::Credential {
+                                salt: c.salt.clone(),
+                                iterations: c.iterations,
+                                stored_key: c.stored_key.clone(),
+                                server_key: c.server_key.clone(),
+                            })
+                    };
+                    ServerFirst::new(*m, &token, lookup)
+                        .map(|(state, reply)| {
+                            *scram = Some(Box::new(state));
+                            (reply, None)
+                        })
+                        .map_err(|e| e.to_string())
+                }
+                Some(state) => state
+                    .finish(&token)
+                    .map(|(user, reply)| (reply, Some(user)))
+                    .map_err(|e| e.to_string()),
+            },
+        };
+        let reply = |error: Option<&str>, auth: Vec<u8>| -> Option<BytesMut> {
+            match ctx {
+                Some(ctx) => {
+                    let mut resp = SaslAuthenticateResponse::default();
+                    resp.auth_bytes = auth.into();
+                    if let Some(m) = error {
+                        resp.error_code = ErrorCode::SaslAuthenticationFailed.code();
+                        resp.error_message = Some(str_bytes(m));
+                    }
+                    ctx.respond(&resp).ok().flatten()
+                }
+                // v0: bare size-prefixed tokens, and a failure just closes.
+                None if error.is_some() => None,
+                None => {
+                    let mut out = BytesMut::with_capacity(4 + auth.len());
+                    out.put_i32(auth.len() as i32);
+                    out.put_slice(&auth);
+                    Some(out)
+                }
+            }
+        };
+        match step {
+            Err(message) => fail(
+                reply(Some(&message), Vec::new()),
+                format!("SASL authentication failed: {message}"),
+            ),
+            Ok((auth, None)) => match reply(None, auth) {
+                Some(out) => Outcome::Continue(out),
+                None => fail(None, "cannot encode the SaslAuthenticate response"),
+            },
+            Ok((auth, Some(user))) => match reply(None, auth) {
+                Some(out) => Outcome::Authenticated(out, format!("User:{user}").into()),
+                None => fail(None, "cannot encode the SaslAuthenticate response"),
+            },
+        }
+    }
+}
+
+/// PLAIN (RFC 4616): `authzid NUL authcid NUL password`; the user if the password matches.
+fn plain(users: &BTreeMap<String, String>, token: &[u8]) -> Result<String, String> {
+    let text = std::str::from_utf8(token)
+        .map_err(|_| "Authentication failed: PLAIN message is not UTF-8".to_string())?;
+    let parts: Vec<&str> = text.split('\0').collect();
+    let [authzid, user, password] = parts[..] else {
+        return Err("Authentication failed: Invalid SASL/PLAIN response: expected 3 tokens".into());
+    };
+    if user.is_empty() {
+        return Err("Authentication failed: username not specified".into());
+    }
+    if password.is_empty() {
+        return Err("Authentication failed: password not specified".into());
+    }
+    if !authzid.is_empty() && authzid != user {
+        return Err(
+            "Authentication failed: Client requested an authorization id that is different from username"
+                .into(),
+        );
+    }
+    let expected = users.get(user).map(String::as_bytes);
+    // Compare in time independent of where the strings differ.
+    let matches = expected.is_some_and(|e| {
+        e.len() == password.len()
+            && e.iter()
+                .zip(password.as_bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0
+    });
+    if matches {
+        Ok(user.to_string())
+    } else {
+        Err("Authentication failed: Invalid username or password".into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plain_checks_user_password_and_authzid() {
+        let users = BTreeMap::from([("alice".to_string(), "s3cret".to_string())]);
+        assert_eq!(plain(&users, b"\0alice\0s3cret").unwrap(), "alice");
+        assert_eq!(plain(&users, b"alice\0alice\0s3cret").unwrap(), "alice");
+        for bad in [
+            &b"\0alice\0wrong"[..],
+            b"\0bob\0s3cret",
+            b"bob\0alice\0s3cret",
+            b"\0alice\0",
+            b"\0\0s3cret",
+            b"alice",
+            b"\0alice\0s3cret\0x",
+            b"\xff\0alice\0s3cret",
+            b"",
+        ] {
+            assert!(plain(&users, bad).is_err(), "{bad:?}");
+        }
+    }
+}
