@@ -501,7 +501,7 @@ fn scram_credentials_are_altered_and_described_with_kafkas_errors() {
     use kafka_protocol::messages::describe_user_scram_credentials_request::UserName;
     use sluice_protocol::scram::{self, Mechanism};
 
-    let server = start(&[]);
+    let mut server = start(&[]);
     let mut w = Wire::connect(&server.bootstrap);
     let s = |v: &str| StrBytes::from_string(v.into());
     let upsert = |user: &str, mechanism: i8, iterations: i32| {
@@ -583,6 +583,14 @@ fn scram_credentials_are_altered_and_described_with_kafkas_errors() {
     let resp: AlterUserScramCredentialsResponse =
         w.call(ApiKey::AlterUserScramCredentials, 0, &req);
     assert_eq!(resp.results[0].error_code, 0);
+    assert_eq!(
+        describe(&mut w, None),
+        vec![("carol".to_string(), 0, vec![(2, 8192)])]
+    );
+    // Credentials are metadata: they survive a kill -9 and restart.
+    server.kill();
+    server.restart();
+    let mut w = Wire::connect(&server.bootstrap);
     assert_eq!(
         describe(&mut w, None),
         vec![("carol".to_string(), 0, vec![(2, 8192)])]
