@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use sluice_metadata::config::BrokerConfig;
 
+use crate::authorizer::{Authorizer, Check};
 use crate::controller_api::ControllerApi;
 use crate::group::coordinator::GroupCoordinator;
 use crate::handlers::HandlerTable;
@@ -23,6 +24,7 @@ pub struct Broker {
     pub producer_ids: ProducerIdBlock,
     pub groups: Arc<GroupCoordinator>,
     pub txns: Arc<TxnCoordinator>,
+    pub authorizer: Authorizer,
 }
 
 /// Producer ids reserved from the controller in blocks, handed out one by one.
@@ -48,6 +50,11 @@ impl Broker {
                 .next()
                 .unwrap_or(self.node_id),
         }
+    }
+
+    /// The ACL checks of one request.
+    pub fn acl<'a>(&'a self, ctx: &'a crate::request::RequestContext) -> Check<'a> {
+        self.authorizer.check(&self.metadata, ctx)
     }
 
     /// A producer id never handed out before, in this process or any earlier one.

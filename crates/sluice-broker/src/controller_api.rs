@@ -2,6 +2,7 @@
 //! controller; calls block (they append to the metadata log), so handlers run them on the
 //! blocking pool. A call returns once the change is committed and published to this broker.
 
+use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
     PartitionOutcome, ReassignTarget, ScramChange, TopicRef, UserOutcome,
@@ -78,5 +79,23 @@ pub trait ControllerApi: Send + Sync + 'static {
     ) -> Result<Vec<UserOutcome>, ControllerFailure> {
         let _ = changes;
         Err("this controller does not store SCRAM credentials".into())
+    }
+
+    /// CreateAcls: one outcome per binding.
+    fn create_acls(
+        &self,
+        bindings: &[AclBinding],
+    ) -> Result<Vec<Result<(), ApiError>>, ControllerFailure> {
+        let _ = bindings;
+        Err("this controller does not store ACLs".into())
+    }
+
+    /// DeleteAcls: per filter the ACLs deleted.
+    fn delete_acls(
+        &self,
+        filters: &[AclFilter],
+    ) -> Result<Vec<Result<Vec<AclBinding>, ApiError>>, ControllerFailure> {
+        let _ = filters;
+        Err("this controller does not store ACLs".into())
     }
 }

@@ -22,8 +22,10 @@
 //! - [`broker_conn`]: broker-to-broker Kafka-protocol connections.
 //! - [`tls`]: SSL listeners' TLS acceptor and the principal of a TLS connection.
 //! - [`sasl`]: SASL authentication of a connection (PLAIN, SCRAM-SHA-256/512).
+//! - [`authorizer`]: ACL checks of each request against cluster metadata.
 //! - [`error_map`]: storage errors to Kafka error codes, in one place.
 
+pub mod authorizer;
 pub mod broker;
 pub mod broker_conn;
 pub mod controller_api;

@@ -54,6 +54,7 @@ pub fn client_versions(key: ApiKey) -> (i16, i16) {
         ApiKey::EndTxn => (0, 3),
         ApiKey::TxnOffsetCommit => (0, 3),
         ApiKey::ListTransactions => (0, 1),
+        ApiKey::CreateAcls | ApiKey::DescribeAcls | ApiKey::DeleteAcls => (1, 3),
         _ => (0, 0),
     }
 }

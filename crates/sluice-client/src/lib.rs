@@ -30,6 +30,7 @@ pub use consumer::{Consumer, ConsumerRecord, OffsetReset};
 pub use error::Error;
 pub use group::{Assignor, CommittedOffset, OffsetAndMetadata, RebalanceListener};
 pub use producer::{DeliveryFuture, GroupMetadata, Producer, ProducerRecord, RecordMetadata};
+pub use sluice_protocol::acl;
 pub use sluice_protocol::compression::Compression;
 pub use sluice_protocol::scram::Mechanism as ScramMechanism;
 pub use sluice_protocol::types::TopicPartition;

@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use sluice_metadata::acl::{self, AclBinding, AclFilter};
 use sluice_metadata::config::validate_topic_configs;
 use sluice_metadata::image::RESOURCE_TOPIC;
 use sluice_metadata::record::Endpoint;
@@ -831,6 +832,61 @@ impl Controller {
         }
         (outcomes, records)
     }
+
+    /// CreateAcls: each valid binding not already present becomes an ACL record; an
+    /// invalid one fails with INVALID_REQUEST, as in Kafka.
+    pub fn create_acls(
+        &self,
+        image: &MetadataImage,
+        bindings: &[AclBinding],
+    ) -> (Vec<Result<(), ApiError>>, Vec<MetadataRecord>) {
+        let mut out = Vec::with_capacity(bindings.len());
+        let mut records = Vec::new();
+        let mut added: Vec<&AclBinding> = Vec::new();
+        for b in bindings {
+            if let Err(m) = acl::validate(b) {
+                out.push(Err(ApiError::new(ErrorCode::InvalidRequest, m)));
+                continue;
+            }
+            if !image.acls.values().any(|a| a == b) && !added.contains(&b) {
+                added.push(b);
+                records.push(MetadataRecord::Acl {
+                    id: Uuid::new_v4(),
+                    binding: b.clone(),
+                });
+            }
+            out.push(Ok(()));
+        }
+        (out, records)
+    }
+
+    /// DeleteAcls: per filter the ACLs it matched (all of them deleted).
+    pub fn delete_acls(
+        &self,
+        image: &MetadataImage,
+        filters: &[AclFilter],
+    ) -> (Vec<Result<Vec<AclBinding>, ApiError>>, Vec<MetadataRecord>) {
+        let mut out = Vec::with_capacity(filters.len());
+        let mut removed: HashSet<Uuid> = HashSet::new();
+        let mut records = Vec::new();
+        for f in filters {
+            if let Err(m) = f.validate() {
+                out.push(Err(ApiError::new(ErrorCode::InvalidRequest, m)));
+                continue;
+            }
+            let mut matched = Vec::new();
+            for (id, b) in &image.acls {
+                if f.matches(b) {
+                    matched.push(b.clone());
+                    if removed.insert(*id) {
+                        records.push(MetadataRecord::RemoveAcl { id: *id });
+                    }
+                }
+            }
+            out.push(Ok(matched));
+        }
+        (out, records)
+    }
 }
 
 fn partition_records(topic_id: Uuid, first: i32, assignments: &[Vec<i32>]) -> Vec<MetadataRecord> {
@@ -1392,6 +1448,61 @@ mod tests {
         assert_eq!(
             k.image.scram.keys().collect::<Vec<_>>(),
             vec![&("alice".to_string(), 1)]
+        );
+    }
+
+    #[test]
+    fn acls_are_created_once_and_deleted_by_filter() {
+        use sluice_metadata::acl::{op, pattern, permission, resource};
+        let mut k = Cluster::new(&[1]);
+        let b = |name: &str, pt: i8| AclBinding {
+            resource_type: resource::TOPIC,
+            resource_name: name.into(),
+            pattern_type: pt,
+            principal: "User:alice".into(),
+            host: "*".into(),
+            operation: op::READ,
+            permission: permission::ALLOW,
+        };
+        let (out, records) = k.c.create_acls(
+            &k.image,
+            &[
+                b("orders", pattern::LITERAL),
+                b("orders", pattern::LITERAL),
+                b("x", pattern::MATCH),
+            ],
+        );
+        assert!(out[0].is_ok() && out[1].is_ok());
+        assert_eq!(out[2].as_ref().unwrap_err().code, ErrorCode::InvalidRequest);
+        assert_eq!(records.len(), 1, "the duplicate is one ACL");
+        k.apply(records);
+        let (_, records) = k.c.create_acls(
+            &k.image,
+            &[b("orders", pattern::LITERAL), b("pay-", pattern::PREFIXED)],
+        );
+        assert_eq!(records.len(), 1, "an existing ACL is not added again");
+        k.apply(records);
+        assert_eq!(k.image.acls.len(), 2);
+        let filter = AclFilter {
+            resource_type: resource::TOPIC,
+            resource_name: Some("pay-in".into()),
+            pattern_type: pattern::MATCH,
+            principal: None,
+            host: None,
+            operation: op::ANY,
+            permission: permission::ANY,
+        };
+        let (out, records) = k.c.delete_acls(&k.image, &[filter.clone(), filter]);
+        assert_eq!(
+            out[0].as_ref().unwrap(),
+            &vec![b("pay-", pattern::PREFIXED)]
+        );
+        assert_eq!(out[1].as_ref().unwrap().len(), 1);
+        assert_eq!(records.len(), 1);
+        k.apply(records);
+        assert_eq!(
+            k.image.acls.values().collect::<Vec<_>>(),
+            vec![&b("orders", pattern::LITERAL)]
         );
     }
 }

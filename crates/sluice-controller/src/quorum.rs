@@ -353,6 +353,14 @@ impl QuorumController {
                 let (out, records) = p.alter_reassignments(&image, &targets, allow_rf_change);
                 Ok((self.write(records).await?, ReplyBody::PerPartition(out)))
             }
+            ControllerRequest::CreateAcls(bindings) => {
+                let (out, records) = p.create_acls(&image, &bindings);
+                Ok((self.write(records).await?, ReplyBody::AclsCreated(out)))
+            }
+            ControllerRequest::DeleteAcls(filters) => {
+                let (out, records) = p.delete_acls(&image, &filters);
+                Ok((self.write(records).await?, ReplyBody::AclsDeleted(out)))
+            }
             ControllerRequest::AlterScramCredentials(changes) => {
                 let (out, records) = p.alter_scram_credentials(&image, &changes);
                 Ok((self.write(records).await?, ReplyBody::PerUser(out)))

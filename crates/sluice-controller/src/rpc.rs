@@ -1,6 +1,7 @@
 //! Requests brokers send the active controller (forwarded admin writes, heartbeats) and
 //! metadata fetches, with their binary encodings.
 
+use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, PartitionOutcome,
     ReassignTarget, ScramChange, TopicRef, UserOutcome,
@@ -63,6 +64,8 @@ pub enum ControllerRequest {
     /// AlterUserScramCredentials: per user and mechanism the credential to store, or None
     /// to delete it.
     AlterScramCredentials(Vec<ScramChange>),
+    CreateAcls(Vec<AclBinding>),
+    DeleteAcls(Vec<AclFilter>),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -79,6 +82,32 @@ pub enum ReplyBody {
     PerPartition(Vec<PartitionOutcome>),
     /// One outcome per user (AlterUserScramCredentials).
     PerUser(Vec<UserOutcome>),
+    /// One outcome per binding (CreateAcls).
+    AclsCreated(Vec<Result<(), ApiError>>),
+    /// Per filter the ACLs it deleted (DeleteAcls).
+    AclsDeleted(Vec<Result<Vec<AclBinding>, ApiError>>),
+}
+
+fn put_binding(w: &mut Writer, b: &AclBinding) {
+    w.u8(b.resource_type as u8)
+        .str(&b.resource_name)
+        .u8(b.pattern_type as u8)
+        .str(&b.principal)
+        .str(&b.host)
+        .u8(b.operation as u8)
+        .u8(b.permission as u8);
+}
+
+fn get_binding(r: &mut Reader) -> Result<AclBinding, WireError> {
+    Ok(AclBinding {
+        resource_type: r.u8()? as i8,
+        resource_name: r.str()?,
+        pattern_type: r.u8()? as i8,
+        principal: r.str()?,
+        host: r.str()?,
+        operation: r.u8()? as i8,
+        permission: r.u8()? as i8,
+    })
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -255,6 +284,24 @@ impl ControllerRequest {
                     }
                 }
             }
+            ControllerRequest::CreateAcls(bindings) => {
+                w.u8(11).u32(bindings.len() as u32);
+                for b in bindings {
+                    put_binding(&mut w, b);
+                }
+            }
+            ControllerRequest::DeleteAcls(filters) => {
+                w.u8(12).u32(filters.len() as u32);
+                for f in filters {
+                    w.u8(f.resource_type as u8)
+                        .opt_str(f.resource_name.as_deref())
+                        .u8(f.pattern_type as u8)
+                        .opt_str(f.principal.as_deref())
+                        .opt_str(f.host.as_deref())
+                        .u8(f.operation as u8)
+                        .u8(f.permission as u8);
+                }
+            }
             ControllerRequest::AlterScramCredentials(changes) => {
                 w.u8(10).u32(changes.len() as u32);
                 for (user, mechanism, cred) in changes {
@@ -424,6 +471,30 @@ impl ControllerRequest {
                 }
                 ControllerRequest::AlterScramCredentials(changes)
             }
+            11 => {
+                let n = r.count(9)?;
+                let mut bindings = Vec::with_capacity(n);
+                for _ in 0..n {
+                    bindings.push(get_binding(&mut r)?);
+                }
+                ControllerRequest::CreateAcls(bindings)
+            }
+            12 => {
+                let n = r.count(10)?;
+                let mut filters = Vec::with_capacity(n);
+                for _ in 0..n {
+                    filters.push(AclFilter {
+                        resource_type: r.u8()? as i8,
+                        resource_name: r.opt_str()?,
+                        pattern_type: r.u8()? as i8,
+                        principal: r.opt_str()?,
+                        host: r.opt_str()?,
+                        operation: r.u8()? as i8,
+                        permission: r.u8()? as i8,
+                    });
+                }
+                ControllerRequest::DeleteAcls(filters)
+            }
             _ => return Err(WireError("unknown controller request")),
         };
         r.done()?;
@@ -481,6 +552,23 @@ impl ControllerResponse {
                         for (user, r) in v {
                             w.str(user);
                             put_result(&mut w, r, |_, _| {});
+                        }
+                    }
+                    ReplyBody::AclsCreated(v) => {
+                        w.u8(8).u32(v.len() as u32);
+                        for r in v {
+                            put_result(&mut w, r, |_, _| {});
+                        }
+                    }
+                    ReplyBody::AclsDeleted(v) => {
+                        w.u8(9).u32(v.len() as u32);
+                        for r in v {
+                            put_result(&mut w, r, |w, bindings| {
+                                w.u32(bindings.len() as u32);
+                                for b in bindings {
+                                    put_binding(w, b);
+                                }
+                            });
                         }
                     }
                 }
@@ -551,6 +639,25 @@ impl ControllerResponse {
                             v.push((user, get_result(&mut r, |_| Ok(()))?));
                         }
                         ReplyBody::PerUser(v)
+                    }
+                    8 => {
+                        let n = r.count(1)?;
+                        let mut v = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            v.push(get_result(&mut r, |_| Ok(()))?);
+                        }
+                        ReplyBody::AclsCreated(v)
+                    }
+                    9 => {
+                        let n = r.count(1)?;
+                        let mut v = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            v.push(get_result(&mut r, |r| {
+                                let m = r.count(9)?;
+                                (0..m).map(|_| get_binding(r)).collect()
+                            })?);
+                        }
+                        ReplyBody::AclsDeleted(v)
                     }
                     _ => return Err(WireError("unknown reply")),
                 };
@@ -627,6 +734,18 @@ impl FetchResponse {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn sample_acl() -> AclBinding {
+        AclBinding {
+            resource_type: 2,
+            resource_name: "t".into(),
+            pattern_type: 3,
+            principal: "User:a".into(),
+            host: "*".into(),
+            operation: 3,
+            permission: 3,
+        }
+    }
 
     #[test]
     fn requests_and_responses_round_trip_and_truncations_fail() {
@@ -705,6 +824,16 @@ mod tests {
                 ),
                 ("bob".into(), 1, None),
             ]),
+            ControllerRequest::CreateAcls(vec![sample_acl()]),
+            ControllerRequest::DeleteAcls(vec![AclFilter {
+                resource_type: 1,
+                resource_name: None,
+                pattern_type: 2,
+                principal: Some("User:a".into()),
+                host: None,
+                operation: 1,
+                permission: 1,
+            }]),
         ];
         for req in reqs {
             let bytes = req.encode();
@@ -765,6 +894,20 @@ mod tests {
                         "bob".into(),
                         Err(ApiError::new(ErrorCode::ResourceNotFound, "no")),
                     ),
+                ]),
+            },
+            ControllerResponse::Ok {
+                offset: 9,
+                body: ReplyBody::AclsCreated(vec![
+                    Ok(()),
+                    Err(ApiError::new(ErrorCode::InvalidRequest, "no")),
+                ]),
+            },
+            ControllerResponse::Ok {
+                offset: 9,
+                body: ReplyBody::AclsDeleted(vec![
+                    Ok(vec![sample_acl()]),
+                    Err(ApiError::new(ErrorCode::InvalidRequest, "no")),
                 ]),
             },
             ControllerResponse::NotController(Some((3, "h:1".into()))),

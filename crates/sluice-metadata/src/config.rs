@@ -637,6 +637,31 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "TLS versions SSL listeners accept.",
     ),
     def(
+        "authorizer.class.name",
+        T::String,
+        Some(""),
+        OneOf(&[
+            "",
+            "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "kafka.security.authorizer.AclAuthorizer",
+        ]),
+        "Empty: no authorization. StandardAuthorizer (or AclAuthorizer): every request is checked against the ACLs in cluster metadata.",
+    ),
+    def(
+        "super.users",
+        T::String,
+        Some(""),
+        Any,
+        "Principals that every ACL check allows, separated by ';' (e.g. User:admin;User:ANONYMOUS).",
+    ),
+    def(
+        "allow.everyone.if.no.acl.found",
+        T::Boolean,
+        Some("false"),
+        Any,
+        "Whether a resource no ACL matches is open to everyone (true) or to super users only.",
+    ),
+    def(
         "sasl.enabled.mechanisms",
         T::List,
         Some("GSSAPI"),
@@ -1878,6 +1903,26 @@ impl BrokerConfig {
         self.value(key)
             .and_then(|v| v.trim().parse().ok())
             .unwrap_or(0)
+    }
+
+    /// Whether ACLs are enforced (`authorizer.class.name` names Kafka's authorizer).
+    pub fn authorizer_enabled(&self) -> bool {
+        self.value("authorizer.class.name")
+            .is_some_and(|v| !v.is_empty())
+    }
+
+    /// `super.users`: principals every check allows.
+    pub fn super_users(&self) -> Vec<String> {
+        self.value("super.users")
+            .unwrap_or_default()
+            .split(';')
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect()
+    }
+
+    pub fn allow_everyone_if_no_acl_found(&self) -> bool {
+        self.flag("allow.everyone.if.no.acl.found")
     }
 
     fn flag(&self, key: &str) -> bool {

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use uuid::Uuid;
 
+use crate::acl::AclBinding;
 use crate::record::{Endpoint, MetadataRecord};
 
 /// Config resource types (Kafka's `ConfigResource.Type` codes).
@@ -72,6 +73,8 @@ pub struct MetadataImage {
     pub next_producer_id: i64,
     /// (user, SCRAM mechanism code) -> the stored credential.
     pub scram: BTreeMap<(String, i8), ScramEntry>,
+    /// Every ACL, by id.
+    pub acls: BTreeMap<Uuid, AclBinding>,
 }
 
 /// A user's SCRAM credential for one mechanism, as stored (no password).
@@ -240,6 +243,12 @@ impl MetadataImage {
             MetadataRecord::RemoveScramCredential { user, mechanism } => {
                 self.scram.remove(&(user.clone(), *mechanism));
             }
+            MetadataRecord::Acl { id, binding } => {
+                self.acls.insert(*id, binding.clone());
+            }
+            MetadataRecord::RemoveAcl { id } => {
+                self.acls.remove(id);
+            }
             MetadataRecord::RemoveTopic { topic_id } => {
                 if let Some(name) = self.topic_names.remove(topic_id) {
                     self.topics.remove(&name);
@@ -314,6 +323,12 @@ impl MetadataImage {
                 stored_key: c.stored_key.clone(),
                 server_key: c.server_key.clone(),
                 iterations: c.iterations,
+            });
+        }
+        for (id, binding) in &self.acls {
+            out.push(MetadataRecord::Acl {
+                id: *id,
+                binding: binding.clone(),
             });
         }
         out

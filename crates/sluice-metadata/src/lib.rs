@@ -19,4 +19,6 @@ pub mod topic;
 pub use config::BrokerConfig;
 pub use image::MetadataImage;
 pub use record::MetadataRecord;
+/// ACL bindings live in the metadata; their codes and semantics are Kafka's wire ones.
+pub use sluice_protocol::acl;
 pub use uuid::Uuid;

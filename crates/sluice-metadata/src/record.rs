@@ -9,6 +9,8 @@
 use thiserror::Error;
 use uuid::Uuid;
 
+use crate::acl::AclBinding;
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
     pub name: String,
@@ -81,6 +83,10 @@ pub enum MetadataRecord {
     },
     /// A user's SCRAM credential for one mechanism was deleted.
     RemoveScramCredential { user: String, mechanism: i8 },
+    /// An ACL was created.
+    Acl { id: Uuid, binding: AclBinding },
+    /// An ACL was deleted.
+    RemoveAcl { id: Uuid },
 }
 
 /// A partition's replica set during a reassignment (KIP-455): every replica (the targets
@@ -338,6 +344,21 @@ impl MetadataRecord {
                 w.str(user);
                 w.i8(*mechanism);
             }
+            MetadataRecord::Acl { id, binding: b } => {
+                w.0.extend_from_slice(&[12, 0]);
+                w.uuid(id);
+                w.i8(b.resource_type);
+                w.str(&b.resource_name);
+                w.i8(b.pattern_type);
+                w.str(&b.principal);
+                w.str(&b.host);
+                w.i8(b.operation);
+                w.i8(b.permission);
+            }
+            MetadataRecord::RemoveAcl { id } => {
+                w.0.extend_from_slice(&[13, 0]);
+                w.uuid(id);
+            }
         }
         w.0
     }
@@ -451,6 +472,19 @@ impl MetadataRecord {
                 user: r.str()?,
                 mechanism: r.u8()? as i8,
             },
+            (12, 0) => MetadataRecord::Acl {
+                id: r.uuid()?,
+                binding: AclBinding {
+                    resource_type: r.u8()? as i8,
+                    resource_name: r.str()?,
+                    pattern_type: r.u8()? as i8,
+                    principal: r.str()?,
+                    host: r.str()?,
+                    operation: r.u8()? as i8,
+                    permission: r.u8()? as i8,
+                },
+            },
+            (13, 0) => MetadataRecord::RemoveAcl { id: r.uuid()? },
             (t, v) => return Err(RecordError::UnknownType(t, v)),
         };
         if !r.buf.is_empty() {
@@ -554,6 +588,21 @@ mod tests {
             MetadataRecord::RemoveScramCredential {
                 user: "alice".into(),
                 mechanism: 1,
+            },
+            MetadataRecord::Acl {
+                id: Uuid::from_bytes([6; 16]),
+                binding: AclBinding {
+                    resource_type: 2,
+                    resource_name: "orders".into(),
+                    pattern_type: 4,
+                    principal: "User:alice".into(),
+                    host: "*".into(),
+                    operation: 3,
+                    permission: 3,
+                },
+            },
+            MetadataRecord::RemoveAcl {
+                id: Uuid::from_bytes([6; 16]),
             },
         ]
     }

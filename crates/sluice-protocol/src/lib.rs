@@ -11,8 +11,10 @@
 //!   aborting the process (see its docs for why).
 //! - [`types`]: newtypes for the numbers that must not be mixed.
 //! - [`base64`]: the URL-safe base64 Kafka prints topic ids in, and the padded form SCRAM uses.
+//! - [`acl`]: Kafka's ACL codes, bindings, filters and the authorization decision.
 //! - [`scram`]: the SCRAM-SHA-256/512 exchange (server and client halves) for SASL.
 
+pub mod acl;
 pub mod alloc;
 pub mod base64;
 pub mod batch;

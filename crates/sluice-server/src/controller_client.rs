@@ -15,6 +15,7 @@ use sluice_controller::rpc::{
     encode_fetch, ControllerRequest, ControllerResponse, FetchResponse, Heartbeat, ReplyBody,
 };
 use sluice_controller::QuorumController;
+use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
     PartitionOutcome, ReassignTarget, ScramChange, TopicRef, UserOutcome,
@@ -302,6 +303,26 @@ impl ControllerApi for ControllerClient {
             allow_rf_change,
         })? {
             ReplyBody::PerPartition(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn create_acls(
+        &self,
+        bindings: &[AclBinding],
+    ) -> Result<Vec<Result<(), ApiError>>, ControllerFailure> {
+        match self.blocking(ControllerRequest::CreateAcls(bindings.to_vec()))? {
+            ReplyBody::AclsCreated(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    fn delete_acls(
+        &self,
+        filters: &[AclFilter],
+    ) -> Result<Vec<Result<Vec<AclBinding>, ApiError>>, ControllerFailure> {
+        match self.blocking(ControllerRequest::DeleteAcls(filters.to_vec()))? {
+            ReplyBody::AclsDeleted(v) => Ok(v),
             other => Err(unexpected(other)),
         }
     }

@@ -430,6 +430,7 @@ impl Node {
             producer_ids: Default::default(),
             groups: Arc::clone(&groups),
             txns: Arc::clone(&txns),
+            authorizer: sluice_broker::authorizer::Authorizer::from_config(&config),
         });
 
         tokio::spawn(sluice_broker::isr::run_isr_checks(

@@ -56,6 +56,8 @@ enum Command {
     Transactions(cli::transactions::TransactionsArgs),
     /// Create, delete and list SCRAM users (kafka-configs.sh --entity-type users).
     Users(cli::users::UsersArgs),
+    /// Add, list and remove ACLs (kafka-acls.sh).
+    Acls(cli::acls::AclsArgs),
     /// Print partition offsets (kafka-get-offsets.sh).
     Offsets(cli::offsets::OffsetsArgs),
     /// Print the contents of log segment and index files (kafka-dump-log.sh).
@@ -164,6 +166,7 @@ fn run_tool(command: Command) -> ExitCode {
             Command::Producers(a) => cli::producers::run(a).await,
             Command::Transactions(a) => cli::transactions::run(a).await,
             Command::Users(a) => cli::users::run(a).await,
+            Command::Acls(a) => cli::acls::run(a).await,
             Command::Groups(a) => cli::groups::run(a).await,
             Command::Perf(a) => cli::perf::run(a).await,
             Command::Server { .. } | Command::DumpLog(_) => Ok(()),

@@ -4,6 +4,8 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, ApiKey};
+use sluice_metadata::acl::op;
+use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
 use crate::group::coordinator::{partition_for, OFFSETS_TOPIC};
@@ -20,6 +22,15 @@ async fn handle(
 ) -> Result<Response, HandlerError> {
     let req: AddOffsetsToTxnRequest = ctx.decode(body)?;
     let mut resp = AddOffsetsToTxnResponse::default();
+    let acl = broker.acl(ctx);
+    if !acl.transactional_id(op::WRITE, &req.transactional_id) {
+        resp.error_code = ErrorCode::TransactionalIdAuthorizationFailed.code();
+        return ctx.respond(&resp);
+    }
+    if !acl.group(op::READ, &req.group_id) {
+        resp.error_code = ErrorCode::GroupAuthorizationFailed.code();
+        return ctx.respond(&resp);
+    }
     let result = match ensure_offsets_topic(broker).await {
         Ok(()) => {
             let partition = partition_for(&req.group_id, broker.groups.config.offsets_partitions);

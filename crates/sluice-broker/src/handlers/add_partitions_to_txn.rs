@@ -9,8 +9,10 @@ use kafka_protocol::messages::add_partitions_to_txn_response::{
     AddPartitionsToTxnPartitionResult, AddPartitionsToTxnResult, AddPartitionsToTxnTopicResult,
 };
 use kafka_protocol::messages::{AddPartitionsToTxnRequest, AddPartitionsToTxnResponse, ApiKey};
+use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
+use crate::authorizer::Check;
 use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
 
@@ -25,9 +27,14 @@ pub(crate) fn fenced_as(code: ErrorCode, version: i16, fenced_since: i16) -> Err
     }
 }
 
-/// One transaction's request: every partition's error code.
+/// One transaction's request: every partition's error code. WRITE on the transactional
+/// id and on each topic is required; partitions of other topics (TOPIC_AUTHORIZATION_FAILED)
+/// or that do not exist (UNKNOWN_TOPIC_OR_PARTITION) fail the request, the rest
+/// OPERATION_NOT_ATTEMPTED.
+#[allow(clippy::too_many_arguments)]
 async fn add(
     broker: &Broker,
+    acl: &Check<'_>,
     version: i16,
     id: String,
     producer_id: i64,
@@ -36,32 +43,39 @@ async fn add(
     verify_only: bool,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
     let image = broker.metadata.current();
+    let id_denied = !acl.transactional_id(op::WRITE, &id);
     let mut partitions = Vec::new();
-    let mut unknown = Vec::new();
+    let mut refused: Vec<((String, i32), ErrorCode)> = Vec::new();
     for t in topics {
+        let allowed = acl.topic(op::WRITE, &t.name);
         for p in &t.partitions {
+            let tp = (t.name.to_string(), *p);
             let exists = image
                 .topic(&t.name)
                 .is_some_and(|topic| topic.partitions.contains_key(p));
-            if exists {
-                partitions.push((t.name.to_string(), *p));
+            if id_denied {
+                refused.push((tp, ErrorCode::TransactionalIdAuthorizationFailed));
+            } else if !allowed {
+                refused.push((tp, ErrorCode::TopicAuthorizationFailed));
+            } else if exists {
+                partitions.push(tp);
             } else {
-                unknown.push((t.name.to_string(), *p));
+                refused.push((tp, ErrorCode::UnknownTopicOrPartition));
             }
         }
     }
     let code_of = |tp: &(String, i32), common: Option<ErrorCode>| -> i16 {
-        if !unknown.is_empty() {
-            if unknown.contains(tp) {
-                ErrorCode::UnknownTopicOrPartition.code()
-            } else {
-                ErrorCode::OperationNotAttempted.code()
-            }
+        if !refused.is_empty() {
+            refused
+                .iter()
+                .find(|(r, _)| r == tp)
+                .map_or(ErrorCode::OperationNotAttempted, |(_, c)| *c)
+                .code()
         } else {
             common.map_or(0, |c| fenced_as(c, version, 2).code())
         }
     };
-    let common = if unknown.is_empty() {
+    let common = if refused.is_empty() {
         broker
             .txns
             .add_partitions(id, producer_id, epoch, partitions, verify_only)
@@ -98,9 +112,11 @@ async fn handle(
     let req: AddPartitionsToTxnRequest = ctx.decode(body)?;
     let mut resp = AddPartitionsToTxnResponse::default();
     let v = ctx.api_version;
+    let acl = broker.acl(ctx);
     if v <= 3 {
         resp.results_by_topic_v3_and_below = add(
             broker,
+            &acl,
             v,
             req.v3_and_below_transactional_id.to_string(),
             req.v3_and_below_producer_id.0,
@@ -111,11 +127,17 @@ async fn handle(
         .await;
         return ctx.respond(&resp);
     }
+    // v4 comes from brokers: CLUSTER_ACTION on the cluster.
+    if !acl.cluster(op::CLUSTER_ACTION) {
+        resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
+        return ctx.respond(&resp);
+    }
     for t in &req.transactions {
         let mut r = AddPartitionsToTxnResult::default();
         r.transactional_id = t.transactional_id.clone();
         r.topic_results = add(
             broker,
+            &acl,
             v,
             t.transactional_id.to_string(),
             t.producer_id.0,

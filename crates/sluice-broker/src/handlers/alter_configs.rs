@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
+use sluice_metadata::acl::op;
 use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use sluice_protocol::ErrorCode;
 
@@ -51,13 +52,17 @@ async fn handle(
 ) -> Result<Response, HandlerError> {
     let req: AlterConfigsRequest = ctx.decode(body)?;
     let image = broker.metadata.current();
+    let acl = broker.acl(ctx);
     let mut resp = AlterConfigsResponse::default();
     for res in req.resources {
         let mut out = AlterConfigsResourceResponse::default();
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name.clone();
         let name = res.resource_name.to_string();
-        let result = if res.resource_type == RESOURCE_TOPIC {
+        let allowed = acl.config_resource(op::ALTER_CONFIGS, res.resource_type, &name);
+        let result = if allowed.is_err() {
+            allowed
+        } else if res.resource_type == RESOURCE_TOPIC {
             let mut changes: Vec<(String, Option<String>)> = res
                 .configs
                 .iter()

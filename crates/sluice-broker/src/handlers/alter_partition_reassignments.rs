@@ -10,6 +10,7 @@ use kafka_protocol::messages::alter_partition_reassignments_response::{
 use kafka_protocol::messages::{
     AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse, ApiKey, TopicName,
 };
+use sluice_metadata::acl::op;
 use sluice_metadata::controller_types::ReassignTarget;
 use sluice_protocol::ErrorCode;
 
@@ -40,6 +41,11 @@ async fn handle(
         .collect();
     let mut resp = AlterPartitionReassignmentsResponse::default();
     resp.allow_replication_factor_change = allow_rf_change;
+    if !broker.acl(ctx).cluster(op::ALTER) {
+        resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
+        resp.error_message = Some(str_bytes("Cluster authorization failed."));
+        return ctx.respond(&resp);
+    }
     match broker
         .call_controller(move |c| c.alter_reassignments(&targets, allow_rf_change))
         .await

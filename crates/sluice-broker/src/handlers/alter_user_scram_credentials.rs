@@ -10,6 +10,7 @@ use kafka_protocol::messages::alter_user_scram_credentials_response::AlterUserSc
 use kafka_protocol::messages::{
     AlterUserScramCredentialsRequest, AlterUserScramCredentialsResponse, ApiKey,
 };
+use sluice_metadata::acl::op;
 use sluice_metadata::controller_types::{ApiError, ScramChange};
 use sluice_metadata::image::ScramEntry;
 use sluice_protocol::scram::{self, Mechanism};
@@ -53,6 +54,7 @@ async fn handle(
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: AlterUserScramCredentialsRequest = ctx.decode(body)?;
+    let cluster_denied = !broker.acl(ctx).cluster(op::ALTER);
     // Users in request order, each with its change or why it is refused.
     let mut users: Vec<(String, Result<ScramChange, ApiError>)> = Vec::new();
     let deletions = req
@@ -67,6 +69,16 @@ async fn handle(
         )
     });
     for (user, mechanism, upsert) in deletions.chain(upsertions) {
+        if cluster_denied {
+            if !users.iter().any(|(u, _)| *u == user) {
+                let e = ApiError::new(
+                    ErrorCode::ClusterAuthorizationFailed,
+                    "Cluster authorization failed.",
+                );
+                users.push((user, Err(e)));
+            }
+            continue;
+        }
         if let Some((_, outcome)) = users.iter_mut().find(|(u, _)| *u == user) {
             *outcome = Err(ApiError::new(
                 ErrorCode::DuplicateResource,

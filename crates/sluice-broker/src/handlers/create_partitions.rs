@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use kafka_protocol::messages::create_partitions_response::CreatePartitionsTopicResult;
 use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, CreatePartitionsResponse};
+use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
@@ -16,6 +17,7 @@ async fn handle(
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: CreatePartitionsRequest = ctx.decode(body)?;
+    let acl = broker.acl(ctx);
     let mut resp = CreatePartitionsResponse::default();
     let mut seen = std::collections::HashMap::<String, usize>::new();
     for t in &req.topics {
@@ -28,6 +30,12 @@ async fn handle(
         if seen[&name] > 1 {
             r.error_code = ErrorCode::InvalidRequest.code();
             r.error_message = Some(str_bytes("Duplicate topic in request."));
+            resp.results.push(r);
+            continue;
+        }
+        if !acl.topic(op::ALTER, &name) {
+            r.error_code = ErrorCode::TopicAuthorizationFailed.code();
+            r.error_message = Some(str_bytes("Authorization failed."));
             resp.results.push(r);
             continue;
         }

@@ -6,6 +6,7 @@ use kafka_protocol::messages::create_topics_response::{
     CreatableTopicConfigs, CreatableTopicResult,
 };
 use kafka_protocol::messages::{ApiKey, CreateTopicsRequest, CreateTopicsResponse};
+use sluice_metadata::acl::op;
 use sluice_metadata::config::describe_topic;
 use sluice_metadata::controller_types::CreateTopicSpec;
 use sluice_protocol::ErrorCode;
@@ -46,17 +47,41 @@ async fn handle(
         })
         .collect();
     let validate_only = req.validate_only;
-    let call_specs = specs.clone();
-    let outcomes = broker
-        .call_controller(move |c| c.create_topics(&call_specs, validate_only))
-        .await;
+    // CREATE on the cluster, or on the topic; the others are not created.
+    let acl = broker.acl(ctx);
+    let may_create = acl.cluster(op::CREATE);
+    let allowed: Vec<bool> = specs
+        .iter()
+        .map(|s| may_create || acl.topic(op::CREATE, &s.name))
+        .collect();
+    let call_specs: Vec<CreateTopicSpec> = specs
+        .iter()
+        .zip(&allowed)
+        .filter(|(_, ok)| **ok)
+        .map(|(s, _)| s.clone())
+        .collect();
+    let outcomes = if call_specs.is_empty() {
+        Ok(Vec::new())
+    } else {
+        broker
+            .call_controller(move |c| c.create_topics(&call_specs, validate_only))
+            .await
+    };
     let mut resp = CreateTopicsResponse::default();
+    let mut j = 0;
     for (i, t) in req.topics.iter().enumerate() {
         let mut r = CreatableTopicResult::default();
         r.name = t.name.clone();
         r.num_partitions = -1;
         r.replication_factor = -1;
-        match outcomes.as_ref().map(|o| o.get(i)) {
+        if !allowed[i] {
+            r.error_code = ErrorCode::TopicAuthorizationFailed.code();
+            r.error_message = Some(str_bytes("Authorization failed."));
+            resp.topics.push(r);
+            continue;
+        }
+        j += 1;
+        match outcomes.as_ref().map(|o| o.get(j - 1)) {
             Ok(Some(Ok(created))) => {
                 r.topic_id = created.id;
                 r.num_partitions = created.num_partitions;
@@ -66,7 +91,12 @@ async fn handle(
                     .iter()
                     .filter_map(|(k, v)| v.clone().map(|v| (k.clone(), v)))
                     .collect();
-                r.configs = Some(
+                // Configs are returned only to those who may describe them.
+                let describable = acl.topic(op::DESCRIBE_CONFIGS, &t.name);
+                if !describable {
+                    r.topic_config_error_code = ErrorCode::TopicAuthorizationFailed.code();
+                }
+                r.configs = describable.then(|| {
                     describe_topic(&broker.config, &overrides)
                         .into_iter()
                         .map(|d| {
@@ -78,8 +108,8 @@ async fn handle(
                             c.is_sensitive = d.sensitive;
                             c
                         })
-                        .collect(),
-                );
+                        .collect()
+                });
             }
             Ok(Some(Err(e))) => {
                 r.error_code = e.code.code();

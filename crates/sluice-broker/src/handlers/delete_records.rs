@@ -6,6 +6,7 @@ use kafka_protocol::messages::delete_records_response::{
     DeleteRecordsPartitionResult, DeleteRecordsTopicResult,
 };
 use kafka_protocol::messages::{ApiKey, DeleteRecordsRequest, DeleteRecordsResponse};
+use sluice_metadata::acl::op;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 
@@ -36,13 +37,16 @@ fn delete_below(p: &Partition, offset: i64) -> Result<i64, ErrorCode> {
 fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: DeleteRecordsRequest = ctx.decode(body)?;
     let image = broker.metadata.current();
+    let acl = broker.acl(ctx);
     let mut resp = DeleteRecordsResponse::default();
     for t in req.topics {
         let mut out = DeleteRecordsTopicResult::default();
         out.name = t.name.clone();
+        let allowed = acl.topic(op::DELETE, &t.name);
         for part in t.partitions {
             let tp = TopicPartition::new(t.name.to_string(), part.partition_index);
             let result = match broker.replicas.get(&tp) {
+                _ if !allowed => Err(ErrorCode::TopicAuthorizationFailed),
                 Some(p) => delete_below(&p, part.offset),
                 None if image
                     .topic(&tp.topic)

@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use kafka_protocol::messages::delete_topics_response::DeletableTopicResult;
 use kafka_protocol::messages::{ApiKey, DeleteTopicsRequest, DeleteTopicsResponse, TopicName};
+use sluice_metadata::acl::op;
 use sluice_metadata::controller_types::TopicRef;
 use sluice_metadata::Uuid;
 use sluice_protocol::ErrorCode;
@@ -32,18 +33,47 @@ async fn handle(
             .map(|n| TopicRef::Name(n.to_string()))
             .collect()
     };
-    let call_targets = targets.clone();
-    let outcomes = broker
-        .call_controller(move |c| c.delete_topics(&call_targets))
-        .await;
+    // DELETE on each topic (by id: on the topic the id names); the others are kept.
+    let acl = broker.acl(ctx);
+    let image = broker.metadata.current();
+    let allowed: Vec<bool> = targets
+        .iter()
+        .map(|t| match t {
+            TopicRef::Name(n) => acl.topic(op::DELETE, n),
+            TopicRef::Id(id) => image
+                .topic_by_id(id)
+                .is_none_or(|found| acl.topic(op::DELETE, &found.name)),
+        })
+        .collect();
+    let call_targets: Vec<TopicRef> = targets
+        .iter()
+        .zip(&allowed)
+        .filter(|(_, ok)| **ok)
+        .map(|(t, _)| t.clone())
+        .collect();
+    let outcomes = if call_targets.is_empty() {
+        Ok(Vec::new())
+    } else {
+        broker
+            .call_controller(move |c| c.delete_topics(&call_targets))
+            .await
+    };
     let mut resp = DeleteTopicsResponse::default();
+    let mut j = 0;
     for (i, target) in targets.iter().enumerate() {
         let mut r = DeletableTopicResult::default();
         match target {
             TopicRef::Name(n) => r.name = Some(TopicName(str_bytes(n.clone()))),
             TopicRef::Id(id) => r.topic_id = *id,
         }
-        match outcomes.as_ref().map(|o| o.get(i)) {
+        if !allowed[i] {
+            r.error_code = ErrorCode::TopicAuthorizationFailed.code();
+            r.error_message = Some(str_bytes("Authorization failed."));
+            resp.responses.push(r);
+            continue;
+        }
+        j += 1;
+        match outcomes.as_ref().map(|o| o.get(j - 1)) {
             Ok(Some(Ok((name, id)))) => {
                 r.name = Some(TopicName(str_bytes(name.clone())));
                 r.topic_id = *id;

@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
 use kafka_protocol::messages::{ApiKey, BrokerId, DescribeClusterRequest, DescribeClusterResponse};
+use sluice_metadata::acl::{self, resource};
 use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
@@ -36,7 +37,9 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
     resp.cluster_id = str_bytes(broker.cluster_id.clone());
     resp.controller_id = BrokerId(broker.controller_id(&image));
     resp.cluster_authorized_operations = if req.include_cluster_authorized_operations {
-        0
+        broker
+            .acl(ctx)
+            .authorized_operations(resource::CLUSTER, acl::CLUSTER_NAME)
     } else {
         AUTHORIZED_OPERATIONS_OMITTED
     };

@@ -6,6 +6,7 @@ use kafka_protocol::messages::describe_configs_response::{
     DescribeConfigsResourceResult, DescribeConfigsResult, DescribeConfigsSynonym,
 };
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
+use sluice_metadata::acl::op;
 use sluice_metadata::config::{describe_broker, describe_topic, DescribedConfig};
 use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use sluice_metadata::topic;
@@ -56,13 +57,16 @@ fn entry(d: DescribedConfig, synonyms: bool, docs: bool) -> DescribeConfigsResou
 fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: DescribeConfigsRequest = ctx.decode(body)?;
     let image = broker.metadata.current();
+    let acl = broker.acl(ctx);
     let mut resp = DescribeConfigsResponse::default();
     for res in req.resources {
         let mut out = DescribeConfigsResult::default();
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name.clone();
         let name = res.resource_name.to_string();
+        let allowed = acl.config_resource(op::DESCRIBE_CONFIGS, res.resource_type, &name);
         let described: Result<Vec<DescribedConfig>, (ErrorCode, String)> = match res.resource_type {
+            _ if allowed.is_err() => allowed.map(|()| Vec::new()),
             RESOURCE_TOPIC => {
                 if topic::validate_name(&name).is_err() {
                     Err((

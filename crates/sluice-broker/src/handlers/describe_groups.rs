@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use kafka_protocol::messages::describe_groups_response::{DescribedGroup, DescribedGroupMember};
 use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResponse};
+use sluice_metadata::acl::{op, resource};
 use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
@@ -20,11 +21,22 @@ async fn handle(
     let req: DescribeGroupsRequest = ctx.decode(body)?;
     let ids: Vec<String> = req.groups.iter().map(|g| g.to_string()).collect();
     let result = broker.groups.describe(ids.clone()).await;
+    let acl = broker.acl(ctx);
     let mut resp = DescribeGroupsResponse::default();
     for (i, id) in req.groups.iter().enumerate() {
         let mut g = DescribedGroup::default();
         g.group_id = id.clone();
-        g.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+        g.authorized_operations = if req.include_authorized_operations {
+            acl.authorized_operations(resource::GROUP, &ids[i])
+        } else {
+            AUTHORIZED_OPERATIONS_OMITTED
+        };
+        if !acl.group(op::DESCRIBE, &ids[i]) {
+            g.error_code = ErrorCode::GroupAuthorizationFailed.code();
+            g.authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
+            resp.groups.push(g);
+            continue;
+        }
         match &result {
             Err(code) => g.error_code = code.code(),
             Ok(found) => match found.get(i).cloned().flatten() {

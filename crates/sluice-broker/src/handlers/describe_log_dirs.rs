@@ -9,6 +9,7 @@ use kafka_protocol::messages::describe_log_dirs_response::{
 use kafka_protocol::messages::{
     ApiKey, DescribeLogDirsRequest, DescribeLogDirsResponse, TopicName,
 };
+use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
@@ -19,6 +20,11 @@ handler!(ApiKey::DescribeLogDirs, 1, 4, sync handle);
 
 fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: DescribeLogDirsRequest = ctx.decode(body)?;
+    if !broker.acl(ctx).cluster(op::DESCRIBE) {
+        let mut resp = DescribeLogDirsResponse::default();
+        resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
+        return ctx.respond(&resp);
+    }
     let wanted = |topic: &str, partition: i32| match &req.topics {
         None => true,
         Some(ts) => ts

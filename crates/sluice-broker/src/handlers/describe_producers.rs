@@ -10,6 +10,7 @@ use kafka_protocol::messages::describe_producers_response::{
 use kafka_protocol::messages::{
     ApiKey, DescribeProducersRequest, DescribeProducersResponse, ProducerId,
 };
+use sluice_metadata::acl::op;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 
@@ -21,14 +22,21 @@ handler!(ApiKey::DescribeProducers, 0, 0, sync handle);
 fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: DescribeProducersRequest = ctx.decode(body)?;
     let image = broker.metadata.current();
+    let acl = broker.acl(ctx);
     let mut resp = DescribeProducersResponse::default();
     for t in req.topics {
         let mut out = TopicResponse::default();
         out.name = t.name.clone();
+        let allowed = acl.topic(op::READ, &t.name);
         for index in t.partition_indexes {
             let mut p = PartitionResponse::default();
             p.partition_index = index;
             let tp = TopicPartition::new(t.name.to_string(), index);
+            if !allowed {
+                p.error_code = ErrorCode::TopicAuthorizationFailed.code();
+                out.partitions.push(p);
+                continue;
+            }
             match broker.replicas.get(&tp).filter(|p| p.is_leader()) {
                 Some(partition) => {
                     let mut producers: Vec<ProducerState> = partition

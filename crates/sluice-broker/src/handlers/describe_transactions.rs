@@ -8,6 +8,8 @@ use kafka_protocol::messages::describe_transactions_response::{TopicData, Transa
 use kafka_protocol::messages::{
     ApiKey, DescribeTransactionsRequest, DescribeTransactionsResponse, ProducerId, TopicName,
 };
+use sluice_metadata::acl::op;
+use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
@@ -26,13 +28,20 @@ async fn handle(
         .map(|i| i.to_string())
         .collect();
     let results = broker.txns.describe(ids).await;
+    let acl = broker.acl(ctx);
     let mut resp = DescribeTransactionsResponse::default();
     for (id, result) in req.transactional_ids.into_iter().zip(results) {
         let mut s = TransactionState::default();
+        let allowed = acl.transactional_id(op::DESCRIBE, &id);
         s.transactional_id = id;
         s.producer_id = ProducerId(-1);
         s.producer_epoch = -1;
         s.transaction_start_time_ms = -1;
+        let result = if allowed {
+            result
+        } else {
+            Err(ErrorCode::TransactionalIdAuthorizationFailed)
+        };
         match result {
             Ok(m) => {
                 s.transaction_state = str_bytes(m.state.name());

@@ -11,6 +11,7 @@ use kafka_protocol::messages::describe_user_scram_credentials_response::{
 use kafka_protocol::messages::{
     ApiKey, DescribeUserScramCredentialsRequest, DescribeUserScramCredentialsResponse,
 };
+use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
@@ -20,6 +21,12 @@ handler!(ApiKey::DescribeUserScramCredentials, 0, 0, sync handle);
 
 fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: DescribeUserScramCredentialsRequest = ctx.decode(body)?;
+    if !broker.acl(ctx).cluster(op::DESCRIBE) {
+        let mut resp = DescribeUserScramCredentialsResponse::default();
+        resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
+        resp.error_message = Some(str_bytes("Cluster authorization failed."));
+        return ctx.respond(&resp);
+    }
     let image = broker.metadata.current();
     let mut by_user: BTreeMap<&str, Vec<CredentialInfo>> = BTreeMap::new();
     for ((user, mechanism), c) in &image.scram {

@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use kafka_protocol::messages::elect_leaders_response::{PartitionResult, ReplicaElectionResult};
 use kafka_protocol::messages::{ApiKey, ElectLeadersRequest, ElectLeadersResponse, TopicName};
+use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
@@ -28,6 +29,10 @@ async fn handle(
             .collect()
     });
     let mut resp = ElectLeadersResponse::default();
+    if !broker.acl(ctx).cluster(op::ALTER) {
+        resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
+        return ctx.respond(&resp);
+    }
     match broker
         .call_controller(move |c| c.elect_leaders(preferred, targets.as_deref()))
         .await

@@ -4,6 +4,8 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, EndTxnRequest, EndTxnResponse};
+use sluice_metadata::acl::op;
+use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
 use crate::handlers::add_partitions_to_txn::fenced_as;
@@ -18,6 +20,13 @@ async fn handle(
 ) -> Result<Response, HandlerError> {
     let req: EndTxnRequest = ctx.decode(body)?;
     let mut resp = EndTxnResponse::default();
+    if !broker
+        .acl(ctx)
+        .transactional_id(op::WRITE, &req.transactional_id)
+    {
+        resp.error_code = ErrorCode::TransactionalIdAuthorizationFailed.code();
+        return ctx.respond(&resp);
+    }
     if let Err(code) = broker
         .txns
         .end_txn(

@@ -15,6 +15,7 @@ use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
+use sluice_metadata::acl::op;
 use sluice_metadata::Uuid;
 use sluice_protocol::batch::BatchIter;
 use sluice_protocol::types::TopicPartition;
@@ -80,6 +81,9 @@ async fn handle(
     };
     let by_id = ctx.api_version >= 13;
     let image = broker.metadata.current();
+    // Followers need CLUSTER_ACTION on the cluster, consumers READ on each topic.
+    let acl = broker.acl(ctx);
+    let follower_denied = replica_id >= 0 && !acl.cluster(op::CLUSTER_ACTION);
     let mut wanted = Vec::new();
     for topic in req.topics {
         let name = if by_id {
@@ -89,7 +93,11 @@ async fn handle(
         };
         for request in topic.partitions {
             let target = match &name {
+                _ if follower_denied => Err(ErrorCode::TopicAuthorizationFailed),
                 None => Err(ErrorCode::UnknownTopicId),
+                Some(n) if replica_id < 0 && !acl.topic(op::READ, n) => {
+                    Err(ErrorCode::TopicAuthorizationFailed)
+                }
                 Some(n) => broker
                     .replicas
                     .get(&TopicPartition::new(n.clone(), request.partition))

@@ -5,6 +5,7 @@
 use bytes::Bytes;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
+use sluice_metadata::acl::op;
 use sluice_metadata::controller_types::CreateTopicSpec;
 use sluice_protocol::ErrorCode;
 
@@ -108,6 +109,16 @@ async fn locate(
 ) -> Result<(i32, String, i32), ErrorCode> {
     if key.is_empty() {
         return Err(ErrorCode::InvalidRequest);
+    }
+    let acl = broker.acl(ctx);
+    match key_type {
+        KEY_GROUP if !acl.group(op::DESCRIBE, key) => {
+            return Err(ErrorCode::GroupAuthorizationFailed)
+        }
+        KEY_TRANSACTION if !acl.transactional_id(op::DESCRIBE, key) => {
+            return Err(ErrorCode::TransactionalIdAuthorizationFailed)
+        }
+        _ => {}
     }
     let (topic, partition) = match key_type {
         KEY_GROUP => {

@@ -3,6 +3,9 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse};
 
+use sluice_metadata::acl::op;
+use sluice_protocol::ErrorCode;
+
 use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
 
@@ -14,6 +17,11 @@ async fn handle(
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: HeartbeatRequest = ctx.decode(body)?;
+    if !broker.acl(ctx).group(op::READ, &req.group_id) {
+        let mut resp = HeartbeatResponse::default();
+        resp.error_code = ErrorCode::GroupAuthorizationFailed.code();
+        return ctx.respond(&resp);
+    }
     let error = broker
         .groups
         .heartbeat(

@@ -7,6 +7,7 @@ use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsRe
 use kafka_protocol::messages::{
     ApiKey, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
+use sluice_metadata::acl::op;
 use sluice_metadata::config::{topic_value, ConfigType};
 use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use sluice_protocol::ErrorCode;
@@ -29,13 +30,17 @@ async fn handle(
 ) -> Result<Response, HandlerError> {
     let req: IncrementalAlterConfigsRequest = ctx.decode(body)?;
     let image = broker.metadata.current();
+    let acl = broker.acl(ctx);
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in req.resources {
         let mut out = AlterConfigsResourceResponse::default();
         out.resource_type = res.resource_type;
         out.resource_name = res.resource_name.clone();
         let name = res.resource_name.to_string();
-        let result: Result<(), (ErrorCode, String)> = if res.resource_type == RESOURCE_TOPIC {
+        let allowed = acl.config_resource(op::ALTER_CONFIGS, res.resource_type, &name);
+        let result: Result<(), (ErrorCode, String)> = if allowed.is_err() {
+            allowed
+        } else if res.resource_type == RESOURCE_TOPIC {
             let current = image.topic_configs(&name);
             let mut changes = Vec::new();
             let mut bad = None;

@@ -5,6 +5,7 @@
 
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, InitProducerIdRequest, InitProducerIdResponse, ProducerId};
+use sluice_metadata::acl::{op, resource};
 use sluice_protocol::ErrorCode;
 use tracing::warn;
 
@@ -23,6 +24,20 @@ async fn handle(
     let mut resp = InitProducerIdResponse::default();
     resp.producer_id = ProducerId(-1);
     resp.producer_epoch = -1;
+    // WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE on the
+    // cluster or WRITE on some topic.
+    let acl = broker.acl(ctx);
+    let denied = match req.transactional_id.as_ref().filter(|t| !t.is_empty()) {
+        Some(id) => (!acl.transactional_id(op::WRITE, id))
+            .then_some(ErrorCode::TransactionalIdAuthorizationFailed),
+        None => (!acl.cluster(op::IDEMPOTENT_WRITE)
+            && !acl.any_of_type(op::WRITE, resource::TOPIC))
+        .then_some(ErrorCode::ClusterAuthorizationFailed),
+    };
+    if let Some(code) = denied {
+        resp.error_code = code.code();
+        return ctx.respond(&resp);
+    }
     let fresh = match broker.next_producer_id().await {
         Ok(id) => id,
         Err(e) => {

@@ -4,6 +4,9 @@ use bytes::Bytes;
 use kafka_protocol::messages::join_group_response::JoinGroupResponseMember;
 use kafka_protocol::messages::{ApiKey, JoinGroupRequest, JoinGroupResponse};
 
+use sluice_metadata::acl::op;
+use sluice_protocol::ErrorCode;
+
 use crate::broker::Broker;
 use crate::group::state::JoinRequest;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
@@ -17,6 +20,14 @@ async fn handle(
 ) -> Result<Response, HandlerError> {
     let req: JoinGroupRequest = ctx.decode(body)?;
     let v = ctx.api_version;
+    if !broker.acl(ctx).group(op::READ, &req.group_id) {
+        let mut resp = JoinGroupResponse::default();
+        resp.error_code = ErrorCode::GroupAuthorizationFailed.code();
+        if v >= 7 {
+            resp.protocol_name = None;
+        }
+        return ctx.respond(&resp);
+    }
     let join = JoinRequest {
         group_id: req.group_id.to_string(),
         member_id: req.member_id.to_string(),

@@ -4,6 +4,9 @@ use bytes::Bytes;
 use kafka_protocol::messages::leave_group_response::MemberResponse;
 use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse};
 
+use sluice_metadata::acl::op;
+use sluice_protocol::ErrorCode;
+
 use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
 
@@ -15,6 +18,11 @@ async fn handle(
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: LeaveGroupRequest = ctx.decode(body)?;
+    if !broker.acl(ctx).group(op::READ, &req.group_id) {
+        let mut resp = LeaveGroupResponse::default();
+        resp.error_code = ErrorCode::GroupAuthorizationFailed.code();
+        return ctx.respond(&resp);
+    }
     let batched = ctx.api_version >= 3;
     let leaving: Vec<(String, Option<String>)> = if batched {
         req.members

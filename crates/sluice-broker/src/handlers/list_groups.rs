@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{ApiKey, GroupId, ListGroupsRequest, ListGroupsResponse};
+use sluice_metadata::acl::op;
 
 use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
@@ -17,6 +18,9 @@ async fn handle(
 ) -> Result<Response, HandlerError> {
     let req: ListGroupsRequest = ctx.decode(body)?;
     let mut resp = ListGroupsResponse::default();
+    // DESCRIBE on the cluster lists every group, else those with DESCRIBE on the group.
+    let acl = broker.acl(ctx);
+    let all = acl.cluster(op::DESCRIBE);
     match broker.groups.list().await {
         Ok(groups) => {
             let states: Vec<String> = req
@@ -30,6 +34,9 @@ async fn handle(
                 .map(|s| s.to_ascii_lowercase())
                 .collect();
             for (id, protocol_type, state) in groups {
+                if !all && !acl.group(op::DESCRIBE, &id) {
+                    continue;
+                }
                 if !states.is_empty() && !states.contains(&state.to_ascii_lowercase()) {
                     continue;
                 }

@@ -8,6 +8,7 @@ use kafka_protocol::messages::list_offsets_response::{
     ListOffsetsPartitionResponse, ListOffsetsTopicResponse,
 };
 use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
+use sluice_metadata::acl::op;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 
@@ -91,13 +92,16 @@ fn lookup(
 fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: ListOffsetsRequest = ctx.decode(body)?;
     let image = broker.metadata.current();
+    let acl = broker.acl(ctx);
     let mut resp = ListOffsetsResponse::default();
     for topic in req.topics {
         let mut out = ListOffsetsTopicResponse::default();
         out.name = topic.name.clone();
+        let allowed = acl.topic(op::DESCRIBE, &topic.name);
         for part in topic.partitions {
             let tp = TopicPartition::new(topic.name.to_string(), part.partition_index);
             let result = match broker.replicas.get(&tp) {
+                _ if !allowed => Err(ErrorCode::TopicAuthorizationFailed),
                 Some(p) => lookup(
                     &p,
                     part.timestamp,

@@ -10,7 +10,9 @@ use kafka_protocol::messages::{
     ApiKey, BrokerId, ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse,
     TopicName,
 };
+use sluice_metadata::acl::op;
 use sluice_metadata::image::TopicImage;
+use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
@@ -42,6 +44,11 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
     let req: ListPartitionReassignmentsRequest = ctx.decode(body)?;
     let image = broker.metadata.current();
     let mut resp = ListPartitionReassignmentsResponse::default();
+    if !broker.acl(ctx).cluster(op::DESCRIBE) {
+        resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
+        resp.error_message = Some(str_bytes("Cluster authorization failed."));
+        return ctx.respond(&resp);
+    }
     match req.topics {
         None => resp
             .topics

@@ -7,6 +7,7 @@ use kafka_protocol::messages::list_transactions_response::TransactionState;
 use kafka_protocol::messages::{
     ApiKey, ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId,
 };
+use sluice_metadata::acl::op;
 
 use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
@@ -29,7 +30,12 @@ async fn handle(
         }
     }
     let now = crate::now_ms();
+    // Only transactional ids this principal may DESCRIBE.
+    let acl = broker.acl(ctx);
     for m in broker.txns.list().await {
+        if !acl.transactional_id(op::DESCRIBE, &m.transactional_id) {
+            continue;
+        }
         if !states.is_empty() && !states.contains(&m.state) {
             continue;
         }

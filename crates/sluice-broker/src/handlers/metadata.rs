@@ -7,6 +7,7 @@ use kafka_protocol::messages::metadata_response::{
     MetadataResponseBroker, MetadataResponsePartition, MetadataResponseTopic,
 };
 use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
+use sluice_metadata::acl::{self, op, resource};
 use sluice_metadata::controller_types::CreateTopicSpec;
 use sluice_metadata::image::TopicImage;
 use sluice_metadata::{topic, MetadataImage, Uuid};
@@ -57,20 +58,13 @@ pub async fn auto_create(broker: &Broker, names: Vec<String>) {
         .await;
 }
 
-pub fn topic_response(
-    image: &MetadataImage,
-    t: &TopicImage,
-    include_ops: bool,
-) -> MetadataResponseTopic {
+/// A topic's entry; `ops` is its authorized-operations field.
+fn topic_response(image: &MetadataImage, t: &TopicImage, ops: i32) -> MetadataResponseTopic {
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(str_bytes(t.name.clone())));
     out.topic_id = t.id;
     out.is_internal = topic::is_internal(&t.name);
-    out.topic_authorized_operations = if include_ops {
-        0
-    } else {
-        AUTHORIZED_OPERATIONS_OMITTED
-    };
+    out.topic_authorized_operations = ops;
     out.partitions = t
         .partitions
         .iter()
@@ -118,16 +112,25 @@ async fn handle(
         Some(t) => Some(t),
     };
     let allow_auto_create = ctx.api_version < 4 || req.allow_auto_topic_creation;
+    // DESCRIBE to see a topic (others are left out of "all topics" and answered
+    // TOPIC_AUTHORIZATION_FAILED when named); CREATE (cluster or topic) to auto-create one.
+    let acl = broker.acl(ctx);
+    let may_create = |n: &str| acl.cluster(op::CREATE) || acl.topic(op::CREATE, n);
+    let mut create_denied: Vec<String> = Vec::new();
     if let Some(topics) = &requested {
         let image = broker.metadata.current();
-        let to_create: Vec<String> = topics
+        let (to_create, denied): (Vec<String>, Vec<String>) = topics
             .iter()
             .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
             .filter(|n| {
-                !n.is_empty() && image.topic(n).is_none() && topic::validate_name(n).is_ok()
+                !n.is_empty()
+                    && image.topic(n).is_none()
+                    && topic::validate_name(n).is_ok()
+                    && acl.topic(op::DESCRIBE, n)
             })
-            .collect();
-        if allow_auto_create {
+            .partition(|n| may_create(n));
+        if allow_auto_create && broker.config.auto_create_topics() {
+            create_denied = denied;
             auto_create(broker, to_create).await;
         }
     }
@@ -146,13 +149,36 @@ async fn handle(
         .collect();
     resp.cluster_id = Some(str_bytes(broker.cluster_id.clone()));
     resp.controller_id = BrokerId(broker.controller_id(&image));
-    resp.cluster_authorized_operations = AUTHORIZED_OPERATIONS_OMITTED;
-    let include_ops = req.include_topic_authorized_operations;
+    resp.cluster_authorized_operations =
+        if req.include_cluster_authorized_operations && ctx.api_version <= 10 {
+            acl.authorized_operations(resource::CLUSTER, acl::CLUSTER_NAME)
+        } else {
+            AUTHORIZED_OPERATIONS_OMITTED
+        };
+    let ops = |name: &str| {
+        if req.include_topic_authorized_operations {
+            acl.authorized_operations(resource::TOPIC, name)
+        } else {
+            AUTHORIZED_OPERATIONS_OMITTED
+        }
+    };
+    let seen = |t: &TopicImage| -> MetadataResponseTopic {
+        if acl.topic(op::DESCRIBE, &t.name) {
+            topic_response(&image, t, ops(&t.name))
+        } else {
+            missing_topic(
+                Some(&t.name),
+                Uuid::nil(),
+                ErrorCode::TopicAuthorizationFailed,
+            )
+        }
+    };
     resp.topics = match requested {
         None => image
             .topics
             .values()
-            .map(|t| topic_response(&image, t, include_ops))
+            .filter(|t| acl.topic(op::DESCRIBE, &t.name))
+            .map(|t| topic_response(&image, t, ops(&t.name)))
             .collect(),
         Some(topics) => topics
             .iter()
@@ -163,7 +189,16 @@ async fn handle(
                     .filter(|n| !n.is_empty() || t.topic_id.is_nil())
                 {
                     Some(name) => match image.topic(name) {
-                        Some(found) => topic_response(&image, found, include_ops),
+                        Some(found) => seen(found),
+                        None if !acl.topic(op::DESCRIBE, name)
+                            || create_denied.iter().any(|d| d.as_str() == name.as_str()) =>
+                        {
+                            missing_topic(
+                                Some(name),
+                                Uuid::nil(),
+                                ErrorCode::TopicAuthorizationFailed,
+                            )
+                        }
                         None if topic::validate_name(name).is_err() => {
                             missing_topic(Some(name), Uuid::nil(), ErrorCode::InvalidTopicException)
                         }
@@ -175,7 +210,10 @@ async fn handle(
                     },
                     // v10+: a topic named by id alone (the name is null or empty).
                     None => match image.topic_by_id(&t.topic_id) {
-                        Some(found) => topic_response(&image, found, include_ops),
+                        Some(found) if !acl.topic(op::DESCRIBE, &found.name) => {
+                            missing_topic(None, t.topic_id, ErrorCode::TopicAuthorizationFailed)
+                        }
+                        Some(found) => seen(found),
                         None => missing_topic(None, t.topic_id, ErrorCode::UnknownTopicId),
                     },
                 }

@@ -32,6 +32,7 @@ macro_rules! handler {
     };
 }
 
+pub mod acls;
 pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
@@ -158,6 +159,9 @@ impl HandlerTable {
             sasl::authenticate::HANDLER,
             describe_user_scram_credentials::HANDLER,
             alter_user_scram_credentials::HANDLER,
+            acls::create::HANDLER,
+            acls::describe::HANDLER,
+            acls::delete::HANDLER,
         ];
         handlers.sort_by_key(|h| h.api_key as i16);
         for h in &handlers {

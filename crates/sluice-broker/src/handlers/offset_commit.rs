@@ -7,6 +7,9 @@ use kafka_protocol::messages::offset_commit_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse};
 
+use sluice_metadata::acl::op;
+use sluice_protocol::ErrorCode;
+
 use super::find_coordinator::ensure_offsets_topic;
 use crate::broker::Broker;
 use crate::group::coordinator::CommitRequest;
@@ -20,6 +23,18 @@ async fn handle(
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: OffsetCommitRequest = ctx.decode(body)?;
+    // READ on the group, and on each topic (partitions of others are not committed).
+    let acl = broker.acl(ctx);
+    let group_denied = !acl.group(op::READ, &req.group_id);
+    let topic_denied: Vec<bool> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let denied = !acl.topic(op::READ, &t.name);
+            t.partitions.iter().map(move |_| denied)
+        })
+        .collect();
+    let mut position = 0;
     let offsets: Vec<(String, i32, i64, i32, Option<String>)> = req
         .topics
         .iter()
@@ -38,8 +53,18 @@ async fn handle(
                 )
             })
         })
+        .filter(|_| {
+            position += 1;
+            !topic_denied[position - 1]
+        })
         .collect();
-    let result = match ensure_offsets_topic(broker).await {
+    let ensured = if group_denied {
+        Err(ErrorCode::GroupAuthorizationFailed)
+    } else {
+        ensure_offsets_topic(broker).await
+    };
+    let result = match ensured {
+        Ok(()) if offsets.is_empty() => Ok(Vec::new()),
         Ok(()) => {
             broker
                 .groups
@@ -57,15 +82,21 @@ async fn handle(
     };
     let mut resp = OffsetCommitResponse::default();
     let mut i = 0usize;
+    let mut flat = topic_denied.iter();
     for t in &req.topics {
         let mut out = OffsetCommitResponseTopic::default();
         out.name = t.name.clone();
         for p in &t.partitions {
             let code = match &result {
-                Ok(per) => per.get(i).copied().flatten(),
                 Err(code) => Some(*code),
+                _ if flat.next().copied().unwrap_or(false) => {
+                    Some(ErrorCode::TopicAuthorizationFailed)
+                }
+                Ok(per) => {
+                    i += 1;
+                    per.get(i - 1).copied().flatten()
+                }
             };
-            i += 1;
             let mut r = OffsetCommitResponsePartition::default();
             r.partition_index = p.partition_index;
             r.error_code = code.map_or(0, |c| c.code());

@@ -5,6 +5,8 @@ use kafka_protocol::messages::offset_delete_response::{
     OffsetDeleteResponsePartition, OffsetDeleteResponseTopic,
 };
 use kafka_protocol::messages::{ApiKey, OffsetDeleteRequest, OffsetDeleteResponse};
+use sluice_metadata::acl::op;
+use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
@@ -17,19 +19,28 @@ async fn handle(
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: OffsetDeleteRequest = ctx.decode(body)?;
+    // DELETE on the group, READ on each topic (others' partitions are not touched).
+    let acl = broker.acl(ctx);
     let partitions: Vec<(String, i32)> = req
         .topics
         .iter()
+        .filter(|t| acl.topic(op::READ, &t.name))
         .flat_map(|t| {
             t.partitions
                 .iter()
                 .map(move |p| (t.name.to_string(), p.partition_index))
         })
         .collect();
-    let result = broker
-        .groups
-        .delete_offsets(req.group_id.to_string(), partitions)
-        .await;
+    let result = if !acl.group(op::DELETE, &req.group_id) {
+        Err(ErrorCode::GroupAuthorizationFailed)
+    } else if partitions.is_empty() {
+        Ok(Vec::new())
+    } else {
+        broker
+            .groups
+            .delete_offsets(req.group_id.to_string(), partitions)
+            .await
+    };
     let mut resp = OffsetDeleteResponse::default();
     match result {
         Err(code) => resp.error_code = code.code(),
@@ -38,11 +49,16 @@ async fn handle(
             for t in &req.topics {
                 let mut out = OffsetDeleteResponseTopic::default();
                 out.name = t.name.clone();
+                let allowed = acl.topic(op::READ, &t.name);
                 for p in &t.partitions {
                     let mut r = OffsetDeleteResponsePartition::default();
                     r.partition_index = p.partition_index;
-                    r.error_code = per.get(i).copied().flatten().map_or(0, |c| c.code());
-                    i += 1;
+                    r.error_code = if allowed {
+                        i += 1;
+                        per.get(i - 1).copied().flatten().map_or(0, |c| c.code())
+                    } else {
+                        ErrorCode::TopicAuthorizationFailed.code()
+                    };
                     out.partitions.push(r);
                 }
                 resp.topics.push(out);

@@ -7,8 +7,10 @@ use kafka_protocol::messages::offset_fetch_response::{
     OffsetFetchResponseTopic, OffsetFetchResponseTopics,
 };
 use kafka_protocol::messages::{ApiKey, OffsetFetchRequest, OffsetFetchResponse, TopicName};
+use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
+use crate::authorizer::Check;
 use crate::broker::Broker;
 use crate::group::coordinator::CommittedRow;
 use crate::group::records::OffsetValue;
@@ -31,13 +33,44 @@ fn by_topic(rows: Vec<CommittedRow>) -> Vec<(String, PartitionValues)> {
     out
 }
 
+/// The group's committed offsets as this principal may see them: DESCRIBE on the group
+/// (else GROUP_AUTHORIZATION_FAILED) and on each topic — other topics are left out of an
+/// "all topics" answer and marked TOPIC_AUTHORIZATION_FAILED when named (`denied`).
 async fn fetch(
     broker: &Broker,
+    acl: &Check<'_>,
     group: String,
     topics: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
-) -> Fetched {
-    broker.groups.fetch(group, topics, require_stable).await
+) -> Result<(Vec<CommittedRow>, Vec<(String, i32)>), ErrorCode> {
+    if !acl.group(op::DESCRIBE, &group) {
+        return Err(ErrorCode::GroupAuthorizationFailed);
+    }
+    let mut denied = Vec::new();
+    let topics = topics.map(|ts| {
+        ts.into_iter()
+            .filter(|(t, parts)| {
+                let ok = acl.topic(op::DESCRIBE, t);
+                if !ok {
+                    denied.extend(parts.iter().map(|p| (t.clone(), *p)));
+                }
+                ok
+            })
+            .collect::<Vec<_>>()
+    });
+    let rows = match topics {
+        Some(ts) if ts.is_empty() => Vec::new(),
+        topics => {
+            let all = topics.is_none();
+            let rows: Fetched = broker.groups.fetch(group, topics, require_stable).await;
+            let mut rows = rows?;
+            if all {
+                rows.retain(|(t, _, _)| acl.topic(op::DESCRIBE, t));
+            }
+            rows
+        }
+    };
+    Ok((rows, denied))
 }
 
 async fn handle(
@@ -47,6 +80,7 @@ async fn handle(
 ) -> Result<Response, HandlerError> {
     let req: OffsetFetchRequest = ctx.decode(body)?;
     let v = ctx.api_version;
+    let acl = broker.acl(ctx);
     let mut resp = OffsetFetchResponse::default();
     if v >= 8 {
         for g in &req.groups {
@@ -57,8 +91,16 @@ async fn handle(
             });
             let mut out = OffsetFetchResponseGroup::default();
             out.group_id = g.group_id.clone();
-            match fetch(broker, g.group_id.to_string(), topics, req.require_stable).await {
-                Ok(rows) => {
+            match fetch(
+                broker,
+                &acl,
+                g.group_id.to_string(),
+                topics,
+                req.require_stable,
+            )
+            .await
+            {
+                Ok((rows, denied)) => {
                     for (t, parts) in by_topic(rows) {
                         let mut topic = OffsetFetchResponseTopics::default();
                         topic.name = TopicName(str_bytes(t));
@@ -70,6 +112,21 @@ async fn handle(
                                 value.as_ref().map_or(-1, |x| x.leader_epoch);
                             r.metadata =
                                 Some(str_bytes(value.map(|x| x.metadata).unwrap_or_default()));
+                            topic.partitions.push(r);
+                        }
+                        out.topics.push(topic);
+                    }
+                    for (t, parts) in
+                        by_topic(denied.into_iter().map(|(t, p)| (t, p, None)).collect())
+                    {
+                        let mut topic = OffsetFetchResponseTopics::default();
+                        topic.name = TopicName(str_bytes(t));
+                        for (p, _) in parts {
+                            let mut r = OffsetFetchResponsePartitions::default();
+                            r.partition_index = p;
+                            r.committed_offset = -1;
+                            r.metadata = Some(str_bytes(""));
+                            r.error_code = ErrorCode::TopicAuthorizationFailed.code();
                             topic.partitions.push(r);
                         }
                         out.topics.push(topic);
@@ -86,8 +143,29 @@ async fn handle(
             .map(|t| (t.name.to_string(), t.partition_indexes.clone()))
             .collect()
     });
-    match fetch(broker, req.group_id.to_string(), topics, req.require_stable).await {
-        Ok(rows) => {
+    match fetch(
+        broker,
+        &acl,
+        req.group_id.to_string(),
+        topics,
+        req.require_stable,
+    )
+    .await
+    {
+        Ok((rows, denied)) => {
+            for (t, parts) in by_topic(denied.into_iter().map(|(t, p)| (t, p, None)).collect()) {
+                let mut topic = OffsetFetchResponseTopic::default();
+                topic.name = TopicName(str_bytes(t));
+                for (p, _) in parts {
+                    let mut r = OffsetFetchResponsePartition::default();
+                    r.partition_index = p;
+                    r.committed_offset = -1;
+                    r.metadata = Some(str_bytes(""));
+                    r.error_code = ErrorCode::TopicAuthorizationFailed.code();
+                    topic.partitions.push(r);
+                }
+                resp.topics.push(topic);
+            }
             for (t, parts) in by_topic(rows) {
                 let mut topic = OffsetFetchResponseTopic::default();
                 topic.name = TopicName(str_bytes(t));

@@ -9,6 +9,7 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
     EpochEndOffset, OffsetForLeaderTopicResult,
 };
 use kafka_protocol::messages::{ApiKey, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
+use sluice_metadata::acl::op;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 
@@ -20,9 +21,14 @@ handler!(ApiKey::OffsetForLeaderEpoch, 2, 4, sync handle);
 fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: OffsetForLeaderEpochRequest = ctx.decode(body)?;
     let mut resp = OffsetForLeaderEpochResponse::default();
+    // Followers need CLUSTER_ACTION on the cluster, consumers DESCRIBE on each topic.
+    let acl = broker.acl(ctx);
+    let follower = ctx.api_version >= 3 && req.replica_id.0 >= 0;
+    let follower_denied = follower && !acl.cluster(op::CLUSTER_ACTION);
     for topic in req.topics {
         let mut out = OffsetForLeaderTopicResult::default();
         out.topic = topic.topic.clone();
+        let denied = follower_denied || (!follower && !acl.topic(op::DESCRIBE, &topic.topic));
         for part in topic.partitions {
             let mut r = EpochEndOffset::default();
             r.partition = part.partition;
@@ -30,6 +36,7 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
             r.end_offset = -1;
             let tp = TopicPartition::new(topic.topic.to_string(), part.partition);
             let answer = match broker.replicas.get(&tp) {
+                _ if denied => Err(ErrorCode::TopicAuthorizationFailed),
                 None => Err(ErrorCode::UnknownTopicOrPartition),
                 Some(p) if !p.is_leader() => Err(ErrorCode::NotLeaderOrFollower),
                 Some(p) => p

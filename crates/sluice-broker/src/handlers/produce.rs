@@ -12,6 +12,7 @@ use kafka_protocol::messages::produce_response::{
     BatchIndexAndErrorMessage, PartitionProduceResponse, TopicProduceResponse,
 };
 use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
+use sluice_metadata::acl::op;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 use tokio::sync::Notify;
@@ -45,6 +46,12 @@ async fn handle(
     let req: ProduceRequest = ctx.decode(body)?;
     let acks = req.acks;
     let by_id = ctx.api_version >= 13;
+    // WRITE on each topic, and on the transactional id of a transactional batch.
+    let acl = broker.acl(ctx);
+    let txn_denied = req
+        .transactional_id
+        .as_ref()
+        .is_some_and(|id| !acl.transactional_id(op::WRITE, id));
     if !by_id {
         let image = broker.metadata.current();
         let unknown: Vec<String> = req
@@ -52,7 +59,10 @@ async fn handle(
             .iter()
             .map(|t| t.name.to_string())
             .filter(|n| {
-                image.topic(n).is_none() && sluice_metadata::topic::validate_name(n).is_ok()
+                image.topic(n).is_none()
+                    && sluice_metadata::topic::validate_name(n).is_ok()
+                    && acl.topic(op::WRITE, n)
+                    && (acl.cluster(op::CREATE) || acl.topic(op::CREATE, n))
             })
             .collect();
         super::metadata::auto_create(broker, unknown).await;
@@ -74,7 +84,11 @@ async fn handle(
         for pd in topic.partition_data {
             let result = match &name {
                 _ if !matches!(acks, -1..=1) => Err((ErrorCode::InvalidRequiredAcks, None)),
+                _ if txn_denied => Err((ErrorCode::TransactionalIdAuthorizationFailed, None)),
                 None => Err((ErrorCode::UnknownTopicId, None)),
+                Some(name) if !acl.topic(op::WRITE, name) => {
+                    Err((ErrorCode::TopicAuthorizationFailed, None))
+                }
                 Some(name) => {
                     let tp = TopicPartition::new(name.clone(), pd.index);
                     match broker.replicas.get(&tp) {

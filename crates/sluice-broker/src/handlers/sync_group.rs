@@ -3,6 +3,9 @@
 use bytes::Bytes;
 use kafka_protocol::messages::{ApiKey, SyncGroupRequest, SyncGroupResponse};
 
+use sluice_metadata::acl::op;
+use sluice_protocol::ErrorCode;
+
 use crate::broker::Broker;
 use crate::group::coordinator::SyncRequest;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
@@ -15,6 +18,11 @@ async fn handle(
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: SyncGroupRequest = ctx.decode(body)?;
+    if !broker.acl(ctx).group(op::READ, &req.group_id) {
+        let mut resp = SyncGroupResponse::default();
+        resp.error_code = ErrorCode::GroupAuthorizationFailed.code();
+        return ctx.respond(&resp);
+    }
     let out = broker
         .groups
         .sync(SyncRequest {

@@ -9,6 +9,9 @@ use kafka_protocol::messages::txn_offset_commit_response::{
 };
 use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitResponse};
 
+use sluice_metadata::acl::op;
+use sluice_protocol::ErrorCode;
+
 use super::add_partitions_to_txn::fenced_as;
 use super::find_coordinator::ensure_offsets_topic;
 use crate::broker::Broker;
@@ -23,7 +26,25 @@ async fn handle(
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: TxnOffsetCommitRequest = ctx.decode(body)?;
-    let offsets = req
+    // WRITE on the transactional id, READ on the group and on each topic.
+    let acl = broker.acl(ctx);
+    let refused = if !acl.transactional_id(op::WRITE, &req.transactional_id) {
+        Some(ErrorCode::TransactionalIdAuthorizationFailed)
+    } else if !acl.group(op::READ, &req.group_id) {
+        Some(ErrorCode::GroupAuthorizationFailed)
+    } else {
+        None
+    };
+    let topic_denied: Vec<bool> = req
+        .topics
+        .iter()
+        .flat_map(|t| {
+            let denied = !acl.topic(op::READ, &t.name);
+            t.partitions.iter().map(move |_| denied)
+        })
+        .collect();
+    let mut position = 0;
+    let offsets: Vec<_> = req
         .topics
         .iter()
         .flat_map(|t| {
@@ -41,8 +62,17 @@ async fn handle(
                 )
             })
         })
+        .filter(|_| {
+            position += 1;
+            !topic_denied[position - 1]
+        })
         .collect();
-    let result = match ensure_offsets_topic(broker).await {
+    let ensured = match refused {
+        Some(code) => Err(code),
+        None => ensure_offsets_topic(broker).await,
+    };
+    let result = match ensured {
+        Ok(()) if offsets.is_empty() => Ok(Vec::new()),
         Ok(()) => {
             broker
                 .groups
@@ -65,15 +95,21 @@ async fn handle(
     };
     let mut resp = TxnOffsetCommitResponse::default();
     let mut i = 0usize;
+    let mut flat = topic_denied.iter();
     for t in &req.topics {
         let mut out = TxnOffsetCommitResponseTopic::default();
         out.name = t.name.clone();
         for p in &t.partitions {
             let code = match &result {
-                Ok(per) => per.get(i).copied().flatten(),
                 Err(code) => Some(*code),
+                _ if flat.next().copied().unwrap_or(false) => {
+                    Some(ErrorCode::TopicAuthorizationFailed)
+                }
+                Ok(per) => {
+                    i += 1;
+                    per.get(i - 1).copied().flatten()
+                }
             };
-            i += 1;
             let mut r = TxnOffsetCommitResponsePartition::default();
             r.partition_index = p.partition_index;
             r.error_code = code.map_or(0, |c| fenced_as(c, ctx.api_version, 3).code());

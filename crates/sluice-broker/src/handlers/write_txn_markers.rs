@@ -13,6 +13,7 @@ use kafka_protocol::messages::write_txn_markers_response::{
 use kafka_protocol::messages::{
     ApiKey, TopicName, WriteTxnMarkersRequest, WriteTxnMarkersResponse,
 };
+use sluice_metadata::acl::op;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 use sluice_storage::Marker;
@@ -32,6 +33,8 @@ async fn handle(
     let req: WriteTxnMarkersRequest = ctx.decode(body)?;
     let timeout = Duration::from_millis(broker.config.number("request.timeout.ms").max(1) as u64);
     let image = broker.metadata.current();
+    // Brokers only: CLUSTER_ACTION on the cluster.
+    let denied = !broker.acl(ctx).cluster(op::CLUSTER_ACTION);
     let mut resp = WriteTxnMarkersResponse::default();
     for m in req.markers {
         let marker = Marker {
@@ -48,6 +51,7 @@ async fn handle(
             for index in &t.partition_indexes {
                 let tp = TopicPartition::new(t.name.to_string(), *index);
                 let outcome = match broker.replicas.get(&tp) {
+                    _ if denied => Err(ErrorCode::ClusterAuthorizationFailed),
                     None if image
                         .topic(&t.name)
                         .is_some_and(|topic| topic.partitions.contains_key(index)) =>

@@ -1,5 +1,6 @@
 //! [`Admin`]: topic, cluster and consumer-group administration.
 
+mod acls;
 mod groups;
 mod transactions;
 mod users;

@@ -1,7 +1,7 @@
 //! The command-line tools: Kafka's scripts as `sluice` subcommands, with Kafka's flag names.
 //!
 //! # Layout
-//! - [`topics`] (`kafka-topics.sh`), [`produce`] (`kafka-console-producer.sh`), [`consume`]
+//! - [`topics`] (`kafka-topics.sh`), [`acls`] (`kafka-acls.sh`), [`produce`] (`kafka-console-producer.sh`), [`consume`]
 //!   (`kafka-console-consumer.sh`), [`configs`] (`kafka-configs.sh`), [`offsets`]
 //!   (`kafka-get-offsets.sh`), [`groups`] (`kafka-consumer-groups.sh`), [`dump_log`]
 //!   (`kafka-dump-log.sh`), [`producers`] (`kafka-transactions.sh describe-producers`), [`transactions`]
@@ -11,6 +11,7 @@
 //! - This module: the shared connection flags and the error type that decides the exit code
 //!   (2 for wrong arguments, 1 for everything else).
 
+pub mod acls;
 pub mod configs;
 pub mod consume;
 pub mod dump_log;

@@ -1,0 +1,1058 @@
+//! The authorizer, API by API: a principal without the ACL gets Kafka's authorization error,
+//! with it the request goes through; prefixed and deny rules; super users; and the
+//! `sluice acls` tool. Principals come from a SASL/PLAIN listener, one user per case so the
+//! ACLs granted for one case cannot make another pass.
+
+mod common;
+#[path = "common/wire.rs"]
+mod wire;
+
+use std::process::Command;
+
+use bytes::Bytes;
+use common::*;
+use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::alter_configs_request::{
+    AlterConfigsResource, AlterableConfig as LegacyConfig,
+};
+use kafka_protocol::messages::alter_partition_reassignments_request::ReassignableTopic;
+use kafka_protocol::messages::create_acls_request::AclCreation;
+use kafka_protocol::messages::create_partitions_request::CreatePartitionsTopic;
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::delete_records_request::{
+    DeleteRecordsPartition, DeleteRecordsTopic,
+};
+use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+use kafka_protocol::messages::describe_producers_request::TopicRequest;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::incremental_alter_configs_request::{
+    AlterConfigsResource as IncResource, AlterableConfig,
+};
+use kafka_protocol::messages::join_group_request::JoinGroupRequestProtocol;
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
+use kafka_protocol::messages::offset_commit_request::{
+    OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::offset_delete_request::{
+    OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+};
+use kafka_protocol::messages::offset_for_leader_epoch_request::{
+    OffsetForLeaderPartition, OffsetForLeaderTopic,
+};
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::txn_offset_commit_request::{
+    TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+};
+use kafka_protocol::messages::write_txn_markers_request::{
+    WritableTxnMarker, WritableTxnMarkerTopic,
+};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use sluice_protocol::acl::{op, pattern, permission, resource, AclBinding, CLUSTER_NAME};
+use sluice_protocol::batch::BatchBuilder;
+use sluice_protocol::compression::Compression;
+use sluice_protocol::ErrorCode;
+use wire::Wire;
+
+const USERS: usize = 48;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+fn topic(v: &str) -> TopicName {
+    TopicName(s(v))
+}
+
+/// A node with a SASL/PLAIN listener for users u0..u47 and `admin`, ACLs enforced; the
+/// PLAINTEXT listener (brokers' own traffic, and the tests' setup) is a super user.
+fn start_secured() -> (TestServer, String) {
+    let mut users: String = (0..USERS).map(|i| format!(" user_u{i}=\"pw\"")).collect();
+    users.push_str(" user_admin=\"pw\"");
+    let jaas = format!(
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required{users};"
+    );
+    let server = start(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms=PLAIN",
+        &jaas,
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users=User:admin;User:ANONYMOUS",
+    ]);
+    let sasl = server.listener("SASL_PLAINTEXT").expect("SASL listener");
+    (server, sasl)
+}
+
+fn login(addr: &str, user: &str) -> Wire {
+    let mut w = Wire::connect(addr);
+    let hs: SaslHandshakeResponse = w.call(
+        ApiKey::SaslHandshake,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(s("PLAIN")),
+    );
+    assert_eq!(hs.error_code, 0);
+    let token = format!("\0{user}\0pw").into_bytes();
+    let auth: SaslAuthenticateResponse = w.call(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(token.into()),
+    );
+    assert_eq!(auth.error_code, 0, "{user} logs in");
+    w
+}
+
+fn grant(w: &mut Wire, acls: &[AclBinding]) {
+    let req = CreateAclsRequest::default().with_creations(
+        acls.iter()
+            .map(|b| {
+                AclCreation::default()
+                    .with_resource_type(b.resource_type)
+                    .with_resource_name(s(&b.resource_name))
+                    .with_resource_pattern_type(b.pattern_type)
+                    .with_principal(s(&b.principal))
+                    .with_host(s(&b.host))
+                    .with_operation(b.operation)
+                    .with_permission_type(b.permission)
+            })
+            .collect(),
+    );
+    let resp: CreateAclsResponse = w.call(ApiKey::CreateAcls, 3, &req);
+    for r in resp.results {
+        assert_eq!(r.error_code, 0, "{:?}", r.error_message);
+    }
+}
+
+fn allow(user: &str, rt: i8, name: &str, operation: i8) -> AclBinding {
+    AclBinding {
+        resource_type: rt,
+        resource_name: name.into(),
+        pattern_type: pattern::LITERAL,
+        principal: format!("User:{user}"),
+        host: "*".into(),
+        operation,
+        permission: permission::ALLOW,
+    }
+}
+
+fn records() -> Bytes {
+    let mut b = BatchBuilder::new(Compression::None);
+    b.append(0, Some(b"k"), Some(b"v"), &[]);
+    Bytes::from(b.build(0).unwrap())
+}
+
+fn create_topic_as(w: &mut Wire, name: &str, partitions: i32) -> i16 {
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(topic(name))
+            .with_num_partitions(partitions)
+            .with_replication_factor(1)]);
+    let resp: CreateTopicsResponse = w.call(ApiKey::CreateTopics, 5, &req);
+    resp.topics[0].error_code
+}
+
+/// One request and the error code that tells whether it was authorized.
+type Probe = Box<dyn Fn(&mut Wire) -> i16>;
+
+struct Case {
+    api: &'static str,
+    probe: Probe,
+    /// The error without the ACLs.
+    denied: ErrorCode,
+    /// What to grant (the user's name is filled in).
+    grants: Vec<(i8, &'static str, i8)>,
+    /// With the ACLs: None = any code but `denied`; Some(code) exactly.
+    then: Option<i16>,
+}
+
+fn case(
+    api: &'static str,
+    denied: ErrorCode,
+    grants: Vec<(i8, &'static str, i8)>,
+    then: Option<i16>,
+    probe: impl Fn(&mut Wire) -> i16 + 'static,
+) -> Case {
+    Case {
+        api,
+        probe: Box::new(probe),
+        denied,
+        grants,
+        then,
+    }
+}
+
+fn cases() -> Vec<Case> {
+    use resource::{CLUSTER, GROUP, TOPIC, TRANSACTIONAL_ID as TXN};
+    use ErrorCode::*;
+    let c = CLUSTER_NAME;
+    vec![
+        case(
+            "Metadata",
+            TopicAuthorizationFailed,
+            vec![(TOPIC, "t", op::DESCRIBE)],
+            Some(0),
+            |w| {
+                let req = MetadataRequest::default().with_topics(Some(vec![
+                    MetadataRequestTopic::default().with_name(Some(topic("t"))),
+                ]));
+                let resp: MetadataResponse = w.call(ApiKey::Metadata, 12, &req);
+                resp.topics[0].error_code
+            },
+        ),
+        case(
+            "Produce",
+            TopicAuthorizationFailed,
+            vec![(TOPIC, "t", op::WRITE)],
+            Some(0),
+            |w| {
+                let req = ProduceRequest::default()
+                    .with_acks(1)
+                    .with_timeout_ms(5000)
+                    .with_topic_data(vec![TopicProduceData::default()
+                        .with_name(topic("t"))
+                        .with_partition_data(vec![PartitionProduceData::default()
+                            .with_index(0)
+                            .with_records(Some(records()))])]);
+                let resp: ProduceResponse = w.call(ApiKey::Produce, 9, &req);
+                resp.responses[0].partition_responses[0].error_code
+            },
+        ),
+        case(
+            "Fetch",
+            TopicAuthorizationFailed,
+            vec![(TOPIC, "t", op::READ)],
+            Some(0),
+            |w| {
+                let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch(-1));
+                resp.responses[0].partitions[0].error_code
+            },
+        ),
+        case(
+            "Fetch (follower)",
+            TopicAuthorizationFailed,
+            vec![(CLUSTER, c, op::CLUSTER_ACTION)],
+            None,
+            |w| {
+                let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &fetch(7));
+                resp.responses[0].partitions[0].error_code
+            },
+        ),
+        case(
+            "ListOffsets",
+            TopicAuthorizationFailed,
+            vec![(TOPIC, "t", op::DESCRIBE)],
+            Some(0),
+            |w| {
+                let req = ListOffsetsRequest::default()
+                    .with_replica_id(BrokerId(-1))
+                    .with_topics(vec![ListOffsetsTopic::default()
+                        .with_name(topic("t"))
+                        .with_partitions(vec![ListOffsetsPartition::default()
+                            .with_partition_index(0)
+                            .with_timestamp(-1)])]);
+                let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, 7, &req);
+                resp.topics[0].partitions[0].error_code
+            },
+        ),
+        case(
+            "OffsetForLeaderEpoch",
+            TopicAuthorizationFailed,
+            vec![(TOPIC, "t", op::DESCRIBE)],
+            Some(0),
+            |w| {
+                let req = OffsetForLeaderEpochRequest::default()
+                    .with_replica_id(BrokerId(-1))
+                    .with_topics(vec![OffsetForLeaderTopic::default()
+                        .with_topic(topic("t"))
+                        .with_partitions(vec![OffsetForLeaderPartition::default()
+                            .with_partition(0)
+                            .with_leader_epoch(0)
+                            .with_current_leader_epoch(-1)])]);
+                let resp: OffsetForLeaderEpochResponse =
+                    w.call(ApiKey::OffsetForLeaderEpoch, 4, &req);
+                resp.topics[0].partitions[0].error_code
+            },
+        ),
+        case(
+            "DescribeProducers",
+            TopicAuthorizationFailed,
+            vec![(TOPIC, "t", op::READ)],
+            Some(0),
+            |w| {
+                let req =
+                    DescribeProducersRequest::default().with_topics(vec![TopicRequest::default()
+                        .with_name(topic("t"))
+                        .with_partition_indexes(vec![0])]);
+                let resp: DescribeProducersResponse = w.call(ApiKey::DescribeProducers, 0, &req);
+                resp.topics[0].partitions[0].error_code
+            },
+        ),
+        case(
+            "DeleteRecords",
+            TopicAuthorizationFailed,
+            vec![(TOPIC, "t", op::DELETE)],
+            Some(0),
+            |w| {
+                let req = DeleteRecordsRequest::default()
+                    .with_timeout_ms(5000)
+                    .with_topics(vec![DeleteRecordsTopic::default()
+                        .with_name(topic("t"))
+                        .with_partitions(vec![DeleteRecordsPartition::default()
+                            .with_partition_index(0)
+                            .with_offset(0)])]);
+                let resp: DeleteRecordsResponse = w.call(ApiKey::DeleteRecords, 2, &req);
+                resp.topics[0].partitions[0].error_code
+            },
+        ),
+        // A prefixed rule: CREATE on every topic starting "new-".
+        case(
+            "CreateTopics",
+            TopicAuthorizationFailed,
+            vec![(TOPIC, "new-", op::CREATE)],
+            Some(0),
+            |w| create_topic_as(w, &format!("new-{}", uuid_like(w)), 1),
+        ),
+        case(
+            "CreatePartitions",
+            TopicAuthorizationFailed,
+            vec![(TOPIC, "grow", op::ALTER)],
+            Some(0),
+            |w| {
+                let req = CreatePartitionsRequest::default()
+                    .with_timeout_ms(5000)
+                    .with_topics(vec![CreatePartitionsTopic::default()
+                        .with_name(topic("grow"))
+                        .with_count(2)
+                        .with_assignments(None)]);
+                let resp: CreatePartitionsResponse = w.call(ApiKey::CreatePartitions, 3, &req);
+                resp.results[0].error_code
+            },
+        ),
+        case(
+            "DeleteTopics",
+            TopicAuthorizationFailed,
+            vec![(TOPIC, "doomed", op::DELETE)],
+            Some(0),
+            |w| {
+                let req = DeleteTopicsRequest::default()
+                    .with_timeout_ms(5000)
+                    .with_topic_names(vec![topic("doomed")]);
+                let resp: DeleteTopicsResponse = w.call(ApiKey::DeleteTopics, 5, &req);
+                resp.responses[0].error_code
+            },
+        ),
+        case(
+            "DescribeConfigs (topic)",
+            TopicAuthorizationFailed,
+            vec![(TOPIC, "t", op::DESCRIBE_CONFIGS)],
+            Some(0),
+            |w| describe_configs(w, 2, "t"),
+        ),
+        case(
+            "DescribeConfigs (broker)",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::DESCRIBE_CONFIGS)],
+            Some(0),
+            |w| describe_configs(w, 4, "0"),
+        ),
+        case(
+            "AlterConfigs",
+            TopicAuthorizationFailed,
+            vec![(TOPIC, "t", op::ALTER_CONFIGS)],
+            Some(0),
+            |w| {
+                let req = AlterConfigsRequest::default().with_resources(vec![
+                    AlterConfigsResource::default()
+                        .with_resource_type(2)
+                        .with_resource_name(s("t"))
+                        .with_configs(vec![LegacyConfig::default()
+                            .with_name(s("retention.ms"))
+                            .with_value(Some(s("86400000")))]),
+                ]);
+                let resp: AlterConfigsResponse = w.call(ApiKey::AlterConfigs, 2, &req);
+                resp.responses[0].error_code
+            },
+        ),
+        case(
+            "IncrementalAlterConfigs",
+            TopicAuthorizationFailed,
+            vec![(TOPIC, "t", op::ALTER_CONFIGS)],
+            Some(0),
+            |w| {
+                let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+                    IncResource::default()
+                        .with_resource_type(2)
+                        .with_resource_name(s("t"))
+                        .with_configs(vec![AlterableConfig::default()
+                            .with_name(s("retention.ms"))
+                            .with_config_operation(0)
+                            .with_value(Some(s("86400000")))]),
+                ]);
+                let resp: IncrementalAlterConfigsResponse =
+                    w.call(ApiKey::IncrementalAlterConfigs, 1, &req);
+                resp.responses[0].error_code
+            },
+        ),
+        case(
+            "FindCoordinator (group)",
+            GroupAuthorizationFailed,
+            vec![(GROUP, "g", op::DESCRIBE)],
+            None,
+            |w| find_coordinator(w, 0, "g"),
+        ),
+        case(
+            "FindCoordinator (transaction)",
+            TransactionalIdAuthorizationFailed,
+            vec![(TXN, "tx", op::DESCRIBE)],
+            None,
+            |w| find_coordinator(w, 1, "tx"),
+        ),
+        case(
+            "JoinGroup",
+            GroupAuthorizationFailed,
+            vec![(GROUP, "g", op::READ)],
+            None,
+            |w| {
+                let req = JoinGroupRequest::default()
+                    .with_group_id(GroupId(s("g")))
+                    .with_session_timeout_ms(10_000)
+                    .with_rebalance_timeout_ms(10_000)
+                    .with_member_id(s(""))
+                    .with_protocol_type(s("consumer"))
+                    .with_protocols(vec![JoinGroupRequestProtocol::default()
+                        .with_name(s("range"))
+                        .with_metadata(Bytes::new())]);
+                let resp: JoinGroupResponse = w.call(ApiKey::JoinGroup, 7, &req);
+                resp.error_code
+            },
+        ),
+        case(
+            "SyncGroup",
+            GroupAuthorizationFailed,
+            vec![(GROUP, "g", op::READ)],
+            None,
+            |w| {
+                let req = SyncGroupRequest::default()
+                    .with_group_id(GroupId(s("g")))
+                    .with_generation_id(1)
+                    .with_member_id(s("nobody"));
+                let resp: SyncGroupResponse = w.call(ApiKey::SyncGroup, 5, &req);
+                resp.error_code
+            },
+        ),
+        case(
+            "Heartbeat",
+            GroupAuthorizationFailed,
+            vec![(GROUP, "g", op::READ)],
+            None,
+            |w| {
+                let req = HeartbeatRequest::default()
+                    .with_group_id(GroupId(s("g")))
+                    .with_generation_id(1)
+                    .with_member_id(s("nobody"));
+                let resp: HeartbeatResponse = w.call(ApiKey::Heartbeat, 4, &req);
+                resp.error_code
+            },
+        ),
+        case(
+            "LeaveGroup",
+            GroupAuthorizationFailed,
+            vec![(GROUP, "g", op::READ)],
+            None,
+            |w| {
+                let req = LeaveGroupRequest::default()
+                    .with_group_id(GroupId(s("g")))
+                    .with_member_id(s("nobody"));
+                let resp: LeaveGroupResponse = w.call(ApiKey::LeaveGroup, 2, &req);
+                resp.error_code
+            },
+        ),
+        // Both the group and the topic: READ on each.
+        case(
+            "OffsetCommit",
+            GroupAuthorizationFailed,
+            vec![(GROUP, "gc", op::READ), (TOPIC, "t", op::READ)],
+            Some(0),
+            |w| {
+                let req = OffsetCommitRequest::default()
+                    .with_group_id(GroupId(s("gc")))
+                    .with_generation_id_or_member_epoch(-1)
+                    .with_member_id(s(""))
+                    .with_topics(vec![OffsetCommitRequestTopic::default()
+                        .with_name(topic("t"))
+                        .with_partitions(vec![OffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(0)])]);
+                let resp: OffsetCommitResponse = w.call(ApiKey::OffsetCommit, 8, &req);
+                resp.topics[0].partitions[0].error_code
+            },
+        ),
+        case(
+            "OffsetFetch",
+            GroupAuthorizationFailed,
+            vec![(GROUP, "g", op::DESCRIBE)],
+            Some(0),
+            |w| {
+                let req = OffsetFetchRequest::default()
+                    .with_group_id(GroupId(s("g")))
+                    .with_topics(None);
+                let resp: OffsetFetchResponse = w.call(ApiKey::OffsetFetch, 7, &req);
+                resp.error_code
+            },
+        ),
+        case(
+            "DescribeGroups",
+            GroupAuthorizationFailed,
+            vec![(GROUP, "g", op::DESCRIBE)],
+            Some(0),
+            |w| {
+                let req = DescribeGroupsRequest::default().with_groups(vec![GroupId(s("g"))]);
+                let resp: DescribeGroupsResponse = w.call(ApiKey::DescribeGroups, 5, &req);
+                resp.groups[0].error_code
+            },
+        ),
+        case(
+            "DeleteGroups",
+            GroupAuthorizationFailed,
+            vec![(GROUP, "g-gone", op::DELETE)],
+            None,
+            |w| {
+                let req =
+                    DeleteGroupsRequest::default().with_groups_names(vec![GroupId(s("g-gone"))]);
+                let resp: DeleteGroupsResponse = w.call(ApiKey::DeleteGroups, 2, &req);
+                resp.results[0].error_code
+            },
+        ),
+        case(
+            "OffsetDelete",
+            GroupAuthorizationFailed,
+            vec![(GROUP, "g", op::DELETE), (TOPIC, "t", op::READ)],
+            None,
+            |w| {
+                let req = OffsetDeleteRequest::default()
+                    .with_group_id(GroupId(s("g")))
+                    .with_topics(vec![OffsetDeleteRequestTopic::default()
+                        .with_name(topic("t"))
+                        .with_partitions(vec![
+                            OffsetDeleteRequestPartition::default().with_partition_index(0)
+                        ])]);
+                let resp: OffsetDeleteResponse = w.call(ApiKey::OffsetDelete, 0, &req);
+                resp.error_code
+            },
+        ),
+        case(
+            "InitProducerId (transactional)",
+            TransactionalIdAuthorizationFailed,
+            vec![(TXN, "tx", op::WRITE)],
+            None,
+            |w| init_producer_id(w, Some("tx")),
+        ),
+        // An idempotent producer: WRITE on some topic is enough (or IDEMPOTENT_WRITE).
+        case(
+            "InitProducerId (idempotent)",
+            ClusterAuthorizationFailed,
+            vec![(TOPIC, "t", op::WRITE)],
+            Some(0),
+            |w| init_producer_id(w, None),
+        ),
+        case(
+            "AddPartitionsToTxn",
+            TransactionalIdAuthorizationFailed,
+            vec![(TXN, "tx2", op::WRITE), (TOPIC, "t", op::WRITE)],
+            None,
+            |w| {
+                let req = AddPartitionsToTxnRequest::default()
+                    .with_v3_and_below_transactional_id(TransactionalId(s("tx2")))
+                    .with_v3_and_below_producer_id(ProducerId(1))
+                    .with_v3_and_below_producer_epoch(0)
+                    .with_v3_and_below_topics(vec![AddPartitionsToTxnTopic::default()
+                        .with_name(topic("t"))
+                        .with_partitions(vec![0])]);
+                let resp: AddPartitionsToTxnResponse = w.call(ApiKey::AddPartitionsToTxn, 3, &req);
+                resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+            },
+        ),
+        case(
+            "AddOffsetsToTxn",
+            TransactionalIdAuthorizationFailed,
+            vec![(TXN, "tx2", op::WRITE), (GROUP, "g", op::READ)],
+            None,
+            |w| {
+                let req = AddOffsetsToTxnRequest::default()
+                    .with_transactional_id(TransactionalId(s("tx2")))
+                    .with_producer_id(ProducerId(1))
+                    .with_producer_epoch(0)
+                    .with_group_id(GroupId(s("g")));
+                let resp: AddOffsetsToTxnResponse = w.call(ApiKey::AddOffsetsToTxn, 3, &req);
+                resp.error_code
+            },
+        ),
+        case(
+            "EndTxn",
+            TransactionalIdAuthorizationFailed,
+            vec![(TXN, "tx2", op::WRITE)],
+            None,
+            |w| {
+                let req = EndTxnRequest::default()
+                    .with_transactional_id(TransactionalId(s("tx2")))
+                    .with_producer_id(ProducerId(1))
+                    .with_producer_epoch(0)
+                    .with_committed(true);
+                let resp: EndTxnResponse = w.call(ApiKey::EndTxn, 3, &req);
+                resp.error_code
+            },
+        ),
+        case(
+            "TxnOffsetCommit",
+            TransactionalIdAuthorizationFailed,
+            vec![
+                (TXN, "tx2", op::WRITE),
+                (GROUP, "g", op::READ),
+                (TOPIC, "t", op::READ),
+            ],
+            None,
+            |w| {
+                let req = TxnOffsetCommitRequest::default()
+                    .with_transactional_id(TransactionalId(s("tx2")))
+                    .with_group_id(GroupId(s("g")))
+                    .with_producer_id(ProducerId(1))
+                    .with_producer_epoch(0)
+                    .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                        .with_name(topic("t"))
+                        .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                            .with_partition_index(0)
+                            .with_committed_offset(0)])]);
+                let resp: TxnOffsetCommitResponse = w.call(ApiKey::TxnOffsetCommit, 3, &req);
+                resp.topics[0].partitions[0].error_code
+            },
+        ),
+        case(
+            "DescribeTransactions",
+            TransactionalIdAuthorizationFailed,
+            vec![(TXN, "tx", op::DESCRIBE)],
+            None,
+            |w| {
+                let req = DescribeTransactionsRequest::default()
+                    .with_transactional_ids(vec![TransactionalId(s("tx"))]);
+                let resp: DescribeTransactionsResponse =
+                    w.call(ApiKey::DescribeTransactions, 0, &req);
+                resp.transaction_states[0].error_code
+            },
+        ),
+        case(
+            "WriteTxnMarkers",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::CLUSTER_ACTION)],
+            None,
+            |w| {
+                let req = WriteTxnMarkersRequest::default().with_markers(vec![
+                    WritableTxnMarker::default()
+                        .with_producer_id(ProducerId(1))
+                        .with_producer_epoch(0)
+                        .with_transaction_result(false)
+                        .with_coordinator_epoch(0)
+                        .with_topics(vec![WritableTxnMarkerTopic::default()
+                            .with_name(topic("nowhere"))
+                            .with_partition_indexes(vec![0])]),
+                ]);
+                let resp: WriteTxnMarkersResponse = w.call(ApiKey::WriteTxnMarkers, 1, &req);
+                resp.markers[0].topics[0].partitions[0].error_code
+            },
+        ),
+        case(
+            "ElectLeaders",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::ALTER)],
+            Some(0),
+            |w| {
+                let req = ElectLeadersRequest::default()
+                    .with_timeout_ms(5000)
+                    .with_topic_partitions(Some(vec![]));
+                let resp: ElectLeadersResponse = w.call(ApiKey::ElectLeaders, 2, &req);
+                resp.error_code
+            },
+        ),
+        case(
+            "AlterPartitionReassignments",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::ALTER)],
+            Some(0),
+            |w| {
+                let req = AlterPartitionReassignmentsRequest::default()
+                    .with_timeout_ms(5000)
+                    .with_topics(Vec::<ReassignableTopic>::new());
+                let resp: AlterPartitionReassignmentsResponse =
+                    w.call(ApiKey::AlterPartitionReassignments, 0, &req);
+                resp.error_code
+            },
+        ),
+        case(
+            "ListPartitionReassignments",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::DESCRIBE)],
+            Some(0),
+            |w| {
+                let req = ListPartitionReassignmentsRequest::default().with_timeout_ms(5000);
+                let resp: ListPartitionReassignmentsResponse =
+                    w.call(ApiKey::ListPartitionReassignments, 0, &req);
+                resp.error_code
+            },
+        ),
+        case(
+            "DescribeLogDirs",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::DESCRIBE)],
+            Some(0),
+            |w| {
+                let resp: DescribeLogDirsResponse = w.call(
+                    ApiKey::DescribeLogDirs,
+                    4,
+                    &DescribeLogDirsRequest::default(),
+                );
+                resp.error_code
+            },
+        ),
+        case(
+            "DescribeAcls",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::DESCRIBE)],
+            Some(0),
+            |w| {
+                let req = DescribeAclsRequest::default()
+                    .with_resource_type_filter(resource::ANY)
+                    .with_pattern_type_filter(pattern::ANY)
+                    .with_operation(op::ANY)
+                    .with_permission_type(permission::ANY);
+                let resp: DescribeAclsResponse = w.call(ApiKey::DescribeAcls, 3, &req);
+                resp.error_code
+            },
+        ),
+        case(
+            "CreateAcls",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::ALTER)],
+            Some(0),
+            |w| {
+                let req = CreateAclsRequest::default().with_creations(vec![AclCreation::default()
+                    .with_resource_type(resource::TOPIC)
+                    .with_resource_name(s("elsewhere"))
+                    .with_resource_pattern_type(pattern::LITERAL)
+                    .with_principal(s("User:x"))
+                    .with_host(s("*"))
+                    .with_operation(op::READ)
+                    .with_permission_type(permission::ALLOW)]);
+                let resp: CreateAclsResponse = w.call(ApiKey::CreateAcls, 3, &req);
+                resp.results[0].error_code
+            },
+        ),
+        case(
+            "DescribeUserScramCredentials",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::DESCRIBE)],
+            Some(0),
+            |w| {
+                let resp: DescribeUserScramCredentialsResponse = w.call(
+                    ApiKey::DescribeUserScramCredentials,
+                    0,
+                    &DescribeUserScramCredentialsRequest::default().with_users(None),
+                );
+                resp.error_code
+            },
+        ),
+    ]
+}
+
+/// A per-connection distinct suffix (the local port), so repeated creations differ.
+fn uuid_like(w: &Wire) -> String {
+    w.stream
+        .local_addr()
+        .map(|a| a.port())
+        .unwrap_or(0)
+        .to_string()
+}
+
+fn fetch(replica_id: i32) -> FetchRequest {
+    FetchRequest::default()
+        .with_replica_id(BrokerId(replica_id))
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(1 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(topic("t"))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(1 << 20)])])
+}
+
+fn describe_configs(w: &mut Wire, resource_type: i8, name: &str) -> i16 {
+    let req =
+        DescribeConfigsRequest::default().with_resources(vec![DescribeConfigsResource::default()
+            .with_resource_type(resource_type)
+            .with_resource_name(s(name))
+            .with_configuration_keys(None)]);
+    let resp: DescribeConfigsResponse = w.call(ApiKey::DescribeConfigs, 4, &req);
+    resp.results[0].error_code
+}
+
+fn find_coordinator(w: &mut Wire, key_type: i8, key: &str) -> i16 {
+    let req = FindCoordinatorRequest::default()
+        .with_key(s(key))
+        .with_key_type(key_type);
+    let resp: FindCoordinatorResponse = w.call(ApiKey::FindCoordinator, 3, &req);
+    resp.error_code
+}
+
+fn init_producer_id(w: &mut Wire, transactional_id: Option<&str>) -> i16 {
+    let req = InitProducerIdRequest::default()
+        .with_transactional_id(transactional_id.map(|t| TransactionalId(s(t))))
+        .with_transaction_timeout_ms(60_000)
+        .with_producer_id(ProducerId(-1))
+        .with_producer_epoch(-1);
+    let resp: InitProducerIdResponse = w.call(ApiKey::InitProducerId, 4, &req);
+    resp.error_code
+}
+
+#[test]
+fn every_api_is_authorized_with_kafkas_operation_and_error() {
+    let (server, sasl) = start_secured();
+    let mut admin = Wire::connect(&server.bootstrap);
+    for (name, partitions) in [("t", 1), ("grow", 1), ("doomed", 1)] {
+        assert_eq!(create_topic_as(&mut admin, name, partitions), 0);
+    }
+    let cases = cases();
+    assert!(cases.len() <= USERS);
+    for (i, c) in cases.iter().enumerate() {
+        let user = format!("u{i}");
+        let mut w = login(&sasl, &user);
+        let code = (c.probe)(&mut w);
+        assert_eq!(code, c.denied.code(), "{} without ACLs (as {user})", c.api);
+        let acls: Vec<AclBinding> = c
+            .grants
+            .iter()
+            .map(|(rt, name, o)| {
+                let mut b = allow(&user, *rt, name, *o);
+                if *name == "new-" {
+                    b.pattern_type = pattern::PREFIXED;
+                }
+                b
+            })
+            .collect();
+        grant(&mut admin, &acls);
+        let mut w = login(&sasl, &user);
+        let code = (c.probe)(&mut w);
+        match c.then {
+            Some(expected) => assert_eq!(code, expected, "{} with {acls:?}", c.api),
+            None => assert_ne!(code, c.denied.code(), "{} with {acls:?}", c.api),
+        }
+    }
+}
+
+#[test]
+fn metadata_hides_topics_and_deny_wins_and_super_users_pass() {
+    let (server, sasl) = start_secured();
+    let mut admin = login(&sasl, "admin");
+    for name in ["open", "secret", "pay-in", "pay-out"] {
+        assert_eq!(
+            create_topic_as(&mut admin, name, 1),
+            0,
+            "a super user creates {name}"
+        );
+    }
+    let listed = |w: &mut Wire| -> Vec<String> {
+        let resp: MetadataResponse = w.call(
+            ApiKey::Metadata,
+            12,
+            &MetadataRequest::default().with_topics(None),
+        );
+        let mut names: Vec<String> = resp
+            .topics
+            .iter()
+            .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+            .collect();
+        names.sort();
+        names
+    };
+    assert_eq!(listed(&mut admin), ["open", "pay-in", "pay-out", "secret"]);
+    let mut u = login(&sasl, "u0");
+    assert!(listed(&mut u).is_empty(), "nothing is visible without ACLs");
+    let mut prefixed = allow("u0", resource::TOPIC, "pay-", op::READ);
+    prefixed.pattern_type = pattern::PREFIXED;
+    let mut deny = allow("u0", resource::TOPIC, "pay-out", op::DESCRIBE);
+    deny.permission = permission::DENY;
+    grant(
+        &mut admin,
+        &[
+            allow("*", resource::TOPIC, "open", op::DESCRIBE),
+            prefixed,
+            deny,
+        ],
+    );
+    // READ implies DESCRIBE (pay-in via the prefix); the DENY hides pay-out; `open` is
+    // open to everyone (User:*).
+    assert_eq!(listed(&mut u), ["open", "pay-in"]);
+    assert_eq!(listed(&mut login(&sasl, "u1")), ["open"]);
+
+    // The sluice acls tool lists and removes them (over the PLAINTEXT listener, a super user).
+    let acls = |args: &[&str]| {
+        let out = Command::new(sluice_bin())
+            .args(["acls", "--bootstrap-server", &server.bootstrap])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "sluice acls {args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    let all = acls(&["--list"]);
+    assert!(all.contains("name=pay-, patternType=PREFIXED"), "{all}");
+    assert!(
+        all.contains("(principal=User:u0, host=*, operation=DESCRIBE, permissionType=DENY)"),
+        "{all}"
+    );
+    acls(&[
+        "--add",
+        "--allow-principal",
+        "User:u1",
+        "--consumer",
+        "--topic",
+        "secret",
+        "--group",
+        "readers",
+    ]);
+    assert_eq!(listed(&mut login(&sasl, "u1")), ["open", "secret"]);
+    let secret = acls(&["--list", "--topic", "secret"]);
+    assert!(
+        secret.contains("operation=READ") && secret.contains("operation=DESCRIBE"),
+        "{secret}"
+    );
+    acls(&[
+        "--remove",
+        "--allow-principal",
+        "User:u1",
+        "--consumer",
+        "--topic",
+        "secret",
+        "--group",
+        "readers",
+    ]);
+    assert_eq!(listed(&mut login(&sasl, "u1")), ["open"]);
+    let groups = acls(&["--list", "--group", "readers"]);
+    assert!(!groups.contains("principal="), "{groups}");
+}
+
+#[test]
+fn acl_apis_answer_security_disabled_without_an_authorizer() {
+    let server = start(&[]);
+    let mut w = Wire::connect(&server.bootstrap);
+    let req = DescribeAclsRequest::default()
+        .with_resource_type_filter(resource::ANY)
+        .with_pattern_type_filter(pattern::ANY)
+        .with_operation(op::ANY)
+        .with_permission_type(permission::ANY);
+    let resp: DescribeAclsResponse = w.call(ApiKey::DescribeAcls, 3, &req);
+    assert_eq!(resp.error_code, ErrorCode::SecurityDisabled.code());
+    // And nothing is refused: a topic anyone may create and write.
+    assert_eq!(create_topic_as(&mut w, "free", 1), 0);
+}
+
+/// librdkafka as an unmodified client: refused with TOPIC_AUTHORIZATION_FAILED /
+/// GROUP_AUTHORIZATION_FAILED without the ACLs, working once `sluice acls` grants them.
+#[test]
+fn librdkafka_producer_and_group_consumer_follow_the_acls() {
+    use rdkafka::consumer::Consumer;
+    use rdkafka::producer::{BaseRecord, Producer};
+    use rdkafka::Message;
+    use std::time::{Duration, Instant};
+
+    let (server, sasl) = start_secured();
+    let mut admin = Wire::connect(&server.bootstrap);
+    assert_eq!(create_topic_as(&mut admin, "orders", 1), 0);
+    let auth = |user: &'static str| {
+        [
+            ("security.protocol", "SASL_PLAINTEXT"),
+            ("sasl.mechanism", "PLAIN"),
+            ("sasl.username", user),
+            ("sasl.password", "pw"),
+        ]
+    };
+    let send_one = |user: &'static str| -> Option<String> {
+        let mut extra = auth(user).to_vec();
+        extra.extend([
+            ("message.timeout.ms", "10000"),
+            ("enable.idempotence", "false"),
+        ]);
+        let p = producer(&sasl, &extra);
+        p.send(BaseRecord::to("orders").key("k").payload("v"))
+            .expect("queued");
+        let _ = p.flush(Duration::from_secs(20));
+        let last = p.context().last_error.lock().unwrap().clone();
+        last
+    };
+    let err = send_one("u0").expect("a producer without WRITE fails");
+    assert!(
+        err.contains("TopicAuthorization") || err.contains("authoriz"),
+        "{err}"
+    );
+
+    let acls = |args: &[&str]| {
+        let out = Command::new(sluice_bin())
+            .args(["acls", "--bootstrap-server", &server.bootstrap])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    acls(&[
+        "--add",
+        "--allow-principal",
+        "User:u0",
+        "--producer",
+        "--topic",
+        "orders",
+    ]);
+    assert_eq!(
+        send_one("u0"),
+        None,
+        "with the producer ACLs the record is delivered"
+    );
+
+    // A group consumer needs READ on the topic and on its group.
+    let consume = |user: &'static str| -> Result<usize, String> {
+        let mut extra = auth(user).to_vec();
+        extra.extend([("group.id", "billing"), ("auto.offset.reset", "earliest")]);
+        let c = consumer(&sasl, &extra);
+        c.subscribe(&["orders"]).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            match c.poll(Duration::from_millis(200)) {
+                Some(Ok(m)) => return Ok(m.payload().map_or(0, <[u8]>::len)),
+                Some(Err(e)) => return Err(e.to_string()),
+                None => {}
+            }
+        }
+        Err("nothing consumed".into())
+    };
+    let err = consume("u1").expect_err("a consumer without ACLs");
+    assert!(err.contains("uthoriz"), "{err}");
+    acls(&[
+        "--add",
+        "--allow-principal",
+        "User:u1",
+        "--consumer",
+        "--topic",
+        "orders",
+        "--group",
+        "billing",
+    ]);
+    assert_eq!(consume("u1"), Ok(1));
+}
