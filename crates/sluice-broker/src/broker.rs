@@ -25,6 +25,7 @@ pub struct Broker {
     pub groups: Arc<GroupCoordinator>,
     pub txns: Arc<TxnCoordinator>,
     pub authorizer: Authorizer,
+    pub quotas: crate::quota::QuotaManager,
 }
 
 /// Producer ids reserved from the controller in blocks, handed out one by one.
@@ -55,6 +56,28 @@ impl Broker {
     /// The ACL checks of one request.
     pub fn acl<'a>(&'a self, ctx: &'a crate::request::RequestContext) -> Check<'a> {
         self.authorizer.check(&self.metadata, ctx)
+    }
+
+    /// Record `value` against the requester's quota of `kind`; the throttle time (ms) is
+    /// put in the request context (the connection is muted for it) and returned for the
+    /// response's `throttle_time_ms`.
+    pub fn record_quota(
+        &self,
+        ctx: &crate::request::RequestContext,
+        kind: crate::quota::QuotaKind,
+        value: f64,
+    ) -> i32 {
+        let image = self.metadata.current();
+        if image.client_quotas.is_empty() {
+            return 0;
+        }
+        let user = crate::quota::quota_user(&ctx.principal);
+        let client_id = ctx.client_id.as_deref().unwrap_or("");
+        let ms = self
+            .quotas
+            .record(&image, kind, user, client_id, value, crate::now_ms());
+        ctx.throttle(ms);
+        ms
     }
 
     /// A producer id never handed out before, in this process or any earlier one.

@@ -5,7 +5,7 @@
 use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
-    PartitionOutcome, ReassignTarget, ScramChange, TopicRef, UserOutcome,
+    PartitionOutcome, QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
 };
 
 /// A controller failure that is not the request's fault (e.g. the metadata log's disk).
@@ -79,6 +79,16 @@ pub trait ControllerApi: Send + Sync + 'static {
     ) -> Result<Vec<UserOutcome>, ControllerFailure> {
         let _ = changes;
         Err("this controller does not store SCRAM credentials".into())
+    }
+
+    /// AlterClientQuotas: one outcome per entity.
+    fn alter_client_quotas(
+        &self,
+        changes: &[QuotaChange],
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), ApiError>>, ControllerFailure> {
+        let _ = (changes, validate_only);
+        Err("this controller does not store client quotas".into())
     }
 
     /// CreateAcls: one outcome per binding.

@@ -23,6 +23,7 @@
 //! - [`tls`]: SSL listeners' TLS acceptor and the principal of a TLS connection.
 //! - [`sasl`]: SASL authentication of a connection (PLAIN, SCRAM-SHA-256/512).
 //! - [`authorizer`]: ACL checks of each request against cluster metadata.
+//! - [`quota`]: client quotas: windowed rates and throttle times.
 //! - [`error_map`]: storage errors to Kafka error codes, in one place.
 
 pub mod authorizer;
@@ -36,6 +37,7 @@ pub mod isr;
 pub mod metadata_cache;
 pub mod network;
 pub mod partition;
+pub mod quota;
 pub mod replica_fetcher;
 pub mod replica_manager;
 pub mod replica_state;

@@ -23,6 +23,7 @@ use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
 use crate::handlers::api_versions::unsupported_version_response;
+use crate::quota::QuotaKind;
 use crate::request::{RequestContext, Response};
 use crate::sasl::{Outcome, SaslSession, SaslSettings};
 
@@ -174,7 +175,7 @@ impl Auth {
         listener: &str,
         peer: SocketAddr,
         frame: Bytes,
-    ) -> Result<Response, (Response, String)> {
+    ) -> Result<(Response, i32), (Response, String)> {
         let Some(session) = self.sasl.as_mut() else {
             return process(broker, listener, &self.principal, peer, frame)
                 .await
@@ -184,12 +185,12 @@ impl Auth {
             Outcome::Route(frame) => process(broker, listener, &self.principal, peer, frame)
                 .await
                 .map_err(|r| (None, r)),
-            Outcome::Continue(out) => Ok(Some(out)),
+            Outcome::Continue(out) => Ok((Some(out), 0)),
             Outcome::Authenticated(out, principal) => {
                 debug!(%peer, %principal, "SASL authentication succeeded");
                 self.principal = principal;
                 self.sasl = None;
-                Ok(Some(out))
+                Ok((Some(out), 0))
             }
             Outcome::Close(out, reason) => Err((out, reason)),
         }
@@ -222,14 +223,29 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
             Err(reason) => break reason,
             Ok(Some(frame)) => {
                 match auth.process(broker, listener, peer, frame).await {
-                    Ok(Some(out)) => {
-                        if wbuf.is_empty() {
-                            wbuf = out;
-                        } else {
-                            wbuf.extend_from_slice(&out);
+                    Ok((out, throttle_ms)) => {
+                        if let Some(out) = out {
+                            if wbuf.is_empty() {
+                                wbuf = out;
+                            } else {
+                                wbuf.extend_from_slice(&out);
+                            }
+                        }
+                        if throttle_ms > 0 {
+                            // Over a quota: answer, then read nothing more from this
+                            // client for the throttle time (the connection is muted).
+                            if let Err(e) = write(&mut stream, &wbuf).await {
+                                break format!("write failed: {e}");
+                            }
+                            wbuf.clear();
+                            debug!(%peer, throttle_ms, "connection muted (quota)");
+                            let pause = Duration::from_millis(throttle_ms as u64);
+                            tokio::select! {
+                                _ = tokio::time::sleep(pause) => {}
+                                _ = shutdown.changed() => break "broker shutting down".into(),
+                            }
                         }
                     }
-                    Ok(None) => {}
                     Err((last, reason)) => {
                         // What was answered so far, and the refusal itself, then close.
                         if let Some(last) = last {
@@ -294,14 +310,35 @@ async fn write<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> std::io::
     stream.flush().await
 }
 
-/// Route one frame to its handler.
+/// A handler's future, timed: how long it spent being polled (the request's share of the
+/// broker's threads, which `request_percentage` quotas limit), not counting waits.
+struct Timed<'a> {
+    inner: crate::handlers::HandlerFuture<'a>,
+    busy: Duration,
+}
+
+impl std::future::Future for Timed<'_> {
+    type Output = (Result<Response, crate::request::HandlerError>, Duration);
+
+    fn poll(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        let started = std::time::Instant::now();
+        let polled = self.inner.as_mut().poll(cx);
+        self.busy += started.elapsed();
+        polled.map(|r| (r, self.busy))
+    }
+}
+
+/// Route one frame to its handler; the answer and how long to mute the connection (ms).
 async fn process(
     broker: &Broker,
     listener: &str,
     principal: &Arc<str>,
     peer: SocketAddr,
     frame: Bytes,
-) -> Result<Response, String> {
+) -> Result<(Response, i32), String> {
     let peek = frame::peek_request(&frame).map_err(|e| e.to_string())?;
     let Some(handler) = broker.handlers.get(peek.api_key) else {
         return Err(format!("unknown api key {}", peek.api_key));
@@ -309,7 +346,7 @@ async fn process(
     if !handler.supports(peek.api_version) {
         if peek.api_key == ApiKey::ApiVersions as i16 {
             return unsupported_version_response(&broker.handlers, peek.correlation_id)
-                .map(Some)
+                .map(|r| (Some(r), 0))
                 .map_err(|e| e.to_string());
         }
         return Err(format!(
@@ -328,10 +365,17 @@ async fn process(
         listener: listener.to_string(),
         principal: Arc::clone(principal),
         peer,
+        throttle_ms: Default::default(),
     };
-    (handler.handle)(broker, &ctx, body)
-        .await
-        .map_err(|e| format!("{:?} v{}: {e}", ctx.api_key, ctx.api_version))
+    let timed = Timed {
+        inner: (handler.handle)(broker, &ctx, body),
+        busy: Duration::ZERO,
+    };
+    let (answer, busy) = timed.await;
+    let answer = answer.map_err(|e| format!("{:?} v{}: {e}", ctx.api_key, ctx.api_version))?;
+    // request_percentage: seconds of handling × 100, as a rate per second.
+    broker.record_quota(&ctx, QuotaKind::Request, busy.as_secs_f64() * 100.0);
+    Ok((answer, ctx.throttled_ms()))
 }
 
 #[cfg(test)]

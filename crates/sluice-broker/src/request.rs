@@ -20,6 +20,8 @@ pub struct RequestContext {
     /// Who is asking: `User:ANONYMOUS`, or `User:<certificate subject>` over mutual TLS.
     pub principal: std::sync::Arc<str>,
     pub peer: SocketAddr,
+    /// How long the connection is muted after this request (a quota violation), in ms.
+    pub throttle_ms: std::sync::Arc<std::sync::atomic::AtomicI32>,
 }
 
 /// A request that cannot be answered: the connection is closed with this reason logged.
@@ -35,6 +37,16 @@ pub enum HandlerError {
 pub type Response = Option<BytesMut>;
 
 impl RequestContext {
+    /// Mute the connection for `ms` after this request (the longest throttle wins).
+    pub fn throttle(&self, ms: i32) {
+        self.throttle_ms
+            .fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    pub fn throttled_ms(&self) -> i32 {
+        self.throttle_ms.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     pub fn decode<T: Decodable>(&self, mut body: Bytes) -> Result<T, HandlerError> {
         frame::decode(&mut body, self.api_version, "request body")
             .map_err(|e| HandlerError::Malformed(e.to_string()))

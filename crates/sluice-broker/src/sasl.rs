@@ -155,6 +155,7 @@ impl SaslSession {
             listener: listener.to_string(),
             principal: crate::tls::ANONYMOUS.into(),
             peer,
+            throttle_ms: Default::default(),
         };
         match expected {
             ApiKey::SaslHandshake => self.handshake(&ctx, body),

@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashSet};
 use sluice_metadata::acl::{self, AclBinding, AclFilter};
 use sluice_metadata::config::validate_topic_configs;
 use sluice_metadata::image::RESOURCE_TOPIC;
+use sluice_metadata::image::{QuotaEntity, QuotaValue};
 use sluice_metadata::record::Endpoint;
 use sluice_metadata::{topic, MetadataImage, MetadataRecord, Uuid};
 use sluice_protocol::ErrorCode;
@@ -19,7 +20,7 @@ use crate::election::{elect, isr_without};
 use crate::{placement, reassign};
 pub use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
-    PartitionOutcome, ReassignTarget, ScramChange, TopicRef, UserOutcome,
+    PartitionOutcome, QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
 };
 
 /// Cluster-wide defaults for new topics.
@@ -833,6 +834,36 @@ impl Controller {
         (outcomes, records)
     }
 
+    /// AlterClientQuotas: validate each entity's changes as Kafka does (known keys, values
+    /// above 0, byte rates whole numbers) and turn them into quota records; an entity's
+    /// changes apply all or none.
+    pub fn alter_client_quotas(
+        &self,
+        changes: &[QuotaChange],
+        validate_only: bool,
+    ) -> (Vec<Result<(), ApiError>>, Vec<MetadataRecord>) {
+        let mut out = Vec::with_capacity(changes.len());
+        let mut records = Vec::new();
+        for (entity, ops) in changes {
+            match validate_quota_ops(entity, ops) {
+                Err(e) => out.push(Err(e)),
+                Ok(()) => {
+                    if !validate_only {
+                        records.extend(ops.iter().map(|(key, value)| {
+                            MetadataRecord::ClientQuota {
+                                entity: entity.clone(),
+                                key: key.clone(),
+                                value: value.map(QuotaValue),
+                            }
+                        }));
+                    }
+                    out.push(Ok(()));
+                }
+            }
+        }
+        (out, records)
+    }
+
     /// CreateAcls: each valid binding not already present becomes an ACL record; an
     /// invalid one fails with INVALID_REQUEST, as in Kafka.
     pub fn create_acls(
@@ -887,6 +918,38 @@ impl Controller {
         }
         (out, records)
     }
+}
+
+/// Kafka's user and client-id quota keys and whether each is a whole number (LONG).
+const QUOTA_KEYS: &[(&str, bool)] = &[
+    ("producer_byte_rate", true),
+    ("consumer_byte_rate", true),
+    ("request_percentage", false),
+    ("controller_mutation_rate", false),
+];
+
+fn validate_quota_ops(entity: &QuotaEntity, ops: &[(String, Option<f64>)]) -> Result<(), ApiError> {
+    let bad = |m: String| Err(ApiError::new(ErrorCode::InvalidRequest, m));
+    if entity.user.is_none() && entity.client_id.is_none() {
+        return bad("Invalid empty client quota entity".into());
+    }
+    for (i, (key, value)) in ops.iter().enumerate() {
+        if ops[..i].iter().any(|(k, _)| k == key) {
+            return bad(format!("Duplicate quota key {key}"));
+        }
+        let Some((_, integral)) = QUOTA_KEYS.iter().find(|(k, _)| k == key) else {
+            return bad(format!("Invalid configuration key {key}"));
+        };
+        if let Some(v) = value {
+            if !v.is_finite() || *v <= 0.0 {
+                return bad(format!("Quota {key} must be greater than 0"));
+            }
+            if *integral && (v % 1.0).abs() > 1e-6 {
+                return bad(format!("{key} cannot be a fractional value."));
+            }
+        }
+    }
+    Ok(())
 }
 
 fn partition_records(topic_id: Uuid, first: i32, assignments: &[Vec<i32>]) -> Vec<MetadataRecord> {

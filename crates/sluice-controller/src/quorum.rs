@@ -353,9 +353,16 @@ impl QuorumController {
                 let (out, records) = p.alter_reassignments(&image, &targets, allow_rf_change);
                 Ok((self.write(records).await?, ReplyBody::PerPartition(out)))
             }
+            ControllerRequest::AlterClientQuotas {
+                changes,
+                validate_only,
+            } => {
+                let (out, records) = p.alter_client_quotas(&changes, validate_only);
+                Ok((self.write(records).await?, ReplyBody::PerItem(out)))
+            }
             ControllerRequest::CreateAcls(bindings) => {
                 let (out, records) = p.create_acls(&image, &bindings);
-                Ok((self.write(records).await?, ReplyBody::AclsCreated(out)))
+                Ok((self.write(records).await?, ReplyBody::PerItem(out)))
             }
             ControllerRequest::DeleteAcls(filters) => {
                 let (out, records) = p.delete_acls(&image, &filters);

@@ -4,8 +4,9 @@
 use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, PartitionOutcome,
-    ReassignTarget, ScramChange, TopicRef, UserOutcome,
+    QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
 };
+use sluice_metadata::image::QuotaEntity;
 use sluice_metadata::image::ScramEntry;
 use sluice_metadata::record::Endpoint;
 use sluice_metadata::{MetadataRecord, Uuid};
@@ -66,6 +67,10 @@ pub enum ControllerRequest {
     AlterScramCredentials(Vec<ScramChange>),
     CreateAcls(Vec<AclBinding>),
     DeleteAcls(Vec<AclFilter>),
+    AlterClientQuotas {
+        changes: Vec<QuotaChange>,
+        validate_only: bool,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -82,8 +87,8 @@ pub enum ReplyBody {
     PerPartition(Vec<PartitionOutcome>),
     /// One outcome per user (AlterUserScramCredentials).
     PerUser(Vec<UserOutcome>),
-    /// One outcome per binding (CreateAcls).
-    AclsCreated(Vec<Result<(), ApiError>>),
+    /// One outcome per item asked for (CreateAcls, AlterClientQuotas).
+    PerItem(Vec<Result<(), ApiError>>),
     /// Per filter the ACLs it deleted (DeleteAcls).
     AclsDeleted(Vec<Result<Vec<AclBinding>, ApiError>>),
 }
@@ -284,6 +289,29 @@ impl ControllerRequest {
                     }
                 }
             }
+            ControllerRequest::AlterClientQuotas {
+                changes,
+                validate_only,
+            } => {
+                w.u8(13).bool(*validate_only).u32(changes.len() as u32);
+                for (entity, ops) in changes {
+                    for part in [&entity.user, &entity.client_id] {
+                        match part {
+                            None => w.u8(0),
+                            Some(None) => w.u8(1),
+                            Some(Some(n)) => w.u8(2).str(n),
+                        };
+                    }
+                    w.u32(ops.len() as u32);
+                    for (k, v) in ops {
+                        w.str(k);
+                        match v {
+                            Some(v) => w.bool(true).u64(v.to_bits()),
+                            None => w.bool(false),
+                        };
+                    }
+                }
+            }
             ControllerRequest::CreateAcls(bindings) => {
                 w.u8(11).u32(bindings.len() as u32);
                 for b in bindings {
@@ -471,6 +499,38 @@ impl ControllerRequest {
                 }
                 ControllerRequest::AlterScramCredentials(changes)
             }
+            13 => {
+                let validate_only = r.bool()?;
+                let n = r.count(6)?;
+                let mut changes = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let mut parts = [None, None];
+                    for p in &mut parts {
+                        *p = match r.u8()? {
+                            0 => None,
+                            1 => Some(None),
+                            _ => Some(Some(r.str()?)),
+                        };
+                    }
+                    let [user, client_id] = parts;
+                    let m = r.count(3)?;
+                    let mut ops = Vec::with_capacity(m);
+                    for _ in 0..m {
+                        let k = r.str()?;
+                        let v = if r.bool()? {
+                            Some(f64::from_bits(r.u64()?))
+                        } else {
+                            None
+                        };
+                        ops.push((k, v));
+                    }
+                    changes.push((QuotaEntity { user, client_id }, ops));
+                }
+                ControllerRequest::AlterClientQuotas {
+                    changes,
+                    validate_only,
+                }
+            }
             11 => {
                 let n = r.count(9)?;
                 let mut bindings = Vec::with_capacity(n);
@@ -554,7 +614,7 @@ impl ControllerResponse {
                             put_result(&mut w, r, |_, _| {});
                         }
                     }
-                    ReplyBody::AclsCreated(v) => {
+                    ReplyBody::PerItem(v) => {
                         w.u8(8).u32(v.len() as u32);
                         for r in v {
                             put_result(&mut w, r, |_, _| {});
@@ -646,7 +706,7 @@ impl ControllerResponse {
                         for _ in 0..n {
                             v.push(get_result(&mut r, |_| Ok(()))?);
                         }
-                        ReplyBody::AclsCreated(v)
+                        ReplyBody::PerItem(v)
                     }
                     9 => {
                         let n = r.count(1)?;
@@ -825,6 +885,19 @@ mod tests {
                 ("bob".into(), 1, None),
             ]),
             ControllerRequest::CreateAcls(vec![sample_acl()]),
+            ControllerRequest::AlterClientQuotas {
+                changes: vec![(
+                    QuotaEntity {
+                        user: Some(None),
+                        client_id: Some(Some("app".into())),
+                    },
+                    vec![
+                        ("producer_byte_rate".into(), Some(1024.0)),
+                        ("x".into(), None),
+                    ],
+                )],
+                validate_only: true,
+            },
             ControllerRequest::DeleteAcls(vec![AclFilter {
                 resource_type: 1,
                 resource_name: None,
@@ -898,7 +971,7 @@ mod tests {
             },
             ControllerResponse::Ok {
                 offset: 9,
-                body: ReplyBody::AclsCreated(vec![
+                body: ReplyBody::PerItem(vec![
                     Ok(()),
                     Err(ApiError::new(ErrorCode::InvalidRequest, "no")),
                 ]),

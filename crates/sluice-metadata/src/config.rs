@@ -662,6 +662,20 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Whether a resource no ACL matches is open to everyone (true) or to super users only.",
     ),
     def(
+        "quota.window.num",
+        T::Int,
+        Some("11"),
+        AtLeast(1),
+        "Samples kept in memory for client quotas.",
+    ),
+    def(
+        "quota.window.size.seconds",
+        T::Int,
+        Some("1"),
+        AtLeast(1),
+        "Time span of each client quota sample.",
+    ),
+    def(
         "sasl.enabled.mechanisms",
         T::List,
         Some("GSSAPI"),

@@ -80,3 +80,6 @@ pub type ScramChange = (String, i8, Option<crate::image::ScramEntry>);
 
 /// One user's outcome of a per-user request.
 pub type UserOutcome = (String, Result<(), ApiError>);
+
+/// One entity of an AlterClientQuotas request: its quota keys set (Some) or removed (None).
+pub type QuotaChange = (crate::image::QuotaEntity, Vec<(String, Option<f64>)>);

@@ -75,7 +75,29 @@ pub struct MetadataImage {
     pub scram: BTreeMap<(String, i8), ScramEntry>,
     /// Every ACL, by id.
     pub acls: BTreeMap<Uuid, AclBinding>,
+    /// Client quotas: entity -> quota key (`producer_byte_rate`, ...) -> value.
+    pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, QuotaValue>>,
 }
+
+/// A client quota entity: each part is absent (None), the `<default>` entity (Some(None)),
+/// or named.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QuotaEntity {
+    pub user: Option<Option<String>>,
+    pub client_id: Option<Option<String>>,
+}
+
+/// A quota value (compared bit for bit, so images stay `Eq`).
+#[derive(Clone, Copy, Debug)]
+pub struct QuotaValue(pub f64);
+
+impl PartialEq for QuotaValue {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.to_bits() == other.0.to_bits()
+    }
+}
+
+impl Eq for QuotaValue {}
 
 /// A user's SCRAM credential for one mechanism, as stored (no password).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -246,6 +268,22 @@ impl MetadataImage {
             MetadataRecord::Acl { id, binding } => {
                 self.acls.insert(*id, binding.clone());
             }
+            MetadataRecord::ClientQuota { entity, key, value } => match value {
+                Some(v) => {
+                    self.client_quotas
+                        .entry(entity.clone())
+                        .or_default()
+                        .insert(key.clone(), *v);
+                }
+                None => {
+                    if let Some(values) = self.client_quotas.get_mut(entity) {
+                        values.remove(key);
+                        if values.is_empty() {
+                            self.client_quotas.remove(entity);
+                        }
+                    }
+                }
+            },
             MetadataRecord::RemoveAcl { id } => {
                 self.acls.remove(id);
             }
@@ -330,6 +368,15 @@ impl MetadataImage {
                 id: *id,
                 binding: binding.clone(),
             });
+        }
+        for (entity, values) in &self.client_quotas {
+            for (key, value) in values {
+                out.push(MetadataRecord::ClientQuota {
+                    entity: entity.clone(),
+                    key: key.clone(),
+                    value: Some(*value),
+                });
+            }
         }
         out
     }

@@ -10,6 +10,7 @@ use thiserror::Error;
 use uuid::Uuid;
 
 use crate::acl::AclBinding;
+use crate::image::{QuotaEntity, QuotaValue};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
@@ -87,6 +88,12 @@ pub enum MetadataRecord {
     Acl { id: Uuid, binding: AclBinding },
     /// An ACL was deleted.
     RemoveAcl { id: Uuid },
+    /// A client quota value was set (Some) or removed (None).
+    ClientQuota {
+        entity: QuotaEntity,
+        key: String,
+        value: Option<QuotaValue>,
+    },
 }
 
 /// A partition's replica set during a reassignment (KIP-455): every replica (the targets
@@ -359,6 +366,27 @@ impl MetadataRecord {
                 w.0.extend_from_slice(&[13, 0]);
                 w.uuid(id);
             }
+            MetadataRecord::ClientQuota { entity, key, value } => {
+                w.0.extend_from_slice(&[14, 0]);
+                for part in [&entity.user, &entity.client_id] {
+                    match part {
+                        None => w.i8(0),
+                        Some(None) => w.i8(1),
+                        Some(Some(name)) => {
+                            w.i8(2);
+                            w.str(name);
+                        }
+                    }
+                }
+                w.str(key);
+                match value {
+                    Some(v) => {
+                        w.i8(1);
+                        w.i64(v.0.to_bits() as i64);
+                    }
+                    None => w.i8(0),
+                }
+            }
         }
         w.0
     }
@@ -485,6 +513,27 @@ impl MetadataRecord {
                 },
             },
             (13, 0) => MetadataRecord::RemoveAcl { id: r.uuid()? },
+            (14, 0) => {
+                let mut part = || -> Result<Option<Option<String>>, RecordError> {
+                    Ok(match r.u8()? {
+                        0 => None,
+                        1 => Some(None),
+                        _ => Some(Some(r.str()?)),
+                    })
+                };
+                let user = part()?;
+                let client_id = part()?;
+                let key = r.str()?;
+                let value = match r.u8()? {
+                    0 => None,
+                    _ => Some(QuotaValue(f64::from_bits(r.i64()? as u64))),
+                };
+                MetadataRecord::ClientQuota {
+                    entity: QuotaEntity { user, client_id },
+                    key,
+                    value,
+                }
+            }
             (t, v) => return Err(RecordError::UnknownType(t, v)),
         };
         if !r.buf.is_empty() {
@@ -603,6 +652,22 @@ mod tests {
             },
             MetadataRecord::RemoveAcl {
                 id: Uuid::from_bytes([6; 16]),
+            },
+            MetadataRecord::ClientQuota {
+                entity: QuotaEntity {
+                    user: Some(Some("alice".into())),
+                    client_id: Some(None),
+                },
+                key: "producer_byte_rate".into(),
+                value: Some(QuotaValue(1024.0)),
+            },
+            MetadataRecord::ClientQuota {
+                entity: QuotaEntity {
+                    user: None,
+                    client_id: Some(Some("app".into())),
+                },
+                key: "request_percentage".into(),
+                value: None,
             },
         ]
     }

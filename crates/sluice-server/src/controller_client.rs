@@ -18,7 +18,7 @@ use sluice_controller::QuorumController;
 use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
-    PartitionOutcome, ReassignTarget, ScramChange, TopicRef, UserOutcome,
+    PartitionOutcome, QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
 };
 use sluice_metadata::MetadataImage;
 use tokio::sync::watch;
@@ -307,12 +307,26 @@ impl ControllerApi for ControllerClient {
         }
     }
 
+    fn alter_client_quotas(
+        &self,
+        changes: &[QuotaChange],
+        validate_only: bool,
+    ) -> Result<Vec<Result<(), ApiError>>, ControllerFailure> {
+        match self.blocking(ControllerRequest::AlterClientQuotas {
+            changes: changes.to_vec(),
+            validate_only,
+        })? {
+            ReplyBody::PerItem(v) => Ok(v),
+            other => Err(unexpected(other)),
+        }
+    }
+
     fn create_acls(
         &self,
         bindings: &[AclBinding],
     ) -> Result<Vec<Result<(), ApiError>>, ControllerFailure> {
         match self.blocking(ControllerRequest::CreateAcls(bindings.to_vec()))? {
-            ReplyBody::AclsCreated(v) => Ok(v),
+            ReplyBody::PerItem(v) => Ok(v),
             other => Err(unexpected(other)),
         }
     }

@@ -431,6 +431,10 @@ impl Node {
             groups: Arc::clone(&groups),
             txns: Arc::clone(&txns),
             authorizer: sluice_broker::authorizer::Authorizer::from_config(&config),
+            quotas: sluice_broker::quota::QuotaManager::new(sluice_broker::quota::Window {
+                samples: config.number("quota.window.num").max(1) as usize,
+                size_ms: config.number("quota.window.size.seconds").max(1) * 1000,
+            }),
         });
 
         tokio::spawn(sluice_broker::isr::run_isr_checks(

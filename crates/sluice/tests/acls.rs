@@ -747,6 +747,39 @@ fn cases() -> Vec<Case> {
             },
         ),
         case(
+            "DescribeClientQuotas",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::DESCRIBE_CONFIGS)],
+            Some(0),
+            |w| {
+                let req = DescribeClientQuotasRequest::default();
+                let resp: DescribeClientQuotasResponse =
+                    w.call(ApiKey::DescribeClientQuotas, 1, &req);
+                resp.error_code
+            },
+        ),
+        case(
+            "AlterClientQuotas",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::ALTER_CONFIGS)],
+            Some(0),
+            |w| {
+                use kafka_protocol::messages::alter_client_quotas_request::{
+                    EntityData, EntryData, OpData,
+                };
+                let req =
+                    AlterClientQuotasRequest::default().with_entries(vec![EntryData::default()
+                        .with_entity(vec![EntityData::default()
+                            .with_entity_type(s("client-id"))
+                            .with_entity_name(Some(s("quota-test")))])
+                        .with_ops(vec![OpData::default()
+                            .with_key(s("producer_byte_rate"))
+                            .with_value(1e9)])]);
+                let resp: AlterClientQuotasResponse = w.call(ApiKey::AlterClientQuotas, 1, &req);
+                resp.entries[0].error_code
+            },
+        ),
+        case(
             "DescribeUserScramCredentials",
             ClusterAuthorizationFailed,
             vec![(CLUSTER, c, op::DESCRIBE)],

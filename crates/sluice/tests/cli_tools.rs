@@ -590,7 +590,7 @@ fn configs_and_offsets() {
                 "configs",
                 "--describe",
                 "--entity-type",
-                "users",
+                "ips",
                 "--entity-name",
                 "x",
             ],

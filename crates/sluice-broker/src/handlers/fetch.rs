@@ -25,6 +25,7 @@ use tokio::sync::Notify;
 use crate::broker::Broker;
 use crate::error_map::log_error_code;
 use crate::partition::{FetchIsolation, Partition};
+use crate::quota::QuotaKind;
 use crate::request::{HandlerError, RequestContext, Response};
 
 handler!(ApiKey::Fetch, 4, 17, handle);
@@ -152,8 +153,22 @@ async fn handle(
             break read_all(&wanted, max_bytes, isolation);
         }
     };
-    let _ = (bytes, errors);
+    let _ = errors;
     let mut resp = FetchResponse::default();
+    // consumer_byte_rate: a consumer over its quota gets an empty answer that says how
+    // long to back off (and what it would have read does not count), as in Kafka.
+    let mut partitions = partitions;
+    if replica_id < 0 && bytes > 0 {
+        let throttle = broker.record_quota(ctx, QuotaKind::Fetch, bytes as f64);
+        if throttle > 0 {
+            broker.record_quota(ctx, QuotaKind::Fetch, -(bytes as f64));
+            resp.throttle_time_ms = throttle;
+            for p in &mut partitions {
+                p.records = Some(Bytes::new());
+                p.aborted_transactions = None;
+            }
+        }
+    }
     for (w, data) in wanted.iter().zip(partitions) {
         let same_topic = resp
             .responses

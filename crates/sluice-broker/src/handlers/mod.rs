@@ -39,6 +39,7 @@ pub mod alter_configs;
 pub mod alter_partition_reassignments;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
+pub mod client_quotas;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delete_groups;
@@ -162,6 +163,8 @@ impl HandlerTable {
             acls::create::HANDLER,
             acls::describe::HANDLER,
             acls::delete::HANDLER,
+            client_quotas::describe::HANDLER,
+            client_quotas::alter::HANDLER,
         ];
         handlers.sort_by_key(|h| h.api_key as i16);
         for h in &handlers {

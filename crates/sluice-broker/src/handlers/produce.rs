@@ -19,6 +19,7 @@ use tokio::sync::Notify;
 
 use crate::broker::Broker;
 use crate::partition::{AckState, AppendError, Partition};
+use crate::quota::QuotaKind;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
 handler!(ApiKey::Produce, 3, 13, handle);
@@ -43,6 +44,7 @@ async fn handle(
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
+    let request_bytes = body.len();
     let req: ProduceRequest = ctx.decode(body)?;
     let acks = req.acks;
     let by_id = ctx.api_version >= 13;
@@ -157,6 +159,9 @@ async fn handle(
         }
         resp.responses.push(out);
     }
+    // producer_byte_rate: the request's bytes; over the quota, the answer says how long to
+    // back off and the connection is muted for as long (acks=0 included).
+    resp.throttle_time_ms = broker.record_quota(ctx, QuotaKind::Produce, request_bytes as f64);
     if acks == 0 {
         if any_error {
             return Err(HandlerError::Malformed(

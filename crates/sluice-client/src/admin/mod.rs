@@ -2,10 +2,12 @@
 
 mod acls;
 mod groups;
+mod quotas;
 mod transactions;
 mod users;
 
 pub use groups::{GroupDescription, GroupListing, GroupMemberDescription};
+pub use quotas::{QuotaEntity, QuotaMatch};
 pub use transactions::{TransactionDescription, TransactionListing};
 pub use users::{ScramAlteration, UserScramCredentials};
 

@@ -1,7 +1,9 @@
-//! `sluice configs` — like `kafka-configs.sh`.
+//! `sluice configs` — like `kafka-configs.sh`: topic and broker configs, and client quotas
+//! of users and client ids (`producer_byte_rate`, `consumer_byte_rate`,
+//! `request_percentage`).
 
 use clap::{ArgGroup, Args};
-use sluice_client::admin::{AlterOp, ConfigResource};
+use sluice_client::admin::{AlterOp, ConfigResource, QuotaEntity, QuotaMatch};
 use sluice_client::Admin;
 
 use super::{key_value, usage, CliError, CliResult, ConnArgs};
@@ -9,7 +11,7 @@ use super::{key_value, usage, CliError, CliResult, ConnArgs};
 #[derive(Args, Debug)]
 #[command(
     group(ArgGroup::new("action").required(true).args(["describe", "alter"])),
-    after_help = "Examples:\n  sluice configs --describe --entity-type topics --entity-name orders\n  sluice configs --describe --entity-type brokers --entity-name 0 --all\n  sluice configs --alter --entity-type topics --entity-name orders --add-config retention.ms=3600000,cleanup.policy=delete\n  sluice configs --alter --entity-type topics --entity-name orders --delete-config retention.ms"
+    after_help = "Examples:\n  sluice configs --describe --entity-type topics --entity-name orders\n  sluice configs --describe --entity-type brokers --entity-name 0 --all\n  sluice configs --alter --entity-type topics --entity-name orders --add-config retention.ms=3600000,cleanup.policy=delete\n  sluice configs --alter --entity-type topics --entity-name orders --delete-config retention.ms\n  sluice configs --alter --entity-type users --entity-name alice --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152\n  sluice configs --alter --entity-type clients --entity-default --add-config request_percentage=50\n  sluice configs --alter --user alice --client app --add-config producer_byte_rate=65536\n  sluice configs --describe --entity-type users [--entity-name alice]"
 )]
 pub struct ConfigsArgs {
     #[command(flatten)]
@@ -20,9 +22,24 @@ pub struct ConfigsArgs {
     /// Change configs.
     #[arg(long)]
     pub alter: bool,
-    /// topics or brokers.
+    /// topics, brokers, users or clients.
     #[arg(long = "entity-type")]
     pub entity_type: Option<String>,
+    /// With --entity-type users|clients: the default entity (`<default>`).
+    #[arg(long = "entity-default")]
+    pub entity_default: bool,
+    /// Quotas of this user (with --client: of this user and client id).
+    #[arg(long)]
+    pub user: Option<String>,
+    /// Quotas of this client id.
+    #[arg(long)]
+    pub client: Option<String>,
+    /// Quotas of the default user.
+    #[arg(long = "user-defaults")]
+    pub user_defaults: bool,
+    /// Quotas of the default client id.
+    #[arg(long = "client-defaults")]
+    pub client_defaults: bool,
     /// The topic name or broker id.
     #[arg(long = "entity-name")]
     pub entity_name: Option<String>,
@@ -51,7 +68,116 @@ fn source_name(s: i8) -> &'static str {
     }
 }
 
+/// The quota entity the flags name, if they name one; each part is (given, name or default).
+fn quota_target(args: &ConfigsArgs) -> Result<Option<QuotaTarget>, CliError> {
+    let named_or_default = |name: &Option<String>, default: bool| match (name, default) {
+        (Some(n), _) => Some(Some(n.clone())),
+        (None, true) => Some(None),
+        (None, false) => None,
+    };
+    let mut user = named_or_default(&args.user, args.user_defaults);
+    let mut client = named_or_default(&args.client, args.client_defaults);
+    match args.entity_type.as_deref() {
+        Some("users" | "user") => {
+            user = user.or(named_or_default(&args.entity_name, args.entity_default));
+            if user.is_none() {
+                return Ok(Some(QuotaTarget::AllOf("user", client)));
+            }
+        }
+        Some("clients" | "client") => {
+            client = client.or(named_or_default(&args.entity_name, args.entity_default));
+            if client.is_none() {
+                return Ok(Some(QuotaTarget::AllOf("client-id", user)));
+            }
+        }
+        _ if user.is_none() && client.is_none() => return Ok(None),
+        Some(other) => {
+            return Err(usage(format!(
+                "--entity-type {other} cannot be combined with --user/--client"
+            )))
+        }
+        None => {}
+    }
+    Ok(Some(QuotaTarget::One(QuotaEntity {
+        user,
+        client_id: client,
+    })))
+}
+
+enum QuotaTarget {
+    /// One entity (to alter or describe).
+    One(QuotaEntity),
+    /// Every entity of this type (describe only), within the other part if given.
+    AllOf(&'static str, Option<Option<String>>),
+}
+
+fn quota_value(k: &str, v: &str) -> Result<f64, CliError> {
+    v.parse::<f64>()
+        .map_err(|_| usage(format!("--add-config {k}={v}: the value must be a number")))
+}
+
+async fn run_quotas(args: &ConfigsArgs, target: QuotaTarget) -> CliResult {
+    let admin = Admin::new(args.conn.client_config())?;
+    if args.describe {
+        let part = |t: &'static str, p: &Option<Option<String>>| {
+            p.as_ref()
+                .map(|n| (t, n.clone().map_or(QuotaMatch::Default, QuotaMatch::Exact)))
+        };
+        let (components, strict) = match &target {
+            QuotaTarget::One(e) => (
+                [part("user", &e.user), part("client-id", &e.client_id)]
+                    .into_iter()
+                    .flatten()
+                    .collect::<Vec<_>>(),
+                true,
+            ),
+            QuotaTarget::AllOf(t, other) => {
+                let other_type = if *t == "user" { "client-id" } else { "user" };
+                let mut c = vec![(*t, QuotaMatch::Any)];
+                c.extend(part(other_type, other));
+                (c, other.is_some())
+            }
+        };
+        for (entity, values) in admin.describe_client_quotas(&components, strict).await? {
+            let list: Vec<String> = values.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            println!(
+                "Quota configs for {} are {}",
+                entity.describe(),
+                list.join(", ")
+            );
+        }
+        return Ok(());
+    }
+    let QuotaTarget::One(entity) = target else {
+        return Err(usage(
+            "--alter needs one entity: --entity-name NAME or --entity-default (or --user/--client)",
+        ));
+    };
+    let mut ops = Vec::new();
+    if let Some(add) = &args.add_config {
+        for item in add.split(',').filter(|s| !s.trim().is_empty()) {
+            let (k, v) = key_value(item, "--add-config")?;
+            let value = quota_value(&k, &v)?;
+            ops.push((k, Some(value)));
+        }
+    }
+    if let Some(del) = &args.delete_config {
+        for k in del.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+            ops.push((k.to_string(), None));
+        }
+    }
+    if ops.is_empty() {
+        return Err(usage("--alter needs --add-config and/or --delete-config"));
+    }
+    admin.alter_client_quotas(&entity, &ops).await?;
+    println!("Completed updating config for {}.", entity.describe());
+    Ok(())
+}
+
 pub async fn run(args: ConfigsArgs) -> CliResult {
+    if let Some(target) = quota_target(&args)? {
+        return run_quotas(&args, target).await;
+    }
     let resource = match (&args.topic, args.entity_type.as_deref(), &args.entity_name) {
         (Some(t), None, None) => ConfigResource::Topic(t.clone()),
         (None, Some("topics" | "topic"), Some(n)) => ConfigResource::Topic(n.clone()),
@@ -64,7 +190,7 @@ pub async fn run(args: ConfigsArgs) -> CliResult {
         }
         (None, Some(other), _) if other != "topics" && other != "brokers" => {
             return Err(usage(format!(
-                "--entity-type must be topics or brokers, not '{other}'"
+                "--entity-type must be topics, brokers, users or clients, not '{other}'"
             )))
         }
         _ => return Err(usage(

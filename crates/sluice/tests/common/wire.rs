@@ -14,10 +14,16 @@ use sluice_protocol::frame;
 pub struct Wire {
     pub stream: TcpStream,
     next_correlation: i32,
+    client_id: &'static str,
 }
 
 impl Wire {
     pub fn connect(bootstrap: &str) -> Wire {
+        Self::connect_as(bootstrap, "sluice-wire-test")
+    }
+
+    /// Connect, sending `client_id` in every request header.
+    pub fn connect_as(bootstrap: &str, client_id: &'static str) -> Wire {
         let stream = TcpStream::connect(bootstrap).expect("connect");
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
@@ -25,6 +31,7 @@ impl Wire {
         Wire {
             stream,
             next_correlation: 1,
+            client_id,
         }
     }
 
@@ -48,7 +55,7 @@ impl Wire {
             .with_request_api_key(key as i16)
             .with_request_api_version(encoded_version)
             .with_correlation_id(id)
-            .with_client_id(Some(StrBytes::from_static_str("sluice-wire-test")));
+            .with_client_id(Some(StrBytes::from_static_str(self.client_id)));
         let mut out = BytesMut::new();
         frame::encode_request(&mut out, &header, req).expect("encode");
         out[6..8].copy_from_slice(&claimed_version.to_be_bytes());

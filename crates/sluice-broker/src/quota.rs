@@ -1,0 +1,313 @@
+//! Client quotas (Kafka's ClientQuotaManager): produce and fetch byte rates and the request
+//! time percentage, per user, client id, or (user, client id), with `<default>` entities, as
+//! set by AlterClientQuotas and kept in cluster metadata.
+//!
+//! Each quota is measured over a sliding window (`quota.window.num` samples of
+//! `quota.window.size.seconds`) shared by every connection the matched entity covers. When a
+//! request takes the measured rate over the quota, its response carries `throttle_time_ms`
+//! — how long the client must pause for the rate to fall back to the quota — and the broker
+//! stops reading from that connection for as long (the connection is muted), so clients
+//! that ignore the hint are slowed down too.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use sluice_metadata::image::QuotaEntity;
+use sluice_metadata::MetadataImage;
+
+/// What is measured.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QuotaKind {
+    /// `producer_byte_rate`: bytes of Produce requests per second.
+    Produce,
+    /// `consumer_byte_rate`: bytes of Fetch responses per second.
+    Fetch,
+    /// `request_percentage`: handling time, as a percentage of one thread's second.
+    Request,
+}
+
+impl QuotaKind {
+    pub fn key(self) -> &'static str {
+        match self {
+            QuotaKind::Produce => "producer_byte_rate",
+            QuotaKind::Fetch => "consumer_byte_rate",
+            QuotaKind::Request => "request_percentage",
+        }
+    }
+}
+
+/// A rate over a sliding window of samples (Kafka's `Rate` with `SampledStat`).
+#[derive(Debug)]
+struct Rate {
+    /// (sample start ms, value recorded in it)
+    samples: VecDeque<(i64, f64)>,
+}
+
+impl Rate {
+    fn new() -> Self {
+        Self {
+            samples: VecDeque::new(),
+        }
+    }
+
+    fn record(&mut self, window: &Window, now_ms: i64, value: f64) {
+        self.expire(window, now_ms);
+        match self.samples.back_mut() {
+            Some((start, v)) if now_ms - *start < window.size_ms => *v += value,
+            _ => self.samples.push_back((now_ms, value)),
+        }
+    }
+
+    fn expire(&mut self, window: &Window, now_ms: i64) {
+        let horizon = window.size_ms * window.samples as i64;
+        while self
+            .samples
+            .front()
+            .is_some_and(|(start, _)| now_ms - start >= horizon)
+        {
+            self.samples.pop_front();
+        }
+    }
+
+    /// The time the rate is measured over: since the oldest sample, but at least
+    /// `samples - 1` whole windows (so one burst at the start is not an enormous rate).
+    fn window_ms(&self, window: &Window, now_ms: i64) -> f64 {
+        let oldest = self.samples.front().map_or(now_ms, |(s, _)| *s);
+        let elapsed = (now_ms - oldest).max(0);
+        let min = window.size_ms * (window.samples as i64 - 1).max(1);
+        elapsed.max(min) as f64
+    }
+
+    /// Per second.
+    fn rate(&self, window: &Window, now_ms: i64) -> f64 {
+        let total: f64 = self.samples.iter().map(|(_, v)| v).sum();
+        total * 1000.0 / self.window_ms(window, now_ms)
+    }
+}
+
+/// `quota.window.num` × `quota.window.size.seconds`.
+#[derive(Clone, Copy, Debug)]
+pub struct Window {
+    pub samples: usize,
+    pub size_ms: i64,
+}
+
+impl Default for Window {
+    fn default() -> Self {
+        Self {
+            samples: 11,
+            size_ms: 1000,
+        }
+    }
+}
+
+/// The quota that applies to a (user, client id) and the entity it was set on, in Kafka's
+/// order of precedence: user+client, user+default client, user, default user+client,
+/// default user+default client, default user, client, default client.
+pub fn resolve(
+    image: &MetadataImage,
+    kind: QuotaKind,
+    user: &str,
+    client_id: &str,
+) -> Option<(f64, QuotaEntity)> {
+    let named = |s: &str| Some(Some(s.to_string()));
+    let default = Some(None);
+    let level = |user, client_id| QuotaEntity { user, client_id };
+    let levels = [
+        level(named(user), named(client_id)),
+        level(named(user), default.clone()),
+        level(named(user), None),
+        level(default.clone(), named(client_id)),
+        level(default.clone(), default.clone()),
+        level(default.clone(), None),
+        level(None, named(client_id)),
+        level(None, default),
+    ];
+    for entity in levels {
+        if let Some(v) = image
+            .client_quotas
+            .get(&entity)
+            .and_then(|q| q.get(kind.key()))
+        {
+            return Some((v.0, entity));
+        }
+    }
+    None
+}
+
+/// Whose measurements are pooled: the matched entity with `<default>` replaced by the
+/// actual name (a default quota applies to each user / client id on its own).
+type SensorKey = (QuotaKind, Option<String>, Option<String>);
+
+fn sensor_key(kind: QuotaKind, entity: &QuotaEntity, user: &str, client_id: &str) -> SensorKey {
+    let pick = |part: &Option<Option<String>>, actual: &str| {
+        part.as_ref()
+            .map(|n| n.clone().unwrap_or_else(|| actual.to_string()))
+    };
+    (
+        kind,
+        pick(&entity.user, user),
+        pick(&entity.client_id, client_id),
+    )
+}
+
+/// The measurements of every quota'd entity.
+pub struct QuotaManager {
+    window: Window,
+    sensors: Mutex<HashMap<SensorKey, Rate>>,
+}
+
+/// Sensors idle this long are dropped.
+const IDLE_SENSOR_MS: i64 = 3_600_000;
+
+impl QuotaManager {
+    pub fn new(window: Window) -> Self {
+        Self {
+            window,
+            sensors: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Record `value` for the (user, client id) and return how long to throttle it (ms, 0
+    /// when within its quota or when it has none).
+    pub fn record(
+        &self,
+        image: &MetadataImage,
+        kind: QuotaKind,
+        user: &str,
+        client_id: &str,
+        value: f64,
+        now_ms: i64,
+    ) -> i32 {
+        let Some((quota, entity)) = resolve(image, kind, user, client_id) else {
+            return 0;
+        };
+        let key = sensor_key(kind, &entity, user, client_id);
+        let mut sensors = self
+            .sensors
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if sensors.len() > 10_000 {
+            let window = self.window;
+            sensors.retain(|_, r| {
+                r.samples
+                    .back()
+                    .is_some_and(|(s, _)| now_ms - s < IDLE_SENSOR_MS.max(window.size_ms))
+            });
+        }
+        let rate = sensors.entry(key).or_insert_with(Rate::new);
+        rate.record(&self.window, now_ms, value);
+        throttle_ms(
+            rate.rate(&self.window, now_ms),
+            quota,
+            rate.window_ms(&self.window, now_ms),
+        )
+    }
+}
+
+/// Kafka's throttle time: how long until the rate over the window falls back to the quota,
+/// `(observed - quota) / quota × window`, at most one whole window.
+fn throttle_ms(observed: f64, quota: f64, window_ms: f64) -> i32 {
+    if quota <= 0.0 || observed <= quota {
+        return 0;
+    }
+    let ms = (observed - quota) / quota * window_ms;
+    ms.round().clamp(0.0, window_ms) as i32
+}
+
+/// The user name a quota is keyed by: the principal without its `User:` type.
+pub fn quota_user(principal: &str) -> &str {
+    principal.split_once(':').map_or(principal, |(_, n)| n)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(quotas: &[(QuotaEntity, &str, f64)]) -> MetadataImage {
+        let mut img = MetadataImage::empty();
+        for (e, k, v) in quotas {
+            img.client_quotas
+                .entry(e.clone())
+                .or_default()
+                .insert(k.to_string(), sluice_metadata::image::QuotaValue(*v));
+        }
+        img
+    }
+
+    fn entity(user: Option<Option<&str>>, client: Option<Option<&str>>) -> QuotaEntity {
+        QuotaEntity {
+            user: user.map(|u| u.map(str::to_string)),
+            client_id: client.map(|c| c.map(str::to_string)),
+        }
+    }
+
+    #[test]
+    fn precedence_follows_kafka() {
+        let img = image(&[
+            (entity(None, Some(None)), "producer_byte_rate", 1.0),
+            (entity(None, Some(Some("app"))), "producer_byte_rate", 2.0),
+            (entity(Some(None), None), "producer_byte_rate", 3.0),
+            (entity(Some(Some("alice")), None), "producer_byte_rate", 4.0),
+            (
+                entity(Some(Some("alice")), Some(Some("app"))),
+                "producer_byte_rate",
+                5.0,
+            ),
+        ]);
+        let q = |u: &str, c: &str| resolve(&img, QuotaKind::Produce, u, c).map(|(v, _)| v);
+        assert_eq!(q("alice", "app"), Some(5.0));
+        assert_eq!(q("alice", "other"), Some(4.0));
+        assert_eq!(
+            q("bob", "app"),
+            Some(3.0),
+            "a default user beats a client id"
+        );
+        assert_eq!(resolve(&img, QuotaKind::Fetch, "bob", "app"), None);
+        let only_clients = image(&[
+            (entity(None, Some(None)), "producer_byte_rate", 1.0),
+            (entity(None, Some(Some("app"))), "producer_byte_rate", 2.0),
+        ]);
+        let q = |c: &str| resolve(&only_clients, QuotaKind::Produce, "x", c).map(|(v, _)| v);
+        assert_eq!((q("app"), q("other")), (Some(2.0), Some(1.0)));
+    }
+
+    #[test]
+    fn throttles_by_how_far_over_the_window_rate_is() {
+        let img = image(&[(
+            entity(Some(Some("alice")), None),
+            "producer_byte_rate",
+            1000.0,
+        )]);
+        let m = QuotaManager::new(Window::default());
+        // 10 s at 1000 B/s exactly: never throttled.
+        for t in 0..10 {
+            assert_eq!(
+                m.record(&img, QuotaKind::Produce, "alice", "a", 1000.0, t * 1000),
+                0
+            );
+        }
+        // Then 10 kB at once: the rate over the 10 s window doubles: ~10 s throttle.
+        let t = m.record(&img, QuotaKind::Produce, "alice", "b", 10_000.0, 10_000);
+        assert!((9_000..=10_000).contains(&t), "{t}");
+        // Shared by the user's client ids; nobody else is affected.
+        assert!(m.record(&img, QuotaKind::Produce, "alice", "c", 1.0, 10_001) > 0);
+        assert_eq!(
+            m.record(&img, QuotaKind::Produce, "bob", "b", 1e9, 10_001),
+            0
+        );
+        // The window slides: after it has passed, the rate is back to zero.
+        assert_eq!(
+            m.record(&img, QuotaKind::Produce, "alice", "a", 1.0, 40_000),
+            0
+        );
+    }
+
+    #[test]
+    fn default_quotas_are_measured_per_user() {
+        let img = image(&[(entity(Some(None), None), "consumer_byte_rate", 100.0)]);
+        let m = QuotaManager::new(Window::default());
+        assert!(m.record(&img, QuotaKind::Fetch, "a", "x", 5_000.0, 0) > 0);
+        assert_eq!(m.record(&img, QuotaKind::Fetch, "b", "x", 500.0, 0), 0);
+    }
+}

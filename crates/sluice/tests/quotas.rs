@@ -1,0 +1,402 @@
+//! Client quotas: Describe/AlterClientQuotas with Kafka's validation, `sluice configs` for
+//! users and clients, throttle_time_ms plus a muted connection for a client over its quota,
+//! and librdkafka producers: the one over its byte-rate quota is held to it over a 20 s
+//! window while an unthrottled one keeps its rate.
+
+mod common;
+#[path = "common/wire.rs"]
+mod wire;
+
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use common::*;
+use kafka_protocol::messages::alter_client_quotas_request::{EntityData, EntryData, OpData};
+use kafka_protocol::messages::create_topics_request::CreatableTopic;
+use kafka_protocol::messages::describe_client_quotas_request::ComponentData;
+use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+use kafka_protocol::messages::*;
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer, ProducerContext};
+use rdkafka::ClientContext;
+use sluice_protocol::batch::BatchBuilder;
+use sluice_protocol::compression::Compression;
+use sluice_protocol::ErrorCode;
+use wire::Wire;
+
+fn s(v: &str) -> StrBytes {
+    StrBytes::from_string(v.into())
+}
+
+fn create_topic(w: &mut Wire, name: &str) {
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(vec![CreatableTopic::default()
+            .with_name(TopicName(s(name)))
+            .with_num_partitions(1)
+            .with_replication_factor(1)]);
+    let resp: CreateTopicsResponse = w.call(ApiKey::CreateTopics, 5, &req);
+    assert_eq!(resp.topics[0].error_code, 0);
+}
+
+/// Alter one entity's quotas: (type, name) parts, (key, value or None to remove).
+fn alter(w: &mut Wire, entity: &[(&str, Option<&str>)], ops: &[(&str, Option<f64>)]) -> i16 {
+    let req = AlterClientQuotasRequest::default().with_entries(vec![EntryData::default()
+        .with_entity(
+            entity
+                .iter()
+                .map(|(t, n)| {
+                    EntityData::default()
+                        .with_entity_type(s(t))
+                        .with_entity_name(n.map(s))
+                })
+                .collect(),
+        )
+        .with_ops(
+            ops.iter()
+                .map(|(k, v)| {
+                    OpData::default()
+                        .with_key(s(k))
+                        .with_value(v.unwrap_or(0.0))
+                        .with_remove(v.is_none())
+                })
+                .collect(),
+        )]);
+    let resp: AlterClientQuotasResponse = w.call(ApiKey::AlterClientQuotas, 1, &req);
+    resp.entries[0].error_code
+}
+
+/// (entity as (type, name) pairs, quota values) as DescribeClientQuotas lists them.
+type Described = (Vec<(String, Option<String>)>, Vec<(String, f64)>);
+
+fn describe_all(w: &mut Wire) -> Vec<Described> {
+    let req = DescribeClientQuotasRequest::default()
+        .with_components(Vec::<ComponentData>::new())
+        .with_strict(false);
+    let resp: DescribeClientQuotasResponse = w.call(ApiKey::DescribeClientQuotas, 1, &req);
+    assert_eq!(resp.error_code, 0);
+    resp.entries
+        .unwrap_or_default()
+        .into_iter()
+        .map(|e| {
+            (
+                e.entity
+                    .iter()
+                    .map(|d| {
+                        (
+                            d.entity_type.to_string(),
+                            d.entity_name.as_ref().map(|n| n.to_string()),
+                        )
+                    })
+                    .collect(),
+                e.values
+                    .iter()
+                    .map(|v| (v.key.to_string(), v.value))
+                    .collect(),
+            )
+        })
+        .collect()
+}
+
+fn produce(w: &mut Wire, topic: &str, bytes: usize) -> ProduceResponse {
+    let mut b = BatchBuilder::new(Compression::None);
+    b.append(0, None, Some(&vec![b'x'; bytes]), &[]);
+    let req = ProduceRequest::default()
+        .with_acks(1)
+        .with_timeout_ms(5000)
+        .with_topic_data(vec![TopicProduceData::default()
+            .with_name(TopicName(s(topic)))
+            .with_partition_data(vec![PartitionProduceData::default()
+                .with_index(0)
+                .with_records(Some(Bytes::from(b.build(0).unwrap())))])]);
+    w.call(ApiKey::Produce, 9, &req)
+}
+
+#[test]
+fn quotas_are_validated_stored_and_enforced_with_a_muted_connection() {
+    let mut server = start(&["quota.window.num=2", "quota.window.size.seconds=1"]);
+    let mut w = Wire::connect(&server.bootstrap);
+    create_topic(&mut w, "q");
+    let bad = ErrorCode::InvalidRequest.code();
+    for (entity, ops) in [
+        (
+            vec![("user", Some("alice"))],
+            vec![("producer_byte_rate", Some(1.5))],
+        ),
+        (
+            vec![("user", Some("alice"))],
+            vec![("producer_byte_rate", Some(-5.0))],
+        ),
+        (
+            vec![("user", Some("alice"))],
+            vec![("no_such_quota", Some(5.0))],
+        ),
+        (
+            vec![("group", Some("g"))],
+            vec![("producer_byte_rate", Some(5.0))],
+        ),
+        (
+            vec![("user", Some(""))],
+            vec![("producer_byte_rate", Some(5.0))],
+        ),
+        (vec![], vec![("producer_byte_rate", Some(5.0))]),
+    ] {
+        assert_eq!(alter(&mut w, &entity, &ops), bad, "{entity:?} {ops:?}");
+    }
+    assert!(
+        describe_all(&mut w).is_empty(),
+        "nothing invalid was stored"
+    );
+    assert_eq!(
+        alter(
+            &mut w,
+            &[("client-id", Some("tiny"))],
+            &[("producer_byte_rate", Some(1024.0))]
+        ),
+        0
+    );
+    assert_eq!(
+        alter(
+            &mut w,
+            &[("user", None)],
+            &[
+                ("consumer_byte_rate", Some(1e9)),
+                ("request_percentage", Some(200.0))
+            ]
+        ),
+        0
+    );
+    let all = describe_all(&mut w);
+    assert_eq!(all.len(), 2, "{all:?}");
+    assert!(all.contains(&(
+        vec![("client-id".to_string(), Some("tiny".to_string()))],
+        vec![("producer_byte_rate".to_string(), 1024.0)]
+    )));
+
+    // Over the quota: the answer says how long to back off, and the broker reads nothing
+    // more from that connection for as long; another client is not held up.
+    let mut tiny = Wire::connect_as(&server.bootstrap, "tiny");
+    let resp = produce(&mut tiny, "q", 20_000);
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+    let throttle = resp.throttle_time_ms;
+    assert!(
+        (500..=1000).contains(&throttle),
+        "throttle_time_ms {throttle}"
+    );
+    let started = Instant::now();
+    let mut other = Wire::connect_as(&server.bootstrap, "other");
+    let resp = produce(&mut other, "q", 20_000);
+    assert_eq!(resp.throttle_time_ms, 0);
+    assert!(started.elapsed() < Duration::from_millis(throttle as u64 / 2));
+    let resp = produce(&mut tiny, "q", 10);
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(throttle as u64 * 9 / 10),
+        "the muted connection answered after {waited:?}, throttle was {throttle} ms"
+    );
+    assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+
+    // Removing a value; quotas are metadata and survive a kill -9.
+    assert_eq!(
+        alter(&mut w, &[("user", None)], &[("request_percentage", None)]),
+        0
+    );
+    server.kill();
+    server.restart();
+    let mut w = Wire::connect(&server.bootstrap);
+    let all = describe_all(&mut w);
+    assert!(all.contains(&(
+        vec![("user".to_string(), None)],
+        vec![("consumer_byte_rate".to_string(), 1e9)]
+    )));
+    assert_eq!(all.len(), 2, "{all:?}");
+
+    // sluice configs --entity-type users|clients.
+    let configs = |args: &[&str]| {
+        let out = Command::new(sluice_bin())
+            .args(["configs", "--bootstrap-server", &server.bootstrap])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(
+            out.status.success(),
+            "sluice configs {args:?}: {text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+    configs(&[
+        "--alter",
+        "--entity-type",
+        "users",
+        "--entity-name",
+        "alice",
+        "--add-config",
+        "producer_byte_rate=1048576,consumer_byte_rate=2097152",
+    ]);
+    configs(&[
+        "--alter",
+        "--user",
+        "alice",
+        "--client",
+        "app",
+        "--add-config",
+        "request_percentage=25",
+    ]);
+    let users = configs(&["--describe", "--entity-type", "users"]);
+    assert!(
+        users.contains("Quota configs for user-principal 'alice' are")
+            && users.contains("producer_byte_rate=1048576")
+            && users.contains("the default user-principal"),
+        "{users}"
+    );
+    let pair = configs(&["--describe", "--user", "alice", "--client", "app"]);
+    assert!(pair.contains("request_percentage=25"), "{pair}");
+    let clients = configs(&[
+        "--describe",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "tiny",
+    ]);
+    assert!(clients.contains("producer_byte_rate=1024"), "{clients}");
+    configs(&[
+        "--alter",
+        "--entity-type",
+        "clients",
+        "--entity-name",
+        "tiny",
+        "--delete-config",
+        "producer_byte_rate",
+    ]);
+    let clients = configs(&["--describe", "--entity-type", "clients"]);
+    assert!(!clients.contains("'tiny'"), "{clients}");
+}
+
+/// Acknowledged payload bytes with the time each acknowledgement arrived.
+#[derive(Default)]
+struct Acks {
+    acked: Mutex<Vec<(Instant, usize)>>,
+}
+
+impl ClientContext for Acks {}
+
+impl ProducerContext for Acks {
+    type DeliveryOpaque = ();
+    fn delivery(&self, result: &DeliveryResult<'_>, _: ()) {
+        if let Ok(m) = result {
+            use rdkafka::Message;
+            let n = m.payload().map_or(0, <[u8]>::len);
+            self.acked.lock().unwrap().push((Instant::now(), n));
+        }
+    }
+}
+
+/// Run a librdkafka producer with `client_id` for `run`, sending 1 KiB records at most at
+/// `pace` bytes/s (None: as fast as it may); returns the producer's acknowledgements.
+fn run_producer(
+    bootstrap: &str,
+    client_id: &str,
+    pace: Option<usize>,
+    start: Instant,
+    run: Duration,
+) -> Vec<(Instant, usize)> {
+    let p: BaseProducer<Acks> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", client_id)
+        .set("linger.ms", "5")
+        .set("batch.size", "65536")
+        .set("queue.buffering.max.kbytes", "1024")
+        .set("message.timeout.ms", "120000")
+        .create_with_context(Acks::default())
+        .expect("producer");
+    let value = vec![b'q'; 1024];
+    let mut sent = 0usize;
+    while start.elapsed() < run {
+        let allowed = pace.map_or(usize::MAX, |rate| {
+            (start.elapsed().as_secs_f64() * rate as f64) as usize
+        });
+        if sent >= allowed {
+            p.poll(Duration::from_millis(5));
+            continue;
+        }
+        match p.send(BaseRecord::<(), [u8]>::to("quota").payload(&value[..])) {
+            Ok(()) => sent += value.len(),
+            Err(_) => {
+                p.poll(Duration::from_millis(5));
+            }
+        }
+        p.poll(Duration::ZERO);
+    }
+    let _ = p.flush(Duration::from_secs(30));
+    let acked = std::mem::take(&mut *p.context().acked.lock().unwrap());
+    acked
+}
+
+/// Bytes per second acknowledged between `from` and `to` after `start`.
+fn rate(acked: &[(Instant, usize)], start: Instant, from: Duration, to: Duration) -> f64 {
+    let bytes: usize = acked
+        .iter()
+        .filter(|(t, _)| {
+            let at = t.duration_since(start);
+            at >= from && at < to
+        })
+        .map(|(_, n)| n)
+        .sum();
+    bytes as f64 / (to - from).as_secs_f64()
+}
+
+#[test]
+fn a_producer_over_its_quota_is_held_to_it_and_others_keep_their_rate() {
+    const QUOTA: f64 = 256.0 * 1024.0;
+    let server = start(&["quota.window.num=4", "quota.window.size.seconds=1"]);
+    let mut w = Wire::connect(&server.bootstrap);
+    create_topic(&mut w, "quota");
+    assert_eq!(
+        alter(
+            &mut w,
+            &[("client-id", Some("throttled"))],
+            &[("producer_byte_rate", Some(QUOTA))]
+        ),
+        0
+    );
+    let start = Instant::now();
+    let run = Duration::from_secs(26);
+    let free_pace = 2 * 1024 * 1024;
+    type Acked = Vec<(Instant, usize)>;
+    let results: Arc<Mutex<Vec<(String, Acked)>>> = Arc::default();
+    let threads: Vec<_> = [("throttled", None), ("free", Some(free_pace))]
+        .into_iter()
+        .map(|(id, pace)| {
+            let bootstrap = server.bootstrap.clone();
+            let results = Arc::clone(&results);
+            std::thread::spawn(move || {
+                let acked = run_producer(&bootstrap, id, pace, start, run);
+                results.lock().unwrap().push((id.to_string(), acked));
+            })
+        })
+        .collect();
+    for t in threads {
+        t.join().unwrap();
+    }
+    let results = results.lock().unwrap();
+    let of = |id: &str| &results.iter().find(|(n, _)| n == id).unwrap().1;
+    // Measured over 20 s, after the first window's burst has played out.
+    let (from, to) = (Duration::from_secs(5), Duration::from_secs(25));
+    let throttled = rate(of("throttled"), start, from, to);
+    let free = rate(of("free"), start, from, to);
+    println!(
+        "throttled {throttled:.0} B/s (quota {QUOTA}), free {free:.0} B/s (paced at {free_pace})"
+    );
+    assert!(
+        (throttled - QUOTA).abs() <= QUOTA * 0.10,
+        "the throttled producer ran at {throttled:.0} B/s, quota {QUOTA}"
+    );
+    assert!(
+        free >= free_pace as f64 * 0.9,
+        "the unthrottled producer fell to {free:.0} B/s of {free_pace}"
+    );
+}
