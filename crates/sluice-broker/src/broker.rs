@@ -77,6 +77,10 @@ impl Broker {
             .quotas
             .record(&image, kind, user, client_id, value, crate::now_ms());
         ctx.throttle(ms);
+        if ms > 0 {
+            metrics::counter!("sluice_throttle_time_ms_total", "quota" => kind.key())
+                .increment(ms as u64);
+        }
         ms
     }
 

@@ -49,12 +49,21 @@ pub async fn run_isr_checks(
                 .lock()
                 .unwrap_or_else(std::sync::PoisonError::into_inner)
                 .insert(p.tp.clone());
+            let shrink = change.isr.len() < p.state().isr().len();
             let controller = Arc::clone(&controller);
             let in_flight = Arc::clone(&in_flight);
             let tp = p.tp.clone();
             tokio::task::spawn_blocking(move || {
                 match controller.alter_partition(&change) {
-                    Ok(Ok(())) => info!(partition = %tp, isr = ?change.isr, "ISR changed"),
+                    Ok(Ok(())) => {
+                        info!(partition = %tp, isr = ?change.isr, "ISR changed");
+                        let which = if shrink {
+                            "sluice_isr_shrinks_total"
+                        } else {
+                            "sluice_isr_expands_total"
+                        };
+                        metrics::counter!(which).increment(1);
+                    }
                     Ok(Err(e)) => {
                         debug!(partition = %tp, code = ?e.code, "ISR change refused: {}", e.message)
                     }

@@ -55,3 +55,20 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
+
+/// A request parked until it can be answered (acks=all produce, long-poll fetch): counted
+/// in the `sluice_purgatory_size{kind}` gauge while it waits.
+pub struct Purgatory(&'static str);
+
+impl Purgatory {
+    pub fn enter(kind: &'static str) -> Self {
+        metrics::gauge!("sluice_purgatory_size", "kind" => kind).increment(1.0);
+        Purgatory(kind)
+    }
+}
+
+impl Drop for Purgatory {
+    fn drop(&mut self) {
+        metrics::gauge!("sluice_purgatory_size", "kind" => self.0).decrement(1.0);
+    }
+}

@@ -96,6 +96,19 @@ const CODECS: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "prod
 const CLEANUP: &[&str] = &["compact", "delete"];
 const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
 
+fn host_port_or_empty(v: &str) -> Result<(), String> {
+    let v = v.trim();
+    if v.is_empty() {
+        return Ok(());
+    }
+    match v.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
+        _ => Err(format!(
+            "'{v}' is not host:port (or empty for no admin listener)"
+        )),
+    }
+}
+
 fn no_reauthentication(v: &str) -> Result<(), String> {
     match v.parse::<i64>() {
         Ok(0) => Ok(()),
@@ -660,6 +673,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         Some("false"),
         Any,
         "Whether a resource no ACL matches is open to everyone (true) or to super users only.",
+    ),
+    def(
+        "admin.http.listener",
+        T::String,
+        Some("127.0.0.1:9644"),
+        Custom(host_port_or_empty),
+        "Address of the admin HTTP listener (/metrics, /health, /ready, /api/...); empty for none.",
     ),
     def(
         "quota.window.num",

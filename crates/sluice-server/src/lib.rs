@@ -5,9 +5,11 @@
 //! - [`node`]: [`Node::start`] / [`Node::shutdown`]: startup sequence, tasks, clean shutdown.
 //! - [`controller_client`]: the broker's [`sluice_broker::controller_api::ControllerApi`]:
 //!   requests forwarded to the active controller, heartbeats, metadata fetching.
+//! - [`admin_http`]: the admin HTTP listener: `/metrics`, `/health`, `/ready`, JSON API.
 //! - [`settings`]: building a [`sluice_metadata::BrokerConfig`] from a properties file,
 //!   `SLUICE_*` environment variables and `--override` flags.
 
+pub mod admin_http;
 pub mod controller_client;
 pub mod node;
 pub mod settings;

@@ -130,6 +130,25 @@ fn identity(
     }
 }
 
+/// Bind `admin.http.listener` (None when it is empty: no admin HTTP).
+async fn bind_admin(
+    config: &BrokerConfig,
+) -> Result<Option<(SocketAddr, tokio::net::TcpListener)>, NodeError> {
+    let spec = config.value("admin.http.listener").unwrap_or_default();
+    if spec.trim().is_empty() {
+        return Ok(None);
+    }
+    let bind_err = |source| NodeError::Bind {
+        addr: spec.clone(),
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(spec.trim())
+        .await
+        .map_err(bind_err)?;
+    let addr = listener.local_addr().map_err(bind_err)?;
+    Ok(Some((addr, listener)))
+}
+
 async fn bind_listeners(
     config: &BrokerConfig,
 ) -> Result<Vec<(BoundListener, tokio::net::TcpListener)>, NodeError> {
@@ -219,7 +238,12 @@ impl Node {
             .explicit("metadata.log.dir")
             .map_or_else(|| data_dir.clone(), PathBuf::from);
         let controller_names = config.controller_listener_names();
+        crate::admin_http::install_metrics();
         let bound = bind_listeners(&config).await?;
+        let admin = bind_admin(&config).await?;
+        let admin_shown = admin
+            .as_ref()
+            .map_or_else(String::new, |(a, _)| format!("admin http://{a}; "));
         let listeners: Vec<BoundListener> = bound.iter().map(|(b, _)| b.clone()).collect();
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (controller_bound, kafka_bound): (Vec<_>, Vec<_>) = bound
@@ -300,17 +324,28 @@ impl Node {
             info!(
                 node_id,
                 startup_ms = started.elapsed().as_millis() as u64,
-                "Sluice controller {node_id} listening on {} (data in {})",
+                "Sluice controller {node_id} listening on {} ({admin_shown}data in {})",
                 shown.join(","),
                 metadata_dir.display()
             );
+            let servers = admin
+                .map(|(_, l)| {
+                    tokio::spawn(crate::admin_http::serve(
+                        l,
+                        None,
+                        node_id,
+                        shutdown_rx.clone(),
+                    ))
+                })
+                .into_iter()
+                .collect();
             return Ok(Node {
                 node_id,
                 cluster_id: meta.cluster_id,
                 data_dir,
                 listeners,
                 shutdown_tx,
-                servers: Vec::new(),
+                servers,
                 chores: tokio::spawn(async {}),
                 broker: None,
                 quorum,
@@ -462,6 +497,14 @@ impl Node {
                 shutdown_rx.clone(),
             )));
         }
+        if let Some((_, l)) = admin {
+            servers.push(tokio::spawn(crate::admin_http::serve(
+                l,
+                Some(Arc::clone(&broker)),
+                node_id,
+                shutdown_rx.clone(),
+            )));
+        }
         let chores = tokio::spawn(run_chores(
             Arc::clone(&replicas),
             Arc::clone(&config),
@@ -471,7 +514,7 @@ impl Node {
             node_id,
             cluster_id = %meta.cluster_id,
             startup_ms = started.elapsed().as_millis() as u64,
-            "Sluice node {node_id} listening on {} (data in {})",
+            "Sluice node {node_id} listening on {} ({admin_shown}data in {})",
             shown.join(","),
             data_dir.display()
         );

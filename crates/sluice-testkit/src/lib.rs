@@ -118,6 +118,13 @@ impl TestServer {
             cmd.arg("--override")
                 .arg("listeners=PLAINTEXT://127.0.0.1:0");
         }
+        // Many nodes run side by side: the admin HTTP listener takes any free port.
+        if !overrides
+            .iter()
+            .any(|o| o.starts_with("admin.http.listener="))
+        {
+            cmd.arg("--override").arg("admin.http.listener=127.0.0.1:0");
+        }
         for o in &overrides {
             cmd.arg("--override").arg(o);
         }
@@ -205,6 +212,14 @@ impl TestServer {
         let list = log.lines().find_map(|l| l.split(" listening on ").nth(1))?;
         list.split(|c: char| c == ',' || c.is_whitespace())
             .find_map(|l| l.strip_prefix(name)?.strip_prefix("://").map(str::to_owned))
+    }
+
+    /// `host:port` of the admin HTTP listener, as the node reported it when it started.
+    pub fn admin(&self) -> Option<String> {
+        let log = self.log();
+        let line = log.lines().find(|l| l.contains(" listening on "))?;
+        let rest = line.split("admin http://").nth(1)?;
+        Some(rest.split(';').next()?.to_string())
     }
 
     /// Everything the process printed so far.

@@ -37,6 +37,9 @@ enum Command {
         /// Set one property, e.g. --override log.segment.bytes=104857600 (repeatable).
         #[arg(long = "override", value_name = "KEY=VALUE")]
         overrides: Vec<String>,
+        /// Log lines as text or as one JSON object per line (`RUST_LOG` filters either).
+        #[arg(long = "log-format", value_name = "FORMAT", default_value = "text", value_parser = ["text", "json"])]
+        log_format: String,
     },
     /// Create, list, describe, alter and delete topics (kafka-topics.sh).
     Topics(cli::topics::TopicsArgs),
@@ -68,9 +71,17 @@ enum Command {
     Perf(cli::perf::PerfCommand),
 }
 
-fn init_logging() {
+fn init_logging(json: bool) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
+    if json {
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter)
+            .with_current_span(false)
+            .init();
+        return;
+    }
     let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
@@ -113,7 +124,11 @@ fn main() -> ExitCode {
         Err(code) => return code,
     };
     match cli.command {
-        Command::Server { config, overrides } => run_server(config, overrides),
+        Command::Server {
+            config,
+            overrides,
+            log_format,
+        } => run_server(config, overrides, log_format == "json"),
         Command::DumpLog(args) => finish(cli::dump_log::run(args)),
         tool => run_tool(tool),
     }
@@ -177,8 +192,8 @@ fn run_tool(command: Command) -> ExitCode {
     finish(result)
 }
 
-fn run_server(config_file: Option<PathBuf>, overrides: Vec<String>) -> ExitCode {
-    init_logging();
+fn run_server(config_file: Option<PathBuf>, overrides: Vec<String>, json_logs: bool) -> ExitCode {
+    init_logging(json_logs);
     let (config, warnings) =
         match settings::load(config_file.as_deref(), std::env::vars(), &overrides) {
             Ok(c) => c,

@@ -119,6 +119,7 @@ fn defaults_put_data_in_sluice_data_under_the_working_directory() {
     let dir = tempfile::tempdir().unwrap();
     let mut child = Command::new(sluice_bin())
         .args(["server", "--override", "listeners=PLAINTEXT://127.0.0.1:0"])
+        .args(["--override", "admin.http.listener=127.0.0.1:0"])
         .current_dir(dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -146,6 +147,7 @@ fn config_file_env_and_overrides_are_layered_and_unknown_keys_warned() {
     let mut child = Command::new(sluice_bin())
         .args(["server", "--config", props.to_str().unwrap()])
         .args(["--override", "listeners=PLAINTEXT://127.0.0.1:0"])
+        .args(["--override", "admin.http.listener=127.0.0.1:0"])
         .args(["--override", &format!("log.dirs={}", data.display())])
         .args(["--override", "default.replication.factor=1"])
         .env("SLUICE_NUM_PARTITIONS", "3")

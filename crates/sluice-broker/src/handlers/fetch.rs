@@ -146,10 +146,10 @@ async fn handle(
         if bytes >= min_bytes || errors || tokio::time::Instant::now() >= deadline {
             break (partitions, bytes, errors);
         }
-        if tokio::time::timeout_at(deadline, notify.notified())
-            .await
-            .is_err()
-        {
+        let parked = crate::Purgatory::enter("fetch");
+        let woken = tokio::time::timeout_at(deadline, notify.notified()).await;
+        drop(parked);
+        if woken.is_err() {
             break read_all(&wanted, max_bytes, isolation);
         }
     };
@@ -166,6 +166,19 @@ async fn handle(
             for p in &mut partitions {
                 p.records = Some(Bytes::new());
                 p.aborted_transactions = None;
+            }
+        }
+    }
+    let metric = if replica_id >= 0 {
+        "sluice_replication_bytes_out_total"
+    } else {
+        "sluice_topic_bytes_out_total"
+    };
+    for (w, data) in wanted.iter().zip(&partitions) {
+        let n = data.records.as_ref().map_or(0, Bytes::len);
+        if n > 0 {
+            if let Ok(p) = &w.target {
+                metrics::counter!(metric, "topic" => p.tp.topic.to_string()).increment(n as u64);
             }
         }
     }

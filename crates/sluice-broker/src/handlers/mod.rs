@@ -112,6 +112,8 @@ impl Handler {
 #[derive(Clone)]
 pub struct HandlerTable {
     handlers: Vec<Handler>,
+    /// Each handler's API name (`Produce`), for metric labels.
+    names: Vec<&'static str>,
 }
 
 impl HandlerTable {
@@ -175,7 +177,21 @@ impl HandlerTable {
                 h.api_key
             );
         }
-        Self { handlers }
+        // Named once per API for the life of the process (metric labels).
+        let names = handlers
+            .iter()
+            .map(|h| &*Box::leak(format!("{:?}", h.api_key).into_boxed_str()))
+            .collect();
+        Self { handlers, names }
+    }
+
+    /// The API name of `api_key` (`Produce`), or "unknown".
+    pub fn name(&self, api_key: i16) -> &'static str {
+        self.handlers
+            .iter()
+            .position(|h| h.api_key as i16 == api_key)
+            .and_then(|i| self.names.get(i).copied())
+            .unwrap_or("unknown")
     }
 
     pub fn get(&self, api_key: i16) -> Option<&Handler> {

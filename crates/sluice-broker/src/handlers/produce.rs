@@ -115,6 +115,11 @@ async fn handle(
                                 let epoch = p.leader_epoch();
                                 match p.append_as_leader(records.to_vec(), acks, now) {
                                     Ok(info) => {
+                                        let topic = name.clone();
+                                        metrics::counter!("sluice_topic_bytes_in_total", "topic" => topic.clone())
+                                            .increment(records.len() as u64);
+                                        metrics::counter!("sluice_topic_messages_in_total", "topic" => topic)
+                                            .increment((info.last_offset - info.first_offset + 1).max(0) as u64);
                                         if acks == -1 {
                                             waiting.push(Waiting {
                                                 partition: Arc::clone(&p),
@@ -172,6 +177,7 @@ async fn handle(
     }
     if !waiting.is_empty() {
         let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
+        let _parked = crate::Purgatory::enter("produce");
         await_high_watermark(&mut waiting, timeout).await;
         mark_uncommitted(&mut resp, &waiting);
         mark_too_few_replicas(&mut resp, &waiting);

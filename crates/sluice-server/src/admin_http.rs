@@ -1,0 +1,277 @@
+//! The admin HTTP listener (`admin.http.listener`, default `127.0.0.1:9644`; empty to turn it
+//! off): `/metrics` in Prometheus text format, `/health` (the process answers) and `/ready`
+//! (a broker that is registered, unfenced and caught up with the metadata log; a
+//! controller-only node once it serves), and a read-only JSON API for the web console:
+//! `/api/cluster`, `/api/brokers`, `/api/topics`, `/api/groups`.
+//!
+//! Most metrics are recorded where things happen (requests, bytes, ISR changes, throttling,
+//! parked requests); the ones that describe state — partitions under-replicated or offline,
+//! the active controller, consumer-group lag — are computed at scrape time.
+
+use std::sync::{Arc, OnceLock};
+
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
+use serde_json::{json, Value};
+use sluice_broker::Broker;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::warn;
+
+/// The process-wide Prometheus recorder (metrics are global; one node per process).
+fn recorder() -> Option<&'static PrometheusHandle> {
+    static HANDLE: OnceLock<Option<PrometheusHandle>> = OnceLock::new();
+    HANDLE
+        .get_or_init(|| {
+            let buckets = [
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+                10.0, 30.0,
+            ];
+            let builder = PrometheusBuilder::new()
+                .set_buckets(&buckets)
+                .map_err(|e| warn!(error = %e, "metrics buckets"))
+                .ok()?;
+            builder
+                .install_recorder()
+                .map_err(|e| warn!(error = %e, "cannot install the metrics recorder"))
+                .ok()
+        })
+        .as_ref()
+}
+
+/// Install the metrics recorder (before anything records).
+pub fn install_metrics() {
+    let _ = recorder();
+}
+
+#[derive(Clone)]
+struct AdminState {
+    broker: Option<Arc<Broker>>,
+    node_id: i32,
+}
+
+/// Serve until `shutdown` flips.
+pub async fn serve(
+    listener: TcpListener,
+    broker: Option<Arc<Broker>>,
+    node_id: i32,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let app = Router::new()
+        .route("/metrics", get(metrics_text))
+        .route("/health", get(|| async { "ok\n" }))
+        .route("/ready", get(ready))
+        .route("/api/cluster", get(cluster))
+        .route("/api/brokers", get(brokers))
+        .route("/api/topics", get(topics))
+        .route("/api/groups", get(groups))
+        .with_state(AdminState { broker, node_id });
+    let stop = async move {
+        let _ = shutdown.wait_for(|s| *s).await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        warn!(error = %e, "admin HTTP listener failed");
+    }
+}
+
+fn json_response(v: Value) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        format!("{v}\n"),
+    )
+        .into_response()
+}
+
+async fn ready(State(s): State<AdminState>) -> Response {
+    let ready = match &s.broker {
+        Some(b) => b.metadata.current().is_live(b.node_id),
+        None => true,
+    };
+    if ready {
+        (StatusCode::OK, "ready\n").into_response()
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not ready: not registered or fenced\n",
+        )
+            .into_response()
+    }
+}
+
+/// State gauges, computed now.
+async fn update_state_gauges(b: &Broker) {
+    let image = b.metadata.current();
+    let mut under_replicated = 0u32;
+    let mut leaders = 0u32;
+    for p in b.replicas.all() {
+        if p.is_leader() {
+            leaders += 1;
+            let state = p.state();
+            if state.isr().len() < state.replicas().len() {
+                under_replicated += 1;
+            }
+        }
+    }
+    let offline = image
+        .topics
+        .values()
+        .flat_map(|t| t.partitions.values())
+        .filter(|p| p.leader < 0)
+        .count();
+    metrics::gauge!("sluice_under_replicated_partitions").set(f64::from(under_replicated));
+    metrics::gauge!("sluice_leader_partitions").set(f64::from(leaders));
+    metrics::gauge!("sluice_offline_partitions").set(offline as f64);
+    let active = b.controller.active_controller();
+    metrics::gauge!("sluice_active_controller").set(if active == Some(b.node_id) {
+        1.0
+    } else {
+        0.0
+    });
+    metrics::gauge!("sluice_active_controller_id").set(f64::from(active.unwrap_or(-1)));
+    metrics::gauge!("sluice_brokers_live").set(image.live_brokers().count() as f64);
+    // Lag of the groups this broker coordinates, on partitions it leads.
+    if let Ok(groups) = b.groups.list().await {
+        for (group, _, _) in groups {
+            let Ok(rows) = b.groups.fetch(group.clone(), None, false).await else {
+                continue;
+            };
+            for (topic, partition, value) in rows {
+                let Some(committed) = value else { continue };
+                let tp = sluice_protocol::types::TopicPartition::new(topic.clone(), partition);
+                let Some(p) = b.replicas.get(&tp).filter(|p| p.is_leader()) else {
+                    continue;
+                };
+                let lag = (p.high_watermark() - committed.offset).max(0);
+                metrics::gauge!(
+                    "sluice_consumer_group_lag",
+                    "group" => group.clone(),
+                    "topic" => topic,
+                    "partition" => partition.to_string()
+                )
+                .set(lag as f64);
+            }
+        }
+    }
+}
+
+async fn metrics_text(State(s): State<AdminState>) -> Response {
+    let Some(handle) = recorder() else {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            "metrics are not available\n",
+        )
+            .into_response();
+    };
+    if let Some(b) = &s.broker {
+        update_state_gauges(b).await;
+    }
+    handle.run_upkeep();
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        handle.render(),
+    )
+        .into_response()
+}
+
+fn no_broker() -> Response {
+    (
+        StatusCode::NOT_FOUND,
+        "this node has no broker role: ask a broker\n",
+    )
+        .into_response()
+}
+
+async fn cluster(State(s): State<AdminState>) -> Response {
+    let Some(b) = &s.broker else {
+        return json_response(json!({ "node_id": s.node_id, "roles": ["controller"] }));
+    };
+    let image = b.metadata.current();
+    json_response(json!({
+        "cluster_id": b.cluster_id,
+        "node_id": b.node_id,
+        "controller_id": b.controller.active_controller(),
+        "metadata_offset": image.offset,
+        "brokers": image.brokers.len(),
+        "live_brokers": image.live_brokers().count(),
+        "topics": image.topics.len(),
+        "partitions": image.topics.values().map(|t| t.partitions.len()).sum::<usize>(),
+    }))
+}
+
+async fn brokers(State(s): State<AdminState>) -> Response {
+    let Some(b) = &s.broker else {
+        return no_broker();
+    };
+    let image = b.metadata.current();
+    let list: Vec<Value> = image
+        .brokers
+        .values()
+        .map(|r| {
+            json!({
+                "node_id": r.node_id,
+                "epoch": r.epoch,
+                "rack": r.rack,
+                "fenced": r.fenced,
+                "endpoints": r.endpoints.iter().map(|e| json!({
+                    "listener": e.name, "host": e.host, "port": e.port,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json_response(Value::Array(list))
+}
+
+async fn topics(State(s): State<AdminState>) -> Response {
+    let Some(b) = &s.broker else {
+        return no_broker();
+    };
+    let image = b.metadata.current();
+    let list: Vec<Value> = image
+        .topics
+        .values()
+        .map(|t| {
+            json!({
+                "name": t.name,
+                "id": sluice_protocol::base64::encode(t.id.as_bytes()),
+                "internal": sluice_metadata::topic::is_internal(&t.name),
+                "configs": image.topic_configs(&t.name),
+                "partitions": t.partitions.iter().map(|(i, p)| json!({
+                    "partition": i,
+                    "leader": p.leader,
+                    "leader_epoch": p.leader_epoch,
+                    "replicas": p.replicas,
+                    "isr": p.isr,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect();
+    json_response(Value::Array(list))
+}
+
+async fn groups(State(s): State<AdminState>) -> Response {
+    let Some(b) = &s.broker else {
+        return no_broker();
+    };
+    match b.groups.list().await {
+        Ok(groups) => json_response(Value::Array(
+            groups
+                .into_iter()
+                .map(|(id, protocol_type, state)| {
+                    json!({ "group": id, "protocol_type": protocol_type, "state": state, "coordinator": b.node_id })
+                })
+                .collect(),
+        )),
+        Err(code) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("groups unavailable: {code:?}\n"),
+        )
+            .into_response(),
+    }
+}
