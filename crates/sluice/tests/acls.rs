@@ -7,8 +7,6 @@ mod common;
 #[path = "common/wire.rs"]
 mod wire;
 
-use std::process::Command;
-
 use bytes::Bytes;
 use common::*;
 use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
@@ -928,20 +926,7 @@ fn metadata_hides_topics_and_deny_wins_and_super_users_pass() {
     assert_eq!(listed(&mut login(&sasl, "u1")), ["open"]);
 
     // The sluice acls tool lists and removes them (over the PLAINTEXT listener, a super user).
-    let acls = |args: &[&str]| {
-        let out = Command::new(sluice_bin())
-            .args(["acls", "--bootstrap-server", &server.bootstrap])
-            .args(args)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "sluice acls {args:?}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text
-    };
+    let acls = |args: &[&str]| sluice_tool("acls", &server.bootstrap, args);
     let all = acls(&["--list"]);
     assert!(all.contains("name=pay-, patternType=PREFIXED"), "{all}");
     assert!(
@@ -1034,16 +1019,7 @@ fn librdkafka_producer_and_group_consumer_follow_the_acls() {
     );
 
     let acls = |args: &[&str]| {
-        let out = Command::new(sluice_bin())
-            .args(["acls", "--bootstrap-server", &server.bootstrap])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        sluice_tool("acls", &server.bootstrap, args);
     };
     acls(&[
         "--add",

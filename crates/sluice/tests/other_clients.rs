@@ -266,20 +266,7 @@ fn python_clients_over_sasl_scram_and_plain() {
     let inner = server
         .listener("SASL_PLAINTEXT")
         .expect("the SASL_PLAINTEXT listener");
-    let users = |args: &[&str]| {
-        let out = Command::new(sluice_bin())
-            .args(["users", "--bootstrap-server", &server.bootstrap])
-            .args(args)
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "sluice users {args:?}: {stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        stdout
-    };
+    let users = |args: &[&str]| sluice_tool("users", &server.bootstrap, args);
     users(&[
         "--add",
         "alice",

@@ -7,7 +7,6 @@ mod common;
 #[path = "common/wire.rs"]
 mod wire;
 
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -214,20 +213,7 @@ fn quotas_are_validated_stored_and_enforced_with_a_muted_connection() {
     assert_eq!(all.len(), 2, "{all:?}");
 
     // sluice configs --entity-type users|clients.
-    let configs = |args: &[&str]| {
-        let out = Command::new(sluice_bin())
-            .args(["configs", "--bootstrap-server", &server.bootstrap])
-            .args(args)
-            .output()
-            .unwrap();
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        assert!(
-            out.status.success(),
-            "sluice configs {args:?}: {text}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        text
-    };
+    let configs = |args: &[&str]| sluice_tool("configs", &server.bootstrap, args);
     configs(&[
         "--alter",
         "--entity-type",

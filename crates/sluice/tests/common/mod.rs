@@ -187,3 +187,19 @@ pub fn by_partition(records: &[Consumed]) -> HashMap<i32, usize> {
     }
     m
 }
+
+/// Run `sluice <tool> --bootstrap-server <bootstrap> <args>`, which must succeed; its stdout.
+pub fn sluice_tool(tool: &str, bootstrap: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(sluice_bin())
+        .args([tool, "--bootstrap-server", bootstrap])
+        .args(args)
+        .output()
+        .expect("run sluice");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "sluice {tool} {args:?}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
