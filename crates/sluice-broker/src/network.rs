@@ -373,10 +373,9 @@ async fn process(
     };
     let started = std::time::Instant::now();
     let (answer, busy) = timed.await;
-    let api = broker.handlers.name(peek.api_key);
-    metrics::counter!("sluice_requests_total", "api" => api).increment(1);
-    metrics::histogram!("sluice_request_duration_seconds", "api" => api)
-        .record(started.elapsed().as_secs_f64());
+    broker
+        .handlers
+        .record(peek.api_key, started.elapsed().as_secs_f64());
     let answer = answer.map_err(|e| format!("{:?} v{}: {e}", ctx.api_key, ctx.api_version))?;
     // request_percentage: seconds of handling × 100, as a rate per second.
     broker.record_quota(&ctx, QuotaKind::Request, busy.as_secs_f64() * 100.0);

@@ -76,6 +76,28 @@ pub struct Partition {
     state: Mutex<ReplicaState>,
     settings: RwLock<PartitionSettings>,
     waiters: Mutex<Vec<Weak<Notify>>>,
+    /// Per-topic traffic counters (`/metrics`), resolved once so the hot paths only add.
+    pub metrics: PartitionMetrics,
+}
+
+/// A partition's handles on its topic's traffic counters.
+pub struct PartitionMetrics {
+    pub bytes_in: metrics::Counter,
+    pub messages_in: metrics::Counter,
+    pub bytes_out: metrics::Counter,
+    pub replication_bytes_out: metrics::Counter,
+}
+
+impl PartitionMetrics {
+    fn new(topic: &str) -> Self {
+        let counter = |name: &'static str| metrics::counter!(name, "topic" => topic.to_string());
+        Self {
+            bytes_in: counter("sluice_topic_bytes_in_total"),
+            messages_in: counter("sluice_topic_messages_in_total"),
+            bytes_out: counter("sluice_topic_bytes_out_total"),
+            replication_bytes_out: counter("sluice_replication_bytes_out_total"),
+        }
+    }
 }
 
 /// See [`Partition::ack_state`].
@@ -112,12 +134,13 @@ impl Partition {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .log_end_offset();
         Self {
-            tp,
             topic_id,
             log,
             state: Mutex::new(ReplicaState::new(node_id, leo, 0)),
             settings: RwLock::new(settings),
             waiters: Mutex::new(Vec::new()),
+            metrics: PartitionMetrics::new(&tp.topic),
+            tp,
         }
     }
 

@@ -169,16 +169,13 @@ async fn handle(
             }
         }
     }
-    let metric = if replica_id >= 0 {
-        "sluice_replication_bytes_out_total"
-    } else {
-        "sluice_topic_bytes_out_total"
-    };
     for (w, data) in wanted.iter().zip(&partitions) {
-        let n = data.records.as_ref().map_or(0, Bytes::len);
-        if n > 0 {
-            if let Ok(p) = &w.target {
-                metrics::counter!(metric, "topic" => p.tp.topic.to_string()).increment(n as u64);
+        let n = data.records.as_ref().map_or(0, Bytes::len) as u64;
+        if let (Ok(p), true) = (&w.target, n > 0) {
+            if replica_id >= 0 {
+                p.metrics.replication_bytes_out.increment(n);
+            } else {
+                p.metrics.bytes_out.increment(n);
             }
         }
     }

@@ -114,6 +114,8 @@ pub struct HandlerTable {
     handlers: Vec<Handler>,
     /// Each handler's API name (`Produce`), for metric labels.
     names: Vec<&'static str>,
+    /// Each handler's request counter and latency histogram (`/metrics`).
+    meters: Vec<(metrics::Counter, metrics::Histogram)>,
 }
 
 impl HandlerTable {
@@ -178,11 +180,37 @@ impl HandlerTable {
             );
         }
         // Named once per API for the life of the process (metric labels).
-        let names = handlers
+        let names: Vec<&'static str> = handlers
             .iter()
             .map(|h| &*Box::leak(format!("{:?}", h.api_key).into_boxed_str()))
             .collect();
-        Self { handlers, names }
+        let meters = names
+            .iter()
+            .map(|api| {
+                (
+                    metrics::counter!("sluice_requests_total", "api" => *api),
+                    metrics::histogram!("sluice_request_duration_seconds", "api" => *api),
+                )
+            })
+            .collect();
+        Self {
+            handlers,
+            names,
+            meters,
+        }
+    }
+
+    /// Count one request of `api_key` that took `seconds`.
+    pub fn record(&self, api_key: i16, seconds: f64) {
+        if let Some((count, latency)) = self
+            .handlers
+            .iter()
+            .position(|h| h.api_key as i16 == api_key)
+            .and_then(|i| self.meters.get(i))
+        {
+            count.increment(1);
+            latency.record(seconds);
+        }
     }
 
     /// The API name of `api_key` (`Produce`), or "unknown".

@@ -115,11 +115,11 @@ async fn handle(
                                 let epoch = p.leader_epoch();
                                 match p.append_as_leader(records.to_vec(), acks, now) {
                                     Ok(info) => {
-                                        let topic = name.clone();
-                                        metrics::counter!("sluice_topic_bytes_in_total", "topic" => topic.clone())
-                                            .increment(records.len() as u64);
-                                        metrics::counter!("sluice_topic_messages_in_total", "topic" => topic)
-                                            .increment((info.last_offset - info.first_offset + 1).max(0) as u64);
+                                        p.metrics.bytes_in.increment(records.len() as u64);
+                                        p.metrics.messages_in.increment(
+                                            (info.last_offset - info.first_offset + 1).max(0)
+                                                as u64,
+                                        );
                                         if acks == -1 {
                                             waiting.push(Waiting {
                                                 partition: Arc::clone(&p),
