@@ -43,9 +43,23 @@ fn recorder() -> Option<&'static PrometheusHandle> {
         .as_ref()
 }
 
-/// Install the metrics recorder (before anything records).
+/// Install the metrics recorder (before anything records), and run its upkeep every few
+/// seconds: histograms keep their raw samples until upkeep folds them in, so without it
+/// memory would grow with every request on a node nobody scrapes.
 pub fn install_metrics() {
-    let _ = recorder();
+    static UPKEEP: OnceLock<()> = OnceLock::new();
+    if let Some(handle) = recorder() {
+        UPKEEP.get_or_init(|| {
+            let handle = handle.clone();
+            tokio::spawn(async move {
+                let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
+                loop {
+                    tick.tick().await;
+                    handle.run_upkeep();
+                }
+            });
+        });
+    }
 }
 
 #[derive(Clone)]
