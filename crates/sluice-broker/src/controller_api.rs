@@ -43,6 +43,17 @@ pub trait ControllerApi: Send + Sync + 'static {
         validate_only: bool,
     ) -> Result<Result<(), ApiError>, ControllerFailure>;
 
+    /// Set or remove dynamic broker configs of `broker` ("" = cluster-wide defaults).
+    fn alter_broker_configs(
+        &self,
+        broker: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Result<Result<(), ApiError>, ControllerFailure> {
+        let _ = (broker, changes, validate_only);
+        Err("this controller does not take dynamic broker configs".into())
+    }
+
     /// AlterPartition: commit a leader's ISR change.
     fn alter_partition(
         &self,

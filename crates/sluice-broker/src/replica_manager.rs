@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
-use sluice_metadata::config::{topic_value, BrokerConfig};
+use sluice_metadata::config::{topic_value, BrokerConfig, DynamicBrokerConfigs};
 use sluice_metadata::image::{MetadataImage, PartitionDelta};
 use sluice_metadata::Uuid;
 use sluice_protocol::batch::TimestampType;
@@ -139,6 +139,12 @@ impl ReplicaManager {
             .collect()
     }
 
+    /// The static broker config with the image's dynamic broker configs applied.
+    fn effective(&self, image: &MetadataImage) -> BrokerConfig {
+        self.broker_config
+            .with_dynamic(&DynamicBrokerConfigs::from_image(image, self.node_id))
+    }
+
     pub fn all(&self) -> Vec<Arc<Partition>> {
         self.read().values().cloned().collect()
     }
@@ -156,7 +162,7 @@ impl ReplicaManager {
                         && reg.replicas.contains(&self.node_id) =>
                 {
                     let (config, settings) =
-                        log_config(&self.broker_config, &image.topic_configs(&t.name));
+                        log_config(&self.effective(image), &image.topic_configs(&t.name));
                     let log = self.logs.load(&found.tp, config, now_ms)?;
                     let p = Arc::new(Partition::new(
                         found.tp.clone(),
@@ -212,8 +218,16 @@ impl ReplicaManager {
             };
             partition.update_registration(reg);
         }
-        for name in &delta.config_changed {
-            let (config, settings) = log_config(&self.broker_config, &new.topic_configs(name));
+        // Dynamic broker configs changed: every topic's defaults may have.
+        let broker_changed = DynamicBrokerConfigs::from_image(old, self.node_id)
+            .differs(&DynamicBrokerConfigs::from_image(new, self.node_id));
+        let effective = self.effective(new);
+        let mut changed_topics = delta.config_changed.clone();
+        if broker_changed {
+            changed_topics = new.topics.keys().cloned().collect();
+        }
+        for name in &changed_topics {
+            let (config, settings) = log_config(&effective, &new.topic_configs(name));
             for p in self.all().into_iter().filter(|p| &p.tp.topic == name) {
                 p.set_settings(settings);
                 p.log
@@ -232,7 +246,8 @@ impl ReplicaManager {
         image: &MetadataImage,
         now_ms: i64,
     ) -> Result<Arc<Partition>, LogError> {
-        let (config, settings) = log_config(&self.broker_config, &image.topic_configs(&tp.topic));
+        let (config, settings) =
+            log_config(&self.effective(image), &image.topic_configs(&tp.topic));
         let log = self
             .logs
             .get_or_create(tp, *id.as_bytes(), config, now_ms)?;

@@ -450,6 +450,55 @@ impl Controller {
             .collect())
     }
 
+    /// Set or remove dynamic broker configs: `broker` is "" for the cluster-wide defaults or
+    /// a broker id. Only keys that can change at runtime may be set (Kafka: "Cannot update
+    /// these configs dynamically"); removing one that is not set is a no-op.
+    pub fn alter_broker_configs(
+        &self,
+        broker: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Result<Vec<MetadataRecord>, ApiError> {
+        if !broker.is_empty() && broker.parse::<i32>().is_err() {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                format!("Invalid broker id {broker}"),
+            ));
+        }
+        let fixed: Vec<&str> = changes
+            .iter()
+            .filter(|(k, v)| v.is_some() && !sluice_metadata::config::dynamic_broker_key(k))
+            .map(|(k, _)| k.as_str())
+            .collect();
+        if !fixed.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::InvalidConfig,
+                format!(
+                    "Cannot update these configs dynamically: {} (they cannot be changed at runtime; set them in server.properties)",
+                    fixed.join(", ")
+                ),
+            ));
+        }
+        for (k, v) in changes {
+            if let (Some(v), Some(def)) = (v, sluice_metadata::config::broker_def(k)) {
+                sluice_metadata::config::validate(def, v)
+                    .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, format!("{k}: {m}")))?;
+            }
+        }
+        if validate_only {
+            return Ok(Vec::new());
+        }
+        Ok(changes
+            .iter()
+            .map(|(k, v)| MetadataRecord::Config {
+                resource_type: sluice_metadata::image::RESOURCE_BROKER,
+                resource_name: broker.to_string(),
+                name: k.clone(),
+                value: v.clone(),
+            })
+            .collect())
+    }
+
     /// AlterPartition: a leader shrinks or expands its ISR. Stale requests (an older leader
     /// or partition epoch) are refused, and only live replicas may join.
     pub fn alter_partition(

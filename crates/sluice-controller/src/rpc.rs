@@ -50,6 +50,12 @@ pub enum ControllerRequest {
         node_id: i32,
         count: i64,
     },
+    /// Dynamic broker configs of one broker ("" = the cluster-wide defaults).
+    AlterBrokerConfigs {
+        broker: String,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    },
     Heartbeat(Heartbeat),
     AlterPartition(IsrChange),
     /// ElectLeaders: preferred (true) or unclean; None = every partition.
@@ -234,6 +240,14 @@ impl ControllerRequest {
             ControllerRequest::AllocateProducerIds { node_id, count } => {
                 w.u8(5).i32(*node_id).i64(*count);
             }
+            ControllerRequest::AlterBrokerConfigs {
+                broker,
+                changes,
+                validate_only,
+            } => {
+                w.u8(14).str(broker).bool(*validate_only);
+                put_changes(&mut w, changes);
+            }
             ControllerRequest::Heartbeat(h) => {
                 w.u8(6)
                     .i32(h.node_id)
@@ -417,6 +431,11 @@ impl ControllerRequest {
             5 => ControllerRequest::AllocateProducerIds {
                 node_id: r.i32()?,
                 count: r.i64()?,
+            },
+            14 => ControllerRequest::AlterBrokerConfigs {
+                broker: r.str()?,
+                validate_only: r.bool()?,
+                changes: get_changes(&mut r)?,
             },
             6 => {
                 let node_id = r.i32()?;
@@ -838,6 +857,14 @@ mod tests {
             ControllerRequest::AllocateProducerIds {
                 node_id: 2,
                 count: 1000,
+            },
+            ControllerRequest::AlterBrokerConfigs {
+                broker: "".into(),
+                changes: vec![
+                    ("log.retention.ms".into(), Some("1".into())),
+                    ("x".into(), None),
+                ],
+                validate_only: true,
             },
             ControllerRequest::Heartbeat(Heartbeat {
                 node_id: 1,

@@ -2193,6 +2193,18 @@ pub fn describe_topic(
     broker: &BrokerConfig,
     overrides: &BTreeMap<String, String>,
 ) -> Vec<DescribedConfig> {
+    describe_topic_with(broker, &DynamicBrokerConfigs::default(), overrides)
+}
+
+/// [`describe_topic`] where the broker-wide defaults may be dynamic: `broker` is the static
+/// config; values and synonyms come from the dynamic ones first, with their sources.
+pub fn describe_topic_with(
+    static_config: &BrokerConfig,
+    dynamic: &DynamicBrokerConfigs,
+    overrides: &BTreeMap<String, String>,
+) -> Vec<DescribedConfig> {
+    let effective = static_config.with_dynamic(dynamic);
+    let broker = &effective;
     TOPIC_CONFIGS
         .iter()
         .map(|t| {
@@ -2205,12 +2217,24 @@ pub fn describe_topic(
                 ));
             }
             for (syn, _) in t.broker_synonyms {
-                if let Some(v) = broker.explicit(syn) {
-                    synonyms.push((
-                        syn.to_string(),
-                        Some(v.to_string()),
+                let found = [
+                    (
+                        dynamic.broker.get(*syn).map(String::as_str),
+                        ConfigSource::DynamicBrokerConfig,
+                    ),
+                    (
+                        dynamic.cluster_default.get(*syn).map(String::as_str),
+                        ConfigSource::DynamicDefaultBrokerConfig,
+                    ),
+                    (
+                        static_config.explicit(syn),
                         ConfigSource::StaticBrokerConfig,
-                    ));
+                    ),
+                ];
+                for (v, source) in found {
+                    if let Some(v) = v {
+                        synonyms.push((syn.to_string(), Some(v.to_string()), source));
+                    }
                 }
             }
             if let Some((syn, _)) = t.broker_synonyms.first() {
@@ -2239,13 +2263,80 @@ pub fn describe_topic(
         .collect()
 }
 
+/// Broker keys AlterConfigs may change at runtime: the broker-wide defaults of topic configs
+/// (`log.retention.ms`, `message.max.bytes`, ...), which every partition re-reads when they
+/// change. Other broker keys are read at startup only.
+pub fn dynamic_broker_key(key: &str) -> bool {
+    TOPIC_CONFIGS
+        .iter()
+        .any(|t| t.broker_synonyms.iter().any(|(s, _)| *s == key))
+}
+
+/// Dynamic broker configs as stored: the cluster-wide defaults and one broker's own.
+#[derive(Clone, Debug, Default)]
+pub struct DynamicBrokerConfigs {
+    pub cluster_default: BTreeMap<String, String>,
+    pub broker: BTreeMap<String, String>,
+}
+
+impl DynamicBrokerConfigs {
+    pub fn differs(&self, other: &Self) -> bool {
+        self.cluster_default != other.cluster_default || self.broker != other.broker
+    }
+
+    pub fn from_image(image: &crate::MetadataImage, node_id: i32) -> Self {
+        let get = |name: String| {
+            image
+                .configs
+                .get(&(crate::image::RESOURCE_BROKER, name))
+                .cloned()
+                .unwrap_or_default()
+        };
+        Self {
+            cluster_default: get(String::new()),
+            broker: get(node_id.to_string()),
+        }
+    }
+}
+
+impl BrokerConfig {
+    /// This config with the dynamic broker configs applied: the cluster-wide defaults, then
+    /// this broker's own (Kafka's precedence: broker, cluster default, static, default).
+    pub fn with_dynamic(&self, dynamic: &DynamicBrokerConfigs) -> BrokerConfig {
+        let mut c = self.clone();
+        for (k, v) in dynamic.cluster_default.iter().chain(&dynamic.broker) {
+            c.set.insert(k.clone(), v.clone());
+        }
+        c
+    }
+}
+
 /// Every broker config, as DescribeConfigs(BROKER) reports; unknown keys set in the file
 /// come back as sensitive with no value, as Kafka does.
 pub fn describe_broker(broker: &BrokerConfig) -> Vec<DescribedConfig> {
+    describe_broker_with(broker, &DynamicBrokerConfigs::default())
+}
+
+/// [`describe_broker`] with dynamic values, reported with their sources and synonyms.
+pub fn describe_broker_with(
+    broker: &BrokerConfig,
+    dynamic: &DynamicBrokerConfigs,
+) -> Vec<DescribedConfig> {
     let mut out: Vec<DescribedConfig> = BROKER_CONFIGS
         .iter()
         .map(|d| {
             let mut synonyms = Vec::new();
+            for (map, source) in [
+                (&dynamic.broker, ConfigSource::DynamicBrokerConfig),
+                (
+                    &dynamic.cluster_default,
+                    ConfigSource::DynamicDefaultBrokerConfig,
+                ),
+            ] {
+                if let Some(v) = map.get(d.name) {
+                    synonyms.push((d.name.to_string(), Some(v.clone()), source));
+                }
+            }
             let explicit = if d.name == "node.id" || d.name == "broker.id" {
                 Some(broker.node_id().to_string())
             } else {
@@ -2268,11 +2359,12 @@ pub fn describe_broker(broker: &BrokerConfig) -> Vec<DescribedConfig> {
             let source = synonyms
                 .first()
                 .map_or(ConfigSource::DefaultConfig, |s| s.2);
+            let value = synonyms.first().and_then(|s| s.1.clone());
             DescribedConfig {
                 name: d.name.to_string(),
-                value: explicit.or_else(|| d.default.map(str::to_owned)),
+                value: value.or(explicit).or_else(|| d.default.map(str::to_owned)),
                 source,
-                read_only: !d.dynamic,
+                read_only: !dynamic_broker_key(d.name),
                 sensitive: d.ty == T::Password,
                 ty: d.ty,
                 doc: d.doc,

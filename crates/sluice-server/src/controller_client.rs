@@ -361,6 +361,22 @@ impl ControllerApi for ControllerClient {
         }
     }
 
+    fn alter_broker_configs(
+        &self,
+        broker: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Result<Result<(), ApiError>, ControllerFailure> {
+        match self.blocking(ControllerRequest::AlterBrokerConfigs {
+            broker: broker.into(),
+            changes: changes.to_vec(),
+            validate_only,
+        })? {
+            ReplyBody::Done(r) => Ok(r),
+            other => Err(unexpected(other)),
+        }
+    }
+
     fn alter_topic_configs(
         &self,
         topic: &str,

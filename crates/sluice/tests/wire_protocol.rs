@@ -726,3 +726,127 @@ fn sasl_listener_authenticates_before_serving() {
     // The broker is unharmed.
     assert_eq!(api_versions(&mut plain).error_code, 0);
 }
+
+/// Dynamic broker configs: the cluster-wide default and a broker's own value of a topic
+/// config default take effect without a restart, are described with their sources, survive a
+/// kill -9; keys that are read at startup only are refused.
+#[test]
+fn dynamic_broker_configs_apply_without_restart() {
+    use kafka_protocol::messages::describe_configs_request::DescribeConfigsResource;
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    let mut server = start(&[]);
+    create_topic(&server.bootstrap, "dyn", 1, &[]);
+    let mut w = Wire::connect(&server.bootstrap);
+    let alter = |w: &mut Wire, broker: &str, key: &str, value: Option<&str>| -> (i16, String) {
+        let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(4)
+                .with_resource_name(StrBytes::from_string(broker.into()))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_string(key.into()))
+                    .with_config_operation(if value.is_some() { 0 } else { 1 })
+                    .with_value(value.map(|v| StrBytes::from_string(v.into())))]),
+        ]);
+        let resp: IncrementalAlterConfigsResponse =
+            w.call(ApiKey::IncrementalAlterConfigs, 1, &req);
+        let r = &resp.responses[0];
+        (
+            r.error_code,
+            r.error_message
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default(),
+        )
+    };
+    let describe = |w: &mut Wire, rt: i8, name: &str, key: &str| -> (Option<String>, i8) {
+        let req = DescribeConfigsRequest::default().with_resources(vec![
+            DescribeConfigsResource::default()
+                .with_resource_type(rt)
+                .with_resource_name(StrBytes::from_string(name.into()))
+                .with_configuration_keys(Some(vec![StrBytes::from_string(key.into())])),
+        ]);
+        let resp: DescribeConfigsResponse = w.call(ApiKey::DescribeConfigs, 4, &req);
+        let c = &resp.results[0].configs[0];
+        (c.value.as_ref().map(|v| v.to_string()), c.config_source)
+    };
+    // A topic without its own max.message.bytes follows the broker default.
+    let ok = produce(&mut w, "dyn", 1, batch(1, 5_000));
+    assert_eq!(produce_code(&ok), 0);
+    let log = server.log();
+    let node = log
+        .split("Sluice node ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .expect("the node id in the start line")
+        .to_string();
+    let node = node.as_str();
+    let (code, msg) = alter(&mut w, "", "message.max.bytes", Some("2000"));
+    assert_eq!(code, 0, "{msg}");
+    let refused = produce(&mut w, "dyn", 1, batch(1, 5_000));
+    assert_eq!(produce_code(&refused), ErrorCode::MessageTooLarge.code());
+    assert_eq!(
+        describe(&mut w, 2, "dyn", "max.message.bytes"),
+        (Some("2000".to_string()), 3),
+        "DYNAMIC_DEFAULT_BROKER_CONFIG"
+    );
+    // This broker's own value wins over the cluster default.
+    let (code, msg) = alter(&mut w, node, "message.max.bytes", Some("100000"));
+    assert_eq!(code, 0, "{msg}");
+    assert_eq!(produce_code(&produce(&mut w, "dyn", 1, batch(1, 5_000))), 0);
+    assert_eq!(
+        describe(&mut w, 4, node, "message.max.bytes"),
+        (Some("100000".to_string()), 2),
+        "DYNAMIC_BROKER_CONFIG"
+    );
+    // Keys read at startup only are refused; bad values too.
+    let (code, msg) = alter(&mut w, "", "num.io.threads", Some("4"));
+    assert_eq!(code, ErrorCode::InvalidConfig.code());
+    assert!(msg.contains("dynamically"), "{msg}");
+    assert_eq!(
+        alter(&mut w, "", "log.retention.ms", Some("soon")).0,
+        ErrorCode::InvalidConfig.code()
+    );
+    // Stored in metadata: a restarted broker still applies them.
+    server.kill();
+    server.restart();
+    let mut w = Wire::connect(&server.bootstrap);
+    assert_eq!(
+        describe(&mut w, 4, node, "message.max.bytes"),
+        (Some("100000".to_string()), 2)
+    );
+    let (code, _) = alter(&mut w, node, "message.max.bytes", None);
+    assert_eq!(code, 0);
+    let refused = produce(&mut w, "dyn", 1, batch(1, 5_000));
+    assert_eq!(
+        produce_code(&refused),
+        ErrorCode::MessageTooLarge.code(),
+        "back to the cluster default"
+    );
+    // The same through `sluice configs` for the cluster-wide default.
+    let b = &server.bootstrap;
+    sluice_tool(
+        "configs",
+        b,
+        &[
+            "--alter",
+            "--entity-type",
+            "brokers",
+            "--entity-default",
+            "--add-config",
+            "log.retention.ms=3600000",
+        ],
+    );
+    let shown = sluice_tool(
+        "configs",
+        b,
+        &["--describe", "--entity-type", "brokers", "--entity-default"],
+    );
+    assert!(
+        shown.contains("log.retention.ms=3600000")
+            && shown.contains("DYNAMIC_DEFAULT_BROKER_CONFIG")
+            && shown.contains("message.max.bytes=2000"),
+        "{shown}"
+    );
+}

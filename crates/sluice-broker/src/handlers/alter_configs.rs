@@ -30,7 +30,24 @@ pub(crate) async fn alter_topic(
     }
 }
 
-/// The answer for anything but a topic: broker configs are static for now.
+/// Commit dynamic broker config changes (`broker` "" = the cluster-wide defaults).
+pub(crate) async fn alter_broker(
+    broker: &Broker,
+    name: String,
+    changes: Vec<(String, Option<String>)>,
+    validate_only: bool,
+) -> Result<(), (ErrorCode, String)> {
+    match broker
+        .call_controller(move |c| c.alter_broker_configs(&name, &changes, validate_only))
+        .await
+    {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err((e.code, e.message)),
+        Err(e) => Err((ErrorCode::UnknownServerError, e)),
+    }
+}
+
+/// The answer for a resource type that cannot be altered.
 pub(crate) fn broker_configs_are_static(resource_type: i8) -> Result<(), (ErrorCode, String)> {
     if resource_type == RESOURCE_BROKER {
         Err((
@@ -74,6 +91,21 @@ async fn handle(
                 }
             }
             alter_topic(broker, name, changes, req.validate_only).await
+        } else if res.resource_type == RESOURCE_BROKER {
+            // The legacy form replaces the whole dynamic set of that broker (or default).
+            let mut changes: Vec<(String, Option<String>)> = res
+                .configs
+                .iter()
+                .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                .collect();
+            if let Some(existing) = image.configs.get(&(RESOURCE_BROKER, name.clone())) {
+                for k in existing.keys() {
+                    if !changes.iter().any(|(c, _)| c == k) {
+                        changes.push((k.clone(), None));
+                    }
+                }
+            }
+            alter_broker(broker, name, changes, req.validate_only).await
         } else {
             broker_configs_are_static(res.resource_type)
         };

@@ -7,7 +7,9 @@ use kafka_protocol::messages::describe_configs_response::{
 };
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 use sluice_metadata::acl::op;
-use sluice_metadata::config::{describe_broker, describe_topic, DescribedConfig};
+use sluice_metadata::config::{
+    describe_broker_with, describe_topic_with, ConfigSource, DescribedConfig, DynamicBrokerConfigs,
+};
 use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use sluice_metadata::topic;
 use sluice_protocol::ErrorCode;
@@ -79,13 +81,29 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
                         format!("Topic {name} does not exist"),
                     ))
                 } else {
-                    Ok(describe_topic(&broker.config, &image.topic_configs(&name)))
+                    let dynamic = DynamicBrokerConfigs::from_image(&image, broker.node_id);
+                    Ok(describe_topic_with(
+                        &broker.config,
+                        &dynamic,
+                        &image.topic_configs(&name),
+                    ))
                 }
             }
-            RESOURCE_BROKER if name.is_empty() => Ok(Vec::new()),
+            // The cluster-wide default: its dynamic values only.
+            RESOURCE_BROKER if name.is_empty() => {
+                let dynamic = DynamicBrokerConfigs {
+                    broker: Default::default(),
+                    ..DynamicBrokerConfigs::from_image(&image, broker.node_id)
+                };
+                Ok(describe_broker_with(&broker.config, &dynamic)
+                    .into_iter()
+                    .filter(|d| d.source == ConfigSource::DynamicDefaultBrokerConfig)
+                    .collect())
+            }
             RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => match name.parse::<i32>() {
                 Ok(id) if id == broker.node_id => Ok(if res.resource_type == RESOURCE_BROKER {
-                    describe_broker(&broker.config)
+                    let dynamic = DynamicBrokerConfigs::from_image(&image, broker.node_id);
+                    describe_broker_with(&broker.config, &dynamic)
                 } else {
                     Vec::new()
                 }),

@@ -96,13 +96,33 @@ async fn handle(
                 Some(e) => Err(e),
                 None => alter_topic(broker, name, changes, req.validate_only).await,
             }
-        } else if res.resource_type == RESOURCE_BROKER
-            && !res.configs.is_empty()
-            && res.configs.iter().all(|c| c.config_operation == DELETE)
-        {
-            // No broker config can be set at runtime, so none is there to delete: deleting
-            // is a no-op (tools clear replication throttles this way after a reassignment).
-            Ok(())
+        } else if res.resource_type == RESOURCE_BROKER {
+            // SET and DELETE (deleting a config that is not set is a no-op: tools clear
+            // replication throttles this way after a reassignment).
+            let mut changes = Vec::new();
+            let mut bad = None;
+            for c in &res.configs {
+                match c.config_operation {
+                    SET => {
+                        changes.push((c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                    }
+                    DELETE => changes.push((c.name.to_string(), None)),
+                    other => {
+                        bad = Some((
+                            ErrorCode::InvalidRequest,
+                            format!("config operation {other} is not supported for broker configs"),
+                        ));
+                        break;
+                    }
+                }
+            }
+            match bad {
+                Some(e) => Err(e),
+                None => {
+                    super::alter_configs::alter_broker(broker, name, changes, req.validate_only)
+                        .await
+                }
+            }
         } else {
             broker_configs_are_static(res.resource_type)
         };

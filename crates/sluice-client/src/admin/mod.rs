@@ -65,6 +65,8 @@ impl NewTopic {
 pub enum ConfigResource {
     Topic(String),
     Broker(i32),
+    /// The cluster-wide default of dynamic broker configs (the broker resource named "").
+    BrokerDefault,
 }
 
 impl ConfigResource {
@@ -72,6 +74,7 @@ impl ConfigResource {
         match self {
             ConfigResource::Topic(t) => (2, t.clone()),
             ConfigResource::Broker(b) => (4, b.to_string()),
+            ConfigResource::BrokerDefault => (4, String::new()),
         }
     }
 }

@@ -181,6 +181,12 @@ pub async fn run(args: ConfigsArgs) -> CliResult {
     let resource = match (&args.topic, args.entity_type.as_deref(), &args.entity_name) {
         (Some(t), None, None) => ConfigResource::Topic(t.clone()),
         (None, Some("topics" | "topic"), Some(n)) => ConfigResource::Topic(n.clone()),
+        (None, Some("brokers" | "broker"), None) if args.entity_default => {
+            ConfigResource::BrokerDefault
+        }
+        (None, Some("brokers" | "broker"), Some(n)) if n.is_empty() => {
+            ConfigResource::BrokerDefault
+        }
         (None, Some("brokers" | "broker"), Some(n)) => {
             ConfigResource::Broker(n.parse().map_err(|_| {
                 usage(format!(
@@ -208,6 +214,7 @@ pub async fn run(args: ConfigsArgs) -> CliResult {
         let (what, name) = match &resource {
             ConfigResource::Topic(t) => ("topic", t.clone()),
             ConfigResource::Broker(b) => ("broker", b.to_string()),
+            ConfigResource::BrokerDefault => ("the cluster-wide broker", "default".to_string()),
         };
         println!(
             "{} configs for {what} {name} are:",
@@ -215,7 +222,7 @@ pub async fn run(args: ConfigsArgs) -> CliResult {
         );
         for e in entries
             .iter()
-            .filter(|e| args.all || e.source == 1 || e.source == 2)
+            .filter(|e| args.all || (1..=3).contains(&e.source))
         {
             println!(
                 "  {}={} sensitive={} source={}",
