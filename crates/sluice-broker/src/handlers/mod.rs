@@ -112,8 +112,6 @@ impl Handler {
 #[derive(Clone)]
 pub struct HandlerTable {
     handlers: Vec<Handler>,
-    /// Each handler's API name (`Produce`), for metric labels.
-    names: Vec<&'static str>,
     /// Each handler's request counter and latency histogram (`/metrics`).
     meters: Vec<(metrics::Counter, metrics::Histogram)>,
 }
@@ -179,25 +177,18 @@ impl HandlerTable {
                 h.api_key
             );
         }
-        // Named once per API for the life of the process (metric labels).
-        let names: Vec<&'static str> = handlers
+        // Resolved once per API, so counting a request is only an add.
+        let meters = handlers
             .iter()
-            .map(|h| &*Box::leak(format!("{:?}", h.api_key).into_boxed_str()))
-            .collect();
-        let meters = names
-            .iter()
-            .map(|api| {
+            .map(|h| {
+                let api = format!("{:?}", h.api_key);
                 (
-                    metrics::counter!("sluice_requests_total", "api" => *api),
-                    metrics::histogram!("sluice_request_duration_seconds", "api" => *api),
+                    metrics::counter!("sluice_requests_total", "api" => api.clone()),
+                    metrics::histogram!("sluice_request_duration_seconds", "api" => api),
                 )
             })
             .collect();
-        Self {
-            handlers,
-            names,
-            meters,
-        }
+        Self { handlers, meters }
     }
 
     /// Count one request of `api_key` that took `seconds`.
@@ -211,15 +202,6 @@ impl HandlerTable {
             count.increment(1);
             latency.record(seconds);
         }
-    }
-
-    /// The API name of `api_key` (`Produce`), or "unknown".
-    pub fn name(&self, api_key: i16) -> &'static str {
-        self.handlers
-            .iter()
-            .position(|h| h.api_key as i16 == api_key)
-            .and_then(|i| self.names.get(i).copied())
-            .unwrap_or("unknown")
     }
 
     pub fn get(&self, api_key: i16) -> Option<&Handler> {

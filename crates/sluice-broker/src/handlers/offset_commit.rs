@@ -26,19 +26,17 @@ async fn handle(
     // READ on the group, and on each topic (partitions of others are not committed).
     let acl = broker.acl(ctx);
     let group_denied = !acl.group(op::READ, &req.group_id);
-    let topic_denied: Vec<bool> = req
+    let allowed: Vec<bool> = req
         .topics
         .iter()
-        .flat_map(|t| {
-            let denied = !acl.topic(op::READ, &t.name);
-            t.partitions.iter().map(move |_| denied)
-        })
+        .map(|t| acl.topic(op::READ, &t.name))
         .collect();
-    let mut position = 0;
     let offsets: Vec<(String, i32, i64, i32, Option<String>)> = req
         .topics
         .iter()
-        .flat_map(|t| {
+        .zip(&allowed)
+        .filter(|(_, ok)| **ok)
+        .flat_map(|(t, _)| {
             t.partitions.iter().map(move |p| {
                 (
                     t.name.to_string(),
@@ -52,10 +50,6 @@ async fn handle(
                     p.committed_metadata.as_ref().map(|m| m.to_string()),
                 )
             })
-        })
-        .filter(|_| {
-            position += 1;
-            !topic_denied[position - 1]
         })
         .collect();
     let ensured = if group_denied {
@@ -82,16 +76,13 @@ async fn handle(
     };
     let mut resp = OffsetCommitResponse::default();
     let mut i = 0usize;
-    let mut flat = topic_denied.iter();
-    for t in &req.topics {
+    for (t, ok) in req.topics.iter().zip(&allowed) {
         let mut out = OffsetCommitResponseTopic::default();
         out.name = t.name.clone();
         for p in &t.partitions {
             let code = match &result {
                 Err(code) => Some(*code),
-                _ if flat.next().copied().unwrap_or(false) => {
-                    Some(ErrorCode::TopicAuthorizationFailed)
-                }
+                _ if !ok => Some(ErrorCode::TopicAuthorizationFailed),
                 Ok(per) => {
                     i += 1;
                     per.get(i - 1).copied().flatten()

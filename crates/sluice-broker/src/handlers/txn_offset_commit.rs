@@ -35,19 +35,17 @@ async fn handle(
     } else {
         None
     };
-    let topic_denied: Vec<bool> = req
+    let allowed: Vec<bool> = req
         .topics
         .iter()
-        .flat_map(|t| {
-            let denied = !acl.topic(op::READ, &t.name);
-            t.partitions.iter().map(move |_| denied)
-        })
+        .map(|t| acl.topic(op::READ, &t.name))
         .collect();
-    let mut position = 0;
     let offsets: Vec<_> = req
         .topics
         .iter()
-        .flat_map(|t| {
+        .zip(&allowed)
+        .filter(|(_, ok)| **ok)
+        .flat_map(|(t, _)| {
             t.partitions.iter().map(move |p| {
                 (
                     t.name.to_string(),
@@ -61,10 +59,6 @@ async fn handle(
                     p.committed_metadata.as_ref().map(|m| m.to_string()),
                 )
             })
-        })
-        .filter(|_| {
-            position += 1;
-            !topic_denied[position - 1]
         })
         .collect();
     let ensured = match refused {
@@ -95,16 +89,13 @@ async fn handle(
     };
     let mut resp = TxnOffsetCommitResponse::default();
     let mut i = 0usize;
-    let mut flat = topic_denied.iter();
-    for t in &req.topics {
+    for (t, ok) in req.topics.iter().zip(&allowed) {
         let mut out = TxnOffsetCommitResponseTopic::default();
         out.name = t.name.clone();
         for p in &t.partitions {
             let code = match &result {
                 Err(code) => Some(*code),
-                _ if flat.next().copied().unwrap_or(false) => {
-                    Some(ErrorCode::TopicAuthorizationFailed)
-                }
+                _ if !ok => Some(ErrorCode::TopicAuthorizationFailed),
                 Ok(per) => {
                     i += 1;
                     per.get(i - 1).copied().flatten()
