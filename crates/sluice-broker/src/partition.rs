@@ -452,11 +452,15 @@ impl Partition {
         self.read_log().leader_epoch_cache().latest_epoch()
     }
 
-    /// OffsetForLeaderEpoch on the leader: (epoch, end offset) for a follower at `epoch`.
+    /// OffsetForLeaderEpoch on the leader: (epoch, end offset) for a follower or consumer
+    /// at `epoch`.
     pub fn end_offset_for(&self, epoch: i32) -> Option<(i32, i64)> {
         let log = self.read_log();
-        log.leader_epoch_cache()
-            .end_offset_for(epoch, log.log_end_offset())
+        log.leader_epoch_cache().end_offset_for(
+            epoch,
+            log.log_end_offset(),
+            Some(self.leader_epoch()),
+        )
     }
 
     /// Read for a fetch. `min_one_batch` returns a whole first batch even above `max_bytes`.

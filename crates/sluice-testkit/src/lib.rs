@@ -288,6 +288,14 @@ impl TestServer {
 
 impl Drop for TestServer {
     fn drop(&mut self) {
+        let pid = self.pid();
         self.kill();
+        // For chasing a failure after the fact: every node's output, one file per process.
+        if let Some(dir) = std::env::var_os("SLUICE_TEST_LOG_DIR") {
+            let port = self.bootstrap.rsplit(':').next().unwrap_or("0");
+            let path = Path::new(&dir).join(format!("{port}-{pid}.log"));
+            let _ = std::fs::create_dir_all(&dir);
+            let _ = std::fs::write(path, self.log());
+        }
     }
 }
