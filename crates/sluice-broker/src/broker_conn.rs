@@ -1,14 +1,65 @@
 //! Broker-to-broker Kafka-protocol connections (replica fetchers, transaction markers), and
 //! where another broker listens for them (`inter.broker.listener.name`, else its first
-//! listener).
+//! listener). On an SSL / SASL listener the connection does TLS and SASL first, with the
+//! native client's [`Connector`] (brokers are clients of each other here).
 
 use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use sluice_metadata::MetadataImage;
+use sluice_client::security::{Connector, SecurityConfig, SecurityProtocol, Stream};
+use sluice_metadata::config::{InterBrokerClient, SecurityProtocol as ListenerProtocol};
+use sluice_metadata::{BrokerConfig, MetadataImage};
 use sluice_protocol::frame;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+
+/// Where and how this broker connects to the others.
+#[derive(Clone, Default)]
+pub struct InterBroker {
+    /// `inter.broker.listener.name` (None: each broker's first listener).
+    pub listener: Option<String>,
+    pub connector: Connector,
+}
+
+impl std::fmt::Debug for InterBroker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("InterBroker")
+            .field("listener", &self.listener)
+            .finish_non_exhaustive()
+    }
+}
+
+impl InterBroker {
+    /// From the broker config; a one-line reason when the settings cannot work (checked
+    /// at startup).
+    pub fn from_config(config: &BrokerConfig) -> Result<Self, String> {
+        let client: InterBrokerClient = config.inter_broker_client().map_err(|e| e.to_string())?;
+        let mut security = SecurityConfig {
+            protocol: match client.protocol {
+                ListenerProtocol::Plaintext => SecurityProtocol::Plaintext,
+                ListenerProtocol::Ssl => SecurityProtocol::Ssl,
+                ListenerProtocol::SaslPlaintext => SecurityProtocol::SaslPlaintext,
+                ListenerProtocol::SaslSsl => SecurityProtocol::SaslSsl,
+            },
+            truststore: client.truststore,
+            keystore: client.keystore,
+            verify_hostname: Some(client.verify_hostname),
+            ..SecurityConfig::default()
+        };
+        if let Some((mechanism, username, password)) = client.sasl {
+            security.sasl_mechanism = Some(mechanism);
+            security.sasl_username = Some(username);
+            security.sasl_password = Some(password);
+        }
+        let connector = Connector::new(&security)
+            .map_err(|(key, reason)| format!("inter-broker connections ({key}): {reason}"))?;
+        Ok(Self {
+            listener: config
+                .explicit("inter.broker.listener.name")
+                .map(str::to_owned),
+            connector,
+        })
+    }
+}
 
 /// `host:port` of a live (unfenced) broker on `listener` (its first one when None).
 pub fn broker_address(image: &MetadataImage, node: i32, listener: Option<&str>) -> Option<String> {
@@ -22,15 +73,18 @@ pub fn broker_address(image: &MetadataImage, node: i32, listener: Option<&str>) 
 
 /// A Kafka-protocol connection to another broker, one request at a time.
 pub struct BrokerConn {
-    stream: TcpStream,
+    stream: Stream,
     correlation: i32,
     client_id: StrBytes,
 }
 
 impl BrokerConn {
-    pub async fn connect(addr: &str, client_id: &str) -> std::io::Result<Self> {
-        let stream = TcpStream::connect(addr).await?;
-        let _ = stream.set_nodelay(true);
+    pub async fn connect(
+        addr: &str,
+        client_id: &str,
+        connector: &Connector,
+    ) -> std::io::Result<Self> {
+        let stream = connector.connect(addr, client_id).await?;
         Ok(Self {
             stream,
             correlation: 0,

@@ -23,7 +23,7 @@ use sluice_protocol::ErrorCode;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
-use crate::broker_conn::{broker_address, BrokerConn};
+use crate::broker_conn::{broker_address, BrokerConn, InterBroker};
 use crate::metadata_cache::MetadataCache;
 use crate::partition::{FetchedFrom, Partition};
 use crate::replica_manager::ReplicaManager;
@@ -64,7 +64,7 @@ pub struct ReplicaFetcherManager {
     node_id: i32,
     replicas: Arc<ReplicaManager>,
     metadata: Arc<MetadataCache>,
-    listener: Option<String>,
+    inter: InterBroker,
     config: FetcherConfig,
 }
 
@@ -74,14 +74,13 @@ impl ReplicaFetcherManager {
         replicas: Arc<ReplicaManager>,
         metadata: Arc<MetadataCache>,
         broker_config: &BrokerConfig,
+        inter: InterBroker,
     ) -> Arc<Self> {
         Arc::new(Self {
             node_id,
             replicas,
             metadata,
-            listener: broker_config
-                .explicit("inter.broker.listener.name")
-                .map(str::to_owned),
+            inter,
             config: FetcherConfig::from_broker(broker_config),
         })
     }
@@ -99,7 +98,11 @@ impl ReplicaFetcherManager {
     }
 
     fn address_of(&self, leader: i32) -> Option<String> {
-        broker_address(&self.metadata.current(), leader, self.listener.as_deref())
+        broker_address(
+            &self.metadata.current(),
+            leader,
+            self.inter.listener.as_deref(),
+        )
     }
 
     /// Keep one fetcher per leader running until shutdown.
@@ -146,6 +149,7 @@ impl ReplicaFetcherManager {
                             BrokerConn::connect(
                                 &addr,
                                 &format!("sluice-replica-fetcher-{}", self.node_id),
+                                &self.inter.connector,
                             )
                             .await
                         }
@@ -154,7 +158,12 @@ impl ReplicaFetcherManager {
                     match connected {
                         Ok(c) => conn.insert(c),
                         Err(e) => {
-                            debug!(leader, error = %e, "cannot reach leader");
+                            if e.kind() == std::io::ErrorKind::PermissionDenied {
+                                // Wrong inter-broker credentials: say so, it will not heal.
+                                warn!(leader, error = %e, "the leader refused this broker's credentials");
+                            } else {
+                                debug!(leader, error = %e, "cannot reach leader");
+                            }
                             // replica.fetch.backoff.ms, cut short by new metadata.
                             self.metadata.changed(self.config.backoff).await;
                             continue;

@@ -15,6 +15,7 @@ use tokio::sync::Mutex;
 use crate::config::ClientConfig;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
+use crate::security::Connector;
 
 /// A partition as metadata describes it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +48,8 @@ pub struct Cluster {
 
 pub struct ClusterCore {
     pub config: ClientConfig,
+    /// TLS and SASL as configured, set up once.
+    pub connector: Connector,
     cluster: RwLock<Cluster>,
     connections: Mutex<HashMap<String, Arc<Connection>>>,
     /// Coordinator addresses by group id, for calls that are not a member's.
@@ -61,8 +64,14 @@ impl ClusterCore {
                 message: "at least one host:port is required".into(),
             });
         }
+        let connector =
+            Connector::new(&config.security).map_err(|(key, message)| Error::Config {
+                key: key.to_string(),
+                message,
+            })?;
         Ok(Arc::new(Self {
             config,
+            connector,
             cluster: RwLock::new(Cluster::default()),
             connections: Mutex::new(HashMap::new()),
             coordinators: RwLock::new(HashMap::new()),
@@ -88,6 +97,7 @@ impl ClusterCore {
             Connection::connect(
                 addr,
                 &self.config.client_id,
+                &self.connector,
                 self.config.connect_timeout,
                 self.config.request_timeout,
             )

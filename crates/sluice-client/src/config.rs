@@ -8,6 +8,7 @@ use sluice_protocol::compression::Compression;
 use crate::consumer::OffsetReset;
 use crate::error::{Error, Result};
 use crate::group::assignor::Assignor;
+use crate::security::SecurityConfig;
 
 /// How records without an explicit partition are spread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -95,6 +96,9 @@ pub struct ClientConfig {
     pub max_poll_interval: Duration,
     /// `partition.assignment.strategy`, in order of preference.
     pub assignors: Vec<Assignor>,
+
+    /// `security.protocol`, `ssl.*`, `sasl.*`.
+    pub security: SecurityConfig,
 }
 
 impl ClientConfig {
@@ -137,6 +141,7 @@ impl ClientConfig {
             heartbeat_interval: Duration::from_millis(3_000),
             max_poll_interval: Duration::from_millis(300_000),
             assignors: vec![Assignor::Range, Assignor::CooperativeSticky],
+            security: SecurityConfig::default(),
         }
     }
 
@@ -262,11 +267,21 @@ impl ClientConfig {
                 self.assignors = assignors;
             }
             k if IGNORED_KEYS.contains(&k) => {}
-            _ => {
-                return Err(Error::Config {
-                    key: key.to_string(),
-                    message: "unknown configuration".into(),
-                })
+            k => {
+                // Security settings (their messages never repeat a value: it may be secret).
+                let known = self
+                    .security
+                    .set(k, value)
+                    .map_err(|message| Error::Config {
+                        key: key.to_string(),
+                        message,
+                    })?;
+                if !known {
+                    return Err(Error::Config {
+                        key: key.to_string(),
+                        message: "unknown configuration".into(),
+                    });
+                }
             }
         }
         Ok(self)
@@ -291,7 +306,6 @@ pub const IGNORED_KEYS: &[&str] = &[
     "value.serializer",
     "key.deserializer",
     "value.deserializer",
-    "security.protocol",
     "send.buffer.bytes",
     "receive.buffer.bytes",
     "reconnect.backoff.ms",

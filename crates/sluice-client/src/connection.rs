@@ -1,4 +1,4 @@
-//! One TCP connection to one broker. Requests are pipelined: a writer task sends frames in
+//! One connection to one broker (TCP, or TLS over it; SASL done before the first request). Requests are pipelined: a writer task sends frames in
 //! order, a reader task matches each response to the oldest outstanding request (Kafka
 //! answers in order on a connection). Versions are negotiated once with ApiVersions.
 //!
@@ -14,12 +14,12 @@ use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, Request, StrBytes};
 use sluice_protocol::frame;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 
 use crate::error::{Error, Result};
+use crate::security::{Connector, Stream};
 
 /// The highest version this client sends of each API, and the lowest it can use.
 pub fn client_versions(key: ApiKey) -> (i16, i16) {
@@ -92,10 +92,12 @@ pub struct Connection {
 }
 
 impl Connection {
-    /// Connect, start the I/O tasks and negotiate versions.
+    /// Connect (TLS and SASL as `connector` says), start the I/O tasks and negotiate
+    /// versions.
     pub async fn connect(
         addr: &str,
         client_id: &str,
+        connector: &Connector,
         connect_timeout: Duration,
         request_timeout: Duration,
     ) -> Result<Connection> {
@@ -103,7 +105,7 @@ impl Connection {
             addr: addr.to_string(),
             reason,
         };
-        let stream = tokio::time::timeout(connect_timeout, TcpStream::connect(addr))
+        let stream = tokio::time::timeout(connect_timeout, connector.connect(addr, client_id))
             .await
             .map_err(|_| {
                 conn_err(format!(
@@ -111,9 +113,34 @@ impl Connection {
                     connect_timeout.as_millis()
                 ))
             })?
-            .map_err(|e| conn_err(e.to_string()))?;
-        let _ = stream.set_nodelay(true);
-        let (rd, wr) = stream.into_split();
+            .map_err(|e| match e.kind() {
+                std::io::ErrorKind::PermissionDenied => Error::Authentication(e.to_string()),
+                _ => conn_err(e.to_string()),
+            })?;
+        match stream {
+            // Plain TCP splits into owned halves (no lock between reader and writer).
+            Stream::Plain(tcp) => {
+                let (rd, wr) = tcp.into_split();
+                Self::start(addr, client_id, rd, wr, request_timeout).await
+            }
+            tls => {
+                let (rd, wr) = tokio::io::split(tls);
+                Self::start(addr, client_id, rd, wr, request_timeout).await
+            }
+        }
+    }
+
+    async fn start<R, W>(
+        addr: &str,
+        client_id: &str,
+        rd: R,
+        wr: W,
+        request_timeout: Duration,
+    ) -> Result<Connection>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
         let pending: Arc<Mutex<VecDeque<Pending>>> = Arc::default();
         let closed = Arc::new(AtomicBool::new(false));
         let (tx, rx) = mpsc::channel::<Outgoing>(1024);
@@ -308,8 +335,8 @@ fn fail_all(pending: &Mutex<VecDeque<Pending>>, addr: &str, reason: &str) {
     }
 }
 
-async fn write_loop(
-    mut wr: tokio::net::tcp::OwnedWriteHalf,
+async fn write_loop<W: AsyncWrite + Unpin>(
+    mut wr: W,
     mut rx: mpsc::Receiver<Outgoing>,
     pending: Arc<Mutex<VecDeque<Pending>>>,
     closed: Arc<AtomicBool>,
@@ -341,8 +368,8 @@ async fn write_loop(
     let _ = wr.shutdown().await;
 }
 
-async fn read_loop(
-    mut rd: tokio::net::tcp::OwnedReadHalf,
+async fn read_loop<R: AsyncRead + Unpin>(
+    mut rd: R,
     pending: Arc<Mutex<VecDeque<Pending>>>,
     closed: Arc<AtomicBool>,
     addr: String,

@@ -13,6 +13,9 @@ pub enum Error {
     /// No broker could be reached, or a connection broke.
     #[error("cannot reach {addr}: {reason}")]
     Connection { addr: String, reason: String },
+    /// SASL or TLS authentication was refused (wrong credentials, an unoffered mechanism).
+    #[error("authentication failed: {0}")]
+    Authentication(String),
     /// An operation did not finish in time.
     #[error("timed out: {0}")]
     Timeout(String),

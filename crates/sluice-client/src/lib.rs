@@ -6,6 +6,8 @@
 //!   (`bootstrap.servers`, `acks`, `linger.ms`, …).
 //! - [`connection`]: one TCP connection to one broker: version negotiation (ApiVersions),
 //!   pipelined requests matched to responses in order.
+//! - [`security`]: `security.protocol` SSL / SASL_PLAINTEXT / SASL_SSL: TLS (rustls) and
+//!   SASL PLAIN / SCRAM before a connection's first request; also used between brokers.
 //! - [`cluster`]: the shared client core: connections by broker, cached metadata, refresh.
 //! - [`producer`]: [`Producer`]: serializer → partitioner → record accumulator → sender task.
 //! - [`consumer`]: [`Consumer`]: group membership or manual assignment, positions,
@@ -23,6 +25,7 @@ pub mod consumer;
 pub mod error;
 pub mod group;
 pub mod producer;
+pub mod security;
 
 pub use admin::{Admin, PartitionReassignment, ScramAlteration};
 pub use config::ClientConfig;

@@ -710,6 +710,20 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Per listener and mechanism (listener.name.<listener>.plain.sasl.jaas.config): the PlainLoginModule entry whose user_<name>=\"<password>\" options are the PLAIN users.",
     ),
     def(
+        "sasl.mechanism.inter.broker.protocol",
+        T::String,
+        Some("GSSAPI"),
+        Any,
+        "SASL mechanism brokers authenticate to each other with on a SASL inter-broker listener (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512); the credentials are the username and password options of listener.name.<listener>.<mechanism>.sasl.jaas.config.",
+    ),
+    def(
+        "ssl.endpoint.identification.algorithm",
+        T::String,
+        Some("https"),
+        OneOf(&["https", ""]),
+        "https: a broker connecting to another over TLS checks that its certificate names the host it connected to; empty: only that the certificate chains to the trust store.",
+    ),
+    def(
         "sasl.server.max.receive.size",
         T::Int,
         Some("524288"),
@@ -1454,6 +1468,35 @@ const LISTENER_OVERRIDABLE: &[&str] = &[
     "sasl.jaas.config",
 ];
 
+/// How a broker connects to the other brokers (see [`BrokerConfig::inter_broker_client`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InterBrokerClient {
+    /// The listener's name (None: the broker has no listener for other brokers).
+    pub listener: Option<String>,
+    pub protocol: SecurityProtocol,
+    /// PEM trust store (TLS).
+    pub truststore: Option<String>,
+    /// PEM key store presented as the client certificate (TLS), when the listener has one.
+    pub keystore: Option<String>,
+    /// Whether the other broker's certificate must name the host.
+    pub verify_hostname: bool,
+    /// (mechanism, username, password) for SASL.
+    pub sasl: Option<(String, String, String)>,
+}
+
+impl Default for InterBrokerClient {
+    fn default() -> Self {
+        Self {
+            listener: None,
+            protocol: SecurityProtocol::Plaintext,
+            truststore: None,
+            keystore: None,
+            verify_hostname: true,
+            sasl: None,
+        }
+    }
+}
+
 /// The SASL mechanisms Sluice implements.
 pub const SASL_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
 
@@ -1464,66 +1507,7 @@ fn plain_jaas_key(listener: &str) -> String {
     )
 }
 
-/// A JAAS login module entry as Kafka takes it in `sasl.jaas.config`:
-/// `<class> <flag> key="value" key2=value2;` — returns the class and the options.
-pub fn parse_jaas(text: &str) -> Result<(String, Vec<(String, String)>), String> {
-    let text = text.trim();
-    let body = text
-        .strip_suffix(';')
-        .ok_or("a JAAS entry must end with ';'")?;
-    let mut rest = body.trim_start();
-    let mut word = || {
-        let end = rest.find(char::is_whitespace).unwrap_or(rest.len());
-        let (w, r) = rest.split_at(end);
-        rest = r.trim_start();
-        w.to_string()
-    };
-    let module = word();
-    let flag = word();
-    if module.is_empty()
-        || !["required", "requisite", "sufficient", "optional"].contains(&flag.as_str())
-    {
-        return Err("a JAAS entry is '<LoginModule class> required key=\"value\" ...;'".into());
-    }
-    let mut options = Vec::new();
-    while !rest.is_empty() {
-        let (k, after) = rest
-            .split_once('=')
-            .ok_or_else(|| format!("JAAS option {rest:?} is not key=value"))?;
-        let k = k.trim();
-        if k.is_empty() || k.contains(char::is_whitespace) {
-            return Err(format!("JAAS option name {k:?} is invalid"));
-        }
-        let after = after.trim_start();
-        let (value, remaining) = if let Some(quoted) = after.strip_prefix('"') {
-            let mut value = String::new();
-            let mut chars = quoted.char_indices();
-            let mut end = None;
-            while let Some((i, c)) = chars.next() {
-                match c {
-                    '\\' => {
-                        if let Some((_, n)) = chars.next() {
-                            value.push(n);
-                        }
-                    }
-                    '"' => {
-                        end = Some(i + 1);
-                        break;
-                    }
-                    c => value.push(c),
-                }
-            }
-            let end = end.ok_or_else(|| format!("JAAS option {k}: unterminated quote"))?;
-            (value, &quoted[end..])
-        } else {
-            let end = after.find(char::is_whitespace).unwrap_or(after.len());
-            (after[..end].to_string(), &after[end..])
-        };
-        options.push((k.to_string(), value));
-        rest = remaining.trim_start();
-    }
-    Ok((module, options))
-}
+pub use sluice_protocol::jaas::parse as parse_jaas;
 
 /// The setting a `listener.name.<listener>.<key>` key overrides, if it is one.
 fn listener_override(key: &str) -> Option<(&str, &'static ConfigDef)> {
@@ -1761,8 +1745,25 @@ impl BrokerConfig {
                 ));
             }
         }
+        for name in self.controller_listener_names() {
+            if self.security_protocol(&name).ok() != Some(SecurityProtocol::Plaintext) {
+                return Err(err(
+                    "controller.listener.names".into(),
+                    format!(
+                        "controller listener {name} must be PLAINTEXT (the quorum's own connections have no TLS or SASL yet)"
+                    ),
+                ));
+            }
+        }
+        self.inter_broker_client()?;
+        Ok(())
+    }
+
+    /// The listener brokers reach each other on: `inter.broker.listener.name`, else the
+    /// first listener that is not a controller's.
+    pub fn inter_broker_listener(&self) -> Option<String> {
         let names = self.controller_listener_names();
-        let inter = self.explicit("inter.broker.listener.name").map_or_else(
+        self.explicit("inter.broker.listener.name").map_or_else(
             || {
                 self.listeners()
                     .into_iter()
@@ -1770,18 +1771,82 @@ impl BrokerConfig {
                     .map(|l| l.name)
             },
             |n| Some(n.to_string()),
-        );
-        for name in inter.into_iter().chain(names.iter().cloned()) {
-            if self.security_protocol(&name).ok() != Some(SecurityProtocol::Plaintext) {
+        )
+    }
+
+    /// How this broker connects to the others' inter-broker listener: TLS with the
+    /// listener's trust store (and its key store as the client certificate), SASL with
+    /// `sasl.mechanism.inter.broker.protocol` and the username/password of that mechanism's
+    /// JAAS entry on the listener — as Kafka does.
+    pub fn inter_broker_client(&self) -> Result<InterBrokerClient, ConfigError> {
+        let err = |key: String, message: String| ConfigError { key, message };
+        let Some(listener) = self.inter_broker_listener() else {
+            return Ok(InterBrokerClient::default());
+        };
+        let protocol = self
+            .security_protocol(&listener)
+            .map_err(|m| err("listener.security.protocol.map".into(), m))?;
+        let mut client = InterBrokerClient {
+            listener: Some(listener.clone()),
+            protocol,
+            ..InterBrokerClient::default()
+        };
+        if matches!(protocol, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl) {
+            let key = self.listener_key(&listener, "ssl.truststore.location");
+            client.truststore = Some(self.value(&key).ok_or_else(|| {
+                err(
+                    key.clone(),
+                    format!("{key} is required: brokers connect to each other over the TLS listener {listener} and check each other's certificates against it"),
+                )
+            })?);
+            client.keystore = self.listener_value(&listener, "ssl.keystore.location");
+            client.verify_hostname = self
+                .listener_value(&listener, "ssl.endpoint.identification.algorithm")
+                .is_none_or(|v| !v.is_empty());
+        }
+        if matches!(
+            protocol,
+            SecurityProtocol::SaslPlaintext | SecurityProtocol::SaslSsl
+        ) {
+            let key = "sasl.mechanism.inter.broker.protocol";
+            let mech = self.value(key).unwrap_or_default();
+            if !SASL_MECHANISMS.contains(&mech.as_str()) {
                 return Err(err(
-                    "inter.broker.listener.name".into(),
-                    format!(
-                        "brokers and controllers reach each other over listener {name}, which must be PLAINTEXT (TLS between brokers is not supported yet); name a PLAINTEXT listener in inter.broker.listener.name or list one first"
-                    ),
+                    key.into(),
+                    format!("{mech} is not supported: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (the inter-broker listener {listener} is SASL)"),
                 ));
             }
+            if !self.sasl_mechanisms(&listener).contains(&mech) {
+                return Err(err(
+                    key.into(),
+                    format!("{mech} is not in sasl.enabled.mechanisms of the inter-broker listener {listener}"),
+                ));
+            }
+            let jaas_key = format!(
+                "listener.name.{}.{}.sasl.jaas.config",
+                listener.to_lowercase(),
+                mech.to_lowercase()
+            );
+            let jaas = self.explicit(&jaas_key).ok_or_else(|| {
+                err(
+                    jaas_key.clone(),
+                    format!("{jaas_key} is required: it holds the username and password this broker authenticates to the others with"),
+                )
+            })?;
+            let (_, options) = parse_jaas(jaas).map_err(|m| err(jaas_key.clone(), m))?;
+            let option = |name: &str| {
+                sluice_protocol::jaas::option(&options, name)
+                    .map(str::to_owned)
+                    .ok_or_else(|| {
+                        err(
+                            jaas_key.clone(),
+                            format!("{jaas_key} needs a {name}=\"...\" option: the inter-broker credentials"),
+                        )
+                    })
+            };
+            client.sasl = Some((mech.clone(), option("username")?, option("password")?));
         }
-        Ok(())
+        Ok(client)
     }
 
     /// An SSL or SASL_SSL listener has a key store, no encrypted key, and a trust store

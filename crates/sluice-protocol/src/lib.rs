@@ -12,6 +12,7 @@
 //! - [`types`]: newtypes for the numbers that must not be mixed.
 //! - [`base64`]: the URL-safe base64 Kafka prints topic ids in, and the padded form SCRAM uses.
 //! - [`acl`]: Kafka's ACL codes, bindings, filters and the authorization decision.
+//! - [`jaas`]: JAAS login-module entries (`sasl.jaas.config`).
 //! - [`scram`]: the SCRAM-SHA-256/512 exchange (server and client halves) for SASL.
 
 pub mod acl;
@@ -20,6 +21,7 @@ pub mod base64;
 pub mod batch;
 pub mod compression;
 pub mod frame;
+pub mod jaas;
 pub mod murmur2;
 pub mod scram;
 pub mod types;

@@ -14,6 +14,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use sluice_broker::broker_conn::InterBroker;
 use sluice_broker::group::coordinator::{CoordinatorConfig, GroupCoordinator};
 use sluice_broker::handlers::HandlerTable;
 use sluice_broker::metadata_cache::{MetadataCache, MetadataPublisher};
@@ -48,6 +49,8 @@ pub enum NodeError {
     Tls(String),
     #[error("SASL: {0}")]
     Sasl(String),
+    #[error("{0}")]
+    InterBroker(String),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -428,6 +431,7 @@ impl Node {
         if !logs.had_clean_shutdown() {
             tracing::debug!(dir = %data_dir.display(), "no clean-shutdown marker: logs are re-validated past their recovery points");
         }
+        let inter = InterBroker::from_config(&config).map_err(NodeError::InterBroker)?;
         let replicas = Arc::new(ReplicaManager::new(
             node_id,
             Arc::clone(&logs),
@@ -446,12 +450,17 @@ impl Node {
             Arc::clone(&cache),
         );
         let txns = TxnCoordinator::start(
-            TxnConfig::from_broker(node_id, &config),
+            TxnConfig::from_broker(node_id, &config, inter.clone()),
             Arc::clone(&replicas),
             Arc::clone(&cache),
         );
-        let fetchers =
-            ReplicaFetcherManager::new(node_id, Arc::clone(&replicas), Arc::clone(&cache), &config);
+        let fetchers = ReplicaFetcherManager::new(
+            node_id,
+            Arc::clone(&replicas),
+            Arc::clone(&cache),
+            &config,
+            inter,
+        );
         tokio::spawn(fetchers.run(shutdown_rx.clone()));
         let broker = Arc::new(Broker {
             node_id,

@@ -68,7 +68,7 @@ impl LeaderEpochCache {
             .filter(|c| self.latest_epoch().is_none_or(|l| *c > l))
             .map(|c| (c, log_end));
         let entries = || self.entries.iter().copied().chain(implied);
-        let Some((floor, _)) = entries().filter(|(e, _)| *e <= epoch).last() else {
+        let Some((floor, _)) = entries().rfind(|(e, _)| *e <= epoch) else {
             return entries().next().map(|(_, start)| (epoch, start));
         };
         let end = entries()

@@ -1065,3 +1065,217 @@ fn librdkafka_producer_and_group_consumer_follow_the_acls() {
     ]);
     assert_eq!(consume("u1"), Ok(1));
 }
+
+fn tls_fixture(name: &str) -> String {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/tls")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// Three nodes whose only client and inter-broker listener is SASL_SSL, with ACLs on:
+/// replication and transaction markers authenticate as `User:broker` (PLAIN, from the
+/// listener's JAAS entry) over TLS, so no anonymous super user is needed. The tools reach
+/// the cluster with `--command-config` files as Kafka's do: an admin over PLAIN creates the
+/// topic, a SCRAM user and its ACLs; that user produces and consumes over SCRAM-SHA-512; the
+/// records are on every replica (the leader is killed and the rest still serve them); a
+/// wrong password fails in one line.
+#[test]
+fn a_cluster_secured_end_to_end_replicates_over_sasl_ssl_and_tools_use_command_configs() {
+    use std::time::{Duration, Instant};
+    let dir = tempfile::tempdir().unwrap();
+    let ids = [1, 2, 3];
+    let ports: Vec<(u16, u16)> = ids.iter().map(|_| (free_port(), free_port())).collect();
+    let voters: Vec<String> = ids
+        .iter()
+        .zip(&ports)
+        .map(|(id, (_, c))| format!("{id}@127.0.0.1:{c}"))
+        .collect();
+    let jaas = "org.apache.kafka.common.security.plain.PlainLoginModule required username=\"broker\" password=\"broker-secret\" user_broker=\"broker-secret\" user_admin=\"admin-secret\";";
+    let configs: Vec<Vec<String>> = ids
+        .iter()
+        .zip(&ports)
+        .map(|(id, (p, c))| {
+            vec![
+                "process.roles=broker,controller".to_string(),
+                format!("node.id={id}"),
+                format!("listeners=INTERNAL://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"),
+                "listener.security.protocol.map=INTERNAL:SASL_SSL,CONTROLLER:PLAINTEXT".into(),
+                "inter.broker.listener.name=INTERNAL".into(),
+                "controller.listener.names=CONTROLLER".into(),
+                format!("controller.quorum.voters={}", voters.join(",")),
+                format!("ssl.keystore.location={}", tls_fixture("server.pem")),
+                format!("ssl.truststore.location={}", tls_fixture("ca.pem")),
+                "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512".into(),
+                "sasl.mechanism.inter.broker.protocol=PLAIN".into(),
+                format!("listener.name.internal.plain.sasl.jaas.config={jaas}"),
+                "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+                    .into(),
+                "super.users=User:broker;User:admin".into(),
+                "replica.lag.time.max.ms=2000".into(),
+                "broker.session.timeout.ms=3000".into(),
+                "broker.heartbeat.interval.ms=250".into(),
+                "controller.quorum.election.timeout.ms=500".into(),
+            ]
+        })
+        .collect();
+    let mut nodes = TestServer::start_all(sluice_bin(), &configs);
+    let bootstrap: String = nodes
+        .iter()
+        .map(|n| n.bootstrap.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let properties = |name: &str, lines: &[String]| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, lines.join("\n")).unwrap();
+        path.display().to_string()
+    };
+    let tls = [
+        "security.protocol=SASL_SSL".to_string(),
+        format!("ssl.truststore.location={}", tls_fixture("ca.pem")),
+    ];
+    let admin_conf = properties(
+        "admin.properties",
+        &[
+            tls[0].clone(),
+            tls[1].clone(),
+            "sasl.mechanism=PLAIN".into(),
+            "# Kafka's format, continued on a second line".into(),
+            "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\"
+                .into(),
+            "    username=\"admin\" password=\"admin-secret\";".into(),
+        ],
+    );
+    let scram = |password: &str| {
+        vec![
+            tls[0].clone(),
+            tls[1].clone(),
+            "sasl.mechanism=SCRAM-SHA-512".into(),
+            format!("sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username=\"alice\" password=\"{password}\";"),
+        ]
+    };
+    let alice_conf = properties("alice.properties", &scram("alice-secret"));
+    let wrong_conf = properties("wrong.properties", &scram("not-her-password"));
+    let as_admin = |tool: &str, args: &[&str]| {
+        let mut a = args.to_vec();
+        a.extend(["--command-config", &admin_conf]);
+        sluice_tool(tool, &bootstrap, &a)
+    };
+    as_admin(
+        "topics",
+        &[
+            "--create",
+            "--topic",
+            "secure",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "3",
+        ],
+    );
+    as_admin("users", &["--add", "alice", "--password", "alice-secret"]);
+    for role in [
+        vec!["--producer", "--topic", "secure"],
+        vec![
+            "--consumer",
+            "--topic",
+            "secure",
+            "--group",
+            "secure-readers",
+        ],
+    ] {
+        let mut a = vec!["--add", "--allow-principal", "User:alice"];
+        a.extend(role);
+        as_admin("acls", &a);
+    }
+    // Followers fetch over SASL_SSL as User:broker: the ISR fills up.
+    let leader = {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let out = as_admin("topics", &["--describe", "--topic", "secure"]);
+            let line = out
+                .lines()
+                .find(|l| l.contains("Partition: 0"))
+                .unwrap_or("");
+            let field = |name: &str| {
+                line.split('\t')
+                    .find_map(|f| f.trim().strip_prefix(name))
+                    .unwrap_or("")
+                    .trim()
+                    .to_string()
+            };
+            let isr = field("Isr:");
+            if isr.split(',').count() == 3 {
+                break field("Leader:").parse::<i32>().unwrap();
+            }
+            assert!(Instant::now() < deadline, "the ISR never filled: {out}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+    let input = dir.path().join("records.txt");
+    let values: Vec<String> = (0..20).map(|i| format!("secret-{i}")).collect();
+    std::fs::write(&input, values.join("\n") + "\n").unwrap();
+    sluice_tool(
+        "produce",
+        &bootstrap,
+        &[
+            "--topic",
+            "secure",
+            "--file",
+            &input.display().to_string(),
+            "--producer.config",
+            &alice_conf,
+        ],
+    );
+    // Every replica has the records: with the leader gone the others serve all of them.
+    nodes[(leader - 1) as usize].kill();
+    let rest: String = nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i as i32 != leader - 1)
+        .map(|(_, n)| n.bootstrap.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let out = sluice_tool(
+        "consume",
+        &rest,
+        &[
+            "--topic",
+            "secure",
+            "--group",
+            "secure-readers",
+            "--from-beginning",
+            "--max-messages",
+            "20",
+            "--timeout-ms",
+            "30000",
+            "--consumer.config",
+            &alice_conf,
+        ],
+    );
+    assert_eq!(out.lines().collect::<Vec<_>>(), values);
+    // A wrong password: one line, exit 1, and nothing else is tried.
+    let out = std::process::Command::new(sluice_bin())
+        .args(["topics", "--list", "--bootstrap-server", &rest])
+        .args(["--command-config", &wrong_conf])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    assert!(err.contains("authentication failed"), "{err}");
+    // Without security settings the SASL_SSL port does not answer as Kafka: a clear error.
+    let out = std::process::Command::new(sluice_bin())
+        .args([
+            "topics",
+            "--list",
+            "--timeout",
+            "3000",
+            "--bootstrap-server",
+            &rest,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}

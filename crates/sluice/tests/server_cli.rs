@@ -96,7 +96,45 @@ fn invalid_configuration_stops_startup_with_one_line_naming_the_key() {
         ),
         (
             vec!["listeners=SSL://127.0.0.1:0", "ssl.keystore.location=x.pem"],
-            "must be PLAINTEXT",
+            "ssl.truststore.location is required: brokers connect to each other",
+        ),
+        (
+            vec![
+                "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms=PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";",
+            ],
+            "sasl.mechanism.inter.broker.protocol: GSSAPI is not supported",
+        ),
+        (
+            vec![
+                "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms=PLAIN",
+                "sasl.mechanism.inter.broker.protocol=PLAIN",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";",
+            ],
+            "needs a username=",
+        ),
+        (
+            vec![
+                "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms=PLAIN",
+                "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512",
+                "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_a=\"b\";",
+            ],
+            "SCRAM-SHA-512 is not in sasl.enabled.mechanisms",
+        ),
+        (
+            vec![
+                "process.roles=broker,controller",
+                "node.id=1",
+                "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+                "controller.listener.names=CONTROLLER",
+                "controller.quorum.voters=1@127.0.0.1:9093",
+                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+                "ssl.keystore.location=x.pem",
+            ],
+            "controller listener CONTROLLER must be PLAINTEXT",
         ),
         (
             vec!["listeners=FOO://127.0.0.1:0"],

@@ -32,6 +32,7 @@ use tracing::{debug, info, warn};
 use super::markers::{MarkerJob, MarkerWriter};
 use super::records;
 use super::state::{TxnMetadata, TxnState};
+use crate::broker_conn::InterBroker;
 use crate::group::coordinator::partition_for;
 use crate::metadata_cache::MetadataCache;
 use crate::partition::AckState;
@@ -65,12 +66,16 @@ pub struct TxnConfig {
     pub abort_check_ms: u64,
     /// `transactional.id.expiration.ms`: an id idle this long is forgotten.
     pub id_expiration_ms: i64,
-    /// Where other brokers take WriteTxnMarkers (`inter.broker.listener.name`).
-    pub listener: Option<String>,
+    /// Where and how other brokers take WriteTxnMarkers (`inter.broker.listener.name`).
+    pub inter: InterBroker,
 }
 
 impl TxnConfig {
-    pub fn from_broker(node_id: i32, c: &sluice_metadata::BrokerConfig) -> Self {
+    pub fn from_broker(
+        node_id: i32,
+        c: &sluice_metadata::BrokerConfig,
+        inter: InterBroker,
+    ) -> Self {
         Self {
             node_id,
             partitions: c.number("transaction.state.log.num.partitions").max(1) as i32,
@@ -79,7 +84,7 @@ impl TxnConfig {
                 .number("transaction.abort.timed.out.transaction.cleanup.interval.ms")
                 .max(1) as u64,
             id_expiration_ms: c.number("transactional.id.expiration.ms").max(1),
-            listener: c.explicit("inter.broker.listener.name").map(str::to_owned),
+            inter,
         }
     }
 }
@@ -177,11 +182,8 @@ impl TxnCoordinator {
         metadata: Arc<MetadataCache>,
     ) -> Arc<TxnCoordinator> {
         let (tx, rx) = mpsc::channel(1024);
-        let markers = MarkerWriter::new(
-            config.node_id,
-            Arc::clone(&metadata),
-            config.listener.clone(),
-        );
+        let markers =
+            MarkerWriter::new(config.node_id, Arc::clone(&metadata), config.inter.clone());
         let task = tokio::spawn(run(
             Coordinator {
                 config: config.clone(),

@@ -18,7 +18,7 @@ use sluice_protocol::ErrorCode;
 use tokio::sync::Mutex;
 use tracing::{debug, warn};
 
-use crate::broker_conn::{broker_address, BrokerConn};
+use crate::broker_conn::{broker_address, BrokerConn, InterBroker};
 use crate::metadata_cache::MetadataCache;
 use crate::request::str_bytes;
 
@@ -38,7 +38,7 @@ pub struct MarkerJob {
 pub struct MarkerWriter {
     node_id: i32,
     metadata: Arc<MetadataCache>,
-    listener: Option<String>,
+    inter: InterBroker,
     /// Idle connections by broker.
     idle: Mutex<HashMap<i32, Vec<BrokerConn>>>,
 }
@@ -68,11 +68,11 @@ fn settled(code: Option<ErrorCode>, partition: &(String, i32)) -> bool {
 }
 
 impl MarkerWriter {
-    pub fn new(node_id: i32, metadata: Arc<MetadataCache>, listener: Option<String>) -> Arc<Self> {
+    pub fn new(node_id: i32, metadata: Arc<MetadataCache>, inter: InterBroker) -> Arc<Self> {
         Arc::new(Self {
             node_id,
             metadata,
-            listener,
+            inter,
             idle: Mutex::new(HashMap::new()),
         })
     }
@@ -136,10 +136,18 @@ impl MarkerWriter {
         let mut conn = match pooled {
             Some(c) => c,
             None => {
-                let addr =
-                    broker_address(&self.metadata.current(), leader, self.listener.as_deref())
-                        .ok_or_else(|| std::io::Error::other(format!("broker {leader} unknown")))?;
-                BrokerConn::connect(&addr, &format!("sluice-txn-markers-{}", self.node_id)).await?
+                let addr = broker_address(
+                    &self.metadata.current(),
+                    leader,
+                    self.inter.listener.as_deref(),
+                )
+                .ok_or_else(|| std::io::Error::other(format!("broker {leader} unknown")))?;
+                BrokerConn::connect(
+                    &addr,
+                    &format!("sluice-txn-markers-{}", self.node_id),
+                    &self.inter.connector,
+                )
+                .await?
             }
         };
         let mut marker = WritableTxnMarker::default();

@@ -172,6 +172,7 @@ impl Membership {
             Connection::connect(
                 &addr,
                 &config.client_id,
+                &self.core.connector,
                 config.connect_timeout,
                 config.request_timeout,
             )

@@ -190,7 +190,7 @@ fn print_grouped(bindings: &[AclBinding]) {
 }
 
 pub async fn run(args: AclsArgs) -> CliResult {
-    let admin = Admin::new(args.conn.client_config())?;
+    let admin = Admin::new(args.conn.client_config()?)?;
     let res = resources(&args);
     if args.list {
         let pattern_type = parse_pattern(args.resource_pattern_type.as_deref(), true)?;

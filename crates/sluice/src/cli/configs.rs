@@ -117,7 +117,7 @@ fn quota_value(k: &str, v: &str) -> Result<f64, CliError> {
 }
 
 async fn run_quotas(args: &ConfigsArgs, target: QuotaTarget) -> CliResult {
-    let admin = Admin::new(args.conn.client_config())?;
+    let admin = Admin::new(args.conn.client_config()?)?;
     if args.describe {
         let part = |t: &'static str, p: &Option<Option<String>>| {
             p.as_ref()
@@ -203,7 +203,7 @@ pub async fn run(args: ConfigsArgs) -> CliResult {
             "name the entity: --entity-type topics|brokers --entity-name NAME (or --topic NAME)",
         )),
     };
-    let admin = Admin::new(args.conn.client_config())?;
+    let admin = Admin::new(args.conn.client_config()?)?;
     if args.describe {
         let entries = admin
             .describe_configs(std::slice::from_ref(&resource))

@@ -157,7 +157,7 @@ pub async fn run(args: ConsumeArgs) -> CliResult {
     if args.offset.is_some() && args.partition.is_none() {
         return Err(usage("--offset needs --partition"));
     }
-    let mut config = args.conn.client_config();
+    let mut config = args.conn.client_config()?;
     config.auto_offset_reset = if args.from_beginning {
         OffsetReset::Earliest
     } else {

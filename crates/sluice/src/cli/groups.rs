@@ -113,7 +113,7 @@ fn dash(v: Option<impl ToString>) -> String {
 }
 
 pub async fn run(args: GroupsArgs) -> CliResult {
-    let admin = Admin::new(args.conn.client_config())?;
+    let admin = Admin::new(args.conn.client_config()?)?;
     if args.list {
         return list(&admin, &args).await;
     }

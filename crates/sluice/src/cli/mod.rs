@@ -43,17 +43,60 @@ pub struct ConnArgs {
     /// Give up on an unreachable broker or a request after this many milliseconds.
     #[arg(long, default_value_t = 10_000, value_name = "MS")]
     pub timeout: u64,
+    /// A client properties file, as Kafka's tools take it: `security.protocol`, `ssl.*`,
+    /// `sasl.*` (e.g. `sasl.jaas.config`) and any other client setting.
+    #[arg(
+        long = "command-config",
+        visible_aliases = ["producer.config", "consumer.config"],
+        value_name = "FILE"
+    )]
+    pub command_config: Option<std::path::PathBuf>,
 }
 
 impl ConnArgs {
-    pub fn client_config(&self) -> ClientConfig {
+    pub fn client_config(&self) -> Result<ClientConfig, CliError> {
         let mut c = ClientConfig::new(&self.bootstrap_server);
         c.client_id = "sluice-cli".into();
         c.connect_timeout = Duration::from_millis(self.timeout);
         c.request_timeout = Duration::from_millis(self.timeout);
         c.max_block = Duration::from_millis(self.timeout);
-        c
+        if let Some(path) = &self.command_config {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("--command-config {}: {e}", path.display())))?;
+            for (k, v) in properties_file(&text) {
+                c = c
+                    .set(&k, &v)
+                    .map_err(|e| usage(format!("--command-config {}: {e}", path.display())))?;
+            }
+        }
+        Ok(c)
     }
+}
+
+/// `key=value` (or `key: value`) lines of a Java properties file: `#` and `!` start comments,
+/// a line ending in `\` continues on the next.
+pub fn properties_file(text: &str) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut logical = String::new();
+    for line in text.lines() {
+        let line = line.trim_start();
+        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
+        {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(part) => logical.push_str(part),
+            None => {
+                logical.push_str(line);
+                let entry = std::mem::take(&mut logical);
+                let split = entry.find(['=', ':']).unwrap_or(entry.len());
+                let (k, v) = entry.split_at(split);
+                let v = v.get(1..).unwrap_or("");
+                out.push((k.trim().to_string(), v.trim().to_string()));
+            }
+        }
+    }
+    out
 }
 
 /// Why a command failed; decides the exit code.
@@ -118,6 +161,23 @@ pub fn json_string(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn properties_files_parse_like_java() {
+        let text = "# comment\n! also\n\nsecurity.protocol=SASL_SSL\nsasl.mechanism : SCRAM-SHA-512\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n    username=\"a\" password=\"b=c\";\nempty=\n";
+        assert_eq!(
+            super::properties_file(text),
+            vec![
+                ("security.protocol".to_string(), "SASL_SSL".to_string()),
+                ("sasl.mechanism".to_string(), "SCRAM-SHA-512".to_string()),
+                (
+                    "sasl.jaas.config".to_string(),
+                    "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"a\" password=\"b=c\";".to_string()
+                ),
+                ("empty".to_string(), String::new()),
+            ]
+        );
+    }
+
     use super::*;
 
     #[test]

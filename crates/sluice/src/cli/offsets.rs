@@ -35,7 +35,7 @@ pub async fn run(args: OffsetsArgs) -> CliResult {
             ))
         })?),
     };
-    let admin = Admin::new(args.conn.client_config())?;
+    let admin = Admin::new(args.conn.client_config()?)?;
     let info = admin.describe_topics(&[args.topic.as_str()]).await?;
     let wanted: Vec<i32> = match &args.partitions {
         Some(list) => list

@@ -58,7 +58,7 @@ pub async fn run(args: ProduceArgs) -> CliResult {
     })?;
     let mut config = args
         .conn
-        .client_config()
+        .client_config()?
         .set("acks", &args.acks)
         .map_err(|e| usage(e.to_string()))?;
     config.compression = codec;

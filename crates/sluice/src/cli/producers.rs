@@ -31,7 +31,7 @@ pub async fn run(args: ProducersArgs) -> CliResult {
         .topic
         .as_deref()
         .ok_or_else(|| usage("--describe needs --topic"))?;
-    let admin = Admin::new(args.conn.client_config())?;
+    let admin = Admin::new(args.conn.client_config()?)?;
     let partitions: Vec<i32> = match args.partition {
         Some(p) => vec![p],
         None => admin

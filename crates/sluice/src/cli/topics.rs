@@ -79,7 +79,7 @@ fn topic(args: &TopicsArgs) -> Result<&str, CliError> {
 }
 
 pub async fn run(args: TopicsArgs) -> CliResult {
-    let admin = Admin::new(args.conn.client_config())?;
+    let admin = Admin::new(args.conn.client_config()?)?;
     if args.create {
         let name = topic(&args)?;
         let mut t = NewTopic::new(

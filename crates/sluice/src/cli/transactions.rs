@@ -30,7 +30,7 @@ pub struct TransactionsArgs {
 }
 
 pub async fn run(args: TransactionsArgs) -> CliResult {
-    let admin = Admin::new(args.conn.client_config())?;
+    let admin = Admin::new(args.conn.client_config()?)?;
     if args.list {
         let states: Vec<&str> = args.state.iter().map(String::as_str).collect();
         let txns = admin.list_transactions(&states).await?;

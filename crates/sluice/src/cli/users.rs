@@ -57,7 +57,7 @@ fn mechanisms(names: &[String]) -> Result<Vec<ScramMechanism>, CliError> {
 }
 
 pub async fn run(args: UsersArgs) -> CliResult {
-    let admin = Admin::new(args.conn.client_config())?;
+    let admin = Admin::new(args.conn.client_config()?)?;
     if args.describe {
         let users: Vec<&str> = args.user.iter().map(String::as_str).collect();
         let found = admin.describe_user_scram_credentials(&users).await?;

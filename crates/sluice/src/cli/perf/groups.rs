@@ -139,7 +139,7 @@ pub async fn run(args: GroupsArgs) -> CliResult {
         return Err(usage("--members and --concurrency must be at least 1"));
     }
     let partitions = all_partitions(&args.conn, &args.topic).await?;
-    let mut config = args.conn.client_config();
+    let mut config = args.conn.client_config()?;
     config.group_id = Some(format!("perf-rebalance-{}", std::process::id()));
     config.fetch_max_wait = Duration::from_millis(100);
     for (k, v) in properties(&args.consumer_props, "--consumer-props")? {
@@ -182,7 +182,7 @@ pub async fn run(args: GroupsArgs) -> CliResult {
 
 /// OffsetCommit throughput: `concurrency` committers, each waiting for its answer.
 async fn commits(args: &GroupsArgs, partitions: &[TopicPartition]) -> CliResult {
-    let admin = Admin::new(args.conn.client_config())?;
+    let admin = Admin::new(args.conn.client_config()?)?;
     let group = format!("perf-commits-{}", std::process::id());
     // Warm up: coordinator lookup, connection.
     admin

@@ -181,7 +181,7 @@ fn producer_config(
     conn: &ConnArgs,
     props: &[String],
 ) -> Result<sluice_client::ClientConfig, CliError> {
-    let mut config = conn.client_config();
+    let mut config = conn.client_config()?;
     config.max_block = Duration::from_secs(60);
     config.request_timeout = Duration::from_secs(30);
     for p in props {
@@ -307,7 +307,7 @@ pub(super) async fn all_partitions(
     conn: &ConnArgs,
     topic: &str,
 ) -> Result<Vec<TopicPartition>, CliError> {
-    let admin = Admin::new(conn.client_config())?;
+    let admin = Admin::new(conn.client_config()?)?;
     let info = admin.describe_topics(&[topic]).await?;
     Ok(info[0]
         .partitions
@@ -317,7 +317,7 @@ pub(super) async fn all_partitions(
 }
 
 async fn consume(args: ConsumeArgs) -> CliResult {
-    let mut config = args.conn.client_config();
+    let mut config = args.conn.client_config()?;
     config.auto_offset_reset = OffsetReset::Earliest;
     config.max_poll_records = 10_000;
     config.max_partition_fetch_bytes = 10 * 1024 * 1024;
@@ -373,7 +373,7 @@ async fn e2e(args: E2eArgs) -> CliResult {
         )
         .await?;
     let partitions = all_partitions(&args.conn, &args.topic).await?;
-    let mut cconf = args.conn.client_config();
+    let mut cconf = args.conn.client_config()?;
     cconf.fetch_max_wait = Duration::from_millis(100);
     let mut consumer = Consumer::new(cconf)?;
     consumer.assign(&partitions)?;
