@@ -34,6 +34,7 @@ pub mod error_map;
 pub mod group;
 pub mod handlers;
 pub mod isr;
+pub mod loggers;
 pub mod metadata_cache;
 pub mod network;
 pub mod partition;

@@ -29,6 +29,7 @@ pub enum ConfigSource {
     DynamicDefaultBrokerConfig = 3,
     StaticBrokerConfig = 4,
     DefaultConfig = 5,
+    DynamicBrokerLoggerConfig = 6,
 }
 
 /// A value constraint beyond the type.

@@ -12,6 +12,7 @@ use crate::record::{Endpoint, MetadataRecord};
 /// Config resource types (Kafka's `ConfigResource.Type` codes).
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
+pub const RESOURCE_BROKER_LOGGER: i8 = 8;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokerRegistration {

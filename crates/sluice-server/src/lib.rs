@@ -15,3 +15,5 @@ pub mod node;
 pub mod settings;
 
 pub use node::{Node, NodeError};
+/// Runtime log levels (KIP-412): the binary installs its log filter here.
+pub use sluice_broker::loggers;

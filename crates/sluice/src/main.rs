@@ -1,6 +1,7 @@
 //! `sluice`: the server and the command-line tools, in one binary.
 
 mod cli;
+mod logging;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -69,25 +70,6 @@ enum Command {
     /// Measure throughput and latency (kafka-producer-perf-test.sh and friends).
     #[command(subcommand)]
     Perf(cli::perf::PerfCommand),
-}
-
-fn init_logging(json: bool) {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,openraft=warn"));
-    if json {
-        tracing_subscriber::fmt()
-            .json()
-            .with_env_filter(filter)
-            .with_current_span(false)
-            .init();
-        return;
-    }
-    let ansi = std::io::IsTerminal::is_terminal(&std::io::stdout());
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_target(false)
-        .with_ansi(ansi)
-        .init();
 }
 
 /// Parse arguments; a mistake is reported on one line (exit 2), help and version as usual.
@@ -193,7 +175,7 @@ fn run_tool(command: Command) -> ExitCode {
 }
 
 fn run_server(config_file: Option<PathBuf>, overrides: Vec<String>, json_logs: bool) -> ExitCode {
-    init_logging(json_logs);
+    logging::init(json_logs);
     let (config, warnings) =
         match settings::load(config_file.as_deref(), std::env::vars(), &overrides) {
             Ok(c) => c,

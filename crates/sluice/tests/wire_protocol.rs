@@ -850,3 +850,106 @@ fn dynamic_broker_configs_apply_without_restart() {
         "{shown}"
     );
 }
+
+/// KIP-412: a broker's log levels change at runtime through its BROKER_LOGGER resource
+/// (`sluice configs --entity-type broker-loggers`, IncrementalAlterConfigs), with Kafka's
+/// errors for a bad level, removing the root level, or the wrong broker.
+#[test]
+fn log_levels_change_at_runtime_through_broker_loggers() {
+    let server = start(&[]);
+    let configs = |args: &[&str]| {
+        let mut a = vec!["--entity-type", "broker-loggers", "--entity-name", "0"];
+        a.extend_from_slice(args);
+        sluice_tool("configs", &server.bootstrap, &a)
+    };
+    let opened = || server.log().matches("connection opened").count();
+    let described = configs(&["--describe"]);
+    assert!(
+        described.contains("root=INFO sensitive=false source=DYNAMIC_BROKER_LOGGER_CONFIG"),
+        "{described}"
+    );
+    assert_eq!(opened(), 0, "debug lines are off at INFO");
+    configs(&["--alter", "--add-config", "sluice_broker::network=DEBUG"]);
+    assert!(configs(&["--describe"]).contains("sluice_broker::network=DEBUG"));
+    // Each tool run opens a connection, which the network module now logs at DEBUG.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while opened() == 0 {
+        assert!(Instant::now() < deadline, "no debug line after the change");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    configs(&["--alter", "--delete-config", "sluice_broker::network"]);
+    let before = opened();
+    // A topic creation logs at INFO after this tool's connection: once that line is read,
+    // a debug line for the connection would have been read too.
+    sluice_tool(
+        "topics",
+        &server.bootstrap,
+        &["--create", "--topic", "after-reset", "--partitions", "1"],
+    );
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !server.log().contains("partition=after-reset-0") {
+        assert!(Instant::now() < deadline, "no INFO line for the new topic");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!(opened(), before, "the logger went back under root's INFO");
+    assert!(!configs(&["--describe"]).contains("sluice_broker::network"));
+    // Kafka's refusals.
+    let mut w = Wire::connect(&server.bootstrap);
+    use kafka_protocol::messages::incremental_alter_configs_request::{
+        AlterConfigsResource, AlterableConfig,
+    };
+    let mut alter = |broker: &str, logger: &str, op: i8, level: Option<&str>| -> i16 {
+        let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+            AlterConfigsResource::default()
+                .with_resource_type(8)
+                .with_resource_name(StrBytes::from_string(broker.into()))
+                .with_configs(vec![AlterableConfig::default()
+                    .with_name(StrBytes::from_string(logger.into()))
+                    .with_config_operation(op)
+                    .with_value(level.map(|v| StrBytes::from_string(v.into())))]),
+        ]);
+        let resp: IncrementalAlterConfigsResponse =
+            w.call(ApiKey::IncrementalAlterConfigs, 1, &req);
+        resp.responses[0].error_code
+    };
+    assert_eq!(
+        alter("0", "root", 0, Some("LOUD")),
+        ErrorCode::InvalidConfig.code()
+    );
+    assert_eq!(
+        alter("0", "root", 1, None),
+        ErrorCode::InvalidRequest.code()
+    );
+    assert_eq!(
+        alter("0", "x", 2, Some("INFO")),
+        ErrorCode::InvalidRequest.code()
+    );
+    assert_eq!(
+        alter("7", "x", 0, Some("INFO")),
+        ErrorCode::InvalidRequest.code()
+    );
+    assert_eq!(alter("0", "openraft", 0, Some("ERROR")), 0);
+    // The legacy AlterConfigs does not take loggers, as in Kafka.
+    use kafka_protocol::messages::alter_configs_request::AlterConfigsResource as Legacy;
+    let resp: AlterConfigsResponse = w.call(
+        ApiKey::AlterConfigs,
+        2,
+        &AlterConfigsRequest::default().with_resources(vec![Legacy::default()
+            .with_resource_type(8)
+            .with_resource_name(StrBytes::from_static_str("0"))]),
+    );
+    assert_eq!(
+        resp.responses[0].error_code,
+        ErrorCode::InvalidRequest.code()
+    );
+    // A bad level through the tool: one line, exit 1.
+    let out = std::process::Command::new(sluice_bin())
+        .args(["configs", "--bootstrap-server", &server.bootstrap])
+        .args(["--entity-type", "broker-loggers", "--entity-name", "0"])
+        .args(["--alter", "--add-config", "root=LOUD"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("not a supported log level"), "{err}");
+}

@@ -54,6 +54,12 @@ pub(crate) fn broker_configs_are_static(resource_type: i8) -> Result<(), (ErrorC
             ErrorCode::InvalidConfig,
             "broker configs cannot be changed at runtime yet; set them in server.properties".into(),
         ))
+    } else if resource_type == sluice_metadata::image::RESOURCE_BROKER_LOGGER {
+        Err((
+            ErrorCode::InvalidRequest,
+            "AlterConfigs is deprecated and does not support the resource type BROKER_LOGGER"
+                .into(),
+        ))
     } else {
         Err((
             ErrorCode::InvalidRequest,

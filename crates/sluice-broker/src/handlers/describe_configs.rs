@@ -8,9 +8,10 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 use sluice_metadata::acl::op;
 use sluice_metadata::config::{
-    describe_broker_with, describe_topic_with, ConfigSource, DescribedConfig, DynamicBrokerConfigs,
+    describe_broker_with, describe_topic_with, ConfigSource, ConfigType, DescribedConfig,
+    DynamicBrokerConfigs,
 };
-use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC};
 use sluice_metadata::topic;
 use sluice_protocol::ErrorCode;
 
@@ -19,7 +20,24 @@ use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
 handler!(ApiKey::DescribeConfigs, 1, 4, sync handle);
 
-const RESOURCE_BROKER_LOGGER: i8 = 8;
+/// This process's loggers and their levels (KIP-412).
+fn loggers() -> Vec<DescribedConfig> {
+    crate::loggers::control()
+        .map(|c| c.levels())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|(name, level)| DescribedConfig {
+            name,
+            value: Some(level),
+            source: ConfigSource::DynamicBrokerLoggerConfig,
+            read_only: false,
+            sensitive: false,
+            ty: ConfigType::String,
+            doc: "A logger's level: OFF, FATAL, ERROR, WARN, INFO, DEBUG or TRACE.",
+            synonyms: Vec::new(),
+        })
+        .collect()
+}
 
 fn entry(d: DescribedConfig, synonyms: bool, docs: bool) -> DescribeConfigsResourceResult {
     let mut r = DescribeConfigsResourceResult::default();
@@ -105,7 +123,7 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
                     let dynamic = DynamicBrokerConfigs::from_image(&image, broker.node_id);
                     describe_broker_with(&broker.config, &dynamic)
                 } else {
-                    Vec::new()
+                    loggers()
                 }),
                 _ => Err((
                     ErrorCode::InvalidRequest,

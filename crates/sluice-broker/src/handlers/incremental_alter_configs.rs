@@ -1,6 +1,6 @@
-//! IncrementalAlterConfigs (key 44): SET / DELETE / APPEND / SUBTRACT on topic configs,
-//! committed by the controller. Broker configs cannot be set at runtime yet (deleting one
-//! is a no-op).
+//! IncrementalAlterConfigs (key 44): SET / DELETE / APPEND / SUBTRACT on topic configs and
+//! SET / DELETE on dynamic broker configs, committed by the controller; SET / DELETE on this
+//! broker's log levels (BROKER_LOGGER, applied here and now, see [`crate::loggers`]).
 
 use bytes::Bytes;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -9,7 +9,7 @@ use kafka_protocol::messages::{
 };
 use sluice_metadata::acl::op;
 use sluice_metadata::config::{topic_value, ConfigType};
-use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_TOPIC};
+use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC};
 use sluice_protocol::ErrorCode;
 
 use super::alter_configs::{alter_topic, broker_configs_are_static};
@@ -123,6 +123,8 @@ async fn handle(
                         .await
                 }
             }
+        } else if res.resource_type == RESOURCE_BROKER_LOGGER {
+            alter_loggers(broker.node_id, &name, &res.configs, req.validate_only)
         } else {
             broker_configs_are_static(res.resource_type)
         };
@@ -133,4 +135,55 @@ async fn handle(
         resp.responses.push(out);
     }
     ctx.respond(&resp)
+}
+
+/// SET or DELETE log levels of this broker, all or none.
+fn alter_loggers(
+    node_id: i32,
+    name: &str,
+    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+    validate_only: bool,
+) -> Result<(), (ErrorCode, String)> {
+    if name.parse::<i32>().ok() != Some(node_id) {
+        return Err((
+            ErrorCode::InvalidRequest,
+            format!("Unexpected broker id, expected {node_id}, but received {name}"),
+        ));
+    }
+    let mut changes = Vec::new();
+    for c in configs {
+        let logger = c.name.to_string();
+        let level = match c.config_operation {
+            SET => Some(c.value.as_ref().map(|v| v.to_string()).unwrap_or_default()),
+            DELETE => None,
+            op => return Err((
+                ErrorCode::InvalidRequest,
+                format!(
+                    "{op} is not a valid operation for broker loggers (only SET and DELETE are)"
+                ),
+            )),
+        };
+        crate::loggers::validate(&logger, level.as_deref()).map_err(|m| {
+            // Kafka: removing the root's level is a bad request, a bad level a bad config.
+            let code = if level.is_none() {
+                ErrorCode::InvalidRequest
+            } else {
+                ErrorCode::InvalidConfig
+            };
+            (code, m)
+        })?;
+        changes.push((logger, level));
+    }
+    let control = crate::loggers::control().ok_or_else(|| {
+        (
+            ErrorCode::InvalidRequest,
+            "this process's log levels cannot be changed at runtime".to_string(),
+        )
+    })?;
+    if validate_only {
+        return Ok(());
+    }
+    control
+        .apply(&changes)
+        .map_err(|m| (ErrorCode::InvalidConfig, m))
 }

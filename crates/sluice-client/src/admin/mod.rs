@@ -67,6 +67,8 @@ pub enum ConfigResource {
     Broker(i32),
     /// The cluster-wide default of dynamic broker configs (the broker resource named "").
     BrokerDefault,
+    /// A broker's log levels (KIP-412).
+    BrokerLogger(i32),
 }
 
 impl ConfigResource {
@@ -75,6 +77,15 @@ impl ConfigResource {
             ConfigResource::Topic(t) => (2, t.clone()),
             ConfigResource::Broker(b) => (4, b.to_string()),
             ConfigResource::BrokerDefault => (4, String::new()),
+            ConfigResource::BrokerLogger(b) => (8, b.to_string()),
+        }
+    }
+
+    /// The broker that must answer for this resource, if one must.
+    fn broker(&self) -> Option<i32> {
+        match self {
+            ConfigResource::Broker(b) | ConfigResource::BrokerLogger(b) => Some(*b),
+            ConfigResource::Topic(_) | ConfigResource::BrokerDefault => None,
         }
     }
 }
@@ -304,12 +315,32 @@ impl Admin {
         check(r.error_code, r.error_message.map(|m| m.to_string()))
     }
 
-    /// Describe config resources; one result per resource.
+    /// Where a request about `resource` goes: the broker it names, else any.
+    async fn config_connection(
+        &self,
+        resource: Option<&ConfigResource>,
+    ) -> Result<std::sync::Arc<crate::connection::Connection>> {
+        match resource.and_then(ConfigResource::broker) {
+            Some(b) => self.core.connection_to_node(b).await,
+            None => self.core.any_connection().await,
+        }
+    }
+
+    /// Describe config resources; one result per resource. A broker's own resources are
+    /// asked of that broker, one request each.
     pub async fn describe_configs(
         &self,
         resources: &[ConfigResource],
     ) -> Result<Vec<Result<Vec<ConfigEntry>>>> {
-        let conn = self.core.any_connection().await?;
+        if resources.len() > 1 && resources.iter().any(|r| r.broker().is_some()) {
+            let mut out = Vec::new();
+            for r in resources {
+                let one = Box::pin(self.describe_configs(std::slice::from_ref(r))).await?;
+                out.extend(one);
+            }
+            return Ok(out);
+        }
+        let conn = self.config_connection(resources.first()).await?;
         let req = DescribeConfigsRequest::default()
             .with_include_synonyms(true)
             .with_resources(
@@ -354,7 +385,7 @@ impl Admin {
         ops: &[AlterOp],
         validate_only: bool,
     ) -> Result<()> {
-        let conn = self.core.any_connection().await?;
+        let conn = self.config_connection(Some(resource)).await?;
         let (t, n) = resource.type_and_name();
         let configs = ops
             .iter()

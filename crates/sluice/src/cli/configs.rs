@@ -11,7 +11,7 @@ use super::{key_value, usage, CliError, CliResult, ConnArgs};
 #[derive(Args, Debug)]
 #[command(
     group(ArgGroup::new("action").required(true).args(["describe", "alter"])),
-    after_help = "Examples:\n  sluice configs --describe --entity-type topics --entity-name orders\n  sluice configs --describe --entity-type brokers --entity-name 0 --all\n  sluice configs --alter --entity-type topics --entity-name orders --add-config retention.ms=3600000,cleanup.policy=delete\n  sluice configs --alter --entity-type topics --entity-name orders --delete-config retention.ms\n  sluice configs --alter --entity-type users --entity-name alice --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152\n  sluice configs --alter --entity-type clients --entity-default --add-config request_percentage=50\n  sluice configs --alter --user alice --client app --add-config producer_byte_rate=65536\n  sluice configs --describe --entity-type users [--entity-name alice]"
+    after_help = "Examples:\n  sluice configs --describe --entity-type topics --entity-name orders\n  sluice configs --describe --entity-type brokers --entity-name 0 --all\n  sluice configs --alter --entity-type topics --entity-name orders --add-config retention.ms=3600000,cleanup.policy=delete\n  sluice configs --alter --entity-type topics --entity-name orders --delete-config retention.ms\n  sluice configs --alter --entity-type users --entity-name alice --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152\n  sluice configs --alter --entity-type clients --entity-default --add-config request_percentage=50\n  sluice configs --alter --user alice --client app --add-config producer_byte_rate=65536\n  sluice configs --describe --entity-type users [--entity-name alice]\n  sluice configs --alter --entity-type broker-loggers --entity-name 1 --add-config sluice_broker::replica_fetcher=DEBUG\n  sluice configs --describe --entity-type broker-loggers --entity-name 1"
 )]
 pub struct ConfigsArgs {
     #[command(flatten)]
@@ -64,6 +64,7 @@ fn source_name(s: i8) -> &'static str {
         3 => "DYNAMIC_DEFAULT_BROKER_CONFIG",
         4 => "STATIC_BROKER_CONFIG",
         5 => "DEFAULT_CONFIG",
+        6 => "DYNAMIC_BROKER_LOGGER_CONFIG",
         _ => "UNKNOWN",
     }
 }
@@ -194,9 +195,18 @@ pub async fn run(args: ConfigsArgs) -> CliResult {
                 ))
             })?)
         }
-        (None, Some(other), _) if other != "topics" && other != "brokers" => {
+        (None, Some("broker-loggers" | "broker-logger"), Some(n)) => {
+            ConfigResource::BrokerLogger(n.parse().map_err(|_| {
+                usage(format!(
+                    "--entity-name for broker-loggers is a broker id, not '{n}'"
+                ))
+            })?)
+        }
+        (None, Some(other), _)
+            if !["topics", "brokers", "broker-loggers"].contains(&other) =>
+        {
             return Err(usage(format!(
-                "--entity-type must be topics, brokers, users or clients, not '{other}'"
+                "--entity-type must be topics, brokers, broker-loggers, users or clients, not '{other}'"
             )))
         }
         _ => return Err(usage(
@@ -215,6 +225,7 @@ pub async fn run(args: ConfigsArgs) -> CliResult {
             ConfigResource::Topic(t) => ("topic", t.clone()),
             ConfigResource::Broker(b) => ("broker", b.to_string()),
             ConfigResource::BrokerDefault => ("the cluster-wide broker", "default".to_string()),
+            ConfigResource::BrokerLogger(b) => ("broker-logger", b.to_string()),
         };
         println!(
             "{} configs for {what} {name} are:",
@@ -222,7 +233,7 @@ pub async fn run(args: ConfigsArgs) -> CliResult {
         );
         for e in entries
             .iter()
-            .filter(|e| args.all || (1..=3).contains(&e.source))
+            .filter(|e| args.all || (1..=3).contains(&e.source) || e.source == 6)
         {
             println!(
                 "  {}={} sensitive={} source={}",
