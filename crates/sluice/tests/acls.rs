@@ -66,18 +66,24 @@ fn topic(v: &str) -> TopicName {
 /// A node with a SASL/PLAIN listener for users u0..u47 and `admin`, ACLs enforced; the
 /// PLAINTEXT listener (brokers' own traffic, and the tests' setup) is a super user.
 fn start_secured() -> (TestServer, String) {
+    start_secured_with(&[])
+}
+
+fn start_secured_with(extra: &[&str]) -> (TestServer, String) {
     let mut users: String = (0..USERS).map(|i| format!(" user_u{i}=\"pw\"")).collect();
     users.push_str(" user_admin=\"pw\"");
     let jaas = format!(
         "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required{users};"
     );
-    let server = start(&[
+    let mut overrides = vec![
         "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms=PLAIN",
         &jaas,
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users=User:admin;User:ANONYMOUS",
-    ]);
+    ];
+    overrides.extend_from_slice(extra);
+    let server = start(&overrides);
     let sasl = server.listener("SASL_PLAINTEXT").expect("SASL listener");
     (server, sasl)
 }
@@ -878,6 +884,43 @@ fn every_api_is_authorized_with_kafkas_operation_and_error() {
             None => assert_ne!(code, c.denied.code(), "{} with {acls:?}", c.api),
         }
     }
+}
+
+#[test]
+fn allow_everyone_if_no_acl_found_opens_only_resources_without_acls() {
+    let (_server, sasl) = start_secured_with(&["allow.everyone.if.no.acl.found=true"]);
+    let mut admin = login(&sasl, "admin");
+    for name in ["open", "guarded"] {
+        assert_eq!(create_topic_as(&mut admin, name, 1), 0);
+    }
+    let listed = |w: &mut Wire| -> Vec<String> {
+        let resp: MetadataResponse = w.call(
+            ApiKey::Metadata,
+            12,
+            &MetadataRequest::default().with_topics(None),
+        );
+        let mut names: Vec<String> = resp
+            .topics
+            .iter()
+            .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+            .collect();
+        names.sort();
+        names
+    };
+    // No ACL names either topic: everyone may use both (and create topics: the cluster has
+    // no ACL either).
+    assert_eq!(listed(&mut login(&sasl, "u0")), ["guarded", "open"]);
+    assert_eq!(create_topic_as(&mut login(&sasl, "u0"), "by-anyone", 1), 0);
+    // Once an ACL names `guarded`, only what it allows is allowed there; `open` stays open.
+    grant(
+        &mut admin,
+        &[allow("u1", resource::TOPIC, "guarded", op::DESCRIBE)],
+    );
+    assert_eq!(listed(&mut login(&sasl, "u0")), ["by-anyone", "open"]);
+    assert_eq!(
+        listed(&mut login(&sasl, "u1")),
+        ["by-anyone", "guarded", "open"]
+    );
 }
 
 #[test]

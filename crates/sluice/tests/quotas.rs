@@ -1,7 +1,8 @@
 //! Client quotas: Describe/AlterClientQuotas with Kafka's validation, `sluice configs` for
 //! users and clients, throttle_time_ms plus a muted connection for a client over its quota,
-//! and librdkafka producers: the one over its byte-rate quota is held to it over a 20 s
-//! window while an unthrottled one keeps its rate.
+//! librdkafka producers (the one over its byte-rate quota is held to it over a 20 s window
+//! while an unthrottled one keeps its rate) and consumers (the same for consumer_byte_rate),
+//! and a client over its request_percentage muted while another is answered.
 
 mod common;
 #[path = "common/wire.rs"]
@@ -384,5 +385,146 @@ fn a_producer_over_its_quota_is_held_to_it_and_others_keep_their_rate() {
     assert!(
         free >= free_pace as f64 * 0.9,
         "the unthrottled producer fell to {free:.0} B/s of {free_pace}"
+    );
+}
+
+/// Read `topic` from the beginning as `client_id` for `run`; (arrival, bytes) per record.
+fn run_consumer(
+    bootstrap: &str,
+    client_id: &str,
+    start: Instant,
+    run: Duration,
+) -> Vec<(Instant, usize)> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::{Message, Offset, TopicPartitionList};
+    let c: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("client.id", client_id)
+        .set("group.id", client_id)
+        .set("enable.auto.commit", "false")
+        // Small fetches, so a throttled reader's rate is not one response every few seconds.
+        .set("max.partition.fetch.bytes", "65536")
+        .set("fetch.max.bytes", "65536")
+        .set("message.max.bytes", "65536")
+        .create()
+        .expect("consumer");
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("fetched", 0, Offset::Beginning)
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let mut got = Vec::new();
+    while start.elapsed() < run {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(50)) {
+            got.push((Instant::now(), m.payload().map_or(0, <[u8]>::len)));
+        }
+    }
+    got
+}
+
+/// consumer_byte_rate: a librdkafka consumer over its quota reads at the quota (fetch
+/// responses are counted, and a throttled fetch is answered empty and the connection muted),
+/// while another consumer of the same data is not held back.
+#[test]
+fn a_consumer_over_its_fetch_quota_is_held_to_it_and_others_are_not() {
+    const QUOTA: f64 = 512.0 * 1024.0;
+    let server = start(&["quota.window.num=4", "quota.window.size.seconds=1"]);
+    let mut w = Wire::connect(&server.bootstrap);
+    create_topic(&mut w, "fetched");
+    // 16 MiB to read: more than the throttled reader may take in the run.
+    let p: BaseProducer<Acks> = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &server.bootstrap)
+        .set("linger.ms", "20")
+        .set("batch.size", "262144")
+        .create_with_context(Acks::default())
+        .expect("producer");
+    let value = vec![b'f'; 1024];
+    for _ in 0..16 * 1024 {
+        while p
+            .send(BaseRecord::<(), [u8]>::to("fetched").payload(&value[..]))
+            .is_err()
+        {
+            p.poll(Duration::from_millis(5));
+        }
+        p.poll(Duration::ZERO);
+    }
+    p.flush(Duration::from_secs(60)).unwrap();
+    assert_eq!(p.context().acked.lock().unwrap().len(), 16 * 1024);
+    assert_eq!(
+        alter(
+            &mut w,
+            &[("client-id", Some("slow-reader"))],
+            &[("consumer_byte_rate", Some(QUOTA))]
+        ),
+        0
+    );
+    let start = Instant::now();
+    let run = Duration::from_secs(14);
+    let free = std::thread::spawn({
+        let bootstrap = server.bootstrap.clone();
+        move || run_consumer(&bootstrap, "fast-reader", start, Duration::from_secs(8))
+    });
+    let slow = run_consumer(&server.bootstrap, "slow-reader", start, run);
+    let free = free.join().unwrap();
+    // After the first windows' burst, over 10 s.
+    let (from, to) = (Duration::from_secs(4), Duration::from_secs(14));
+    let slow_rate = rate(&slow, start, from, to);
+    let free_total: usize = free.iter().map(|(_, n)| n).sum();
+    println!("slow reader {slow_rate:.0} B/s (quota {QUOTA}); the free reader read {free_total} B");
+    assert!(
+        (slow_rate - QUOTA).abs() <= QUOTA * 0.15,
+        "the throttled reader ran at {slow_rate:.0} B/s, quota {QUOTA}"
+    );
+    assert_eq!(
+        free_total,
+        16 * 1024 * 1024,
+        "the free reader read everything"
+    );
+}
+
+/// request_percentage: a client whose requests take more of the broker's handling time than
+/// its quota is muted (its next request waits), while another client keeps being answered.
+#[test]
+fn a_client_over_its_request_percentage_is_muted_and_others_are_not() {
+    let server = start(&["quota.window.num=2", "quota.window.size.seconds=1"]);
+    let mut w = Wire::connect(&server.bootstrap);
+    create_topic(&mut w, "rq");
+    assert_eq!(
+        alter(
+            &mut w,
+            &[("client-id", Some("busy"))],
+            &[("request_percentage", Some(0.01))]
+        ),
+        0
+    );
+    // The busy client produces until one of its requests is held back noticeably.
+    let bootstrap = server.bootstrap.clone();
+    let busy = std::thread::spawn(move || {
+        let mut busy = Wire::connect_as(&bootstrap, "busy");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let sent = Instant::now();
+            let resp = produce(&mut busy, "rq", 20_000);
+            assert_eq!(resp.responses[0].partition_responses[0].error_code, 0);
+            let took = sent.elapsed();
+            if took >= Duration::from_millis(200) {
+                return took;
+            }
+            assert!(Instant::now() < deadline, "the busy client was never muted");
+        }
+    });
+    // Meanwhile another client's requests are answered at once.
+    let mut other = Wire::connect_as(&server.bootstrap, "other");
+    let mut slowest = Duration::ZERO;
+    while !busy.is_finished() {
+        let sent = Instant::now();
+        let resp = produce(&mut other, "rq", 100);
+        assert_eq!(resp.throttle_time_ms, 0);
+        slowest = slowest.max(sent.elapsed());
+    }
+    let held = busy.join().unwrap();
+    println!("the busy client waited {held:?}; the other's slowest answer took {slowest:?}");
+    assert!(
+        slowest < held / 2,
+        "the other client waited {slowest:?}, as long as the muted one ({held:?})"
     );
 }

@@ -156,12 +156,14 @@ fn alter_loggers(
         let level = match c.config_operation {
             SET => Some(c.value.as_ref().map(|v| v.to_string()).unwrap_or_default()),
             DELETE => None,
-            op => return Err((
-                ErrorCode::InvalidRequest,
-                format!(
+            op => {
+                return Err((
+                    ErrorCode::InvalidRequest,
+                    format!(
                     "{op} is not a valid operation for broker loggers (only SET and DELETE are)"
                 ),
-            )),
+                ))
+            }
         };
         crate::loggers::validate(&logger, level.as_deref()).map_err(|m| {
             // Kafka: removing the root's level is a bad request, a bad level a bad config.
