@@ -15,9 +15,11 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 /// Where and how this broker connects to the others.
 #[derive(Clone, Default)]
 pub struct InterBroker {
-    /// `inter.broker.listener.name` (None: each broker's first listener).
+    /// The inter-broker listener's name (None: each broker's first listener).
     pub listener: Option<String>,
     pub connector: Connector,
+    /// `replica.socket.timeout.ms`: connecting (TLS and SASL included) and answering.
+    pub timeout: std::time::Duration,
 }
 
 impl std::fmt::Debug for InterBroker {
@@ -40,23 +42,26 @@ impl InterBroker {
                 ListenerProtocol::SaslPlaintext => SecurityProtocol::SaslPlaintext,
                 ListenerProtocol::SaslSsl => SecurityProtocol::SaslSsl,
             },
-            truststore: client.truststore,
-            keystore: client.keystore,
+            truststore: client.truststore.clone(),
+            keystore: client.keystore.clone(),
             verify_hostname: Some(client.verify_hostname),
             ..SecurityConfig::default()
         };
-        if let Some((mechanism, username, password)) = client.sasl {
+        if let Some((mechanism, username, password)) = client.sasl.clone() {
             security.sasl_mechanism = Some(mechanism);
             security.sasl_username = Some(username);
             security.sasl_password = Some(password);
         }
         let connector = Connector::new(&security)
             .map_err(|(key, reason)| format!("inter-broker connections ({key}): {reason}"))?;
+        // The listener the protocol was taken from is the one connected to, so the two
+        // always agree.
         Ok(Self {
-            listener: config
-                .explicit("inter.broker.listener.name")
-                .map(str::to_owned),
+            listener: client.listener,
             connector,
+            timeout: std::time::Duration::from_millis(
+                config.number("replica.socket.timeout.ms").max(1) as u64,
+            ),
         })
     }
 }
@@ -79,12 +84,20 @@ pub struct BrokerConn {
 }
 
 impl BrokerConn {
+    /// Connect, with TLS and SASL as `inter` says, within its timeout.
     pub async fn connect(
         addr: &str,
         client_id: &str,
-        connector: &Connector,
+        inter: &InterBroker,
     ) -> std::io::Result<Self> {
-        let stream = connector.connect(addr, client_id).await?;
+        let stream = tokio::time::timeout(inter.timeout, inter.connector.connect(addr, client_id))
+            .await
+            .map_err(|_| {
+                std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("no connection to {addr} within {:?}", inter.timeout),
+                )
+            })??;
         Ok(Self {
             stream,
             correlation: 0,

@@ -13,8 +13,8 @@ use std::sync::OnceLock;
 /// The root logger's name.
 pub const ROOT: &str = "root";
 
-/// Kafka's log levels, as a client may name them.
-pub const LEVELS: &[&str] = &["OFF", "FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"];
+/// Kafka's log levels (`LogLevelConfig.VALID_LOG_LEVELS`), names as Kafka spells them.
+pub const LEVELS: &[&str] = &["FATAL", "ERROR", "WARN", "INFO", "DEBUG", "TRACE"];
 
 /// Something that can read and change the process's log filter.
 pub trait LogControl: Send + Sync {
@@ -43,8 +43,7 @@ pub fn kafka_level(tracing_level: &str) -> String {
 
 /// The `tracing` filter level for a Kafka level name (FATAL has no equal: ERROR).
 pub fn tracing_level(kafka: &str) -> Option<&'static str> {
-    Some(match kafka.to_ascii_uppercase().as_str() {
-        "OFF" => "off",
+    Some(match kafka {
         "FATAL" | "ERROR" => "error",
         "WARN" => "warn",
         "INFO" => "info",
@@ -54,25 +53,34 @@ pub fn tracing_level(kafka: &str) -> Option<&'static str> {
     })
 }
 
-/// Check one change the way Kafka does; the error is Kafka's message.
-pub fn validate(logger: &str, level: Option<&str>) -> Result<(), String> {
+/// Why a change is refused, with Kafka's error class.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refusal {
+    /// INVALID_REQUEST
+    Request(String),
+    /// INVALID_CONFIG
+    Config(String),
+}
+
+/// Check one change the way Kafka's RuntimeLoggerManager does.
+pub fn validate(logger: &str, level: Option<&str>) -> Result<(), Refusal> {
     let well_formed = !logger.is_empty()
         && logger
             .chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | ':' | '.' | '-'));
     if !well_formed {
-        return Err(format!("Logger {logger} does not exist!"));
+        return Err(Refusal::Config(format!("Logger {logger} does not exist!")));
     }
     match level {
-        None if logger == ROOT => {
-            Err("Removing the log level of the root logger is not allowed".into())
-        }
+        None if logger == ROOT => Err(Refusal::Request(
+            "Removing the log level of the root logger is not allowed".into(),
+        )),
         None => Ok(()),
         Some(l) if tracing_level(l).is_some() => Ok(()),
-        Some(l) => Err(format!(
+        Some(l) => Err(Refusal::Config(format!(
             "Cannot set the log level of {logger} to {l} as it is not a supported log level. Valid log levels are {}",
             LEVELS.join(", ")
-        )),
+        ))),
     }
 }
 
@@ -82,17 +90,19 @@ mod tests {
 
     #[test]
     fn kafka_levels_and_loggers_are_checked() {
-        assert!(validate("sluice_broker::replica_fetcher", Some("debug")).is_ok());
+        assert!(validate("sluice_broker::replica_fetcher", Some("DEBUG")).is_ok());
         assert!(validate(ROOT, Some("WARN")).is_ok());
         assert!(validate("kafka.server.ReplicaManager", None).is_ok());
-        assert!(validate(ROOT, None).unwrap_err().contains("root logger"));
-        assert!(validate("x", Some("LOUD"))
-            .unwrap_err()
-            .contains("Valid log levels"));
-        assert!(validate("a b", Some("INFO")).is_err());
+        assert!(matches!(validate(ROOT, None), Err(Refusal::Request(_))));
+        for bad in ["LOUD", "debug", "OFF"] {
+            assert!(
+                matches!(validate("x", Some(bad)), Err(Refusal::Config(m)) if m.contains("Valid log levels")),
+                "{bad}"
+            );
+        }
+        assert!(matches!(validate("a b", None), Err(Refusal::Config(_))));
         assert!(validate("", Some("INFO")).is_err());
-        assert_eq!(tracing_level("Fatal"), Some("error"));
-        assert_eq!(tracing_level("OFF"), Some("off"));
+        assert_eq!(tracing_level("FATAL"), Some("error"));
         assert_eq!(kafka_level("debug"), "DEBUG");
     }
 }

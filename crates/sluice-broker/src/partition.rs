@@ -452,6 +452,14 @@ impl Partition {
         self.read_log().leader_epoch_cache().latest_epoch()
     }
 
+    /// This replica's own (epoch, end offset) for `epoch`, as a follower deciding where to
+    /// truncate compares it with the leader's answer.
+    pub fn own_end_offset_for(&self, epoch: i32) -> Option<(i32, i64)> {
+        let log = self.read_log();
+        log.leader_epoch_cache()
+            .end_offset_for(epoch, log.log_end_offset(), None)
+    }
+
     /// OffsetForLeaderEpoch on the leader: (epoch, end offset) for a follower or consumer
     /// at `epoch`.
     pub fn end_offset_for(&self, epoch: i32) -> Option<(i32, i64)> {

@@ -59,6 +59,44 @@ impl FetcherConfig {
     }
 }
 
+/// `fut`, or a TimedOut error after `limit` (a peer that stopped answering).
+async fn within<T>(
+    limit: Duration,
+    fut: impl std::future::Future<Output = std::io::Result<T>>,
+) -> std::io::Result<T> {
+    tokio::time::timeout(limit, fut).await.map_err(|_| {
+        std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            format!("no answer from the leader within {limit:?}"),
+        )
+    })?
+}
+
+/// Where a follower truncates after the leader answered OffsetForLeaderEpoch for its latest
+/// epoch, as Kafka's fetcher decides (KIP-101, KIP-279): (offset, whether truncation is
+/// complete). `leader` is the leader's (epoch, end offset), None when it knows no such epoch;
+/// `own(e)` is this replica's (epoch, end offset) for epoch `e`.
+/// - No answer: the high watermark (all that is known to be committed).
+/// - This replica has the leader's epoch: the smaller of the two ends of it.
+/// - It does not (its largest epoch below is another): the end of that one, and ask again
+///   with the now-latest epoch — its records of later epochs are the leader's to decide.
+/// - It has no epoch that old: the leader's end.
+pub(crate) fn truncation_target(
+    leader: Option<(i32, i64)>,
+    own: impl Fn(i32) -> Option<(i32, i64)>,
+    leo: i64,
+    hw: i64,
+) -> (i64, bool) {
+    let Some((leader_epoch, leader_end)) = leader else {
+        return (hw.min(leo), true);
+    };
+    match own(leader_epoch) {
+        Some((e, own_end)) if e == leader_epoch => (own_end.min(leader_end).min(leo), true),
+        Some((_, own_end)) => (own_end.min(leo), false),
+        None => (leader_end.min(leo), true),
+    }
+}
+
 /// Starts and stops the per-leader fetchers as leadership moves.
 pub struct ReplicaFetcherManager {
     node_id: i32,
@@ -149,7 +187,7 @@ impl ReplicaFetcherManager {
                             BrokerConn::connect(
                                 &addr,
                                 &format!("sluice-replica-fetcher-{}", self.node_id),
-                                &self.inter.connector,
+                                &self.inter,
                             )
                             .await
                         }
@@ -228,9 +266,11 @@ impl ReplicaFetcherManager {
                     })
                     .collect(),
             );
-        let resp: OffsetForLeaderEpochResponse = c
-            .call(ApiKey::OffsetForLeaderEpoch, EPOCH_VERSION, &req)
-            .await?;
+        let resp: OffsetForLeaderEpochResponse = within(
+            self.inter.timeout,
+            c.call(ApiKey::OffsetForLeaderEpoch, EPOCH_VERSION, &req),
+        )
+        .await?;
         let now = crate::now_ms();
         for t in resp.topics {
             for r in t.partitions {
@@ -244,21 +284,30 @@ impl ReplicaFetcherManager {
                     // longer follow; the next round asks the new leader.
                     continue;
                 }
+                if r.error_code == ErrorCode::ClusterAuthorizationFailed.code() {
+                    warn!(partition = %tp, "the leader refuses this broker's OffsetForLeaderEpoch (super.users / CLUSTER_ACTION)");
+                    continue;
+                }
                 if r.error_code != 0 {
                     debug!(partition = %tp, code = r.error_code, "leader refused OffsetForLeaderEpoch");
                     continue;
                 }
                 let leo = p.log_end_offset();
-                let target = if r.end_offset < 0 || r.leader_epoch < 0 {
-                    p.high_watermark().min(leo)
-                } else {
-                    r.end_offset.min(leo)
-                };
+                let leader_end = (r.leader_epoch >= 0 && r.end_offset >= 0)
+                    .then_some((r.leader_epoch, r.end_offset));
+                let (target, done) = truncation_target(
+                    leader_end,
+                    |e| p.own_end_offset_for(e),
+                    leo,
+                    p.high_watermark(),
+                );
                 if target < leo {
                     info!(partition = %tp, from = leo, to = target, leader_epoch = r.leader_epoch, "truncating to the leader's epoch end");
                     p.truncate_to(target, now).map_err(std::io::Error::other)?;
                 }
-                synced.insert(tp, epoch);
+                if done {
+                    synced.insert(tp, epoch);
+                }
             }
         }
         Ok(())
@@ -309,7 +358,12 @@ impl ReplicaFetcherManager {
                     })
                     .collect(),
             );
-        let resp: FetchResponse = c.call(ApiKey::Fetch, FETCH_VERSION, &req).await?;
+        let wait = Duration::from_millis(self.config.max_wait_ms.max(0) as u64);
+        let resp: FetchResponse = within(
+            wait + self.inter.timeout,
+            c.call(ApiKey::Fetch, FETCH_VERSION, &req),
+        )
+        .await?;
         let now = crate::now_ms();
         let mut backoff = false;
         for t in resp.responses {
@@ -341,6 +395,15 @@ impl ReplicaFetcherManager {
                         p.truncate_fully_and_start_at(d.log_start_offset, now)
                             .map_err(std::io::Error::other)?;
                     }
+                    // The leader's ACLs refuse this broker's principal: it will not heal
+                    // by itself, so say so where an operator looks.
+                    Some(
+                        code @ (ErrorCode::ClusterAuthorizationFailed
+                        | ErrorCode::TopicAuthorizationFailed),
+                    ) => {
+                        warn!(partition = %tp, ?code, "the leader refuses this broker's replica fetches (super.users / CLUSTER_ACTION)");
+                        backoff = true;
+                    }
                     Some(code) => {
                         debug!(partition = %tp, ?code, "replica fetch error");
                         backoff = true;
@@ -354,5 +417,39 @@ impl ReplicaFetcherManager {
             self.metadata.changed(LAGGING_METADATA_RETRY).await;
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::truncation_target;
+
+    /// This replica's epochs: 1 from 0, 3 from 50, 5 from 90; log end 100.
+    fn own(e: i32) -> Option<(i32, i64)> {
+        let entries = [(1, 0i64), (3, 50), (5, 90)];
+        let (floor, _) = *entries.iter().rev().find(|(x, _)| *x <= e)?;
+        let end = entries
+            .iter()
+            .find(|(x, _)| *x > e)
+            .map_or(100, |(_, o)| *o);
+        Some((floor, end))
+    }
+
+    #[test]
+    fn follows_kafkas_fetcher() {
+        // The leader has epoch 5 up to 95: cut to 95.
+        assert_eq!(truncation_target(Some((5, 95)), own, 100, 40), (95, true));
+        // KIP-101: our epoch 5 (90..100) was never the leader's, whose epoch 4 ended at 100
+        // (epoch 6 started there). We have no epoch 4: our floor is 3, ending at 90. Cut to
+        // 90 and ask again (not 100, which would keep records the leader does not have).
+        assert_eq!(truncation_target(Some((4, 100)), own, 100, 40), (90, false));
+        // Same epoch, the leader's is shorter.
+        assert_eq!(truncation_target(Some((3, 70)), own, 100, 40), (70, true));
+        // Nothing that old here.
+        assert_eq!(truncation_target(Some((0, 20)), own, 100, 40), (20, true));
+        // The leader cannot say: the high watermark.
+        assert_eq!(truncation_target(None, own, 100, 40), (40, true));
+        // Never past our own end.
+        assert_eq!(truncation_target(Some((5, 500)), own, 100, 40), (100, true));
     }
 }

@@ -294,8 +294,15 @@ impl Consumer {
             assignors: c.assignors.clone(),
         };
         let membership = Membership::new(Arc::clone(&self.core), settings);
-        // Find the coordinator now, so a broker without consumer groups fails here.
-        membership.coordinator().await?;
+        // Find the coordinator now, so a broker without consumer groups fails here. One that
+        // cannot be reached yet (it died and is not replaced yet) is the join's to retry.
+        if let Err(e) = membership.coordinator().await {
+            if !crate::group::coordinator::is_coordinator_error(&e) {
+                return Err(e);
+            }
+            debug!(error = %e, "the group coordinator is not reachable yet");
+            membership.forget_coordinator().await;
+        }
         let heartbeat = tokio::spawn(Arc::clone(&membership).heartbeat_loop(c.max_poll_interval));
         self.group = Some(GroupMember {
             membership,

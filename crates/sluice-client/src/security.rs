@@ -63,8 +63,8 @@ impl SecurityProtocol {
     }
 }
 
-/// The security settings as configured (nothing read yet).
-#[derive(Clone, Debug, Default)]
+/// The security settings as configured (nothing read yet). `Debug` leaves the password out.
+#[derive(Clone, Default)]
 pub struct SecurityConfig {
     /// `security.protocol`
     pub protocol: SecurityProtocol,
@@ -86,6 +86,25 @@ pub struct SecurityConfig {
     pub sasl_username: Option<String>,
     /// `sasl.password` (librdkafka), else the `password` option of `sasl.jaas.config`.
     pub sasl_password: Option<String>,
+}
+
+impl std::fmt::Debug for SecurityConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SecurityConfig")
+            .field("protocol", &self.protocol)
+            .field("truststore", &self.truststore)
+            .field("keystore", &self.keystore)
+            .field("certificate", &self.certificate)
+            .field("key", &self.key)
+            .field("verify_hostname", &self.verify_hostname)
+            .field("sasl_mechanism", &self.sasl_mechanism)
+            .field("sasl_username", &self.sasl_username)
+            .field(
+                "sasl_password",
+                &self.sasl_password.as_ref().map(|_| "[hidden]"),
+            )
+            .finish()
+    }
 }
 
 impl SecurityConfig {

@@ -721,8 +721,8 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "ssl.endpoint.identification.algorithm",
         T::String,
         Some("https"),
-        OneOf(&["https", ""]),
-        "https: a broker connecting to another over TLS checks that its certificate names the host it connected to; empty: only that the certificate chains to the trust store.",
+        Any,
+        "https (any case): a broker connecting to another over TLS checks that its certificate names the host it connected to; empty: only that the certificate chains to the trust store.",
     ),
     def(
         "sasl.server.max.receive.size",
@@ -1292,6 +1292,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "How long the leader may hold a follower's fetch waiting for data.",
     ),
     def(
+        "replica.socket.timeout.ms",
+        T::Int,
+        Some("30000"),
+        AtLeast(1),
+        "How long a broker waits for another to accept a connection (TLS and SASL included) or to answer a replica fetch beyond its wait.",
+    ),
+    def(
         "replica.fetch.backoff.ms",
         T::Int,
         Some("1000"),
@@ -1465,12 +1472,14 @@ const LISTENER_OVERRIDABLE: &[&str] = &[
     "ssl.truststore.location",
     "ssl.client.auth",
     "ssl.enabled.protocols",
+    "ssl.endpoint.identification.algorithm",
     "sasl.enabled.mechanisms",
     "sasl.jaas.config",
 ];
 
 /// How a broker connects to the other brokers (see [`BrokerConfig::inter_broker_client`]).
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// `Debug` leaves the password out.
+#[derive(Clone, PartialEq, Eq)]
 pub struct InterBrokerClient {
     /// The listener's name (None: the broker has no listener for other brokers).
     pub listener: Option<String>,
@@ -1483,6 +1492,22 @@ pub struct InterBrokerClient {
     pub verify_hostname: bool,
     /// (mechanism, username, password) for SASL.
     pub sasl: Option<(String, String, String)>,
+}
+
+impl fmt::Debug for InterBrokerClient {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InterBrokerClient")
+            .field("listener", &self.listener)
+            .field("protocol", &self.protocol)
+            .field("truststore", &self.truststore)
+            .field("keystore", &self.keystore)
+            .field("verify_hostname", &self.verify_hostname)
+            .field(
+                "sasl",
+                &self.sasl.as_ref().map(|(m, u, _)| (m, u, "[hidden]")),
+            )
+            .finish()
+    }
 }
 
 impl Default for InterBrokerClient {
@@ -1801,9 +1826,12 @@ impl BrokerConfig {
                 )
             })?);
             client.keystore = self.listener_value(&listener, "ssl.keystore.location");
-            client.verify_hostname = self
-                .listener_value(&listener, "ssl.endpoint.identification.algorithm")
-                .is_none_or(|v| !v.is_empty());
+            let key = self.listener_key(&listener, "ssl.endpoint.identification.algorithm");
+            client.verify_hostname = match self.value(&key).unwrap_or_default().trim() {
+                "" => false,
+                v if v.eq_ignore_ascii_case("https") => true,
+                v => return Err(err(key, format!("'{v}' must be https or empty"))),
+            };
         }
         if matches!(
             protocol,

@@ -420,7 +420,9 @@ impl ClientFirst {
         let iterations: u32 = iterations
             .parse()
             .map_err(|_| malformed("iteration count"))?;
-        if iterations == 0 || iterations > 1_000_000 {
+        // Kafka's client refuses fewer than 4096 (a server downgrading the work), and a
+        // huge count would stall the client.
+        if iterations < MIN_ITERATIONS as u32 || iterations > 1_000_000 {
             return Err(malformed("iteration count out of range"));
         }
         let salted = salted_password(self.mech, self.password.as_bytes(), &salt, iterations);

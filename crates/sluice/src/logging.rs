@@ -36,7 +36,16 @@ impl Directives {
                 Some(_) => {
                     d.targets.insert(part.to_string(), String::new());
                 }
-                None => d.root = part.to_string(),
+                // A bare level is the root's; a bare target (all its levels) is kept as is.
+                None if part
+                    .parse::<tracing_subscriber::filter::LevelFilter>()
+                    .is_ok() =>
+                {
+                    d.root = part.to_string()
+                }
+                None => {
+                    d.targets.insert(part.to_string(), String::new());
+                }
             }
         }
         d
@@ -149,6 +158,9 @@ mod tests {
             "info,openraft=warn,sluice_broker::replica_fetcher=debug"
         );
         assert_eq!(Directives::parse("openraft=warn").root, "error");
+        let bare = Directives::parse("info,sluice_broker");
+        assert_eq!(bare.root, "info");
+        assert_eq!(bare.render(), "info,sluice_broker");
         let spans = Directives::parse("debug,[request{api=Fetch}]=trace");
         assert_eq!(spans.render(), "debug,[request{api=Fetch}]=trace");
     }

@@ -165,14 +165,9 @@ fn alter_loggers(
                 ))
             }
         };
-        crate::loggers::validate(&logger, level.as_deref()).map_err(|m| {
-            // Kafka: removing the root's level is a bad request, a bad level a bad config.
-            let code = if level.is_none() {
-                ErrorCode::InvalidRequest
-            } else {
-                ErrorCode::InvalidConfig
-            };
-            (code, m)
+        crate::loggers::validate(&logger, level.as_deref()).map_err(|r| match r {
+            crate::loggers::Refusal::Request(m) => (ErrorCode::InvalidRequest, m),
+            crate::loggers::Refusal::Config(m) => (ErrorCode::InvalidConfig, m),
         })?;
         changes.push((logger, level));
     }

@@ -145,7 +145,7 @@ impl MarkerWriter {
                 BrokerConn::connect(
                     &addr,
                     &format!("sluice-txn-markers-{}", self.node_id),
-                    &self.inter.connector,
+                    &self.inter,
                 )
                 .await?
             }

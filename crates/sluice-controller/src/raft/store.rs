@@ -337,6 +337,21 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn purge(&mut self, log_id: RaftLogId) -> Result<(), SErr> {
         let mut g = self.lock();
+        // Never drop entries that no snapshot on disk covers: openraft purges right after
+        // handing a received snapshot to the state machine, possibly before that snapshot is
+        // written, and a crash in between would leave a hole below the log. Purge up to the
+        // snapshot that is on disk; a later purge catches up.
+        let covered = latest_snapshot(&g.dir)
+            .map_err(|e| serr(ErrorSubject::Snapshot(None), ErrorVerb::Read, e))?
+            .and_then(|(meta, _)| meta.last_log_id);
+        let log_id = match covered {
+            Some(c) if c < log_id => c,
+            Some(_) => log_id,
+            None => return Ok(()),
+        };
+        if g.state.purged.is_some_and(|p| p >= log_id) {
+            return Ok(());
+        }
         g.state.purged = Some(log_id);
         g.state.write(&g.dir).map_err(write_err)?;
         let start = log_id.index as i64 + 1;

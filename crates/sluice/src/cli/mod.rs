@@ -73,30 +73,88 @@ impl ConnArgs {
     }
 }
 
-/// `key=value` (or `key: value`) lines of a Java properties file: `#` and `!` start comments,
-/// a line ending in `\` continues on the next.
+/// The entries of a Java properties file, read as `java.util.Properties` does: `#` and `!`
+/// start comment lines; a key ends at the first unescaped `=`, `:` or whitespace, and the
+/// value starts after it (and its surrounding blanks); a line ending in an odd number of
+/// backslashes continues on the next (leading blanks dropped); `\t`, `\n`, `\r`, `\f`,
+/// `\uXXXX` and `\<any>` are escapes.
 pub fn properties_file(text: &str) -> Vec<(String, String)> {
     let mut out = Vec::new();
     let mut logical = String::new();
-    for line in text.lines() {
-        let line = line.trim_start();
-        if logical.is_empty() && (line.is_empty() || line.starts_with('#') || line.starts_with('!'))
-        {
+    let mut lines = text.lines();
+    while let Some(line) = lines.next() {
+        let line = line.trim_start_matches([' ', '\t', '\x0c']);
+        if line.is_empty() || line.starts_with('#') || line.starts_with('!') {
             continue;
         }
-        match line.strip_suffix('\\') {
-            Some(part) => logical.push_str(part),
-            None => {
-                logical.push_str(line);
-                let entry = std::mem::take(&mut logical);
-                let split = entry.find(['=', ':']).unwrap_or(entry.len());
-                let (k, v) = entry.split_at(split);
-                let v = v.get(1..).unwrap_or("");
-                out.push((k.trim().to_string(), v.trim().to_string()));
+        logical.clear();
+        let mut part = line;
+        loop {
+            let trailing = part.len() - part.trim_end_matches('\\').len();
+            if trailing % 2 == 1 {
+                logical.push_str(&part[..part.len() - 1]);
+                match lines.next() {
+                    Some(next) => part = next.trim_start_matches([' ', '\t', '\x0c']),
+                    None => break,
+                }
+            } else {
+                logical.push_str(part);
+                break;
             }
         }
+        out.push(property_entry(&logical));
     }
     out
+}
+
+/// Split one logical line into its unescaped key and value.
+fn property_entry(line: &str) -> (String, String) {
+    let mut chars = line.chars().peekable();
+    let mut key = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => unescape(&mut chars, &mut key),
+            '=' | ':' => break,
+            c if c.is_whitespace() => {
+                while chars.next_if(|c| c.is_whitespace()).is_some() {}
+                let _ = chars.next_if(|c| *c == '=' || *c == ':');
+                break;
+            }
+            c => key.push(c),
+        }
+    }
+    while chars.next_if(|c| c.is_whitespace()).is_some() {}
+    let mut value = String::new();
+    while let Some(c) = chars.next() {
+        match c {
+            '\\' => unescape(&mut chars, &mut value),
+            c => value.push(c),
+        }
+    }
+    (key, value)
+}
+
+fn unescape(chars: &mut std::iter::Peekable<std::str::Chars<'_>>, out: &mut String) {
+    match chars.next() {
+        Some('t') => out.push('\t'),
+        Some('n') => out.push('\n'),
+        Some('r') => out.push('\r'),
+        Some('f') => out.push('\x0c'),
+        Some('u') => {
+            let hex: String = (0..4)
+                .filter_map(|_| chars.next_if(char::is_ascii_hexdigit))
+                .collect();
+            match u32::from_str_radix(&hex, 16).ok().and_then(char::from_u32) {
+                Some(c) if hex.len() == 4 => out.push(c),
+                _ => {
+                    out.push('u');
+                    out.push_str(&hex);
+                }
+            }
+        }
+        Some(c) => out.push(c),
+        None => {}
+    }
 }
 
 /// Why a command failed; decides the exit code.
@@ -163,19 +221,23 @@ pub fn json_string(s: &str) -> String {
 mod tests {
     #[test]
     fn properties_files_parse_like_java() {
-        let text = "# comment\n! also\n\nsecurity.protocol=SASL_SSL\nsasl.mechanism : SCRAM-SHA-512\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n    username=\"a\" password=\"b=c\";\nempty=\n";
-        assert_eq!(
-            super::properties_file(text),
-            vec![
-                ("security.protocol".to_string(), "SASL_SSL".to_string()),
-                ("sasl.mechanism".to_string(), "SCRAM-SHA-512".to_string()),
-                (
-                    "sasl.jaas.config".to_string(),
-                    "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"a\" password=\"b=c\";".to_string()
-                ),
-                ("empty".to_string(), String::new()),
-            ]
-        );
+        let text = "# comment\n! also\n\nsecurity.protocol=SASL_SSL\nsasl.mechanism : SCRAM-SHA-512\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n    username=\"a\" password=\"b=c\";\nempty=\nsasl.password secret\\\\\nssl.truststore.location=C:\\\\certs\\\\ca.pem\nkey\\ with\\=odd = v\\u00e9\\tx\nlast=continued \\";
+        let got = super::properties_file(text);
+        let want: Vec<(&str, &str)> = vec![
+            ("security.protocol", "SASL_SSL"),
+            ("sasl.mechanism", "SCRAM-SHA-512"),
+            (
+                "sasl.jaas.config",
+                "org.apache.kafka.common.security.scram.ScramLoginModule required username=\"a\" password=\"b=c\";",
+            ),
+            ("empty", ""),
+            ("sasl.password", "secret\\"),
+            ("ssl.truststore.location", "C:\\certs\\ca.pem"),
+            ("key with=odd", "v\u{e9}\tx"),
+            ("last", "continued "),
+        ];
+        let got: Vec<(&str, &str)> = got.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+        assert_eq!(got, want);
     }
 
     use super::*;
