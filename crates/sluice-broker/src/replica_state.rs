@@ -122,7 +122,11 @@ impl ReplicaState {
         self.replicas = replicas.to_vec();
         self.isr = isr.to_vec();
         if became_leader {
-            self.follower_leos.retain(|id, _| replicas.contains(id));
+            // What followers had under an earlier leadership says nothing about their logs
+            // now (they may have truncated since): as in Kafka, a new leader knows no
+            // follower's log end until it fetches, so the HW cannot pass records a follower
+            // no longer holds.
+            self.follower_leos.clear();
             self.follower_times.clear();
             self.leader_since = None;
         }
@@ -226,6 +230,32 @@ mod tests {
         assert!(s.on_local_append(15));
         assert_eq!(s.high_watermark(), 15);
         assert!(!s.on_local_append(15));
+    }
+
+    /// A follower's log end from an earlier leadership is forgotten: it may have truncated
+    /// since. Kept, it let the HW pass records an in-sync follower did not have, and a record
+    /// acknowledged that way was lost once that follower was elected.
+    #[test]
+    fn a_new_leadership_forgets_follower_log_ends() {
+        let mut s = ReplicaState::new(0, 0, 0);
+        s.update_registration(0, 1, &[0, 1, 2], &[0, 1, 2]);
+        s.on_local_append(120);
+        s.on_follower_fetch(1, 110);
+        s.on_follower_fetch(2, 100);
+        assert_eq!(s.high_watermark(), 100);
+        // Replica 2 leads epoch 2; this one follows, truncates to 100 and takes 100..115 of
+        // the new leader's records; replica 1 truncates too (its 100..110 were never
+        // committed).
+        s.update_registration(2, 2, &[0, 1, 2], &[0, 1, 2]);
+        s.on_local_reset(100, 0);
+        s.on_local_append(115);
+        // This one leads epoch 3. Replica 2 fetches up to 115; replica 1 has not fetched
+        // yet: its 110 from epoch 1 is no longer its log, so the HW must stay at 100.
+        s.update_registration(0, 3, &[0, 1, 2], &[0, 1, 2]);
+        s.on_follower_fetch(2, 115);
+        assert_eq!(s.high_watermark(), 100);
+        assert!(s.on_follower_fetch(1, 115));
+        assert_eq!(s.high_watermark(), 115);
     }
 
     #[test]
