@@ -3,14 +3,14 @@
 //! listener). On an SSL / SASL listener the connection does TLS and SASL first, with the
 //! native client's [`Connector`] (brokers are clients of each other here).
 
-use bytes::{Bytes, BytesMut};
 use kafka_protocol::messages::{ApiKey, RequestHeader};
 use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
-use sluice_client::security::{Connector, SecurityConfig, SecurityProtocol, Stream};
+use sluice_client::security::{round_trip, Connector, SecurityConfig, SecurityProtocol, Stream};
 use sluice_metadata::config::{InterBrokerClient, SecurityProtocol as ListenerProtocol};
 use sluice_metadata::{BrokerConfig, MetadataImage};
-use sluice_protocol::frame;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// The largest answer another broker may send (a replica fetch of many partitions).
+const MAX_RESPONSE: i32 = 256 * 1024 * 1024;
 
 /// Where and how this broker connects to the others.
 #[derive(Clone, Default)]
@@ -35,6 +35,7 @@ impl InterBroker {
     /// at startup).
     pub fn from_config(config: &BrokerConfig) -> Result<Self, String> {
         let client: InterBrokerClient = config.inter_broker_client().map_err(|e| e.to_string())?;
+        let listener = client.listener;
         let mut security = SecurityConfig {
             protocol: match client.protocol {
                 ListenerProtocol::Plaintext => SecurityProtocol::Plaintext,
@@ -42,12 +43,12 @@ impl InterBroker {
                 ListenerProtocol::SaslPlaintext => SecurityProtocol::SaslPlaintext,
                 ListenerProtocol::SaslSsl => SecurityProtocol::SaslSsl,
             },
-            truststore: client.truststore.clone(),
-            keystore: client.keystore.clone(),
+            truststore: client.truststore,
+            keystore: client.keystore,
             verify_hostname: Some(client.verify_hostname),
             ..SecurityConfig::default()
         };
-        if let Some((mechanism, username, password)) = client.sasl.clone() {
+        if let Some((mechanism, username, password)) = client.sasl {
             security.sasl_mechanism = Some(mechanism);
             security.sasl_username = Some(username);
             security.sasl_password = Some(password);
@@ -57,7 +58,7 @@ impl InterBroker {
         // The listener the protocol was taken from is the one connected to, so the two
         // always agree.
         Ok(Self {
-            listener: client.listener,
+            listener,
             connector,
             timeout: std::time::Duration::from_millis(
                 config.number("replica.socket.timeout.ms").max(1) as u64,
@@ -117,21 +118,6 @@ impl BrokerConn {
             .with_request_api_version(version)
             .with_correlation_id(self.correlation)
             .with_client_id(Some(self.client_id.clone()));
-        let mut out = BytesMut::new();
-        frame::encode_request(&mut out, &header, req).map_err(std::io::Error::other)?;
-        self.stream.write_all(&out).await?;
-        let size = self.stream.read_i32().await?;
-        if !(0..=256 * 1024 * 1024).contains(&size) {
-            return Err(std::io::Error::other(format!("response of {size} bytes")));
-        }
-        let mut buf = vec![0u8; size as usize];
-        self.stream.read_exact(&mut buf).await?;
-        let mut frame_bytes = Bytes::from(buf);
-        let h = frame::decode_response_header(&mut frame_bytes, key, version)
-            .map_err(std::io::Error::other)?;
-        if h.correlation_id != self.correlation {
-            return Err(std::io::Error::other("correlation id mismatch"));
-        }
-        Resp::decode(&mut frame_bytes, version).map_err(std::io::Error::other)
+        round_trip(&mut self.stream, header, req, MAX_RESPONSE).await
     }
 }

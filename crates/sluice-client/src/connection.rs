@@ -1,6 +1,7 @@
-//! One connection to one broker (TCP, or TLS over it; SASL done before the first request). Requests are pipelined: a writer task sends frames in
-//! order, a reader task matches each response to the oldest outstanding request (Kafka
-//! answers in order on a connection). Versions are negotiated once with ApiVersions.
+//! One connection to one broker (TCP, or TLS over it; SASL done before the first request).
+//! Requests are pipelined: a writer task sends frames in order, a reader task matches each
+//! response to the oldest outstanding request (Kafka answers in order on a connection).
+//! Versions are negotiated once with ApiVersions.
 //!
 //! Owned by the [`crate::cluster::ClusterCore`]'s connection map; dropping the last `Arc`
 //! stops both tasks.

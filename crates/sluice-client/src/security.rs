@@ -374,27 +374,28 @@ fn auth_failed(message: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::PermissionDenied, message.into())
 }
 
-/// One request and its response on a stream nobody else uses yet.
-async fn round_trip<Req: Encodable, Resp: Decodable>(
+/// One request and its response on a stream that carries nothing else at the time (the
+/// SASL exchange here; a broker's connection to another, one request at a time). A response
+/// frame over `max_response` bytes, or with another correlation id, is an error.
+pub async fn round_trip<Req: Encodable, Resp: Decodable>(
     stream: &mut Stream,
-    key: ApiKey,
-    version: i16,
-    correlation: i32,
-    client_id: &str,
+    header: RequestHeader,
     req: &Req,
+    max_response: i32,
 ) -> io::Result<Resp> {
-    let header = RequestHeader::default()
-        .with_request_api_key(key as i16)
-        .with_request_api_version(version)
-        .with_correlation_id(correlation)
-        .with_client_id(Some(StrBytes::from_string(client_id.to_string())));
+    let (key, version, correlation) = (
+        ApiKey::try_from(header.request_api_key)
+            .map_err(|_| io::Error::other("unknown api key"))?,
+        header.request_api_version,
+        header.correlation_id,
+    );
     let mut out = BytesMut::new();
     frame::encode_request(&mut out, &header, req).map_err(io::Error::other)?;
     stream.write_all(&out).await?;
     let size = stream.read_i32().await?;
-    if !(0..=1024 * 1024).contains(&size) {
+    if !(0..=max_response).contains(&size) {
         return Err(io::Error::other(format!(
-            "a SASL response of {size} bytes: is this a Kafka listener with SASL?"
+            "a {key:?} response of {size} bytes (is this a Kafka listener of that protocol?)"
         )));
     }
     let mut buf = vec![0u8; size as usize];
@@ -402,10 +403,25 @@ async fn round_trip<Req: Encodable, Resp: Decodable>(
     let mut body = Bytes::from(buf);
     let h = frame::decode_response_header(&mut body, key, version).map_err(io::Error::other)?;
     if h.correlation_id != correlation {
-        return Err(io::Error::other("correlation id mismatch during SASL"));
+        return Err(io::Error::other(format!(
+            "{key:?}: correlation id {} where {correlation} was expected",
+            h.correlation_id
+        )));
     }
     Resp::decode(&mut body, version).map_err(io::Error::other)
 }
+
+/// The header of a SASL request.
+fn sasl_header(key: ApiKey, version: i16, correlation: i32, client_id: &str) -> RequestHeader {
+    RequestHeader::default()
+        .with_request_api_key(key as i16)
+        .with_request_api_version(version)
+        .with_correlation_id(correlation)
+        .with_client_id(Some(StrBytes::from_string(client_id.to_string())))
+}
+
+/// SASL messages are small: anything bigger is not a SASL answer.
+const SASL_MAX_RESPONSE: i32 = 1024 * 1024;
 
 async fn authenticate(stream: &mut Stream, sasl: &Sasl, client_id: &str) -> io::Result<()> {
     let name = match sasl.mechanism {
@@ -414,11 +430,9 @@ async fn authenticate(stream: &mut Stream, sasl: &Sasl, client_id: &str) -> io::
     };
     let hs: SaslHandshakeResponse = round_trip(
         stream,
-        ApiKey::SaslHandshake,
-        1,
-        1,
-        client_id,
+        sasl_header(ApiKey::SaslHandshake, 1, 1, client_id),
         &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str(name)),
+        SASL_MAX_RESPONSE,
     )
     .await?;
     if hs.error_code != 0 {
@@ -462,11 +476,9 @@ async fn sasl_step(
     let req = SaslAuthenticateRequest::default().with_auth_bytes(Bytes::from(token));
     let resp: SaslAuthenticateResponse = round_trip(
         stream,
-        ApiKey::SaslAuthenticate,
-        2,
-        *correlation,
-        client_id,
+        sasl_header(ApiKey::SaslAuthenticate, 2, *correlation, client_id),
         &req,
+        SASL_MAX_RESPONSE,
     )
     .await?;
     if resp.error_code != 0 {

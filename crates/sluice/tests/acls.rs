@@ -88,6 +88,22 @@ fn start_secured_with(extra: &[&str]) -> (TestServer, String) {
     (server, sasl)
 }
 
+/// The topics Metadata shows this connection's principal, sorted.
+fn listed(w: &mut Wire) -> Vec<String> {
+    let resp: MetadataResponse = w.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(None),
+    );
+    let mut names: Vec<String> = resp
+        .topics
+        .iter()
+        .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
+        .collect();
+    names.sort();
+    names
+}
+
 fn login(addr: &str, user: &str) -> Wire {
     let mut w = Wire::connect(addr);
     let hs: SaslHandshakeResponse = w.call(
@@ -893,20 +909,6 @@ fn allow_everyone_if_no_acl_found_opens_only_resources_without_acls() {
     for name in ["open", "guarded"] {
         assert_eq!(create_topic_as(&mut admin, name, 1), 0);
     }
-    let listed = |w: &mut Wire| -> Vec<String> {
-        let resp: MetadataResponse = w.call(
-            ApiKey::Metadata,
-            12,
-            &MetadataRequest::default().with_topics(None),
-        );
-        let mut names: Vec<String> = resp
-            .topics
-            .iter()
-            .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
-            .collect();
-        names.sort();
-        names
-    };
     // No ACL names either topic: everyone may use both (and create topics: the cluster has
     // no ACL either).
     assert_eq!(listed(&mut login(&sasl, "u0")), ["guarded", "open"]);
@@ -934,20 +936,6 @@ fn metadata_hides_topics_and_deny_wins_and_super_users_pass() {
             "a super user creates {name}"
         );
     }
-    let listed = |w: &mut Wire| -> Vec<String> {
-        let resp: MetadataResponse = w.call(
-            ApiKey::Metadata,
-            12,
-            &MetadataRequest::default().with_topics(None),
-        );
-        let mut names: Vec<String> = resp
-            .topics
-            .iter()
-            .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
-            .collect();
-        names.sort();
-        names
-    };
     assert_eq!(listed(&mut admin), ["open", "pay-in", "pay-out", "secret"]);
     let mut u = login(&sasl, "u0");
     assert!(listed(&mut u).is_empty(), "nothing is visible without ACLs");

@@ -1931,6 +1931,20 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
     eprintln!("exactly once: {RECORDS} records, {restarts} pipeline restarts on error");
 }
 
+/// Three combined nodes that notice a dead broker within 2 s and shrink ISRs within 1 s,
+/// and the bootstrap list of all three.
+fn start_fast_failover() -> (Vec<TestServer>, String) {
+    let mut extra = FAST_LAG.to_vec();
+    extra[1] = "broker.session.timeout.ms=2000";
+    let nodes = TestServer::start_all(sluice_bin(), &combined(&extra));
+    let bootstrap = nodes
+        .iter()
+        .map(|n| n.bootstrap.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    (nodes, bootstrap)
+}
+
 /// A reader positioned on an empty partition keeps its position when the leader changes:
 /// librdkafka asks the new leader where the epoch of its position (0: the old leader's, which
 /// wrote nothing) ends, and an answer of "no such epoch" makes it reset — an error with
@@ -1942,14 +1956,7 @@ fn a_reader_of_an_empty_partition_keeps_its_position_across_a_leader_change() {
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
     use rdkafka::{Message, Offset, TopicPartitionList};
 
-    let mut extra = FAST_LAG.to_vec();
-    extra[1] = "broker.session.timeout.ms=2000";
-    let mut nodes = TestServer::start_all(sluice_bin(), &combined(&extra));
-    let bootstrap: String = nodes
-        .iter()
-        .map(|n| n.bootstrap.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    let (mut nodes, bootstrap) = start_fast_failover();
     let m = create_replicated(&nodes[0].bootstrap, "moved", 1, "1");
     let leader = partitions(&m, "moved")[0].0;
     /// Where librdkafka's fetcher for partition 0 stands (statistics): state, next offset.
@@ -2041,14 +2048,7 @@ fn a_new_transaction_coordinator_finishes_a_prepared_commit() {
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
     use rdkafka::{Message, Offset, TopicPartitionList};
 
-    let mut extra = FAST_LAG.to_vec();
-    extra[1] = "broker.session.timeout.ms=2000";
-    let mut nodes = TestServer::start_all(sluice_bin(), &combined(&extra));
-    let bootstrap: String = nodes
-        .iter()
-        .map(|n| n.bootstrap.clone())
-        .collect::<Vec<_>>()
-        .join(",");
+    let (mut nodes, bootstrap) = start_fast_failover();
     let m = create_replicated(&nodes[0].bootstrap, "fo", 1, "3");
     let leader = partitions(&m, "fo")[0].0;
     let txn_producer = |id: &str| -> BaseProducer {
