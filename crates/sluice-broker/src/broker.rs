@@ -26,6 +26,8 @@ pub struct Broker {
     pub txns: Arc<TxnCoordinator>,
     pub authorizer: Authorizer,
     pub quotas: crate::quota::QuotaManager,
+    /// `max.connections` and `max.connections.per.ip`, over every listener.
+    pub connections: Arc<crate::connection_quotas::ConnectionQuotas>,
 }
 
 /// Producer ids reserved from the controller in blocks, handed out one by one.

@@ -29,6 +29,7 @@
 pub mod authorizer;
 pub mod broker;
 pub mod broker_conn;
+pub mod connection_quotas;
 pub mod controller_api;
 pub mod error_map;
 pub mod group;

@@ -16,7 +16,7 @@ use kafka_protocol::messages::ApiKey;
 use sluice_protocol::frame::{self, SIZE_PREFIX_LEN};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
@@ -34,8 +34,6 @@ pub struct NetworkLimits {
     pub request_max_bytes: usize,
     /// `connections.max.idle.ms`
     pub idle_timeout: Duration,
-    /// `max.connections`
-    pub max_connections: usize,
     /// `sasl.server.max.receive.size`: the largest frame before SASL authentication.
     pub sasl_max_receive: usize,
 }
@@ -73,9 +71,13 @@ pub fn bind(
 /// first completes a TLS handshake; one that fails (a plaintext client, an untrusted or
 /// missing client certificate) is closed with the reason logged. With `sasl` (a SASL
 /// listener) each connection must authenticate before anything but ApiVersions is served.
+/// Connections count against the broker's connection limits ([`crate::connection_quotas`];
+/// `inter_broker`: this is the inter-broker listener, exempt from `max.connections`).
+#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     listener: TcpListener,
     listener_name: String,
+    inter_broker: bool,
     tls: Option<TlsAcceptor>,
     sasl: Option<Arc<SaslSettings>>,
     broker: Arc<Broker>,
@@ -83,9 +85,7 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let mut connections = JoinSet::new();
-    let permits = Arc::new(Semaphore::new(
-        limits.max_connections.min(Semaphore::MAX_PERMITS),
-    ));
+    let quotas = Arc::clone(&broker.connections);
     let name: Arc<str> = listener_name.into();
     loop {
         tokio::select! {
@@ -93,9 +93,19 @@ pub async fn serve(
             Some(_) = connections.join_next(), if !connections.is_empty() => {}
             accepted = listener.accept() => match accepted {
                 Ok((stream, peer)) => {
-                    let Ok(permit) = Arc::clone(&permits).try_acquire_owned() else {
-                        warn!(%peer, "closing connection: max.connections reached");
-                        continue;
+                    // At max.connections this waits (and the listener accepts no one else)
+                    // until a connection closes or the limit is raised, as Kafka's
+                    // acceptor does; new clients wait in the backlog meanwhile.
+                    let permit = tokio::select! {
+                        _ = shutdown.changed() => break,
+                        p = quotas.acquire(&broker, peer.ip(), inter_broker) => p,
+                    };
+                    let permit = match permit {
+                        Ok(p) => p,
+                        Err(e) => {
+                            info!(%peer, listener = %name, limit = e.limit, "closing connection: max.connections.per.ip reached");
+                            continue;
+                        }
                     };
                     let broker = Arc::clone(&broker);
                     let shutdown = shutdown.clone();

@@ -22,6 +22,12 @@ use crate::replica_state::ReplicaState;
 #[derive(Clone, Copy, Debug)]
 pub struct PartitionSettings {
     pub min_insync_replicas: i32,
+    /// `leader.replication.throttled.replicas` names this replica: as leader, what it
+    /// sends out-of-sync followers counts against `leader.replication.throttled.rate`.
+    pub leader_throttled: bool,
+    /// `follower.replication.throttled.replicas` names this replica: while out of sync,
+    /// what it fetches counts against `follower.replication.throttled.rate`.
+    pub follower_throttled: bool,
 }
 
 /// Why an append was refused.
@@ -170,6 +176,11 @@ impl Partition {
         if moved {
             self.wake_waiters();
         }
+    }
+
+    /// Whether `replica` is in this partition's ISR as last registered.
+    pub fn in_isr(&self, replica: i32) -> bool {
+        lock(&self.state).isr().contains(&replica)
     }
 
     pub fn state(&self) -> ReplicaState {
@@ -605,6 +616,8 @@ mod tests {
             .unwrap();
         let settings = PartitionSettings {
             min_insync_replicas: 1,
+            leader_throttled: false,
+            follower_throttled: false,
         };
         Partition::new(tp, Uuid::nil(), log, 3, settings)
     }

@@ -215,6 +215,80 @@ fn throttle_ms(observed: f64, quota: f64, window_ms: f64) -> i32 {
     ms.round().clamp(0.0, window_ms) as i32
 }
 
+/// A replication throttle (Kafka's ReplicationQuotaManager): one byte rate for all the
+/// throttled replicas of one side, leader (bytes sent to out-of-sync followers) or follower
+/// (bytes fetched while out of sync). Which replicas count is the topics' business
+/// (`*.replication.throttled.replicas`); the rate is `*.replication.throttled.rate`.
+/// While the measured rate is over the bound the throttled replicas get no data; others are
+/// never held back.
+pub struct ReplicationQuota {
+    /// "leader" or "follower", for metrics.
+    side: &'static str,
+    window: Window,
+    /// Bytes per second; None while unbounded (Kafka's default, Long.MAX_VALUE).
+    bound: Mutex<Option<f64>>,
+    rate: Mutex<Rate>,
+}
+
+impl ReplicationQuota {
+    pub fn new(window: Window, side: &'static str) -> Self {
+        Self {
+            side,
+            window,
+            bound: Mutex::new(None),
+            rate: Mutex::new(Rate::new()),
+        }
+    }
+
+    /// Set the bound from the config value (`i64::MAX` lifts it).
+    pub fn set_bound(&self, bytes_per_second: i64) {
+        let bound = (bytes_per_second < i64::MAX).then_some(bytes_per_second.max(0) as f64);
+        *lock(&self.bound) = bound;
+    }
+
+    pub fn is_bounded(&self) -> bool {
+        lock(&self.bound).is_some()
+    }
+
+    /// Whether the throttled replicas must wait: the rate measured so far is over the bound.
+    pub fn is_exceeded(&self, now_ms: i64) -> bool {
+        let Some(bound) = *lock(&self.bound) else {
+            return false;
+        };
+        let mut rate = lock(&self.rate);
+        rate.expire(&self.window, now_ms);
+        rate.rate(&self.window, now_ms) > bound
+    }
+
+    /// Count bytes moved for throttled replicas.
+    pub fn record(&self, bytes: u64, now_ms: i64) {
+        if bytes > 0 && self.is_bounded() {
+            lock(&self.rate).record(&self.window, now_ms, bytes as f64);
+            metrics::counter!("sluice_replication_throttled_bytes_total", "side" => self.side)
+                .increment(bytes);
+        }
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The leader-side and follower-side throttles of one broker.
+pub struct ReplicationQuotas {
+    pub leader: ReplicationQuota,
+    pub follower: ReplicationQuota,
+}
+
+impl ReplicationQuotas {
+    pub fn new(window: Window) -> Self {
+        Self {
+            leader: ReplicationQuota::new(window, "leader"),
+            follower: ReplicationQuota::new(window, "follower"),
+        }
+    }
+}
+
 /// The user name a quota is keyed by: the principal without its `User:` type.
 pub fn quota_user(principal: &str) -> &str {
     principal.split_once(':').map_or(principal, |(_, n)| n)
@@ -223,6 +297,29 @@ pub fn quota_user(principal: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_replication_quota_holds_back_only_while_over_its_bound() {
+        let window = Window {
+            samples: 3,
+            size_ms: 1000,
+        };
+        let q = ReplicationQuota::new(window, "leader");
+        q.record(10_000_000, 0);
+        assert!(!q.is_exceeded(0), "unbounded: never exceeded");
+        q.set_bound(1000);
+        assert!(q.is_bounded());
+        // 1500 bytes over the minimum measuring span of 2 s: 750 B/s.
+        q.record(1500, 0);
+        assert!(!q.is_exceeded(100));
+        q.record(1000, 500);
+        assert!(q.is_exceeded(600), "2500 B over 2 s");
+        // Once the samples age out of the 3 s window, the rate falls below the bound.
+        assert!(!q.is_exceeded(3500));
+        q.set_bound(i64::MAX);
+        q.record(1_000_000, 3600);
+        assert!(!q.is_exceeded(3600));
+    }
 
     fn image(quotas: &[(QuotaEntity, &str, f64)]) -> MetadataImage {
         let mut img = MetadataImage::empty();

@@ -171,6 +171,9 @@ impl ReplicaFetcherManager {
         let mut conn: Option<BrokerConn> = None;
         // Leader epoch each partition was last truncated for.
         let mut synced: HashMap<TopicPartition, i32> = HashMap::new();
+        // How far each partition was behind the leader's HW after its last fetch (Kafka's
+        // "replica in sync" for follower throttling: caught up to the HW).
+        let mut lags: HashMap<TopicPartition, i64> = HashMap::new();
         loop {
             if *shutdown.borrow() {
                 return;
@@ -216,7 +219,28 @@ impl ReplicaFetcherManager {
                     .filter(|p| synced.get(&p.tp) == Some(&p.leader_epoch()))
                     .cloned()
                     .collect();
-                self.fetch_once(c, leader, &ready).await
+                // follower.replication.throttled.rate: while it is exceeded, throttled
+                // replicas that are out of sync sit this round out.
+                let quota = &self.replicas.replication_quotas().follower;
+                let throttled = |p: &Partition, lags: &HashMap<TopicPartition, i64>| {
+                    p.settings().follower_throttled && lags.get(&p.tp).is_none_or(|l| *l > 0)
+                };
+                let hold =
+                    ready.iter().any(|p| throttled(p, &lags)) && quota.is_exceeded(crate::now_ms());
+                let (fetchable, held): (Vec<_>, Vec<_>) = ready
+                    .into_iter()
+                    .partition(|p| !(hold && throttled(p, &lags)));
+                if fetchable.is_empty() && !held.is_empty() {
+                    // Only held replicas: wait as Kafka's fetcher does with nothing to ask.
+                    self.metadata.changed(self.config.backoff).await;
+                    return Ok(());
+                }
+                let counted: Vec<bool> = fetchable.iter().map(|p| throttled(p, &lags)).collect();
+                let received = self
+                    .fetch_once(c, leader, &fetchable, &counted, &mut lags)
+                    .await?;
+                quota.record(received, crate::now_ms());
+                Ok::<(), std::io::Error>(())
             }
             .await;
             if let Err(e) = result {
@@ -313,17 +337,22 @@ impl ReplicaFetcherManager {
         Ok(())
     }
 
+    /// One fetch for `parts`; returns the bytes received for the parts `throttled` marks
+    /// (for the follower's replication quota) and notes each part's lag behind the
+    /// leader's HW in `lags`.
     async fn fetch_once(
         &self,
         c: &mut BrokerConn,
         leader: i32,
         parts: &[Arc<Partition>],
-    ) -> std::io::Result<()> {
+        throttled: &[bool],
+        lags: &mut HashMap<TopicPartition, i64>,
+    ) -> std::io::Result<u64> {
         if parts.is_empty() {
             // Every partition waits to truncate: the leader refused, because its metadata
             // or ours is behind. Ours wakes us; the leader's we cannot see, so retry soon.
             self.metadata.changed(LAGGING_METADATA_RETRY).await;
-            return Ok(());
+            return Ok(0);
         }
         let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
         let mut sent: HashMap<TopicPartition, FetchedFrom> = HashMap::new();
@@ -366,18 +395,26 @@ impl ReplicaFetcherManager {
         .await?;
         let now = crate::now_ms();
         let mut backoff = false;
+        let mut throttled_bytes = 0u64;
         for t in resp.responses {
             for d in t.partitions {
                 let tp = TopicPartition::new(t.topic.to_string(), d.partition_index);
-                let (Some(p), Some(fetched)) = (parts.iter().find(|p| p.tp == tp), sent.get(&tp))
-                else {
+                let Some(i) = parts.iter().position(|p| p.tp == tp) else {
+                    continue;
+                };
+                let (p, Some(fetched)) = (&parts[i], sent.get(&tp)) else {
                     continue;
                 };
                 match ErrorCode::try_from_code(d.error_code) {
                     None => {
                         let records = d.records.as_deref().unwrap_or_default();
+                        if throttled.get(i) == Some(&true) {
+                            throttled_bytes += records.len() as u64;
+                        }
                         match p.append_as_follower(records, d.high_watermark, *fetched, now) {
-                            Ok(Some(_)) => {}
+                            Ok(Some(_)) => {
+                                lags.insert(tp, (d.high_watermark - p.log_end_offset()).max(0));
+                            }
                             Ok(None) => {
                                 debug!(partition = %tp, ?fetched, "dropping a stale fetch answer");
                             }
@@ -416,7 +453,7 @@ impl ReplicaFetcherManager {
             // which wakes us, or the leader's, which a short retry picks up).
             self.metadata.changed(LAGGING_METADATA_RETRY).await;
         }
-        Ok(())
+        Ok(throttled_bytes)
     }
 }
 

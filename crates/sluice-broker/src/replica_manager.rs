@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
 
-use sluice_metadata::config::{topic_value, BrokerConfig, DynamicBrokerConfigs};
+use sluice_metadata::config::{names_replica, topic_value, BrokerConfig, DynamicBrokerConfigs};
 use sluice_metadata::image::{MetadataImage, PartitionDelta};
 use sluice_metadata::Uuid;
 use sluice_protocol::batch::TimestampType;
@@ -15,12 +15,34 @@ use sluice_storage::{LogConfig, LogError, LogManager};
 use tracing::{info, warn};
 
 use crate::partition::{Partition, PartitionSettings};
+use crate::quota::{ReplicationQuotas, Window};
 
 pub struct ReplicaManager {
     node_id: i32,
     logs: Arc<LogManager>,
     broker_config: Arc<BrokerConfig>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    /// `leader/follower.replication.throttled.rate`, kept current with dynamic configs.
+    replication_quotas: Arc<ReplicationQuotas>,
+}
+
+/// `settings` for one replica: whether the topic's throttled-replica lists name it.
+fn replica_settings(
+    settings: PartitionSettings,
+    overrides: &BTreeMap<String, String>,
+    tp: &TopicPartition,
+    node: i32,
+) -> PartitionSettings {
+    let named = |key: &str| {
+        overrides
+            .get(key)
+            .is_some_and(|list| names_replica(list, tp.partition.0, node))
+    };
+    PartitionSettings {
+        leader_throttled: named("leader.replication.throttled.replicas"),
+        follower_throttled: named("follower.replication.throttled.replicas"),
+        ..settings
+    }
 }
 
 fn num<T: std::str::FromStr>(v: Option<String>, fallback: T) -> T {
@@ -81,18 +103,42 @@ pub fn log_config(
     };
     let settings = PartitionSettings {
         min_insync_replicas: num(get("min.insync.replicas"), 1),
+        leader_throttled: false,
+        follower_throttled: false,
     };
     (log, settings)
 }
 
 impl ReplicaManager {
     pub fn new(node_id: i32, logs: Arc<LogManager>, broker_config: Arc<BrokerConfig>) -> Self {
+        let window = Window {
+            samples: broker_config.number("replication.quota.window.num").max(1) as usize,
+            size_ms: broker_config
+                .number("replication.quota.window.size.seconds")
+                .clamp(1, 3600)
+                * 1000,
+        };
+        let replication_quotas = Arc::new(ReplicationQuotas::new(window));
         Self {
             node_id,
             logs,
             broker_config,
             partitions: RwLock::new(HashMap::new()),
+            replication_quotas,
         }
+    }
+
+    pub fn replication_quotas(&self) -> &Arc<ReplicationQuotas> {
+        &self.replication_quotas
+    }
+
+    /// Apply the replication throttle rates of `config` (static and dynamic together).
+    fn apply_broker_settings(&self, config: &BrokerConfig) {
+        let q = &self.replication_quotas;
+        q.leader
+            .set_bound(config.number("leader.replication.throttled.rate"));
+        q.follower
+            .set_bound(config.number("follower.replication.throttled.rate"));
     }
 
     pub fn node_id(&self) -> i32 {
@@ -152,6 +198,7 @@ impl ReplicaManager {
     /// At startup: open the logs on disk that metadata still knows (with the same topic id);
     /// delete the strays (topics deleted or re-created while this node was down).
     pub fn load_existing(&self, image: &MetadataImage, now_ms: i64) -> Result<(), LogError> {
+        self.apply_broker_settings(&self.effective(image));
         for found in self.logs.scan()? {
             let topic = image.topic(&found.tp.topic);
             let hosted =
@@ -161,8 +208,9 @@ impl ReplicaManager {
                     if found.topic_id.is_none_or(|id| id == *t.id.as_bytes())
                         && reg.replicas.contains(&self.node_id) =>
                 {
-                    let (config, settings) =
-                        log_config(&self.effective(image), &image.topic_configs(&t.name));
+                    let overrides = image.topic_configs(&t.name);
+                    let (config, settings) = log_config(&self.effective(image), &overrides);
+                    let settings = replica_settings(settings, &overrides, &found.tp, self.node_id);
                     let log = self.logs.load(&found.tp, config, now_ms)?;
                     let p = Arc::new(Partition::new(
                         found.tp.clone(),
@@ -224,12 +272,14 @@ impl ReplicaManager {
         let effective = self.effective(new);
         let mut changed_topics = delta.config_changed.clone();
         if broker_changed {
+            self.apply_broker_settings(&effective);
             changed_topics = new.topics.keys().cloned().collect();
         }
         for name in &changed_topics {
-            let (config, settings) = log_config(&effective, &new.topic_configs(name));
+            let overrides = new.topic_configs(name);
+            let (config, settings) = log_config(&effective, &overrides);
             for p in self.all().into_iter().filter(|p| &p.tp.topic == name) {
-                p.set_settings(settings);
+                p.set_settings(replica_settings(settings, &overrides, &p.tp, self.node_id));
                 p.log
                     .write()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -246,8 +296,9 @@ impl ReplicaManager {
         image: &MetadataImage,
         now_ms: i64,
     ) -> Result<Arc<Partition>, LogError> {
-        let (config, settings) =
-            log_config(&self.effective(image), &image.topic_configs(&tp.topic));
+        let overrides = image.topic_configs(&tp.topic);
+        let (config, settings) = log_config(&self.effective(image), &overrides);
+        let settings = replica_settings(settings, &overrides, tp, self.node_id);
         let log = self
             .logs
             .get_or_create(tp, *id.as_bytes(), config, now_ms)?;

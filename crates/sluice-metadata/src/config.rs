@@ -97,6 +97,65 @@ const CODECS: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "gzip", "prod
 const CLEANUP: &[&str] = &["compact", "delete"];
 const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
 
+/// `*`, or `partition:broker` pairs separated by commas (Kafka's ThrottledReplicaListValidator).
+fn throttled_replicas(v: &str) -> Result<(), String> {
+    if v.trim() == "*" {
+        return Ok(());
+    }
+    let pair = |item: &str| {
+        let (p, b) = item.trim().split_once(':')?;
+        p.trim().parse::<i32>().ok()?;
+        b.trim().parse::<i32>().ok()
+    };
+    match v
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .all(|i| pair(i).is_some())
+    {
+        true => Ok(()),
+        false => Err(
+            "must be the literal '*' or a list of replicas in the following format: \
+                      [partitionId]:[brokerId],[partitionId]:[brokerId],..."
+                .into(),
+        ),
+    }
+}
+
+/// Whether a throttled-replicas list (`leader.replication.throttled.replicas` and its
+/// follower twin) names `partition` on broker `node`: `*` names every one; items that do
+/// not parse name nothing (validation refuses them before they are stored).
+pub fn names_replica(list: &str, partition: i32, node: i32) -> bool {
+    let list = list.trim();
+    list == "*"
+        || list.split(',').any(|item| {
+            item.split_once(':').is_some_and(|(p, b)| {
+                p.trim().parse() == Ok(partition) && b.trim().parse() == Ok(node)
+            })
+        })
+}
+
+/// `host:count` pairs separated by commas (`max.connections.per.ip.overrides`).
+fn per_ip_overrides(v: &str) -> Result<(), String> {
+    match parse_per_ip_overrides(v) {
+        Some(_) => Ok(()),
+        None => Err("must be a list of host:count pairs, counts at least 0".into()),
+    }
+}
+
+/// The `max.connections.per.ip.overrides` pairs; None if one is malformed.
+pub fn parse_per_ip_overrides(v: &str) -> Option<Vec<(String, usize)>> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|item| {
+            let (host, n) = item.rsplit_once(':')?;
+            let host = host.trim();
+            (!host.is_empty()).then_some(())?;
+            Some((host.to_string(), n.trim().parse::<u32>().ok()? as usize))
+        })
+        .collect()
+}
+
 fn host_port_or_empty(v: &str) -> Result<(), String> {
     let v = v.trim();
     if v.is_empty() {
@@ -248,7 +307,7 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
             "follower.replication.throttled.replicas",
             T::List,
             Some(""),
-            Any,
+            Custom(throttled_replicas),
             "Replicas throttled on the follower side.",
         ),
         broker_synonyms: &[],
@@ -268,7 +327,7 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
             "leader.replication.throttled.replicas",
             T::List,
             Some(""),
-            Any,
+            Custom(throttled_replicas),
             "Replicas throttled on the leader side.",
         ),
         broker_synonyms: &[],
@@ -1128,7 +1187,22 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         T::Int,
         Some("2147483647"),
         AtLeast(0),
-        "Most concurrent client connections.",
+        "Most concurrent connections on the broker's listeners together; at the limit new \
+         connections wait to be accepted (the inter-broker listener's are always taken).",
+    )),
+    dynamic(def(
+        "max.connections.per.ip",
+        T::Int,
+        Some("2147483647"),
+        AtLeast(0),
+        "Most concurrent connections from one address; more are closed at once.",
+    )),
+    dynamic(def(
+        "max.connections.per.ip.overrides",
+        T::String,
+        Some(""),
+        Custom(per_ip_overrides),
+        "Per-address exceptions to max.connections.per.ip, as host:count pairs.",
     )),
     def(
         "request.timeout.ms",
@@ -1332,6 +1406,36 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         Some("1"),
         AtLeast(1),
         "Fetcher sessions per source broker (Sluice uses one).",
+    ),
+    dynamic(def(
+        "leader.replication.throttled.rate",
+        T::Long,
+        Some(LONG_MAX),
+        AtLeast(0),
+        "Bytes per second this broker sends, as leader, to out-of-sync replicas named in \
+         the topics' leader.replication.throttled.replicas.",
+    )),
+    dynamic(def(
+        "follower.replication.throttled.rate",
+        T::Long,
+        Some(LONG_MAX),
+        AtLeast(0),
+        "Bytes per second this broker fetches, as an out-of-sync follower, for replicas \
+         named in the topics' follower.replication.throttled.replicas.",
+    )),
+    def(
+        "replication.quota.window.num",
+        T::Int,
+        Some("11"),
+        AtLeast(1),
+        "Samples the replication quotas are measured over.",
+    ),
+    def(
+        "replication.quota.window.size.seconds",
+        T::Int,
+        Some("1"),
+        AtLeast(1),
+        "Time span of each replication quota sample.",
     ),
 ];
 
@@ -2169,10 +2273,6 @@ impl BrokerConfig {
         self.int("connections.max.idle.ms")
     }
 
-    pub fn max_connections(&self) -> usize {
-        self.int("max.connections") as usize
-    }
-
     pub fn retention_check_interval_ms(&self) -> i64 {
         self.int("log.retention.check.interval.ms")
     }
@@ -2359,12 +2459,23 @@ pub fn describe_topic_with(
 
 /// Broker keys AlterConfigs may change at runtime: the broker-wide defaults of topic configs
 /// (`log.retention.ms`, `message.max.bytes`, ...), which every partition re-reads when they
-/// change. Other broker keys are read at startup only.
+/// change, the replication throttles and the connection limits. Other broker keys are read
+/// at startup only.
 pub fn dynamic_broker_key(key: &str) -> bool {
-    TOPIC_CONFIGS
-        .iter()
-        .any(|t| t.broker_synonyms.iter().any(|(s, _)| *s == key))
+    RUNTIME_BROKER_KEYS.contains(&key)
+        || TOPIC_CONFIGS
+            .iter()
+            .any(|t| t.broker_synonyms.iter().any(|(s, _)| *s == key))
 }
+
+/// Broker keys (not topic defaults) the broker applies at runtime when they change.
+const RUNTIME_BROKER_KEYS: &[&str] = &[
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
+];
 
 /// Dynamic broker configs as stored: the cluster-wide defaults and one broker's own.
 #[derive(Clone, Debug, Default)]
@@ -2486,6 +2597,39 @@ pub fn describe_broker_with(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn throttled_replica_lists_and_per_ip_overrides() {
+        let check = |k: &str, v: &str| validate_topic_configs([(k, Some(v))]);
+        let key = "leader.replication.throttled.replicas";
+        for ok in ["", "*", "0:1", "0:1, 1:2,2:3"] {
+            assert!(check(key, ok).is_ok(), "{ok}");
+        }
+        for bad in ["0", "a:1", "0:1,x", "*,0:1"] {
+            assert!(check(key, bad).is_err(), "{bad}");
+        }
+        assert!(names_replica("*", 5, 9));
+        assert!(names_replica("0:1, 1:2", 1, 2));
+        assert!(!names_replica("0:1,1:2", 1, 1));
+        assert!(!names_replica("", 0, 1));
+        let d = broker_def("max.connections.per.ip.overrides").unwrap();
+        assert!(validate(d, "127.0.0.1:5,host.example:0").is_ok());
+        for bad in ["127.0.0.1", ":3", "h:-1", "h:x"] {
+            assert!(validate(d, bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            parse_per_ip_overrides("::1:4, a:2"),
+            Some(vec![("::1".to_string(), 4), ("a".to_string(), 2)])
+        );
+        for k in [
+            "leader.replication.throttled.rate",
+            "max.connections.per.ip",
+            "log.retention.ms",
+        ] {
+            assert!(dynamic_broker_key(k), "{k}");
+        }
+        assert!(!dynamic_broker_key("num.io.threads"));
+    }
 
     fn build(pairs: &[(Origin, &str, &str)]) -> Result<(BrokerConfig, Vec<String>), ConfigError> {
         let owned: Vec<(Origin, String, String)> = pairs

@@ -479,6 +479,7 @@ impl Node {
                 samples: config.number("quota.window.num").max(1) as usize,
                 size_ms: config.number("quota.window.size.seconds").max(1) * 1000,
             }),
+            connections: Default::default(),
         });
 
         tokio::spawn(sluice_broker::isr::run_isr_checks(
@@ -491,14 +492,16 @@ impl Node {
         let limits = NetworkLimits {
             request_max_bytes: config.socket_request_max_bytes(),
             idle_timeout: Duration::from_millis(config.connections_max_idle_ms().max(1) as u64),
-            max_connections: config.max_connections(),
             sasl_max_receive: config.number("sasl.server.max.receive.size").max(1) as usize,
         };
         let mut servers = Vec::new();
+        let inter_broker_listener = config.inter_broker_listener();
         for (b, listener, tls, sasl) in kafka_listeners {
+            let inter_broker = inter_broker_listener.as_deref() == Some(b.name.as_str());
             servers.push(tokio::spawn(network::serve(
                 listener,
                 b.name,
+                inter_broker,
                 tls,
                 sasl,
                 Arc::clone(&broker),

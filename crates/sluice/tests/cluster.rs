@@ -2165,3 +2165,157 @@ fn a_new_transaction_coordinator_finishes_a_prepared_commit() {
     );
     drop(nodes);
 }
+
+/// `sluice configs …` against `bootstrap`; panics if it fails.
+fn configs_cli(bootstrap: &str, args: &[&str]) {
+    let out = std::process::Command::new(sluice_bin())
+        .args(["configs", "--bootstrap-server", bootstrap])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "sluice configs {args:?}: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// `count` records of `size` bytes to partition 0 of `topic`, acks=1, all acknowledged.
+fn send_sized(bootstrap: &str, topic: &str, count: usize, size: usize) {
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("acks", "1")
+        .set("linger.ms", "5")
+        .set("message.timeout.ms", "30000")
+        .create()
+        .unwrap();
+    let value = vec![b'x'; size];
+    let pending: Vec<_> = (0..count)
+        .map(|_| {
+            producer
+                .send_result(
+                    FutureRecord::<(), _>::to(topic)
+                        .partition(0)
+                        .payload(&value),
+                )
+                .unwrap_or_else(|(e, _)| panic!("not queued: {e}"))
+        })
+        .collect();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (i, d) in pending.into_iter().enumerate() {
+        let r = rt.block_on(d).expect("delivery report");
+        assert!(r.is_ok(), "record {i} not acknowledged: {r:?}");
+    }
+}
+
+/// Replication quotas (Kafka's `leader/follower.replication.throttled.rate` with the topics'
+/// `*.replication.throttled.replicas`), set at runtime: a follower that fell behind catches up
+/// at about the throttled rate, held back by the leader or by itself, and at full speed once
+/// the throttle is gone.
+#[test]
+fn replication_throttles_hold_a_catching_up_follower_to_their_rate() {
+    let _serial = one_cluster_at_a_time();
+    let mut extra = FAST_LAG.to_vec();
+    // Measured over 3 one-second samples (Kafka: 11), so a fresh quota lets through about
+    // 2 s worth before holding back; fetches of 64 KiB keep each step small.
+    extra.extend([
+        "replication.quota.window.num=3",
+        "replica.fetch.max.bytes=65536",
+    ]);
+    let nodes = TestServer::start_all(sluice_bin(), &combined(&extra));
+    let m = create_replicated(&nodes[0].bootstrap, "thr", 1, "1");
+    let (leader, replicas, _) = partitions(&m, "thr")[0].clone();
+    let follower = *replicas.iter().find(|r| **r != leader).unwrap();
+    let leader_addr = nodes[(leader - 1) as usize].bootstrap.clone();
+    let follower_pid = nodes[(follower - 1) as usize].pid();
+    const RATE: usize = 1 << 20;
+    const BEHIND: usize = 6 << 20;
+    // Pause the follower, write BEHIND bytes without it, let it go: seconds to rejoin the ISR.
+    let catch_up = || {
+        signal(follower_pid, "-STOP");
+        converge(&leader_addr, "the paused follower out of the ISR", |m| {
+            !partitions(m, "thr")[0].2.contains(&follower)
+        });
+        send_sized(&leader_addr, "thr", BEHIND / 8192, 8192);
+        let start = Instant::now();
+        signal(follower_pid, "-CONT");
+        converge(&leader_addr, "the follower back in the ISR", |m| {
+            partitions(m, "thr")[0].2.contains(&follower)
+        });
+        start.elapsed()
+    };
+    let topic = |args: &[&str]| {
+        let mut a = vec!["--alter", "--entity-type", "topics", "--entity-name", "thr"];
+        a.extend_from_slice(args);
+        configs_cli(&leader_addr, &a);
+    };
+    let broker = |id: i32, args: &[&str]| {
+        let id = id.to_string();
+        let mut a = vec!["--alter", "--entity-type", "brokers", "--entity-name", &id];
+        a.extend_from_slice(args);
+        configs_cli(&leader_addr, &a);
+    };
+    let rate = RATE.to_string();
+
+    // Leader side: the leader sends the out-of-sync follower at most RATE.
+    broker(
+        leader,
+        &[
+            "--add-config",
+            &format!("leader.replication.throttled.rate={rate}"),
+        ],
+    );
+    topic(&["--add-config", "leader.replication.throttled.replicas=*"]);
+    let held_by_leader = catch_up();
+
+    // Follower side: the follower fetches at most RATE for the replicas its list names.
+    broker(
+        leader,
+        &["--delete-config", "leader.replication.throttled.rate"],
+    );
+    broker(
+        follower,
+        &[
+            "--add-config",
+            &format!("follower.replication.throttled.rate={rate}"),
+        ],
+    );
+    topic(&[
+        "--delete-config",
+        "leader.replication.throttled.replicas",
+        "--add-config",
+        &format!("follower.replication.throttled.replicas=[0:{follower}]"),
+    ]);
+    let held_by_follower = catch_up();
+
+    // No throttle.
+    broker(
+        follower,
+        &["--delete-config", "follower.replication.throttled.rate"],
+    );
+    let free = catch_up();
+
+    eprintln!(
+        "catching up {BEHIND} bytes at {RATE} B/s: leader-throttled {held_by_leader:?}, follower-throttled {held_by_follower:?}, unthrottled {free:?}"
+    );
+    // The rate is measured over at least 2 s and at most 3 s (the window above), so in T
+    // seconds at most about RATE × (T + 3) bytes pass: catching up takes BEHIND / RATE - 3 s
+    // at the very least (Kafka's measure lets the same burst through).
+    let ideal = BEHIND as f64 / RATE as f64;
+    let least = Duration::from_secs_f64(ideal - 3.0);
+    for (side, took) in [("leader", held_by_leader), ("follower", held_by_follower)] {
+        assert!(
+            took >= least,
+            "{side}-throttled catch-up took {took:?}, under {least:?}"
+        );
+        assert!(
+            took < Duration::from_secs_f64(ideal * 3.0),
+            "{side}-throttled catch-up took {took:?}: stalled?"
+        );
+        assert!(free * 2 < took, "unthrottled {free:?} vs {side} {took:?}");
+    }
+}

@@ -2,7 +2,8 @@
 //! users and clients, throttle_time_ms plus a muted connection for a client over its quota,
 //! librdkafka producers (the one over its byte-rate quota is held to it over a 20 s window
 //! while an unthrottled one keeps its rate) and consumers (the same for consumer_byte_rate),
-//! and a client over its request_percentage muted while another is answered.
+//! a client over its request_percentage muted while another is answered, and connection
+//! limits (max.connections, max.connections.per.ip and its overrides) changed at runtime.
 
 mod common;
 #[path = "common/wire.rs"]
@@ -527,4 +528,121 @@ fn a_client_over_its_request_percentage_is_muted_and_others_are_not() {
         slowest < held / 2,
         "the other client waited {slowest:?}, as long as the muted one ({held:?})"
     );
+}
+
+/// Set (or with None remove) a dynamic broker config for every broker.
+fn set_broker_default(bootstrap: &str, key: &str, value: Option<&str>) {
+    let change = value.map(|v| format!("{key}={v}"));
+    let args: Vec<&str> = match &change {
+        Some(c) => vec!["--add-config", c],
+        None => vec!["--delete-config", key],
+    };
+    let mut all = vec!["--alter", "--entity-type", "brokers", "--entity-default"];
+    all.extend(args);
+    sluice_tool("configs", bootstrap, &all);
+}
+
+/// Whether the broker serves this connection: an ApiVersions answer within `wait`.
+fn answered_within(w: &mut Wire, wait: Duration) -> bool {
+    w.stream.set_read_timeout(Some(wait)).unwrap();
+    let id = w.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    match w.read_frame() {
+        Some(frame) => {
+            assert_eq!(i32::from_be_bytes(frame[..4].try_into().unwrap()), id);
+            w.stream
+                .set_read_timeout(Some(Duration::from_secs(30)))
+                .unwrap();
+            true
+        }
+        None => false,
+    }
+}
+
+/// Kafka's connection limits as dynamic broker configs: an address over
+/// max.connections.per.ip has its new connection closed while an override lets another
+/// through; at max.connections a client's connection waits unserved until another closes,
+/// and the inter-broker listener (here the tools') is never held back.
+#[test]
+fn connection_limits_apply_at_runtime_per_address_and_per_broker() {
+    let server = start(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,CLIENT://127.0.0.1:0",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CLIENT:PLAINTEXT",
+        "inter.broker.listener.name=PLAINTEXT",
+    ]);
+    let b = &server.bootstrap;
+    let client = server.listener("CLIENT").expect("the CLIENT listener");
+
+    // Per address: 127.0.0.2 may hold two connections.
+    set_broker_default(b, "max.connections.per.ip", Some("2"));
+    set_broker_default(b, "max.connections.per.ip.overrides", Some("127.0.0.1:100"));
+    let mut held: Vec<Wire> = (0..2)
+        .map(|_| Wire::connect_from("127.0.0.2", &client))
+        .collect();
+    for w in &mut held {
+        assert!(answered_within(w, Duration::from_secs(10)));
+    }
+    let mut third = Wire::connect_from("127.0.0.2", &client);
+    third.send(ApiKey::ApiVersions, 3, &ApiVersionsRequest::default());
+    assert!(
+        third.is_closed_by_peer(),
+        "a third connection from 127.0.0.2"
+    );
+    // Another address is not affected, and an override raises one address's limit.
+    assert!(answered_within(
+        &mut Wire::connect_from("127.0.0.3", &client),
+        Duration::from_secs(10)
+    ));
+    set_broker_default(
+        b,
+        "max.connections.per.ip.overrides",
+        Some("[127.0.0.1:100,127.0.0.2:3]"),
+    );
+    let mut third = Wire::connect_from("127.0.0.2", &client);
+    assert!(answered_within(&mut third, Duration::from_secs(10)));
+    held.push(third);
+    assert!(server.log().contains("max.connections.per.ip reached"));
+
+    // Per broker: 3 connections are open (the tools' come and go on the inter-broker
+    // listener, which this limit leaves alone). A fourth waits, unserved, for a slot.
+    set_broker_default(b, "max.connections", Some("3"));
+    let mut fourth = Wire::connect_from("127.0.0.4", &client);
+    assert!(
+        !answered_within(&mut fourth, Duration::from_millis(1500)),
+        "a fourth connection was served at max.connections=3"
+    );
+    let shown = sluice_tool(
+        "configs",
+        b,
+        &["--describe", "--entity-type", "brokers", "--entity-default"],
+    );
+    assert!(shown.contains("max.connections=3"), "{shown}");
+    drop(held.pop());
+    // Its request was read once the slot freed: the answer arrives without a resend.
+    fourth
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert!(fourth.read_frame().is_some(), "served once a slot was free");
+    // Raising the limit lets waiting clients in without anyone leaving.
+    let mut fifth = Wire::connect_from("127.0.0.4", &client);
+    assert!(!answered_within(&mut fifth, Duration::from_millis(500)));
+    set_broker_default(b, "max.connections", None);
+    fifth
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert!(
+        fifth.read_frame().is_some(),
+        "served once the limit was lifted"
+    );
+    // Bad values are refused in one line.
+    let out = std::process::Command::new(sluice_bin())
+        .args(["configs", "--bootstrap-server", b])
+        .args(["--alter", "--entity-type", "brokers", "--entity-default"])
+        .args(["--add-config", "max.connections.per.ip.overrides=127.0.0.1"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("host:count"), "{err}");
 }

@@ -36,6 +36,9 @@ struct Wanted {
     topic_id: Uuid,
     request: FetchPartition,
     target: Result<Arc<Partition>, ErrorCode>,
+    /// A follower's fetch of a replica under `leader.replication.throttled.replicas` while it
+    /// is out of sync: it gets nothing while the leader's replication quota is exceeded.
+    throttled: bool,
 }
 
 fn empty_partition(index: i32, code: ErrorCode) -> PartitionData {
@@ -47,6 +50,16 @@ fn empty_partition(index: i32, code: ErrorCode) -> PartitionData {
     p.log_start_offset = -1;
     p.records = Some(Bytes::new());
     p
+}
+
+/// No records, but the partition's offsets; `code` 0 for no error.
+fn offsets_only(index: i32, code: i16, p: &Partition) -> PartitionData {
+    let mut data = empty_partition(index, ErrorCode::UnknownServerError);
+    data.error_code = code;
+    data.high_watermark = p.high_watermark();
+    data.last_stable_offset = p.last_stable_offset();
+    data.log_start_offset = p.log_start_offset();
+    data
 }
 
 /// Keep only whole batches (a slice may end inside one).
@@ -123,11 +136,16 @@ async fn handle(
                 }
                 Ok(p)
             });
+            let throttled = replica_id >= 0
+                && target
+                    .as_ref()
+                    .is_ok_and(|p| p.settings().leader_throttled && !p.in_isr(replica_id));
             wanted.push(Wanted {
                 topic: topic.topic.clone(),
                 topic_id: topic.topic_id,
                 request,
                 target,
+                throttled,
             });
         }
     }
@@ -136,13 +154,19 @@ async fn handle(
     let deadline =
         tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
     let notify = Arc::new(Notify::new());
+    let leader_quota = &broker.replicas.replication_quotas().leader;
+    let any_throttled = wanted.iter().any(|w| w.throttled);
+    let read = || {
+        let hold = any_throttled && leader_quota.is_exceeded(crate::now_ms());
+        read_all(&wanted, max_bytes, isolation, hold)
+    };
     let (partitions, bytes, errors) = loop {
         for w in &wanted {
             if let Ok(p) = &w.target {
                 p.add_waiter(&notify);
             }
         }
-        let (partitions, bytes, errors) = read_all(&wanted, max_bytes, isolation);
+        let (partitions, bytes, errors) = read();
         if bytes >= min_bytes || errors || tokio::time::Instant::now() >= deadline {
             break (partitions, bytes, errors);
         }
@@ -150,10 +174,19 @@ async fn handle(
         let woken = tokio::time::timeout_at(deadline, notify.notified()).await;
         drop(parked);
         if woken.is_err() {
-            break read_all(&wanted, max_bytes, isolation);
+            break read();
         }
     };
     let _ = errors;
+    if any_throttled {
+        let sent: usize = wanted
+            .iter()
+            .zip(&partitions)
+            .filter(|(w, _)| w.throttled)
+            .map(|(_, d)| d.records.as_ref().map_or(0, Bytes::len))
+            .sum();
+        leader_quota.record(sent as u64, crate::now_ms());
+    }
     let mut resp = FetchResponse::default();
     // consumer_byte_rate: a consumer over its quota gets an empty answer that says how
     // long to back off (and what it would have read does not count), as in Kafka.
@@ -200,10 +233,13 @@ async fn handle(
 }
 
 /// Read every wanted partition once: (responses, bytes read, whether any had an error).
+/// With `hold_throttled` (the leader's replication quota is exceeded) throttled replicas
+/// get their partition's offsets but no records.
 fn read_all(
     wanted: &[Wanted],
     max_bytes: u64,
     isolation: FetchIsolation,
+    hold_throttled: bool,
 ) -> (Vec<PartitionData>, u64, bool) {
     let mut total = 0u64;
     let mut errors = false;
@@ -221,6 +257,9 @@ fn read_all(
             if let Err(code) = p.check_leader_epoch(w.request.current_leader_epoch) {
                 errors = true;
                 return empty_partition(index, code);
+            }
+            if hold_throttled && w.throttled {
+                return offsets_only(index, 0, p);
             }
             let budget =
                 (w.request.partition_max_bytes.max(0) as u64).min(max_bytes.saturating_sub(total));
@@ -262,11 +301,7 @@ fn read_all(
                 }
                 Err(e) => {
                     errors = true;
-                    let mut data = empty_partition(index, log_error_code(&e));
-                    data.high_watermark = p.high_watermark();
-                    data.last_stable_offset = p.last_stable_offset();
-                    data.log_start_offset = p.log_start_offset();
-                    data
+                    offsets_only(index, log_error_code(&e).code(), p)
                 }
             }
         })

@@ -6,12 +6,12 @@ use clap::{ArgGroup, Args};
 use sluice_client::admin::{AlterOp, ConfigResource, QuotaEntity, QuotaMatch};
 use sluice_client::Admin;
 
-use super::{key_value, usage, CliError, CliResult, ConnArgs};
+use super::{config_items, usage, CliError, CliResult, ConnArgs};
 
 #[derive(Args, Debug)]
 #[command(
     group(ArgGroup::new("action").required(true).args(["describe", "alter"])),
-    after_help = "Examples:\n  sluice configs --describe --entity-type topics --entity-name orders\n  sluice configs --describe --entity-type brokers --entity-name 0 --all\n  sluice configs --alter --entity-type topics --entity-name orders --add-config retention.ms=3600000,cleanup.policy=delete\n  sluice configs --alter --entity-type topics --entity-name orders --delete-config retention.ms\n  sluice configs --alter --entity-type users --entity-name alice --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152\n  sluice configs --alter --entity-type clients --entity-default --add-config request_percentage=50\n  sluice configs --alter --user alice --client app --add-config producer_byte_rate=65536\n  sluice configs --describe --entity-type users [--entity-name alice]\n  sluice configs --alter --entity-type broker-loggers --entity-name 1 --add-config sluice_broker::replica_fetcher=DEBUG\n  sluice configs --describe --entity-type broker-loggers --entity-name 1"
+    after_help = "Examples:\n  sluice configs --describe --entity-type topics --entity-name orders\n  sluice configs --describe --entity-type brokers --entity-name 0 --all\n  sluice configs --alter --entity-type topics --entity-name orders --add-config retention.ms=3600000,cleanup.policy=delete\n  sluice configs --alter --entity-type topics --entity-name orders --delete-config retention.ms\n  sluice configs --alter --entity-type topics --entity-name orders --add-config 'leader.replication.throttled.replicas=[0:1,1:2]'\n  sluice configs --alter --entity-type users --entity-name alice --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152\n  sluice configs --alter --entity-type clients --entity-default --add-config request_percentage=50\n  sluice configs --alter --user alice --client app --add-config producer_byte_rate=65536\n  sluice configs --describe --entity-type users [--entity-name alice]\n  sluice configs --alter --entity-type broker-loggers --entity-name 1 --add-config sluice_broker::replica_fetcher=DEBUG\n  sluice configs --describe --entity-type broker-loggers --entity-name 1"
 )]
 pub struct ConfigsArgs {
     #[command(flatten)]
@@ -156,8 +156,7 @@ async fn run_quotas(args: &ConfigsArgs, target: QuotaTarget) -> CliResult {
     };
     let mut ops = Vec::new();
     if let Some(add) = &args.add_config {
-        for item in add.split(',').filter(|s| !s.trim().is_empty()) {
-            let (k, v) = key_value(item, "--add-config")?;
+        for (k, v) in config_items(add, "--add-config")? {
             let value = quota_value(&k, &v)?;
             ops.push((k, Some(value)));
         }
@@ -251,8 +250,7 @@ pub async fn run(args: ConfigsArgs) -> CliResult {
     }
     let mut ops = Vec::new();
     if let Some(add) = &args.add_config {
-        for item in add.split(',').filter(|s| !s.trim().is_empty()) {
-            let (k, v) = key_value(item, "--add-config")?;
+        for (k, v) in config_items(add, "--add-config")? {
             ops.push(AlterOp::Set(k, v));
         }
     }

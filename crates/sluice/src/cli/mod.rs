@@ -192,6 +192,43 @@ pub fn key_value(s: &str, flag: &str) -> Result<(String, String), CliError> {
     Ok((k.trim().to_string(), v.trim().to_string()))
 }
 
+/// `--add-config k1=v1,k2=[a,b]` as kafka-configs.sh reads it: items split on commas
+/// outside square brackets; a bracketed value is a list whose commas stay in the value.
+pub fn config_items(s: &str, flag: &str) -> Result<Vec<(String, String)>, CliError> {
+    let mut items = Vec::new();
+    let (mut depth, mut start) = (0i32, 0);
+    for (i, c) in s.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                items.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+        if depth < 0 {
+            return Err(usage(format!("{flag}: unbalanced ']' in '{s}'")));
+        }
+    }
+    if depth != 0 {
+        return Err(usage(format!("{flag}: unclosed '[' in '{s}'")));
+    }
+    items.push(&s[start..]);
+    items
+        .into_iter()
+        .filter(|i| !i.trim().is_empty())
+        .map(|item| {
+            let (k, v) = key_value(item, flag)?;
+            let v = match v.strip_prefix('[').and_then(|v| v.strip_suffix(']')) {
+                Some(list) => list.trim().to_string(),
+                None => v,
+            };
+            Ok((k, v))
+        })
+        .collect()
+}
+
 /// Properties from repeated `--property k=v` flags (also accepting `k=v,k2=v2`? no: Kafka
 /// passes one per flag).
 pub fn properties(items: &[String], flag: &str) -> Result<Vec<(String, String)>, CliError> {
@@ -219,6 +256,27 @@ pub fn json_string(s: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn config_items_keep_bracketed_lists_whole() {
+        let got = super::config_items(
+            "retention.ms=1, leader.replication.throttled.replicas=[0:1,1:2],x=[]",
+            "--add-config",
+        )
+        .unwrap();
+        let want = [
+            ("retention.ms", "1"),
+            ("leader.replication.throttled.replicas", "0:1,1:2"),
+            ("x", ""),
+        ];
+        assert_eq!(
+            got,
+            want.map(|(k, v)| (k.to_string(), v.to_string())).to_vec()
+        );
+        for bad in ["a=[1,2", "a=1],b=2", "novalue"] {
+            assert!(super::config_items(bad, "--add-config").is_err(), "{bad}");
+        }
+    }
+
     #[test]
     fn properties_files_parse_like_java() {
         let text = "# comment\n! also\n\nsecurity.protocol=SASL_SSL\nsasl.mechanism : SCRAM-SHA-512\nsasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \\\n    username=\"a\" password=\"b=c\";\nempty=\nsasl.password secret\\\\\nssl.truststore.location=C:\\\\certs\\\\ca.pem\nkey\\ with\\=odd = v\\u00e9\\tx\nlast=continued \\";

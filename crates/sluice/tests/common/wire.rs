@@ -35,6 +35,34 @@ impl Wire {
         }
     }
 
+    /// Connect from source address `from` (another loopback address, say), to tell
+    /// clients apart by address.
+    pub fn connect_from(from: &str, bootstrap: &str) -> Wire {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .build()
+            .unwrap();
+        let stream = rt
+            .block_on(async {
+                let socket = tokio::net::TcpSocket::new_v4()?;
+                socket.bind(format!("{from}:0").parse().expect("a source address"))?;
+                let s = socket
+                    .connect(bootstrap.parse().expect("an ip:port"))
+                    .await?;
+                s.into_std()
+            })
+            .expect("connect");
+        stream.set_nonblocking(false).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .unwrap();
+        Wire {
+            stream,
+            next_correlation: 1,
+            client_id: "sluice-wire-test",
+        }
+    }
+
     /// Send one request without reading the answer; returns its correlation id.
     pub fn send<Req: Encodable>(&mut self, key: ApiKey, version: i16, req: &Req) -> i32 {
         self.send_as(key, version, version, req)

@@ -1,0 +1,211 @@
+//! Connection limits (Kafka's ConnectionQuotas): `max.connections` over every listener of
+//! the broker, and `max.connections.per.ip` with `max.connections.per.ip.overrides` per
+//! client address. All three are dynamic broker configs: a change applies to the next
+//! connection accepted; connections already open are kept.
+//!
+//! As in Kafka, at the broker-wide limit a listener stops accepting until a connection
+//! closes (new clients wait in the socket backlog rather than being refused), except the
+//! inter-broker listener, which always accepts so replication and controller traffic are
+//! never locked out by clients. An address at its own limit has its new connection closed
+//! at once.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, ToSocketAddrs};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use sluice_metadata::config::{parse_per_ip_overrides, BrokerConfig, DynamicBrokerConfigs};
+use sluice_metadata::MetadataImage;
+use tokio::sync::Notify;
+
+/// The limits in force, from the static and dynamic broker configs.
+#[derive(Clone, Debug, PartialEq)]
+struct Limits {
+    total: usize,
+    per_ip: usize,
+    overrides: HashMap<IpAddr, usize>,
+}
+
+impl Limits {
+    fn from_config(c: &BrokerConfig) -> Self {
+        let count = |key: &str| usize::try_from(c.number(key)).unwrap_or(0);
+        let mut overrides = HashMap::new();
+        let listed = c
+            .value("max.connections.per.ip.overrides")
+            .and_then(|v| parse_per_ip_overrides(&v))
+            .unwrap_or_default();
+        for (host, n) in listed {
+            // Host names are resolved when the setting changes, as Kafka does.
+            match host.parse::<IpAddr>() {
+                Ok(ip) => {
+                    overrides.insert(ip, n);
+                }
+                Err(_) => match (host.as_str(), 0).to_socket_addrs() {
+                    Ok(addrs) => {
+                        for a in addrs {
+                            overrides.insert(a.ip(), n);
+                        }
+                    }
+                    Err(e) => {
+                        tracing::warn!(%host, error = %e, "max.connections.per.ip.overrides: cannot resolve host; ignoring it")
+                    }
+                },
+            }
+        }
+        Self {
+            total: count("max.connections"),
+            per_ip: count("max.connections.per.ip"),
+            overrides,
+        }
+    }
+
+    fn for_ip(&self, ip: &IpAddr) -> usize {
+        self.overrides.get(ip).copied().unwrap_or(self.per_ip)
+    }
+}
+
+#[derive(Default)]
+struct Counts {
+    total: usize,
+    per_ip: HashMap<IpAddr, usize>,
+}
+
+/// Why a connection was refused.
+#[derive(Debug, PartialEq, Eq)]
+pub struct TooManyConnections {
+    pub limit: usize,
+}
+
+#[derive(Default)]
+pub struct ConnectionQuotas {
+    counts: Mutex<Counts>,
+    /// (metadata offset the limits were computed at, limits)
+    limits: Mutex<Option<(i64, Arc<Limits>)>>,
+    freed: Notify,
+}
+
+/// One open connection's share; dropping it frees the slot.
+pub struct ConnectionSlot {
+    quotas: Arc<ConnectionQuotas>,
+    ip: IpAddr,
+}
+
+impl Drop for ConnectionSlot {
+    fn drop(&mut self) {
+        {
+            let mut c = lock(&self.quotas.counts);
+            c.total = c.total.saturating_sub(1);
+            if let Some(n) = c.per_ip.get_mut(&self.ip) {
+                *n -= 1;
+                if *n == 0 {
+                    c.per_ip.remove(&self.ip);
+                }
+            }
+        }
+        self.quotas.freed.notify_waiters();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// How long an acceptor waiting for a free slot goes without re-reading the limits, in case
+/// they were raised (a metadata change wakes it sooner).
+const RECHECK: Duration = Duration::from_secs(1);
+
+impl ConnectionQuotas {
+    fn limits(&self, config: &BrokerConfig, image: &MetadataImage, node_id: i32) -> Arc<Limits> {
+        let mut cached = lock(&self.limits);
+        match &*cached {
+            Some((offset, l)) if *offset == image.offset => Arc::clone(l),
+            _ => {
+                let dynamic = DynamicBrokerConfigs::from_image(image, node_id);
+                let l = Arc::new(Limits::from_config(&config.with_dynamic(&dynamic)));
+                *cached = Some((image.offset, Arc::clone(&l)));
+                l
+            }
+        }
+    }
+
+    /// Take a slot for a connection from `ip`: waits while the broker is at
+    /// `max.connections` (unless `protected`: the inter-broker listener), fails at once if
+    /// `ip` is at its own limit.
+    pub async fn acquire(
+        self: &Arc<Self>,
+        broker: &crate::broker::Broker,
+        ip: IpAddr,
+        protected: bool,
+    ) -> Result<ConnectionSlot, TooManyConnections> {
+        loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            freed.as_mut().enable();
+            let image = broker.metadata.current();
+            let limits = self.limits(&broker.config, &image, broker.node_id);
+            {
+                let mut c = lock(&self.counts);
+                if protected || c.total < limits.total {
+                    let limit = limits.for_ip(&ip);
+                    let n = c.per_ip.entry(ip).or_insert(0);
+                    if *n >= limit {
+                        if *n == 0 {
+                            c.per_ip.remove(&ip);
+                        }
+                        return Err(TooManyConnections { limit });
+                    }
+                    *n += 1;
+                    c.total += 1;
+                    return Ok(ConnectionSlot {
+                        quotas: Arc::clone(self),
+                        ip,
+                    });
+                }
+            }
+            tokio::select! {
+                _ = &mut freed => {}
+                _ = broker.metadata.changed(RECHECK) => {}
+            }
+        }
+    }
+
+    /// Open connections (all listeners).
+    pub fn open(&self) -> usize {
+        lock(&self.counts).total
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(pairs: &[(&str, &str)]) -> BrokerConfig {
+        let broker = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        BrokerConfig::default().with_dynamic(&DynamicBrokerConfigs {
+            broker,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn limits_read_the_dynamic_keys() {
+        let l = Limits::from_config(&config(&[
+            ("max.connections", "5"),
+            ("max.connections.per.ip", "2"),
+            (
+                "max.connections.per.ip.overrides",
+                "127.0.0.2:7, localhost:9",
+            ),
+        ]));
+        assert_eq!(l.total, 5);
+        assert_eq!(l.for_ip(&"10.0.0.1".parse().unwrap()), 2);
+        assert_eq!(l.for_ip(&"127.0.0.2".parse().unwrap()), 7);
+        assert_eq!(l.for_ip(&"127.0.0.1".parse().unwrap()), 9);
+        let d = Limits::from_config(&config(&[]));
+        assert_eq!(d.total, i32::MAX as usize);
+        assert_eq!(d.per_ip, i32::MAX as usize);
+    }
+}
