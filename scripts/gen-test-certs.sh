@@ -24,6 +24,12 @@ ca ca "/CN=Sluice Test CA"
 ca foreign-ca "/CN=Foreign Test CA"
 leaf server "/CN=localhost" ca "subjectAltName=DNS:localhost,IP:127.0.0.1
 extendedKeyUsage=serverAuth"
+# A renewed server certificate (same subject, new key) and one for another subject, for
+# dynamic key store updates.
+leaf server-renewed "/CN=localhost" ca "subjectAltName=DNS:localhost,IP:127.0.0.1
+extendedKeyUsage=serverAuth"
+leaf server-other "/CN=otherhost" ca "subjectAltName=DNS:otherhost,IP:127.0.0.1
+extendedKeyUsage=serverAuth"
 leaf client "/C=US/O=Sluice/CN=writer" ca "extendedKeyUsage=clientAuth"
 leaf foreign-client "/CN=intruder" foreign-ca "extendedKeyUsage=clientAuth"
 # An expired client certificate from the trusted CA.

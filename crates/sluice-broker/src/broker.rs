@@ -28,6 +28,8 @@ pub struct Broker {
     pub quotas: crate::quota::QuotaManager,
     /// `max.connections` and `max.connections.per.ip`, over every listener.
     pub connections: Arc<crate::connection_quotas::ConnectionQuotas>,
+    /// The TLS of each SSL / SASL_SSL client listener (its stores can change at runtime).
+    pub listener_tls: Vec<Arc<crate::tls::ListenerTls>>,
 }
 
 /// Producer ids reserved from the controller in blocks, handed out one by one.

@@ -18,7 +18,6 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
-use tokio_rustls::TlsAcceptor;
 use tracing::{debug, info, warn};
 
 use crate::broker::Broker;
@@ -78,7 +77,7 @@ pub async fn serve(
     listener: TcpListener,
     listener_name: String,
     inter_broker: bool,
-    tls: Option<TlsAcceptor>,
+    tls: Option<Arc<crate::tls::ListenerTls>>,
     sasl: Option<Arc<SaslSettings>>,
     broker: Arc<Broker>,
     limits: NetworkLimits,
@@ -110,7 +109,7 @@ pub async fn serve(
                     let broker = Arc::clone(&broker);
                     let shutdown = shutdown.clone();
                     let name = Arc::clone(&name);
-                    let tls = tls.clone();
+                    let tls = tls.as_ref().map(|t| t.acceptor());
                     let sasl = sasl.clone().map(SaslSession::new);
                     connections.spawn(async move {
                         let _ = stream.set_nodelay(true);

@@ -20,10 +20,128 @@ pub const ANONYMOUS: &str = "User:ANONYMOUS";
 /// The TLS acceptor of SSL listener `listener`; a one-line reason when its settings are
 /// unusable (missing or unreadable files, a key that does not match, no certificate).
 pub fn acceptor(config: &BrokerConfig, listener: &str) -> Result<TlsAcceptor, String> {
+    build(config, listener).map(|(a, _)| a)
+}
+
+/// The TLS of one SSL listener, whose key and trust stores can be replaced at runtime
+/// (`listener.name.<listener>.ssl.keystore.location` / `ssl.truststore.location` as dynamic
+/// per-broker configs, as Kafka rotates certificates): connections accepted after a reload
+/// use the new stores, open ones keep theirs.
+pub struct ListenerTls {
+    listener: String,
+    /// (acceptor, the store settings it was built from, its certificate's subject)
+    current: std::sync::RwLock<(TlsAcceptor, Vec<Option<String>>, Option<String>)>,
+}
+
+/// The settings a reload looks at.
+const STORE_SETTINGS: [&str; 2] = ["ssl.keystore.location", "ssl.truststore.location"];
+
+fn store_settings(config: &BrokerConfig, listener: &str) -> Vec<Option<String>> {
+    STORE_SETTINGS
+        .iter()
+        .map(|k| config.listener_value(listener, k))
+        .collect()
+}
+
+impl ListenerTls {
+    pub fn new(config: &BrokerConfig, listener: &str) -> Result<Self, String> {
+        let (acceptor, subject) = build(config, listener)?;
+        Ok(Self {
+            listener: listener.to_string(),
+            current: std::sync::RwLock::new((acceptor, store_settings(config, listener), subject)),
+        })
+    }
+
+    pub fn listener(&self) -> &str {
+        &self.listener
+    }
+
+    /// The acceptor for a new connection.
+    pub fn acceptor(&self) -> TlsAcceptor {
+        self.read().0.clone()
+    }
+
+    fn read(
+        &self,
+    ) -> std::sync::RwLockReadGuard<'_, (TlsAcceptor, Vec<Option<String>>, Option<String>)> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Build what `config` asks for without using it: the reason it cannot serve, if so.
+    /// As in Kafka, a new key store must certify the same subject as the one in use (a
+    /// rotated certificate, not another identity).
+    pub fn check(&self, config: &BrokerConfig) -> Result<TlsAcceptor, String> {
+        let (acceptor, subject) = build(config, &self.listener)?;
+        let current = self.read().2.clone();
+        if subject != current {
+            return Err(format!(
+                "listener {}: the new key store's certificate is for {}, the current one for {} (they must match)",
+                self.listener,
+                subject.as_deref().unwrap_or("no subject"),
+                current.as_deref().unwrap_or("no subject"),
+            ));
+        }
+        Ok(acceptor)
+    }
+
+    /// Use the stores `config` names if they differ from those in use, or always with
+    /// `force` (the same path again re-reads the files, as Kafka does). Ok(true) when
+    /// reloaded; on error the stores in use stay.
+    pub fn reload(&self, config: &BrokerConfig, force: bool) -> Result<bool, String> {
+        let settings = store_settings(config, &self.listener);
+        if !force && self.read().1 == settings {
+            return Ok(false);
+        }
+        let acceptor = self.check(config)?;
+        let mut current = self
+            .current
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        current.0 = acceptor;
+        current.1 = settings;
+        Ok(true)
+    }
+}
+
+/// Keep every SSL listener on the stores the metadata's dynamic configs name for this
+/// broker (applied at startup, and when another broker's request changed them).
+pub async fn follow_dynamic_stores(
+    broker: Arc<crate::broker::Broker>,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) {
+    if broker.listener_tls.is_empty() {
+        return;
+    }
+    let mut offsets = broker.metadata.subscribe();
+    loop {
+        let image = broker.metadata.current();
+        let dynamic =
+            sluice_metadata::config::DynamicBrokerConfigs::from_image(&image, broker.node_id);
+        let effective = broker.config.with_dynamic(&dynamic);
+        for tls in &broker.listener_tls {
+            match tls.reload(&effective, false) {
+                Ok(true) => tracing::info!(listener = %tls.listener, "TLS stores reloaded"),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(listener = %tls.listener, error = %e, "keeping the TLS stores in use")
+                }
+            }
+        }
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            changed = offsets.changed() => if changed.is_err() { return },
+        }
+    }
+}
+
+fn build(config: &BrokerConfig, listener: &str) -> Result<(TlsAcceptor, Option<String>), String> {
     let setting = |key: &str| config.listener_value(listener, key);
     let keystore = setting("ssl.keystore.location")
         .ok_or_else(|| format!("listener {listener}: ssl.keystore.location is not set"))?;
     let certs = read_certs(&keystore)?;
+    let subject = certs.first().and_then(|c| subject_dn(c.as_ref()));
     let key = PrivateKeyDer::from_pem_file(&keystore)
         .map_err(|e| format!("ssl.keystore.location {keystore}: no private key ({e})"))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
@@ -74,7 +192,7 @@ pub fn acceptor(config: &BrokerConfig, listener: &str) -> Result<TlsAcceptor, St
     let server = builder
         .with_single_cert(certs, key)
         .map_err(|e| format!("ssl.keystore.location {keystore}: {e}"))?;
-    Ok(TlsAcceptor::from(Arc::new(server)))
+    Ok((TlsAcceptor::from(Arc::new(server)), subject))
 }
 
 fn read_certs(path: &str) -> Result<Vec<CertificateDer<'static>>, String> {

@@ -479,8 +479,26 @@ impl Controller {
                 ),
             ));
         }
+        let per_broker: Vec<&str> = changes
+            .iter()
+            .filter(|(k, _)| sluice_metadata::config::listener_store_key(k).is_some())
+            .map(|(k, _)| k.as_str())
+            .collect();
+        if broker.is_empty() && !per_broker.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::InvalidConfig,
+                format!(
+                    "Cannot update these configs at default cluster level, broker id must be specified: {}",
+                    per_broker.join(", ")
+                ),
+            ));
+        }
         for (k, v) in changes {
-            if let (Some(v), Some(def)) = (v, sluice_metadata::config::broker_def(k)) {
+            let def = sluice_metadata::config::broker_def(k).or_else(|| {
+                sluice_metadata::config::listener_store_key(k)
+                    .and_then(|(_, setting)| sluice_metadata::config::broker_def(setting))
+            });
+            if let (Some(v), Some(def)) = (v, def) {
                 sluice_metadata::config::validate(def, v)
                     .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, format!("{k}: {m}")))?;
             }

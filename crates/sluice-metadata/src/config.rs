@@ -2463,9 +2463,20 @@ pub fn describe_topic_with(
 /// at startup only.
 pub fn dynamic_broker_key(key: &str) -> bool {
     RUNTIME_BROKER_KEYS.contains(&key)
+        || listener_store_key(key).is_some()
         || TOPIC_CONFIGS
             .iter()
             .any(|t| t.broker_synonyms.iter().any(|(s, _)| *s == key))
+}
+
+/// A listener's TLS store setting that can change at runtime, per broker only (as in Kafka,
+/// for certificate rotation): `listener.name.<listener>.ssl.keystore.location` or
+/// `….ssl.truststore.location`. Returns (listener, setting).
+pub fn listener_store_key(key: &str) -> Option<(&str, &'static str)> {
+    let (listener, def) = listener_override(key)?;
+    ["ssl.keystore.location", "ssl.truststore.location"]
+        .contains(&def.name)
+        .then_some((listener, def.name))
 }
 
 /// Broker keys (not topic defaults) the broker applies at runtime when they change.
@@ -2577,8 +2588,43 @@ pub fn describe_broker_with(
             }
         })
         .collect();
+    // Listener TLS store locations, which change at runtime: with their values and sources.
+    let store_keys: std::collections::BTreeSet<&str> = dynamic
+        .broker
+        .keys()
+        .map(String::as_str)
+        .chain(broker.explicit_keys().map(|(k, _)| k))
+        .filter(|k| listener_store_key(k).is_some())
+        .collect();
+    for k in &store_keys {
+        let synonyms: Vec<_> = [
+            (
+                dynamic.broker.get(*k).cloned(),
+                ConfigSource::DynamicBrokerConfig,
+            ),
+            (
+                broker.explicit(k).map(str::to_owned),
+                ConfigSource::StaticBrokerConfig,
+            ),
+        ]
+        .into_iter()
+        .filter_map(|(v, source)| Some((k.to_string(), Some(v?), source)))
+        .collect();
+        out.push(DescribedConfig {
+            name: k.to_string(),
+            value: synonyms.first().and_then(|s| s.1.clone()),
+            source: synonyms
+                .first()
+                .map_or(ConfigSource::StaticBrokerConfig, |s| s.2),
+            read_only: false,
+            sensitive: false,
+            ty: T::String,
+            doc: "A listener's PEM key or trust store; replaceable at runtime per broker.",
+            synonyms,
+        });
+    }
     for (k, _) in broker.explicit_keys() {
-        if broker_def(k).is_none() {
+        if broker_def(k).is_none() && !store_keys.contains(k) {
             out.push(DescribedConfig {
                 name: k.to_string(),
                 value: None,

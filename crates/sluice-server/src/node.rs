@@ -257,9 +257,10 @@ impl Node {
         for (b, listener) in kafka_bound {
             let protocol = config.security_protocol(&b.name).ok();
             let tls = match protocol {
-                Some(SecurityProtocol::Ssl | SecurityProtocol::SaslSsl) => {
-                    Some(sluice_broker::tls::acceptor(&config, &b.name).map_err(NodeError::Tls)?)
-                }
+                Some(SecurityProtocol::Ssl | SecurityProtocol::SaslSsl) => Some(Arc::new(
+                    sluice_broker::tls::ListenerTls::new(&config, &b.name)
+                        .map_err(NodeError::Tls)?,
+                )),
                 _ => None,
             };
             let sasl = match protocol {
@@ -480,7 +481,15 @@ impl Node {
                 size_ms: config.number("quota.window.size.seconds").max(1) * 1000,
             }),
             connections: Default::default(),
+            listener_tls: kafka_listeners
+                .iter()
+                .filter_map(|(_, _, tls, _)| tls.clone())
+                .collect(),
         });
+        tokio::spawn(sluice_broker::tls::follow_dynamic_stores(
+            Arc::clone(&broker),
+            shutdown_rx.clone(),
+        ));
 
         tokio::spawn(sluice_broker::isr::run_isr_checks(
             Arc::clone(&replicas),

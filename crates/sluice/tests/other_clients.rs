@@ -467,3 +467,128 @@ fn librdkafka_from_rust_over_sasl_ssl_scram_and_mutual_tls() {
     );
     assert_eq!(out.lines().collect::<Vec<_>>(), ["over-scram", "over-mtls"]);
 }
+
+/// The base64 body of the first certificate in a PEM file or text.
+fn certificate_of(pem: &str) -> String {
+    let start = pem
+        .find("-----BEGIN CERTIFICATE-----")
+        .expect("a certificate");
+    let body = &pem[start + "-----BEGIN CERTIFICATE-----".len()..];
+    let end = body.find("-----END CERTIFICATE-----").expect("its end");
+    body[..end].split_whitespace().collect()
+}
+
+/// The certificate a TLS listener presents now (Python's ssl module, no verification).
+fn served_certificate(addr: &str) -> String {
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    let out = Command::new("python3")
+        .args([
+            "-c",
+            "import ssl,sys; print(ssl.get_server_certificate((sys.argv[1], int(sys.argv[2]))))",
+            host,
+            port,
+        ])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    certificate_of(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// `sluice configs --alter --entity-type brokers …`: (success, stdout + stderr).
+fn alter_broker_config(bootstrap: &str, entity: &[&str], config: &str) -> (bool, String) {
+    let out = Command::new(sluice_bin())
+        .args(["configs", "--bootstrap-server", bootstrap])
+        .args(["--alter", "--entity-type", "brokers"])
+        .args(entity)
+        .args(["--add-config", config])
+        .output()
+        .unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
+}
+
+/// Certificate rotation as in Kafka: `listener.name.<l>.ssl.keystore.location` set on one
+/// broker at runtime makes the listener present the new certificate to new connections,
+/// re-reading the file when the path is the same; a store for another subject, a missing
+/// file and the cluster-wide default are refused; a restarted broker applies what
+/// metadata holds.
+#[test]
+fn a_listener_key_store_is_replaced_at_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("keystore.pem");
+    let path_s = path.display().to_string();
+    std::fs::copy(tls_fixture("server.pem"), &path).unwrap();
+    let mut server = start(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        &format!("ssl.keystore.location={path_s}"),
+    ]);
+    let ssl = server.listener("SSL").expect("the SSL listener's address");
+    let b = server.bootstrap.clone();
+    let cert = |name: &str| certificate_of(&std::fs::read_to_string(tls_fixture(name)).unwrap());
+    let (original, renewed) = (cert("server.pem"), cert("server-renewed.pem"));
+    assert_ne!(original, renewed);
+    assert_eq!(served_certificate(&ssl), original);
+    // The file is replaced; the listener keeps what it loaded until told.
+    std::fs::copy(tls_fixture("server-renewed.pem"), &path).unwrap();
+    assert_eq!(served_certificate(&ssl), original);
+    let key = "listener.name.ssl.ssl.keystore.location";
+    let me = ["--entity-name", "0"];
+    let (ok, out) = alter_broker_config(&b, &me, &format!("{key}={path_s}"));
+    assert!(ok, "{out}");
+    assert_eq!(served_certificate(&ssl), renewed, "the same path re-read");
+    let shown = sluice_tool(
+        "configs",
+        &b,
+        &[
+            "--describe",
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            "0",
+        ],
+    );
+    assert!(
+        shown.contains(&format!("{key}={path_s}")) && shown.contains("DYNAMIC_BROKER_CONFIG"),
+        "{shown}"
+    );
+    // Refused, and the listener keeps serving the renewed certificate.
+    let other = tls_fixture("server-other.pem");
+    for (entity, config, why) in [
+        (&me[..], format!("{key}={other}"), "must match"),
+        (&me[..], format!("{key}={path_s}.missing"), "missing"),
+        (
+            &["--entity-default"][..],
+            format!("{key}={}", tls_fixture("server.pem")),
+            "broker id must be specified",
+        ),
+    ] {
+        let (ok, out) = alter_broker_config(&b, entity, &config);
+        assert!(!ok && out.contains(why), "{config}: {out}");
+        assert_eq!(out.trim().lines().count(), 1, "one line: {out}");
+    }
+    assert_eq!(served_certificate(&ssl), renewed);
+    // Another path; then after a restart (the static setting names the renewed file) the
+    // broker applies the path kept in metadata.
+    let (ok, out) = alter_broker_config(&b, &me, &format!("{key}={}", tls_fixture("server.pem")));
+    assert!(ok, "{out}");
+    assert_eq!(served_certificate(&ssl), original);
+    server.kill();
+    server.restart();
+    let ssl = server.listener("SSL").expect("the SSL listener's address");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while served_certificate(&ssl) != original {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the restarted broker kept its static key store"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}

@@ -1,10 +1,13 @@
 //! AlterConfigs (key 33, the legacy form): replaces a topic's whole set of overrides — keys
 //! not named are reset to their defaults.
 
+use std::sync::Arc;
+
 use bytes::Bytes;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
 use sluice_metadata::acl::op;
+use sluice_metadata::config::{listener_store_key, BrokerConfig, DynamicBrokerConfigs};
 use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_TOPIC};
 use sluice_protocol::ErrorCode;
 
@@ -37,14 +40,80 @@ pub(crate) async fn alter_broker(
     changes: Vec<(String, Option<String>)>,
     validate_only: bool,
 ) -> Result<(), (ErrorCode, String)> {
+    let reload = check_listener_stores(broker, &name, &changes)?;
     match broker
         .call_controller(move |c| c.alter_broker_configs(&name, &changes, validate_only))
         .await
     {
-        Ok(Ok(())) => Ok(()),
+        Ok(Ok(())) => {
+            if let Some((listeners, config)) = reload.filter(|_| !validate_only) {
+                for tls in listeners {
+                    // Checked above; the same path again re-reads the files.
+                    if let Err(e) = tls.reload(&config, true) {
+                        tracing::warn!(listener = tls.listener(), error = %e, "TLS stores not reloaded");
+                    }
+                }
+            }
+            Ok(())
+        }
         Ok(Err(e)) => Err((e.code, e.message)),
         Err(e) => Err((ErrorCode::UnknownServerError, e)),
     }
+}
+
+/// The SSL listeners whose key or trust store `changes` replaces, and the config they
+/// would then be built from, after checking here that they can serve with it: the files
+/// are this broker's, so only it can say (Kafka validates on the broker too).
+type StoreReload = (Vec<Arc<crate::tls::ListenerTls>>, BrokerConfig);
+
+fn check_listener_stores(
+    broker: &Broker,
+    name: &str,
+    changes: &[(String, Option<String>)],
+) -> Result<Option<StoreReload>, (ErrorCode, String)> {
+    let named: Vec<&str> = changes
+        .iter()
+        .filter_map(|(k, _)| listener_store_key(k).map(|(l, _)| l))
+        .collect();
+    if named.is_empty() || name.is_empty() {
+        // The cluster default is refused by the controller, with Kafka's message.
+        return Ok(None);
+    }
+    if name.parse::<i32>().ok() != Some(broker.node_id) {
+        return Err((
+            ErrorCode::InvalidRequest,
+            format!(
+                "the TLS stores of broker {name} can only be changed through broker {name}, which checks them (this is broker {})",
+                broker.node_id
+            ),
+        ));
+    }
+    let image = broker.metadata.current();
+    let mut dynamic = DynamicBrokerConfigs::from_image(&image, broker.node_id);
+    for (k, v) in changes {
+        match v {
+            Some(v) => dynamic.broker.insert(k.clone(), v.clone()),
+            None => dynamic.broker.remove(k),
+        };
+    }
+    let config = broker.config.with_dynamic(&dynamic);
+    let mut listeners = Vec::new();
+    for l in named {
+        let tls = broker
+            .listener_tls
+            .iter()
+            .find(|t| t.listener().eq_ignore_ascii_case(l))
+            .ok_or_else(|| {
+                (
+                    ErrorCode::InvalidConfig,
+                    format!("listener {l} of broker {name} does not use TLS"),
+                )
+            })?;
+        tls.check(&config)
+            .map_err(|m| (ErrorCode::InvalidConfig, m))?;
+        listeners.push(Arc::clone(tls));
+    }
+    Ok(Some((listeners, config)))
 }
 
 /// The answer for a resource type that cannot be altered.
