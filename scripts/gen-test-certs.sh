@@ -22,12 +22,14 @@ leaf() { # name subject ca ext
 }
 ca ca "/CN=Sluice Test CA"
 ca foreign-ca "/CN=Foreign Test CA"
+# Server certificates serve as client certificates too (brokers and controllers connecting
+# to each other's mutual-TLS listeners), as Kafka deployments' do.
 leaf server "/CN=localhost" ca "subjectAltName=DNS:localhost,IP:127.0.0.1
-extendedKeyUsage=serverAuth"
+extendedKeyUsage=serverAuth,clientAuth"
 # A renewed server certificate (same subject, new key) and one for another subject, for
 # dynamic key store updates.
 leaf server-renewed "/CN=localhost" ca "subjectAltName=DNS:localhost,IP:127.0.0.1
-extendedKeyUsage=serverAuth"
+extendedKeyUsage=serverAuth,clientAuth"
 leaf server-other "/CN=otherhost" ca "subjectAltName=DNS:otherhost,IP:127.0.0.1
 extendedKeyUsage=serverAuth"
 leaf client "/C=US/O=Sluice/CN=writer" ca "extendedKeyUsage=clientAuth"

@@ -35,26 +35,8 @@ impl InterBroker {
     /// at startup).
     pub fn from_config(config: &BrokerConfig) -> Result<Self, String> {
         let client: InterBrokerClient = config.inter_broker_client().map_err(|e| e.to_string())?;
-        let listener = client.listener;
-        let mut security = SecurityConfig {
-            protocol: match client.protocol {
-                ListenerProtocol::Plaintext => SecurityProtocol::Plaintext,
-                ListenerProtocol::Ssl => SecurityProtocol::Ssl,
-                ListenerProtocol::SaslPlaintext => SecurityProtocol::SaslPlaintext,
-                ListenerProtocol::SaslSsl => SecurityProtocol::SaslSsl,
-            },
-            truststore: client.truststore,
-            keystore: client.keystore,
-            verify_hostname: Some(client.verify_hostname),
-            ..SecurityConfig::default()
-        };
-        if let Some((mechanism, username, password)) = client.sasl {
-            security.sasl_mechanism = Some(mechanism);
-            security.sasl_username = Some(username);
-            security.sasl_password = Some(password);
-        }
-        let connector = Connector::new(&security)
-            .map_err(|(key, reason)| format!("inter-broker connections ({key}): {reason}"))?;
+        let listener = client.listener.clone();
+        let connector = connector(client, "inter-broker connections")?;
         // The listener the protocol was taken from is the one connected to, so the two
         // always agree.
         Ok(Self {
@@ -65,6 +47,29 @@ impl InterBroker {
             ),
         })
     }
+}
+
+/// The client side of connections to another node's listener, as `client` describes it
+/// (`what` names those connections in the error).
+pub fn connector(client: InterBrokerClient, what: &str) -> Result<Connector, String> {
+    let mut security = SecurityConfig {
+        protocol: match client.protocol {
+            ListenerProtocol::Plaintext => SecurityProtocol::Plaintext,
+            ListenerProtocol::Ssl => SecurityProtocol::Ssl,
+            ListenerProtocol::SaslPlaintext => SecurityProtocol::SaslPlaintext,
+            ListenerProtocol::SaslSsl => SecurityProtocol::SaslSsl,
+        },
+        truststore: client.truststore,
+        keystore: client.keystore,
+        verify_hostname: Some(client.verify_hostname),
+        ..SecurityConfig::default()
+    };
+    if let Some((mechanism, username, password)) = client.sasl {
+        security.sasl_mechanism = Some(mechanism);
+        security.sasl_username = Some(username);
+        security.sasl_password = Some(password);
+    }
+    Connector::new(&security).map_err(|(key, reason)| format!("{what} ({key}): {reason}"))
 }
 
 /// `host:port` of a live (unfenced) broker on `listener` (its first one when None).

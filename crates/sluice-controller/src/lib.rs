@@ -7,7 +7,8 @@
 //! - [`quorum`]: [`QuorumController`], a controller node: Raft, the active controller's
 //!   duties (writes, broker liveness), the controller listener.
 //! - [`raft`]: openraft glue — storage in `__cluster_metadata-0`, snapshots, RPCs.
-//! - [`rpc`]: what brokers send controllers; [`wire`]: the binary codec both use.
+//! - [`rpc`]: what brokers send controllers; [`wire`]: the binary codec both use;
+//!   [`transport`]: plain or TLS connections for both.
 //! - [`error`]: [`ApiError`], a Kafka error code plus message for a single topic/partition.
 
 pub mod controller;
@@ -18,6 +19,7 @@ pub mod quorum;
 pub mod raft;
 pub mod reassign;
 pub mod rpc;
+pub mod transport;
 pub mod wire;
 
 pub use controller::{Controller, ControllerDefaults, CreateTopicSpec, CreatedTopic, TopicRef};

@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, SnapshotPolicy};
 use sluice_metadata::{MetadataImage, MetadataRecord, Uuid};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -32,8 +32,12 @@ use crate::raft::{Command, Raft};
 use crate::rpc::{
     decode_fetch, ControllerRequest, ControllerResponse, FetchResponse, Heartbeat, ReplyBody,
 };
+use crate::transport::{BoxStream, Transport};
 
-#[derive(Clone, Debug)]
+/// How long a node connecting to the controller listener has to finish its TLS handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone)]
 pub struct QuorumConfig {
     pub node_id: i32,
     /// Voter id -> controller listener address. A single voter may have an empty address
@@ -54,6 +58,8 @@ pub struct QuorumConfig {
     pub auto_leader_rebalance: bool,
     pub imbalance_check_ms: u64,
     pub imbalance_pct: i64,
+    /// How connections to and from the other voters are made (plain TCP, or TLS).
+    pub transport: Arc<dyn Transport>,
 }
 
 struct Session {
@@ -113,6 +119,7 @@ pub struct QuorumController {
     rebalance: Option<(Duration, i64)>,
     /// This node's `controller.quorum.voters` addresses.
     voters: BTreeMap<u64, String>,
+    transport: Arc<dyn Transport>,
 }
 
 type Reply = Result<(i64, ReplyBody), ControllerResponse>;
@@ -142,6 +149,7 @@ impl QuorumController {
             NetworkFactory {
                 isolated: Arc::clone(&isolated),
                 voters: config.voters.clone(),
+                transport: Arc::clone(&config.transport),
             },
             log.clone(),
             sm,
@@ -173,6 +181,7 @@ impl QuorumController {
         );
         Ok(Arc::new(Self {
             voters: config.voters.clone(),
+            transport: Arc::clone(&config.transport),
             node_id: config.node_id,
             raft,
             shared,
@@ -596,11 +605,18 @@ impl QuorumController {
             tokio::select! {
                 _ = shutdown.changed() => return,
                 accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => {
+                    Ok((stream, peer)) => {
                         let _ = stream.set_nodelay(true);
                         let me = Arc::clone(&self);
                         let stop = shutdown.clone();
-                        tokio::spawn(async move { me.connection(stream, stop).await });
+                        let secured = self.transport.accept(stream);
+                        tokio::spawn(async move {
+                            match tokio::time::timeout(HANDSHAKE_TIMEOUT, secured).await {
+                                Ok(Ok(stream)) => me.connection(stream, stop).await,
+                                Ok(Err(e)) => info!(%peer, error = %e, "controller listener: handshake failed"),
+                                Err(_) => info!(%peer, "controller listener: handshake timed out"),
+                            }
+                        });
                     }
                     Err(e) => {
                         warn!(error = %e, "controller listener accept failed");
@@ -611,7 +627,7 @@ impl QuorumController {
         }
     }
 
-    async fn connection(&self, mut stream: TcpStream, mut shutdown: watch::Receiver<bool>) {
+    async fn connection(&self, mut stream: BoxStream, mut shutdown: watch::Receiver<bool>) {
         loop {
             let frame = tokio::select! {
                 _ = shutdown.changed() => return,

@@ -28,6 +28,7 @@ fn config(id: i32, voters: &BTreeMap<u64, String>, dir: &std::path::Path) -> Quo
         auto_leader_rebalance: false,
         imbalance_check_ms: 300_000,
         imbalance_pct: 10,
+        transport: sluice_controller::transport::tcp(),
     }
 }
 

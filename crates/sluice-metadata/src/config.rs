@@ -1849,7 +1849,7 @@ impl BrokerConfig {
     }
 
     /// Every listener's security protocol is known and supported, and SSL listeners have
-    /// what they need; brokers talk to each other over PLAINTEXT (for now).
+    /// what they need; the ways nodes connect to each other are complete.
     fn check_security(&self) -> Result<(), ConfigError> {
         let err = |key: String, message: String| ConfigError { key, message };
         for l in self.listeners() {
@@ -1876,16 +1876,68 @@ impl BrokerConfig {
             }
         }
         for name in self.controller_listener_names() {
-            if self.security_protocol(&name).ok() != Some(SecurityProtocol::Plaintext) {
+            if !matches!(
+                self.security_protocol(&name).ok(),
+                Some(SecurityProtocol::Plaintext | SecurityProtocol::Ssl)
+            ) {
                 return Err(err(
                     "controller.listener.names".into(),
                     format!(
-                        "controller listener {name} must be PLAINTEXT (the quorum's own connections have no TLS or SASL yet)"
+                        "controller listener {name} must be PLAINTEXT or SSL: the quorum's own connections do not do SASL (authenticate them with client certificates: SSL with ssl.client.auth=required)"
                     ),
                 ));
             }
         }
         self.inter_broker_client()?;
+        self.controller_client()?;
+        Ok(())
+    }
+
+    /// How this node connects to the controllers (Raft between voters, and a broker's calls
+    /// to the active controller): the first controller listener's protocol, and for SSL its
+    /// trust store, key store (the client certificate) and host name check, as Kafka does.
+    pub fn controller_client(&self) -> Result<InterBrokerClient, ConfigError> {
+        let err = |key: String, message: String| ConfigError { key, message };
+        let Some(listener) = self.controller_listener_names().into_iter().next() else {
+            return Ok(InterBrokerClient::default());
+        };
+        let protocol = self
+            .security_protocol(&listener)
+            .map_err(|m| err("listener.security.protocol.map".into(), m))?;
+        let mut client = InterBrokerClient {
+            listener: Some(listener.clone()),
+            protocol,
+            ..InterBrokerClient::default()
+        };
+        if protocol == SecurityProtocol::Ssl {
+            self.tls_client(&listener, &mut client, "nodes connect to the controllers")?;
+        }
+        Ok(client)
+    }
+
+    /// The TLS side of a connection to `listener` (see [`Self::inter_broker_client`]);
+    /// `who` says which connections need it, for the error.
+    fn tls_client(
+        &self,
+        listener: &str,
+        client: &mut InterBrokerClient,
+        who: &str,
+    ) -> Result<(), ConfigError> {
+        let err = |key: String, message: String| ConfigError { key, message };
+        let key = self.listener_key(listener, "ssl.truststore.location");
+        client.truststore = Some(self.value(&key).ok_or_else(|| {
+            err(
+                key.clone(),
+                format!("{key} is required: {who} over the TLS listener {listener} and check the certificates against it"),
+            )
+        })?);
+        client.keystore = self.listener_value(listener, "ssl.keystore.location");
+        let key = self.listener_key(listener, "ssl.endpoint.identification.algorithm");
+        client.verify_hostname = match self.value(&key).unwrap_or_default().trim() {
+            "" => false,
+            v if v.eq_ignore_ascii_case("https") => true,
+            v => return Err(err(key, format!("'{v}' must be https or empty"))),
+        };
         Ok(())
     }
 
@@ -1922,20 +1974,7 @@ impl BrokerConfig {
             ..InterBrokerClient::default()
         };
         if matches!(protocol, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl) {
-            let key = self.listener_key(&listener, "ssl.truststore.location");
-            client.truststore = Some(self.value(&key).ok_or_else(|| {
-                err(
-                    key.clone(),
-                    format!("{key} is required: brokers connect to each other over the TLS listener {listener} and check each other's certificates against it"),
-                )
-            })?);
-            client.keystore = self.listener_value(&listener, "ssl.keystore.location");
-            let key = self.listener_key(&listener, "ssl.endpoint.identification.algorithm");
-            client.verify_hostname = match self.value(&key).unwrap_or_default().trim() {
-                "" => false,
-                v if v.eq_ignore_ascii_case("https") => true,
-                v => return Err(err(key, format!("'{v}' must be https or empty"))),
-            };
+            self.tls_client(&listener, &mut client, "brokers connect to each other")?;
         }
         if matches!(
             protocol,

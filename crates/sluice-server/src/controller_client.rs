@@ -14,6 +14,7 @@ use sluice_controller::raft::network::{Conn, KIND_CONTROLLER, KIND_FETCH};
 use sluice_controller::rpc::{
     encode_fetch, ControllerRequest, ControllerResponse, FetchResponse, Heartbeat, ReplyBody,
 };
+use sluice_controller::transport::Transport;
 use sluice_controller::QuorumController;
 use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
@@ -44,6 +45,8 @@ pub struct ControllerClient {
     idle: Mutex<Vec<(String, Conn)>>,
     cache: Arc<MetadataCache>,
     runtime: tokio::runtime::Handle,
+    /// Plain TCP or TLS, as the controller listener is.
+    transport: Arc<dyn Transport>,
 }
 
 impl ControllerClient {
@@ -53,6 +56,7 @@ impl ControllerClient {
         bootstrap: Vec<String>,
         voters: HashMap<i32, String>,
         cache: Arc<MetadataCache>,
+        transport: Arc<dyn Transport>,
     ) -> Arc<Self> {
         Arc::new(Self {
             node_id,
@@ -64,6 +68,7 @@ impl ControllerClient {
             idle: Mutex::new(Vec::new()),
             cache,
             runtime: tokio::runtime::Handle::current(),
+            transport,
         })
     }
 
@@ -110,7 +115,7 @@ impl ControllerClient {
             let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
             match idle.iter().position(|(a, _)| a == addr) {
                 Some(i) => idle.swap_remove(i).1,
-                None => Conn::default(),
+                None => Conn::new(Arc::clone(&self.transport)),
             }
         };
         let replaced = async {

@@ -5,6 +5,7 @@
 //! - [`node`]: [`Node::start`] / [`Node::shutdown`]: startup sequence, tasks, clean shutdown.
 //! - [`controller_client`]: the broker's [`sluice_broker::controller_api::ControllerApi`]:
 //!   requests forwarded to the active controller, heartbeats, metadata fetching.
+//! - [`quorum_transport`]: TLS for the controller listener's connections.
 //! - [`admin_http`]: the admin HTTP listener: `/metrics`, `/health`, `/ready`, JSON API.
 //! - [`settings`]: building a [`sluice_metadata::BrokerConfig`] from a properties file,
 //!   `SLUICE_*` environment variables and `--override` flags.
@@ -12,6 +13,7 @@
 pub mod admin_http;
 pub mod controller_client;
 pub mod node;
+pub mod quorum_transport;
 pub mod settings;
 
 pub use node::{Node, NodeError};

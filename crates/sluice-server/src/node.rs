@@ -253,6 +253,8 @@ impl Node {
             .into_iter()
             .partition(|(b, _)| controller_names.contains(&b.name));
         // SSL listeners' TLS settings are checked (files read) before anything starts.
+        let quorum_transport =
+            crate::quorum_transport::from_config(&config).map_err(NodeError::Tls)?;
         let mut kafka_listeners = Vec::new();
         for (b, listener) in kafka_bound {
             let protocol = config.security_protocol(&b.name).ok();
@@ -286,6 +288,7 @@ impl Node {
             let number = |k: &str| config.number(k);
             let q = QuorumController::start(QuorumConfig {
                 node_id,
+                transport: Arc::clone(&quorum_transport),
                 voters: voter_map,
                 dir: metadata_dir.clone(),
                 segment_bytes: number("metadata.log.segment.bytes").max(1024) as u64,
@@ -373,6 +376,7 @@ impl Node {
             bootstrap,
             voters.iter().cloned().collect::<HashMap<i32, String>>(),
             Arc::clone(&cache),
+            quorum_transport,
         );
         let images = match &quorum {
             Some(q) => q.images(),

@@ -2319,3 +2319,103 @@ fn replication_throttles_hold_a_catching_up_follower_to_their_rate() {
         assert!(free * 2 < took, "unthrottled {free:?} vs {side} {took:?}");
     }
 }
+
+fn tls_fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/tls")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+/// The quorum's own connections over mutual TLS (a controller listener mapped to SSL with
+/// `ssl.client.auth=required`, as a Kafka KRaft cluster secures it): the voters elect a
+/// controller and brokers register and are served over it, a new controller is elected
+/// over it after the active one is killed, and a connection without TLS is turned away.
+#[test]
+fn the_quorum_runs_over_mutual_tls() {
+    let _serial = one_cluster_at_a_time();
+    let keystore = format!(
+        "listener.name.controller.ssl.keystore.location={}",
+        tls_fixture("server.pem")
+    );
+    let truststore = format!(
+        "listener.name.controller.ssl.truststore.location={}",
+        tls_fixture("ca.pem")
+    );
+    let extra = [
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:SSL",
+        "listener.name.controller.ssl.client.auth=required",
+        &keystore,
+        &truststore,
+        "controller.quorum.election.timeout.ms=500",
+    ];
+    let configs = combined(&extra);
+    let controller_ports: Vec<String> = configs
+        .iter()
+        .map(|c| {
+            let l = c.iter().find(|o| o.starts_with("listeners=")).unwrap();
+            l.rsplit("CONTROLLER://").next().unwrap().to_string()
+        })
+        .collect();
+    let mut nodes = TestServer::start_all(sluice_bin(), &configs);
+    converge(&nodes[0].bootstrap, "three brokers registered", |m| {
+        brokers(m).len() == 3
+    });
+    create_replicated(&nodes[0].bootstrap, "over-tls", 1, "2");
+    send_all_acks(&nodes[0].bootstrap, "over-tls", 0..20, "all");
+
+    // A plaintext peer on a controller port: the TLS handshake fails, the node carries on.
+    {
+        use std::io::{Read, Write};
+        let mut s = std::net::TcpStream::connect(&controller_ports[0]).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(15))).unwrap();
+        let _ = s.write_all(&[0, 0, 0, 5, 4, 0, 0, 0, 0]);
+        let mut buf = [0u8; 64];
+        // Either the alert for the bogus handshake or the close, never an answer frame.
+        let n = s.read(&mut buf).unwrap_or(0);
+        assert!(
+            n == 0 || buf[0] == 0x15,
+            "answered a plaintext frame: {:?}",
+            &buf[..n]
+        );
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !nodes[0]
+        .log()
+        .contains("controller listener: handshake failed")
+    {
+        assert!(Instant::now() < deadline, "no handshake failure logged");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+
+    // Kill the active controller: the others elect a new one over TLS, and metadata
+    // changes go on.
+    let victim = nodes
+        .iter()
+        .position(|n| n.log().contains("active controller"))
+        .expect("one node became the active controller");
+    nodes[victim].kill();
+    let survivor = nodes[(victim + 1) % 3].bootstrap.clone();
+    converge(&survivor, "the killed node fenced", |m| {
+        brokers(m).len() == 2
+    });
+    let (ok, out) = topics_cli(
+        &survivor,
+        &[
+            "--create",
+            "--topic",
+            "after-kill",
+            "--partitions",
+            "1",
+            "--replication-factor",
+            "2",
+        ],
+    );
+    assert!(ok, "{out}");
+    converge(&survivor, "the new topic", |m| {
+        partitions(m, "after-kill").len() == 1
+    });
+    send_all_acks(&survivor, "over-tls", 20..40, "all");
+    assert_eq!(read_partition(&survivor, "over-tls", 40).len(), 40);
+}

@@ -13,13 +13,13 @@ use openraft::raft::{
     VoteRequest, VoteResponse,
 };
 use openraft::BasicNode;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 
 use super::{
     get_entry, get_log_id, get_snapshot_meta, get_vote, put_entry, put_log_id, put_snapshot_meta,
     put_vote, TypeConfig,
 };
+use crate::transport::{BoxStream, Transport};
 use crate::wire::{Reader, WireError, Writer};
 
 pub const KIND_APPEND: u8 = 1;
@@ -31,16 +31,23 @@ pub const KIND_FETCH: u8 = 5;
 /// Largest internal frame (a snapshot chunk or a batch of entries is far smaller).
 pub const MAX_FRAME: usize = 64 * 1024 * 1024;
 
-pub async fn write_frame(s: &mut TcpStream, head: u8, payload: &[u8]) -> std::io::Result<()> {
+pub async fn write_frame(
+    s: &mut (impl AsyncWrite + Unpin),
+    head: u8,
+    payload: &[u8],
+) -> std::io::Result<()> {
     let mut buf = Vec::with_capacity(5 + payload.len());
     buf.extend_from_slice(&(payload.len() as u32 + 1).to_be_bytes());
     buf.push(head);
     buf.extend_from_slice(payload);
-    s.write_all(&buf).await
+    s.write_all(&buf).await?;
+    s.flush().await
 }
 
 /// Read one frame: (head byte, payload). `Ok(None)` at a clean end of stream.
-pub async fn read_frame(s: &mut TcpStream) -> std::io::Result<Option<(u8, Vec<u8>)>> {
+pub async fn read_frame(
+    s: &mut (impl AsyncRead + Unpin),
+) -> std::io::Result<Option<(u8, Vec<u8>)>> {
     let mut len = [0u8; 4];
     match s.read_exact(&mut len).await {
         Ok(_) => {}
@@ -79,12 +86,26 @@ impl std::fmt::Display for CallError {
 }
 
 /// One connection to a peer, reopened after any failure.
-#[derive(Default)]
 pub struct Conn {
-    stream: Option<TcpStream>,
+    transport: Arc<dyn Transport>,
+    stream: Option<BoxStream>,
+}
+
+impl Default for Conn {
+    /// Plain TCP.
+    fn default() -> Self {
+        Self::new(crate::transport::tcp())
+    }
 }
 
 impl Conn {
+    pub fn new(transport: Arc<dyn Transport>) -> Self {
+        Self {
+            transport,
+            stream: None,
+        }
+    }
+
     pub async fn call(
         &mut self,
         addr: &str,
@@ -96,8 +117,7 @@ impl Conn {
             let s = match &mut self.stream {
                 Some(s) => s,
                 None => {
-                    let s = TcpStream::connect(addr).await?;
-                    let _ = s.set_nodelay(true);
+                    let s = self.transport.connect(addr).await?;
                     self.stream.insert(s)
                 }
             };
@@ -256,6 +276,7 @@ pub struct NetworkFactory {
     /// node reaches the voters where its own config says (the membership in the log only
     /// records who votes), so an address can differ per node (NAT, proxies).
     pub voters: std::collections::BTreeMap<u64, String>,
+    pub transport: Arc<dyn Transport>,
 }
 
 impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
@@ -269,7 +290,7 @@ impl RaftNetworkFactory<TypeConfig> for NetworkFactory {
                 .get(&target)
                 .cloned()
                 .unwrap_or_else(|| node.addr.clone()),
-            conn: Conn::default(),
+            conn: Conn::new(Arc::clone(&self.transport)),
             isolated: Arc::clone(&self.isolated),
         }
     }
