@@ -88,6 +88,33 @@ impl Broker {
         ms
     }
 
+    /// `controller_mutation_rate`: may this request create or delete `partitions` more
+    /// partitions (see [`crate::quota::QuotaManager::record_mutations`])? A throttle is put
+    /// in the request context (the connection is muted for it); the caller reports the
+    /// largest in the response's `throttle_time_ms`.
+    pub fn record_mutations(
+        &self,
+        ctx: &crate::request::RequestContext,
+        partitions: i32,
+        strict: bool,
+    ) -> crate::quota::MutationVerdict {
+        let image = self.metadata.current();
+        let verdict = self.quotas.record_mutations(
+            &image,
+            crate::quota::quota_user(&ctx.principal),
+            ctx.client_id.as_deref().unwrap_or(""),
+            f64::from(partitions.max(0)),
+            strict,
+            crate::now_ms(),
+        );
+        ctx.throttle(verdict.throttle_ms);
+        if verdict.throttle_ms > 0 {
+            metrics::counter!("sluice_throttle_time_ms_total", "quota" => "controller_mutation_rate")
+                .increment(verdict.throttle_ms as u64);
+        }
+        verdict
+    }
+
     /// A producer id never handed out before, in this process or any earlier one.
     pub async fn next_producer_id(&self) -> Result<i64, String> {
         let mut block = self.producer_ids.block.lock().await;

@@ -24,6 +24,9 @@ pub enum QuotaKind {
     Fetch,
     /// `request_percentage`: handling time, as a percentage of one thread's second.
     Request,
+    /// `controller_mutation_rate`: partitions created or deleted per second (KIP-599),
+    /// measured by a token bucket, not a rate (see [`QuotaManager::record_mutations`]).
+    ControllerMutation,
 }
 
 impl QuotaKind {
@@ -32,6 +35,7 @@ impl QuotaKind {
             QuotaKind::Produce => "producer_byte_rate",
             QuotaKind::Fetch => "consumer_byte_rate",
             QuotaKind::Request => "request_percentage",
+            QuotaKind::ControllerMutation => "controller_mutation_rate",
         }
     }
 }
@@ -155,6 +159,17 @@ fn sensor_key(kind: QuotaKind, entity: &QuotaEntity, user: &str, client_id: &str
 pub struct QuotaManager {
     window: Window,
     sensors: Mutex<HashMap<SensorKey, Rate>>,
+    /// controller_mutation_rate token buckets: (tokens, last refill ms).
+    buckets: Mutex<HashMap<SensorKey, (f64, i64)>>,
+}
+
+/// What a controller mutation quota says of some partition mutations.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct MutationVerdict {
+    /// Whether they may go ahead (false: THROTTLING_QUOTA_EXCEEDED).
+    pub accepted: bool,
+    /// How long the client should back off, in ms.
+    pub throttle_ms: i32,
 }
 
 /// Sensors idle this long are dropped.
@@ -165,6 +180,56 @@ impl QuotaManager {
         Self {
             window,
             sensors: Mutex::new(HashMap::new()),
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `controller_mutation_rate` (Kafka's ControllerMutationQuotaManager): a token bucket
+    /// holding up to rate × `quota.window.num` × `quota.window.size.seconds` partitions,
+    /// refilled at the rate. `strict` (CreateTopics v6+, CreatePartitions v3+, DeleteTopics
+    /// v5+): refused while the bucket is in debt, else taken whole even into debt, with no
+    /// throttle; permissive (older versions): always taken, throttled once in debt. The
+    /// throttle is the time to pay the debt back.
+    pub fn record_mutations(
+        &self,
+        image: &MetadataImage,
+        user: &str,
+        client_id: &str,
+        partitions: f64,
+        strict: bool,
+        now_ms: i64,
+    ) -> MutationVerdict {
+        let free = MutationVerdict {
+            accepted: true,
+            throttle_ms: 0,
+        };
+        let kind = QuotaKind::ControllerMutation;
+        let Some((rate, entity)) = resolve(image, kind, user, client_id) else {
+            return free;
+        };
+        if rate <= 0.0 {
+            return free;
+        }
+        let burst = rate * self.window.samples as f64 * self.window.size_ms as f64 / 1000.0;
+        let key = sensor_key(kind, &entity, user, client_id);
+        let mut buckets = lock(&self.buckets);
+        if buckets.len() > 10_000 {
+            buckets.retain(|_, (_, last)| now_ms - *last < IDLE_SENSOR_MS);
+        }
+        let (tokens, last) = buckets.entry(key).or_insert((burst, now_ms));
+        *tokens = (*tokens + rate * (now_ms - *last).max(0) as f64 / 1000.0).min(burst);
+        *last = now_ms;
+        let debt_ms = |t: f64| (-t / rate * 1000.0).round().clamp(0.0, i32::MAX as f64) as i32;
+        if strict && *tokens < 0.0 {
+            return MutationVerdict {
+                accepted: false,
+                throttle_ms: debt_ms(*tokens),
+            };
+        }
+        *tokens -= partitions;
+        MutationVerdict {
+            accepted: true,
+            throttle_ms: if strict { 0 } else { debt_ms(*tokens) },
         }
     }
 
@@ -297,6 +362,48 @@ pub fn quota_user(principal: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn controller_mutations_spend_a_token_bucket() {
+        let img = image(&[(
+            entity(None, Some(Some("c"))),
+            "controller_mutation_rate",
+            2.0,
+        )]);
+        let window = Window {
+            samples: 3,
+            size_ms: 1000,
+        };
+        let m = QuotaManager::new(window);
+        let rec = |n: f64, strict: bool, at: i64| m.record_mutations(&img, "u", "c", n, strict, at);
+        // A burst of 2 × 3 × 1 s = 6 partitions; strict takes a request whole into debt.
+        assert_eq!(rec(4.0, true, 0).throttle_ms, 0);
+        let v = rec(5.0, true, 0);
+        assert!(v.accepted && v.throttle_ms == 0, "{v:?}");
+        // 3 in debt at 2/s: refused for 1.5 s.
+        assert_eq!(
+            rec(1.0, true, 0),
+            MutationVerdict {
+                accepted: false,
+                throttle_ms: 1500
+            }
+        );
+        assert_eq!(rec(1.0, true, 1000).throttle_ms, 500);
+        // Paid back after 1.5 s: accepted again.
+        assert!(rec(1.0, true, 1500).accepted);
+        // Permissive: always accepted, throttled by the debt.
+        let v = rec(2.0, false, 1500);
+        assert!(v.accepted && v.throttle_ms == 1500, "{v:?}");
+        // Others are not affected; without a quota nothing is counted.
+        assert!(
+            m.record_mutations(&img, "u", "other", 100.0, true, 1500)
+                .accepted
+        );
+        assert!(
+            m.record_mutations(&img, "u", "other", 100.0, true, 1500)
+                .accepted
+        );
+    }
 
     #[test]
     fn a_replication_quota_holds_back_only_while_over_its_bound() {

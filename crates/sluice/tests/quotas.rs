@@ -646,3 +646,82 @@ fn connection_limits_apply_at_runtime_per_address_and_per_broker() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("host:count"), "{err}");
 }
+
+/// CreateTopics for `(name, partitions)` at `version`.
+fn create_topics(w: &mut Wire, topics: &[(&str, i32)], version: i16) -> CreateTopicsResponse {
+    let req = CreateTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topics(
+            topics
+                .iter()
+                .map(|(n, p)| {
+                    CreatableTopic::default()
+                        .with_name(TopicName(s(n)))
+                        .with_num_partitions(*p)
+                        .with_replication_factor(1)
+                })
+                .collect(),
+        );
+    w.call(ApiKey::CreateTopics, version, &req)
+}
+
+/// KIP-599's controller_mutation_rate: partitions created or deleted per second, from a
+/// bucket of rate × window. Newer request versions are refused with
+/// THROTTLING_QUOTA_EXCEEDED once it is spent (and told how long to wait); older ones go
+/// ahead but are throttled; other clients are not affected.
+#[test]
+fn topic_mutations_beyond_the_controller_mutation_rate_are_refused_or_throttled() {
+    // A bucket of 2/s × 3 × 1 s = 6 partitions.
+    let server = start(&["quota.window.num=3"]);
+    let mut admin = Wire::connect(&server.bootstrap);
+    let rate = Some(2.0);
+    let code = alter(
+        &mut admin,
+        &[("client-id", Some("mutator"))],
+        &[("controller_mutation_rate", rate)],
+    );
+    assert_eq!(code, 0);
+    let mut w = Wire::connect_as(&server.bootstrap, "mutator");
+    let codes =
+        |r: &CreateTopicsResponse| -> Vec<i16> { r.topics.iter().map(|t| t.error_code).collect() };
+    // 4 partitions, then 5 (the bucket goes into debt, which a strict quota allows once),
+    // then nothing more until the debt of 3 is paid back at 2/s.
+    let r = create_topics(&mut w, &[("m1", 4), ("m2", 5), ("m3", 1)], 7);
+    let refused = ErrorCode::ThrottlingQuotaExceeded.code();
+    assert_eq!(codes(&r), vec![0, 0, refused]);
+    assert!(
+        (1000..=1500).contains(&r.throttle_time_ms),
+        "throttle {} ms",
+        r.throttle_time_ms
+    );
+    let listed = sluice_tool("topics", &server.bootstrap, &["--list"]);
+    let names: Vec<&str> = listed.lines().collect();
+    assert!(names.contains(&"m2") && !names.contains(&"m3"), "{listed}");
+    // Another client is not affected.
+    let mut other = Wire::connect_as(&server.bootstrap, "other");
+    assert_eq!(codes(&create_topics(&mut other, &[("o1", 12)], 7)), vec![0]);
+    // Once the debt is paid the client may create again.
+    std::thread::sleep(Duration::from_millis(r.throttle_time_ms as u64 + 200));
+    let r = create_topics(&mut w, &[("m3", 1)], 7);
+    assert_eq!(codes(&r), vec![0]);
+    assert_eq!(r.throttle_time_ms, 0);
+    // v5 (permissive): accepted even into debt, and throttled for it.
+    let r = create_topics(&mut w, &[("m5", 6)], 5);
+    assert_eq!(codes(&r), vec![0]);
+    assert!(
+        r.throttle_time_ms >= 2000,
+        "throttle {} ms",
+        r.throttle_time_ms
+    );
+    // Deleting counts too: refused while in debt. (Through a second connection of the
+    // same client: the first is muted until the debt is paid.)
+    let mut w2 = Wire::connect_as(&server.bootstrap, "mutator");
+    let req = DeleteTopicsRequest::default()
+        .with_timeout_ms(10_000)
+        .with_topic_names(vec![TopicName(s("m1"))]);
+    let resp: DeleteTopicsResponse = w2.call(ApiKey::DeleteTopics, 5, &req);
+    assert_eq!(resp.responses[0].error_code, refused);
+    assert!(resp.throttle_time_ms > 0);
+    let listed = sluice_tool("topics", &server.bootstrap, &["--list"]);
+    assert!(listed.lines().any(|l| l == "m1"), "{listed}");
+}

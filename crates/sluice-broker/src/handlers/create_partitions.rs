@@ -39,6 +39,22 @@ async fn handle(
             resp.results.push(r);
             continue;
         }
+        // controller_mutation_rate counts the partitions added (strict from v3).
+        let current = broker
+            .metadata
+            .current()
+            .topic(&name)
+            .map_or(0, |topic| topic.partitions.len() as i32);
+        if !req.validate_only
+            && !broker
+                .record_mutations(ctx, t.count - current, ctx.api_version >= 3)
+                .accepted
+        {
+            r.error_code = ErrorCode::ThrottlingQuotaExceeded.code();
+            r.error_message = Some(str_bytes("The throttling quota has been exceeded."));
+            resp.results.push(r);
+            continue;
+        }
         let assignments: Option<Vec<Vec<i32>>> = t.assignments.as_ref().map(|a| {
             a.iter()
                 .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
@@ -63,5 +79,6 @@ async fn handle(
         }
         resp.results.push(r);
     }
+    resp.throttle_time_ms = ctx.throttled_ms();
     ctx.respond(&resp)
 }

@@ -50,9 +50,32 @@ async fn handle(
     // CREATE on the cluster, or on the topic; the others are not created.
     let acl = broker.acl(ctx);
     let may_create = acl.cluster(op::CREATE);
-    let allowed: Vec<bool> = specs
+    let authorized: Vec<bool> = specs
         .iter()
         .map(|s| may_create || acl.topic(op::CREATE, &s.name))
+        .collect();
+    // controller_mutation_rate counts the partitions of each topic to create (strict from
+    // v6: once the quota is spent, topics are refused until it refills).
+    let default_partitions = broker.config.num_partitions();
+    let throttled: Vec<bool> = specs
+        .iter()
+        .zip(&authorized)
+        .map(|(s, ok)| {
+            let partitions = match (s.num_partitions, s.assignments.len()) {
+                (-1, 0) => default_partitions,
+                (-1, n) => n as i32,
+                (n, _) => n,
+            };
+            *ok && !validate_only
+                && !broker
+                    .record_mutations(ctx, partitions, ctx.api_version >= 6)
+                    .accepted
+        })
+        .collect();
+    let allowed: Vec<bool> = authorized
+        .iter()
+        .zip(&throttled)
+        .map(|(a, t)| *a && !t)
         .collect();
     let call_specs: Vec<CreateTopicSpec> = specs
         .iter()
@@ -74,9 +97,15 @@ async fn handle(
         r.name = t.name.clone();
         r.num_partitions = -1;
         r.replication_factor = -1;
-        if !allowed[i] {
+        if !authorized[i] {
             r.error_code = ErrorCode::TopicAuthorizationFailed.code();
             r.error_message = Some(str_bytes("Authorization failed."));
+            resp.topics.push(r);
+            continue;
+        }
+        if throttled[i] {
+            r.error_code = ErrorCode::ThrottlingQuotaExceeded.code();
+            r.error_message = Some(str_bytes("The throttling quota has been exceeded."));
             resp.topics.push(r);
             continue;
         }
@@ -122,5 +151,6 @@ async fn handle(
         }
         resp.topics.push(r);
     }
+    resp.throttle_time_ms = ctx.throttled_ms();
     ctx.respond(&resp)
 }

@@ -36,7 +36,7 @@ async fn handle(
     // DELETE on each topic (by id: on the topic the id names); the others are kept.
     let acl = broker.acl(ctx);
     let image = broker.metadata.current();
-    let allowed: Vec<bool> = targets
+    let authorized: Vec<bool> = targets
         .iter()
         .map(|t| match t {
             TopicRef::Name(n) => acl.topic(op::DELETE, n),
@@ -44,6 +44,26 @@ async fn handle(
                 .topic_by_id(id)
                 .is_none_or(|found| acl.topic(op::DELETE, &found.name)),
         })
+        .collect();
+    // controller_mutation_rate counts the partitions deleted (strict from v5).
+    let throttled: Vec<bool> = targets
+        .iter()
+        .zip(&authorized)
+        .map(|(t, ok)| {
+            let topic = match t {
+                TopicRef::Name(n) => image.topic(n),
+                TopicRef::Id(id) => image.topic_by_id(id),
+            };
+            let partitions = topic.map_or(0, |t| t.partitions.len() as i32);
+            *ok && !broker
+                .record_mutations(ctx, partitions, ctx.api_version >= 5)
+                .accepted
+        })
+        .collect();
+    let allowed: Vec<bool> = authorized
+        .iter()
+        .zip(&throttled)
+        .map(|(a, t)| *a && !t)
         .collect();
     let call_targets: Vec<TopicRef> = targets
         .iter()
@@ -66,9 +86,15 @@ async fn handle(
             TopicRef::Name(n) => r.name = Some(TopicName(str_bytes(n.clone()))),
             TopicRef::Id(id) => r.topic_id = *id,
         }
-        if !allowed[i] {
+        if !authorized[i] {
             r.error_code = ErrorCode::TopicAuthorizationFailed.code();
             r.error_message = Some(str_bytes("Authorization failed."));
+            resp.responses.push(r);
+            continue;
+        }
+        if throttled[i] {
+            r.error_code = ErrorCode::ThrottlingQuotaExceeded.code();
+            r.error_message = Some(str_bytes("The throttling quota has been exceeded."));
             resp.responses.push(r);
             continue;
         }
@@ -89,5 +115,6 @@ async fn handle(
         }
         resp.responses.push(r);
     }
+    resp.throttle_time_ms = ctx.throttled_ms();
     ctx.respond(&resp)
 }
