@@ -97,6 +97,15 @@ pub(crate) fn truncation_target(
     }
 }
 
+/// Which of `fetchers` fetchers of a leader carries `tp`.
+fn fetcher_id(tp: &TopicPartition, fetchers: usize) -> usize {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    tp.topic.hash(&mut h);
+    tp.partition.0.hash(&mut h);
+    (h.finish() % fetchers.max(1) as u64) as usize
+}
+
 /// Starts and stops the per-leader fetchers as leadership moves.
 pub struct ReplicaFetcherManager {
     node_id: i32,
@@ -123,16 +132,22 @@ impl ReplicaFetcherManager {
         })
     }
 
-    /// The partitions this broker follows, by leader.
-    fn followed(&self) -> BTreeMap<i32, Vec<Arc<Partition>>> {
-        let mut by_leader: BTreeMap<i32, Vec<Arc<Partition>>> = BTreeMap::new();
+    /// The partitions this broker follows, by (leader, fetcher): `num.replica.fetchers`
+    /// fetchers per leader share its partitions by a hash of topic and partition, as in
+    /// Kafka. When the count changes, partitions move to their new fetcher, which truncates
+    /// them afresh before fetching (an answer the old one still had in flight is dropped as
+    /// stale).
+    fn followed(&self) -> BTreeMap<(i32, usize), Vec<Arc<Partition>>> {
+        let fetchers = self.replicas.replica_fetchers();
+        let mut by_fetcher: BTreeMap<(i32, usize), Vec<Arc<Partition>>> = BTreeMap::new();
         for p in self.replicas.all() {
-            let s = p.state();
-            if s.leader_id() >= 0 && s.leader_id() != self.node_id {
-                by_leader.entry(s.leader_id()).or_default().push(p);
+            let leader = p.state().leader_id();
+            if leader >= 0 && leader != self.node_id {
+                let id = fetcher_id(&p.tp, fetchers);
+                by_fetcher.entry((leader, id)).or_default().push(p);
             }
         }
-        by_leader
+        by_fetcher
     }
 
     fn address_of(&self, leader: i32) -> Option<String> {
@@ -145,7 +160,7 @@ impl ReplicaFetcherManager {
 
     /// Keep one fetcher per leader running until shutdown.
     pub async fn run(self: Arc<Self>, mut shutdown: watch::Receiver<bool>) {
-        let mut tasks: HashMap<i32, tokio::task::JoinHandle<()>> = HashMap::new();
+        let mut tasks: HashMap<(i32, usize), tokio::task::JoinHandle<()>> = HashMap::new();
         loop {
             // Leadership only moves with metadata; the bound also restarts a fetcher that
             // ended while its leader's partitions were being re-registered.
@@ -154,11 +169,11 @@ impl ReplicaFetcherManager {
                 _ = self.metadata.changed(self.config.backoff) => {}
             }
             tasks.retain(|_, t| !t.is_finished());
-            for leader in self.followed().into_keys() {
-                tasks.entry(leader).or_insert_with(|| {
+            for key in self.followed().into_keys() {
+                tasks.entry(key).or_insert_with(|| {
                     let me = Arc::clone(&self);
                     let stop = shutdown.clone();
-                    tokio::spawn(async move { me.fetch_from(leader, stop).await })
+                    tokio::spawn(async move { me.fetch_from(key, stop).await })
                 });
             }
         }
@@ -167,7 +182,9 @@ impl ReplicaFetcherManager {
         }
     }
 
-    async fn fetch_from(&self, leader: i32, shutdown: watch::Receiver<bool>) {
+    async fn fetch_from(&self, key: (i32, usize), shutdown: watch::Receiver<bool>) {
+        let leader = key.0;
+        info!(leader, fetcher = key.1, "replica fetcher started");
         let mut conn: Option<BrokerConn> = None;
         // Leader epoch each partition was last truncated for.
         let mut synced: HashMap<TopicPartition, i32> = HashMap::new();
@@ -178,7 +195,7 @@ impl ReplicaFetcherManager {
             if *shutdown.borrow() {
                 return;
             }
-            let parts = self.followed().remove(&leader).unwrap_or_default();
+            let parts = self.followed().remove(&key).unwrap_or_default();
             if parts.is_empty() {
                 return;
             }

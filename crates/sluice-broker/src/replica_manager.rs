@@ -24,6 +24,8 @@ pub struct ReplicaManager {
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     /// `leader/follower.replication.throttled.rate`, kept current with dynamic configs.
     replication_quotas: Arc<ReplicationQuotas>,
+    /// `num.replica.fetchers`, kept current with dynamic configs.
+    replica_fetchers: std::sync::atomic::AtomicUsize,
 }
 
 /// `settings` for one replica: whether the topic's throttled-replica lists name it.
@@ -119,21 +121,34 @@ impl ReplicaManager {
                 * 1000,
         };
         let replication_quotas = Arc::new(ReplicationQuotas::new(window));
+        let fetchers = broker_config.number("num.replica.fetchers").max(1) as usize;
         Self {
             node_id,
             logs,
             broker_config,
             partitions: RwLock::new(HashMap::new()),
             replication_quotas,
+            replica_fetchers: std::sync::atomic::AtomicUsize::new(fetchers),
         }
+    }
+
+    /// Fetchers per leader broker (`num.replica.fetchers`).
+    pub fn replica_fetchers(&self) -> usize {
+        self.replica_fetchers
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .max(1)
     }
 
     pub fn replication_quotas(&self) -> &Arc<ReplicationQuotas> {
         &self.replication_quotas
     }
 
-    /// Apply the replication throttle rates of `config` (static and dynamic together).
+    /// Apply the replication settings of `config` (static and dynamic together): the
+    /// throttle rates and the number of fetchers per leader.
     fn apply_broker_settings(&self, config: &BrokerConfig) {
+        let fetchers = config.number("num.replica.fetchers").max(1) as usize;
+        self.replica_fetchers
+            .store(fetchers, std::sync::atomic::Ordering::Relaxed);
         let q = &self.replication_quotas;
         q.leader
             .set_bound(config.number("leader.replication.throttled.rate"));

@@ -1400,13 +1400,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         AtLeast(0),
         "Misplaced leaderships a broker may have, in percent, before a rebalance.",
     ),
-    def(
+    dynamic(def(
         "num.replica.fetchers",
         T::Int,
         Some("1"),
         AtLeast(1),
-        "Fetcher sessions per source broker (Sluice uses one).",
-    ),
+        "Fetchers (each with its own connection) per source broker; partitions are spread \
+         over them by a hash of topic and partition.",
+    )),
     dynamic(def(
         "leader.replication.throttled.rate",
         T::Long,
@@ -2520,6 +2521,7 @@ pub fn listener_store_key(key: &str) -> Option<(&str, &'static str)> {
 
 /// Broker keys (not topic defaults) the broker applies at runtime when they change.
 const RUNTIME_BROKER_KEYS: &[&str] = &[
+    "num.replica.fetchers",
     "leader.replication.throttled.rate",
     "follower.replication.throttled.rate",
     "max.connections",

@@ -509,8 +509,11 @@ impl Node {
         };
         let mut servers = Vec::new();
         let inter_broker_listener = config.inter_broker_listener();
+        // As Kafka: the inter-broker listener is exempt from max.connections only when
+        // clients have listeners of their own.
+        let several = kafka_listeners.len() > 1;
         for (b, listener, tls, sasl) in kafka_listeners {
-            let inter_broker = inter_broker_listener.as_deref() == Some(b.name.as_str());
+            let inter_broker = several && inter_broker_listener.as_deref() == Some(b.name.as_str());
             servers.push(tokio::spawn(network::serve(
                 listener,
                 b.name,

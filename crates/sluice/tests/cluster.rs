@@ -2419,3 +2419,50 @@ fn the_quorum_runs_over_mutual_tls() {
     send_all_acks(&survivor, "over-tls", 20..40, "all");
     assert_eq!(read_partition(&survivor, "over-tls", 40).len(), 40);
 }
+
+/// `num.replica.fetchers` changed at runtime (cluster-wide default): followers spread their
+/// partitions over that many fetchers per leader, and replication goes on through every
+/// change (acks=all with min.insync.replicas=3 needs each follower).
+#[test]
+fn replica_fetchers_per_leader_change_at_runtime() {
+    let _serial = one_cluster_at_a_time();
+    let nodes = TestServer::start_all(sluice_bin(), &combined(&[]));
+    let b = nodes[0].bootstrap.clone();
+    create_replicated(&b, "nf", 8, "3");
+    let fetchers_seen = || -> BTreeSet<String> {
+        nodes
+            .iter()
+            .flat_map(|n| {
+                n.log()
+                    .lines()
+                    .filter(|l| l.contains("replica fetcher started"))
+                    .filter_map(|l| l.split("fetcher=").nth(1).map(str::to_owned))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    };
+    send_all_acks(&b, "nf", 0..100, "all");
+    assert_eq!(fetchers_seen(), BTreeSet::from(["0".to_string()]));
+    let set = |args: &[&str]| {
+        let mut a = vec!["--alter", "--entity-type", "brokers", "--entity-default"];
+        a.extend_from_slice(args);
+        configs_cli(&b, &a);
+    };
+    set(&["--add-config", "num.replica.fetchers=4"]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fetchers_seen().len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "fetchers started: {:?}",
+            fetchers_seen()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    send_all_acks(&b, "nf", 100..200, "all");
+    set(&["--delete-config", "num.replica.fetchers"]);
+    send_all_acks(&b, "nf", 200..300, "all");
+    let m = converge(&b, "every replica in sync", |m| {
+        partitions(m, "nf").iter().all(|(_, _, isr)| isr.len() == 3)
+    });
+    assert_eq!(partitions(&m, "nf").len(), 8);
+}
