@@ -115,6 +115,31 @@ impl Broker {
         verdict
     }
 
+    /// Whether a `controller_mutation_rate` quota applies to this request's client.
+    pub fn mutation_quota_applies(&self, ctx: &crate::request::RequestContext) -> bool {
+        let image = self.metadata.current();
+        !image.client_quotas.is_empty()
+            && crate::quota::resolve(
+                &image,
+                crate::quota::QuotaKind::ControllerMutation,
+                crate::quota::quota_user(&ctx.principal),
+                ctx.client_id.as_deref().unwrap_or(""),
+            )
+            .is_some()
+    }
+
+    /// Give back what [`Self::record_mutations`] took for mutations that did not happen.
+    pub fn refund_mutations(&self, ctx: &crate::request::RequestContext, partitions: i32) {
+        if partitions > 0 {
+            self.quotas.refund_mutations(
+                &self.metadata.current(),
+                crate::quota::quota_user(&ctx.principal),
+                ctx.client_id.as_deref().unwrap_or(""),
+                f64::from(partitions),
+            );
+        }
+    }
+
     /// A producer id never handed out before, in this process or any earlier one.
     pub async fn next_producer_id(&self) -> Result<i64, String> {
         let mut block = self.producer_ids.block.lock().await;

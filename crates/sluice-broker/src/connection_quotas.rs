@@ -24,44 +24,57 @@ struct Limits {
     total: usize,
     per_ip: usize,
     overrides: HashMap<IpAddr, usize>,
+    /// The `max.connections.per.ip.overrides` text `overrides` was resolved from.
+    overrides_text: String,
 }
 
 impl Limits {
-    fn from_config(c: &BrokerConfig) -> Self {
+    /// The limits `c` sets; `previous` lends its resolved overrides when the text is the
+    /// same (names are resolved only when the setting changes).
+    fn from_config(c: &BrokerConfig, previous: Option<&Limits>) -> Self {
         let count = |key: &str| usize::try_from(c.number(key)).unwrap_or(0);
-        let mut overrides = HashMap::new();
-        let listed = c
+        let text = c
             .value("max.connections.per.ip.overrides")
-            .and_then(|v| parse_per_ip_overrides(&v))
             .unwrap_or_default();
-        for (host, n) in listed {
-            // Host names are resolved when the setting changes, as Kafka does.
-            match host.parse::<IpAddr>() {
-                Ok(ip) => {
-                    overrides.insert(ip, n);
-                }
-                Err(_) => match (host.as_str(), 0).to_socket_addrs() {
-                    Ok(addrs) => {
-                        for a in addrs {
-                            overrides.insert(a.ip(), n);
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(%host, error = %e, "max.connections.per.ip.overrides: cannot resolve host; ignoring it")
-                    }
-                },
-            }
-        }
+        let overrides = match previous {
+            Some(p) if p.overrides_text == text => p.overrides.clone(),
+            _ => resolve_overrides(&text),
+        };
         Self {
             total: count("max.connections"),
             per_ip: count("max.connections.per.ip"),
             overrides,
+            overrides_text: text,
         }
     }
 
     fn for_ip(&self, ip: &IpAddr) -> usize {
         self.overrides.get(ip).copied().unwrap_or(self.per_ip)
     }
+}
+
+fn resolve_overrides(text: &str) -> HashMap<IpAddr, usize> {
+    let mut overrides = HashMap::new();
+    let listed = parse_per_ip_overrides(text).unwrap_or_default();
+    for (host, n) in listed {
+        // Host names are resolved when the setting changes, as Kafka does.
+        match host.parse::<IpAddr>() {
+            Ok(ip) => {
+                overrides.insert(ip, n);
+            }
+            Err(_) => match (host.as_str(), 0).to_socket_addrs() {
+                Ok(addrs) => {
+                    for a in addrs {
+                        overrides.insert(a.ip(), n);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(%host, error = %e, "max.connections.per.ip.overrides: cannot resolve host; ignoring it")
+                }
+            },
+        }
+    }
+    overrides
 }
 
 #[derive(Default)]
@@ -116,16 +129,19 @@ const RECHECK: Duration = Duration::from_secs(1);
 
 impl ConnectionQuotas {
     fn limits(&self, config: &BrokerConfig, image: &MetadataImage, node_id: i32) -> Arc<Limits> {
-        let mut cached = lock(&self.limits);
-        match &*cached {
-            Some((offset, l)) if *offset == image.offset => Arc::clone(l),
-            _ => {
-                let dynamic = DynamicBrokerConfigs::from_image(image, node_id);
-                let l = Arc::new(Limits::from_config(&config.with_dynamic(&dynamic)));
-                *cached = Some((image.offset, Arc::clone(&l)));
-                l
-            }
-        }
+        let previous = match &*lock(&self.limits) {
+            Some((offset, l)) if *offset == image.offset => return Arc::clone(l),
+            Some((_, l)) => Some(Arc::clone(l)),
+            None => None,
+        };
+        // Built without holding the lock: a host name in the overrides may need resolving.
+        let dynamic = DynamicBrokerConfigs::from_image(image, node_id);
+        let l = Arc::new(Limits::from_config(
+            &config.with_dynamic(&dynamic),
+            previous.as_deref(),
+        ));
+        *lock(&self.limits) = Some((image.offset, Arc::clone(&l)));
+        l
     }
 
     /// Take a slot for a connection from `ip`: waits while the broker is at
@@ -192,19 +208,22 @@ mod tests {
 
     #[test]
     fn limits_read_the_dynamic_keys() {
-        let l = Limits::from_config(&config(&[
-            ("max.connections", "5"),
-            ("max.connections.per.ip", "2"),
-            (
-                "max.connections.per.ip.overrides",
-                "127.0.0.2:7, localhost:9",
-            ),
-        ]));
+        let l = Limits::from_config(
+            &config(&[
+                ("max.connections", "5"),
+                ("max.connections.per.ip", "2"),
+                (
+                    "max.connections.per.ip.overrides",
+                    "127.0.0.2:7, localhost:9",
+                ),
+            ]),
+            None,
+        );
         assert_eq!(l.total, 5);
         assert_eq!(l.for_ip(&"10.0.0.1".parse().unwrap()), 2);
         assert_eq!(l.for_ip(&"127.0.0.2".parse().unwrap()), 7);
         assert_eq!(l.for_ip(&"127.0.0.1".parse().unwrap()), 9);
-        let d = Limits::from_config(&config(&[]));
+        let d = Limits::from_config(&config(&[]), Some(&l));
         assert_eq!(d.total, i32::MAX as usize);
         assert_eq!(d.per_ip, i32::MAX as usize);
     }

@@ -158,6 +158,9 @@ fn sensor_key(kind: QuotaKind, entity: &QuotaEntity, user: &str, client_id: &str
 /// The measurements of every quota'd entity.
 pub struct QuotaManager {
     window: Window,
+    /// `controller.quota.window.num` × `controller.quota.window.size.seconds`: the
+    /// controller mutation bucket holds the rate times this span.
+    mutation_window: Window,
     sensors: Mutex<HashMap<SensorKey, Rate>>,
     /// controller_mutation_rate token buckets: (tokens, last refill ms).
     buckets: Mutex<HashMap<SensorKey, (f64, i64)>>,
@@ -177,15 +180,20 @@ const IDLE_SENSOR_MS: i64 = 3_600_000;
 
 impl QuotaManager {
     pub fn new(window: Window) -> Self {
+        Self::with_mutation_window(window, window)
+    }
+
+    pub fn with_mutation_window(window: Window, mutation_window: Window) -> Self {
         Self {
             window,
+            mutation_window,
             sensors: Mutex::new(HashMap::new()),
             buckets: Mutex::new(HashMap::new()),
         }
     }
 
     /// `controller_mutation_rate` (Kafka's ControllerMutationQuotaManager): a token bucket
-    /// holding up to rate × `quota.window.num` × `quota.window.size.seconds` partitions,
+    /// holding up to rate × `controller.quota.window.num` × its window size in partitions,
     /// refilled at the rate. `strict` (CreateTopics v6+, CreatePartitions v3+, DeleteTopics
     /// v5+): refused while the bucket is in debt, else taken whole even into debt, with no
     /// throttle; permissive (older versions): always taken, throttled once in debt. The
@@ -210,7 +218,8 @@ impl QuotaManager {
         if rate <= 0.0 {
             return free;
         }
-        let burst = rate * self.window.samples as f64 * self.window.size_ms as f64 / 1000.0;
+        let w = self.mutation_window;
+        let burst = rate * w.samples as f64 * w.size_ms as f64 / 1000.0;
         let key = sensor_key(kind, &entity, user, client_id);
         let mut buckets = lock(&self.buckets);
         if buckets.len() > 10_000 {
@@ -230,6 +239,27 @@ impl QuotaManager {
         MutationVerdict {
             accepted: true,
             throttle_ms: if strict { 0 } else { debt_ms(*tokens) },
+        }
+    }
+
+    /// Put back `partitions` that [`Self::record_mutations`] took for mutations that were
+    /// then refused (up to the bucket's size).
+    pub fn refund_mutations(
+        &self,
+        image: &MetadataImage,
+        user: &str,
+        client_id: &str,
+        partitions: f64,
+    ) {
+        let kind = QuotaKind::ControllerMutation;
+        let Some((rate, entity)) = resolve(image, kind, user, client_id) else {
+            return;
+        };
+        let w = self.mutation_window;
+        let burst = rate * w.samples as f64 * w.size_ms as f64 / 1000.0;
+        let key = sensor_key(kind, &entity, user, client_id);
+        if let Some((tokens, _)) = lock(&self.buckets).get_mut(&key) {
+            *tokens = (*tokens + partitions).min(burst);
         }
     }
 

@@ -236,23 +236,25 @@ impl ReplicaFetcherManager {
                     .filter(|p| synced.get(&p.tp) == Some(&p.leader_epoch()))
                     .cloned()
                     .collect();
-                // follower.replication.throttled.rate: while it is exceeded, throttled
-                // replicas that are out of sync sit this round out.
+                // follower.replication.throttled.rate: what throttled replicas fetch counts
+                // against it (in sync or not, as Kafka); while it is exceeded, those that
+                // are out of sync sit this round out.
                 let quota = &self.replicas.replication_quotas().follower;
-                let throttled = |p: &Partition, lags: &HashMap<TopicPartition, i64>| {
-                    p.settings().follower_throttled && lags.get(&p.tp).is_none_or(|l| *l > 0)
+                let throttled = |p: &Partition| p.settings().follower_throttled;
+                let holdable = |p: &Partition, lags: &HashMap<TopicPartition, i64>| {
+                    throttled(p) && lags.get(&p.tp).is_none_or(|l| *l > 0)
                 };
                 let hold =
-                    ready.iter().any(|p| throttled(p, &lags)) && quota.is_exceeded(crate::now_ms());
+                    ready.iter().any(|p| holdable(p, &lags)) && quota.is_exceeded(crate::now_ms());
                 let (fetchable, held): (Vec<_>, Vec<_>) = ready
                     .into_iter()
-                    .partition(|p| !(hold && throttled(p, &lags)));
+                    .partition(|p| !(hold && holdable(p, &lags)));
                 if fetchable.is_empty() && !held.is_empty() {
                     // Only held replicas: wait as Kafka's fetcher does with nothing to ask.
                     self.metadata.changed(self.config.backoff).await;
                     return Ok(());
                 }
-                let counted: Vec<bool> = fetchable.iter().map(|p| throttled(p, &lags)).collect();
+                let counted: Vec<bool> = fetchable.iter().map(|p| throttled(p)).collect();
                 let received = self
                     .fetch_once(c, leader, &fetchable, &counted, &mut lags)
                     .await?;

@@ -31,6 +31,8 @@ pub struct ListenerTls {
     listener: String,
     /// (acceptor, the store settings it was built from, its certificate's subject)
     current: std::sync::RwLock<(TlsAcceptor, Vec<Option<String>>, Option<String>)>,
+    /// Settings that failed to load last (not retried until they change or are forced).
+    failed: std::sync::Mutex<Option<Vec<Option<String>>>>,
 }
 
 /// The settings a reload looks at.
@@ -49,6 +51,7 @@ impl ListenerTls {
         Ok(Self {
             listener: listener.to_string(),
             current: std::sync::RwLock::new((acceptor, store_settings(config, listener), subject)),
+            failed: std::sync::Mutex::new(None),
         })
     }
 
@@ -91,10 +94,21 @@ impl ListenerTls {
     /// reloaded; on error the stores in use stay.
     pub fn reload(&self, config: &BrokerConfig, force: bool) -> Result<bool, String> {
         let settings = store_settings(config, &self.listener);
-        if !force && self.read().1 == settings {
+        let mut failed = self
+            .failed
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !force && (self.read().1 == settings || failed.as_ref() == Some(&settings)) {
             return Ok(false);
         }
-        let acceptor = self.check(config)?;
+        let acceptor = match self.check(config) {
+            Ok(a) => a,
+            Err(e) => {
+                *failed = Some(settings);
+                return Err(e);
+            }
+        };
+        *failed = None;
         let mut current = self
             .current
             .write()
@@ -105,8 +119,29 @@ impl ListenerTls {
     }
 }
 
+/// Put every SSL listener on the stores the metadata's dynamic configs name for this broker
+/// (a node runs this once before serving, so a restarted broker never presents the static
+/// stores first). A failure keeps the stores in use, logged once per setting.
+pub fn apply_dynamic_stores(broker: &crate::broker::Broker) {
+    if broker.listener_tls.is_empty() {
+        return;
+    }
+    let image = broker.metadata.current();
+    let dynamic = sluice_metadata::config::DynamicBrokerConfigs::from_image(&image, broker.node_id);
+    let effective = broker.config.with_dynamic(&dynamic);
+    for tls in &broker.listener_tls {
+        match tls.reload(&effective, false) {
+            Ok(true) => tracing::info!(listener = %tls.listener, "TLS stores reloaded"),
+            Ok(false) => {}
+            Err(e) => {
+                tracing::warn!(listener = %tls.listener, error = %e, "keeping the TLS stores in use")
+            }
+        }
+    }
+}
+
 /// Keep every SSL listener on the stores the metadata's dynamic configs name for this
-/// broker (applied at startup, and when another broker's request changed them).
+/// broker (when another broker's request changed them, or metadata caught up).
 pub async fn follow_dynamic_stores(
     broker: Arc<crate::broker::Broker>,
     mut shutdown: tokio::sync::watch::Receiver<bool>,
@@ -116,19 +151,7 @@ pub async fn follow_dynamic_stores(
     }
     let mut offsets = broker.metadata.subscribe();
     loop {
-        let image = broker.metadata.current();
-        let dynamic =
-            sluice_metadata::config::DynamicBrokerConfigs::from_image(&image, broker.node_id);
-        let effective = broker.config.with_dynamic(&dynamic);
-        for tls in &broker.listener_tls {
-            match tls.reload(&effective, false) {
-                Ok(true) => tracing::info!(listener = %tls.listener, "TLS stores reloaded"),
-                Ok(false) => {}
-                Err(e) => {
-                    tracing::warn!(listener = %tls.listener, error = %e, "keeping the TLS stores in use")
-                }
-            }
-        }
+        apply_dynamic_stores(&broker);
         tokio::select! {
             _ = shutdown.changed() => return,
             changed = offsets.changed() => if changed.is_err() { return },

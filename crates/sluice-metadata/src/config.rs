@@ -756,6 +756,21 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Time span of each client quota sample.",
     ),
     def(
+        "controller.quota.window.num",
+        T::Int,
+        Some("11"),
+        AtLeast(1),
+        "Samples of the controller mutation quota: its bucket holds the rate times this \
+         many windows.",
+    ),
+    def(
+        "controller.quota.window.size.seconds",
+        T::Int,
+        Some("1"),
+        AtLeast(1),
+        "Time span of each controller mutation quota sample.",
+    ),
+    def(
         "sasl.enabled.mechanisms",
         T::List,
         Some("GSSAPI"),

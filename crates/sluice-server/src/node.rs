@@ -480,16 +480,26 @@ impl Node {
             groups: Arc::clone(&groups),
             txns: Arc::clone(&txns),
             authorizer: sluice_broker::authorizer::Authorizer::from_config(&config),
-            quotas: sluice_broker::quota::QuotaManager::new(sluice_broker::quota::Window {
-                samples: config.number("quota.window.num").max(1) as usize,
-                size_ms: config.number("quota.window.size.seconds").max(1) * 1000,
-            }),
+            quotas: sluice_broker::quota::QuotaManager::with_mutation_window(
+                sluice_broker::quota::Window {
+                    samples: config.number("quota.window.num").max(1) as usize,
+                    size_ms: config.number("quota.window.size.seconds").max(1) * 1000,
+                },
+                sluice_broker::quota::Window {
+                    samples: config.number("controller.quota.window.num").max(1) as usize,
+                    size_ms: config
+                        .number("controller.quota.window.size.seconds")
+                        .clamp(1, 3600)
+                        * 1000,
+                },
+            ),
             connections: Default::default(),
             listener_tls: kafka_listeners
                 .iter()
                 .filter_map(|(_, _, tls, _)| tls.clone())
                 .collect(),
         });
+        sluice_broker::tls::apply_dynamic_stores(&broker);
         tokio::spawn(sluice_broker::tls::follow_dynamic_stores(
             Arc::clone(&broker),
             shutdown_rx.clone(),

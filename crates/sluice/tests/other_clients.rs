@@ -563,7 +563,7 @@ fn a_listener_key_store_is_replaced_at_runtime() {
     let other = tls_fixture("server-other.pem");
     for (entity, config, why) in [
         (&me[..], format!("{key}={other}"), "must match"),
-        (&me[..], format!("{key}={path_s}.missing"), "missing"),
+        (&me[..], format!("{key}={path_s}.missing"), "No such file"),
         (
             &["--entity-default"][..],
             format!("{key}={}", tls_fixture("server.pem")),

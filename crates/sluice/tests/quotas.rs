@@ -573,8 +573,9 @@ fn connection_limits_apply_at_runtime_per_address_and_per_broker() {
     let client = server.listener("CLIENT").expect("the CLIENT listener");
 
     // Per address: 127.0.0.2 may hold two connections.
-    set_broker_default(b, "max.connections.per.ip", Some("2"));
+    // (The override first: the tools connect from 127.0.0.1.)
     set_broker_default(b, "max.connections.per.ip.overrides", Some("127.0.0.1:100"));
+    set_broker_default(b, "max.connections.per.ip", Some("2"));
     let mut held: Vec<Wire> = (0..2)
         .map(|_| Wire::connect_from("127.0.0.2", &client))
         .collect();
@@ -672,7 +673,7 @@ fn create_topics(w: &mut Wire, topics: &[(&str, i32)], version: i16) -> CreateTo
 #[test]
 fn topic_mutations_beyond_the_controller_mutation_rate_are_refused_or_throttled() {
     // A bucket of 2/s × 3 × 1 s = 6 partitions.
-    let server = start(&["quota.window.num=3"]);
+    let server = start(&["controller.quota.window.num=3"]);
     let mut admin = Wire::connect(&server.bootstrap);
     let rate = Some(2.0);
     let code = alter(
@@ -700,10 +701,18 @@ fn topic_mutations_beyond_the_controller_mutation_rate_are_refused_or_throttled(
     // Another client is not affected.
     let mut other = Wire::connect_as(&server.bootstrap, "other");
     assert_eq!(codes(&create_topics(&mut other, &[("o1", 12)], 7)), vec![0]);
-    // Once the debt is paid the client may create again.
+    // Once the debt is paid the client may create again; what the controller refuses
+    // (a topic that exists, a bad name) is not charged.
     std::thread::sleep(Duration::from_millis(r.throttle_time_ms as u64 + 200));
-    let r = create_topics(&mut w, &[("m3", 1)], 7);
-    assert_eq!(codes(&r), vec![0]);
+    let r = create_topics(&mut w, &[("m1", 4), ("bad/name", 4), ("m3", 1)], 7);
+    assert_eq!(
+        codes(&r),
+        vec![
+            ErrorCode::TopicAlreadyExists.code(),
+            ErrorCode::InvalidTopicException.code(),
+            0
+        ]
+    );
     assert_eq!(r.throttle_time_ms, 0);
     // v5 (permissive): accepted even into debt, and throttled for it.
     let r = create_topics(&mut w, &[("m5", 6)], 5);

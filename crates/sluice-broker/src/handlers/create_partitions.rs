@@ -45,9 +45,33 @@ async fn handle(
             .current()
             .topic(&name)
             .map_or(0, |topic| topic.partitions.len() as i32);
-        if !req.validate_only
+        // Only what passes validation is charged, as in Kafka (with a quota in force the
+        // controller checks the change first).
+        let added = t.count.saturating_sub(current);
+        let mut charged = if req.validate_only || current == 0 || added <= 0 {
+            0
+        } else {
+            added
+        };
+        if charged > 0 && broker.mutation_quota_applies(ctx) {
+            let (topic, count) = (name.clone(), t.count);
+            let checked: Option<Vec<Vec<i32>>> = t.assignments.as_ref().map(|a| {
+                a.iter()
+                    .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
+                    .collect()
+            });
+            let verdict = broker
+                .call_controller(move |c| {
+                    c.create_partitions(&topic, count, checked.as_deref(), true)
+                })
+                .await;
+            if !matches!(verdict, Ok(Ok(()))) {
+                charged = 0;
+            }
+        }
+        if charged > 0
             && !broker
-                .record_mutations(ctx, t.count - current, ctx.api_version >= 3)
+                .record_mutations(ctx, charged, ctx.api_version >= 3)
                 .accepted
         {
             r.error_code = ErrorCode::ThrottlingQuotaExceeded.code();
@@ -66,6 +90,11 @@ async fn handle(
                 c.create_partitions(&name, count, assignments.as_deref(), validate_only)
             })
             .await;
+        if !matches!(outcome, Ok(Ok(()))) {
+            // Refused: nothing was created, so nothing is spent (Kafka charges only what
+            // passed validation).
+            broker.refund_mutations(ctx, charged);
+        }
         match outcome {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {

@@ -55,20 +55,49 @@ async fn handle(
         .map(|s| may_create || acl.topic(op::CREATE, &s.name))
         .collect();
     // controller_mutation_rate counts the partitions of each topic to create (strict from
-    // v6: once the quota is spent, topics are refused until it refills).
+    // v6: once the quota is spent, topics are refused until it refills). As in Kafka only
+    // what passes validation is charged: with a quota in force the controller checks the
+    // topics first (a validate-only call), and what it still refuses is given back below.
     let default_partitions = broker.config.num_partitions();
-    let throttled: Vec<bool> = specs
+    let mut chargeable = authorized.clone();
+    if !validate_only && broker.mutation_quota_applies(ctx) {
+        let checked: Vec<CreateTopicSpec> = specs
+            .iter()
+            .zip(&authorized)
+            .filter(|(_, ok)| **ok)
+            .map(|(s, _)| s.clone())
+            .collect();
+        let verdicts = broker
+            .call_controller(move |c| c.create_topics(&checked, true))
+            .await
+            .unwrap_or_default();
+        let mut verdicts = verdicts.iter();
+        for ok in chargeable.iter_mut().filter(|ok| **ok) {
+            *ok = matches!(verdicts.next(), Some(Ok(_)));
+        }
+    }
+    let charged: Vec<i32> = specs
         .iter()
-        .zip(&authorized)
+        .zip(&chargeable)
         .map(|(s, ok)| {
             let partitions = match (s.num_partitions, s.assignments.len()) {
                 (-1, 0) => default_partitions,
                 (-1, n) => n as i32,
                 (n, _) => n,
             };
-            *ok && !validate_only
+            if *ok && !validate_only {
+                partitions.max(0)
+            } else {
+                0
+            }
+        })
+        .collect();
+    let throttled: Vec<bool> = charged
+        .iter()
+        .map(|n| {
+            *n > 0
                 && !broker
-                    .record_mutations(ctx, partitions, ctx.api_version >= 6)
+                    .record_mutations(ctx, *n, ctx.api_version >= 6)
                     .accepted
         })
         .collect();
@@ -141,10 +170,12 @@ async fn handle(
                 });
             }
             Ok(Some(Err(e))) => {
+                broker.refund_mutations(ctx, charged[i]);
                 r.error_code = e.code.code();
                 r.error_message = Some(str_bytes(e.message.clone()));
             }
             Ok(None) | Err(_) => {
+                broker.refund_mutations(ctx, charged[i]);
                 r.error_code = ErrorCode::UnknownServerError.code();
                 r.error_message = outcomes.as_ref().err().map(|e| str_bytes(e.clone()));
             }

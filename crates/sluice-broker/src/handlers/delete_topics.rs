@@ -46,7 +46,8 @@ async fn handle(
         })
         .collect();
     // controller_mutation_rate counts the partitions deleted (strict from v5).
-    let throttled: Vec<bool> = targets
+    // A topic that does not exist is not charged (the controller refuses it).
+    let charged: Vec<i32> = targets
         .iter()
         .zip(&authorized)
         .map(|(t, ok)| {
@@ -54,10 +55,19 @@ async fn handle(
                 TopicRef::Name(n) => image.topic(n),
                 TopicRef::Id(id) => image.topic_by_id(id),
             };
-            let partitions = topic.map_or(0, |t| t.partitions.len() as i32);
-            *ok && !broker
-                .record_mutations(ctx, partitions, ctx.api_version >= 5)
-                .accepted
+            match ok {
+                true => topic.map_or(0, |t| t.partitions.len() as i32),
+                false => 0,
+            }
+        })
+        .collect();
+    let throttled: Vec<bool> = charged
+        .iter()
+        .map(|n| {
+            *n > 0
+                && !broker
+                    .record_mutations(ctx, *n, ctx.api_version >= 5)
+                    .accepted
         })
         .collect();
     let allowed: Vec<bool> = authorized
@@ -105,13 +115,17 @@ async fn handle(
                 r.topic_id = *id;
             }
             Ok(Some(Err(e))) => {
+                broker.refund_mutations(ctx, charged[i]);
                 r.error_code = e.code.code();
                 r.error_message = Some(str_bytes(e.message.clone()));
                 if r.topic_id != Uuid::nil() {
                     r.name = None;
                 }
             }
-            Ok(None) | Err(_) => r.error_code = ErrorCode::UnknownServerError.code(),
+            Ok(None) | Err(_) => {
+                broker.refund_mutations(ctx, charged[i]);
+                r.error_code = ErrorCode::UnknownServerError.code();
+            }
         }
         resp.responses.push(r);
     }

@@ -36,9 +36,11 @@ struct Wanted {
     topic_id: Uuid,
     request: FetchPartition,
     target: Result<Arc<Partition>, ErrorCode>,
-    /// A follower's fetch of a replica under `leader.replication.throttled.replicas` while it
-    /// is out of sync: it gets nothing while the leader's replication quota is exceeded.
+    /// A follower's fetch of a replica under `leader.replication.throttled.replicas`: what
+    /// it is sent counts against the leader's replication quota (in sync or not, as Kafka).
     throttled: bool,
+    /// ... and the follower is out of sync: it gets nothing while the quota is exceeded.
+    holdable: bool,
 }
 
 fn empty_partition(index: i32, code: ErrorCode) -> PartitionData {
@@ -136,16 +138,16 @@ async fn handle(
                 }
                 Ok(p)
             });
-            let throttled = replica_id >= 0
-                && target
-                    .as_ref()
-                    .is_ok_and(|p| p.settings().leader_throttled && !p.in_isr(replica_id));
+            let throttled =
+                replica_id >= 0 && target.as_ref().is_ok_and(|p| p.settings().leader_throttled);
+            let holdable = throttled && target.as_ref().is_ok_and(|p| !p.in_isr(replica_id));
             wanted.push(Wanted {
                 topic: topic.topic.clone(),
                 topic_id: topic.topic_id,
                 request,
                 target,
                 throttled,
+                holdable,
             });
         }
     }
@@ -156,8 +158,9 @@ async fn handle(
     let notify = Arc::new(Notify::new());
     let leader_quota = &broker.replicas.replication_quotas().leader;
     let any_throttled = wanted.iter().any(|w| w.throttled);
+    let any_holdable = wanted.iter().any(|w| w.holdable);
     let read = || {
-        let hold = any_throttled && leader_quota.is_exceeded(crate::now_ms());
+        let hold = any_holdable && leader_quota.is_exceeded(crate::now_ms());
         read_all(&wanted, max_bytes, isolation, hold)
     };
     let (partitions, bytes, errors) = loop {
@@ -258,7 +261,7 @@ fn read_all(
                 errors = true;
                 return empty_partition(index, code);
             }
-            if hold_throttled && w.throttled {
+            if hold_throttled && w.holdable {
                 return offsets_only(index, 0, p);
             }
             let budget =
