@@ -115,6 +115,28 @@ impl Broker {
         verdict
     }
 
+    /// [`Self::record_mutations`] for each topic of a request: `charged[i]` partitions for
+    /// topic i (0: not charged). Returns which topics the quota refuses and which go ahead
+    /// (`authorized` and not refused).
+    pub fn gate_mutations(
+        &self,
+        ctx: &crate::request::RequestContext,
+        charged: &[i32],
+        authorized: &[bool],
+        strict: bool,
+    ) -> (Vec<bool>, Vec<bool>) {
+        let refused: Vec<bool> = charged
+            .iter()
+            .map(|n| *n > 0 && !self.record_mutations(ctx, *n, strict).accepted)
+            .collect();
+        let allowed = authorized
+            .iter()
+            .zip(&refused)
+            .map(|(a, r)| *a && !r)
+            .collect();
+        (refused, allowed)
+    }
+
     /// Whether a `controller_mutation_rate` quota applies to this request's client.
     pub fn mutation_quota_applies(&self, ctx: &crate::request::RequestContext) -> bool {
         let image = self.metadata.current();

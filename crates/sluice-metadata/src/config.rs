@@ -1913,22 +1913,30 @@ impl BrokerConfig {
     /// to the active controller): the first controller listener's protocol, and for SSL its
     /// trust store, key store (the client certificate) and host name check, as Kafka does.
     pub fn controller_client(&self) -> Result<InterBrokerClient, ConfigError> {
-        let err = |key: String, message: String| ConfigError { key, message };
-        let Some(listener) = self.controller_listener_names().into_iter().next() else {
+        let mut client = self.client_of(self.controller_listener_names().into_iter().next())?;
+        if let (Some(listener), SecurityProtocol::Ssl) = (client.listener.clone(), client.protocol)
+        {
+            self.tls_client(&listener, &mut client, "nodes connect to the controllers")?;
+        }
+        Ok(client)
+    }
+
+    /// A client of `listener` with its security protocol (no listener: plaintext).
+    fn client_of(&self, listener: Option<String>) -> Result<InterBrokerClient, ConfigError> {
+        let Some(listener) = listener else {
             return Ok(InterBrokerClient::default());
         };
         let protocol = self
             .security_protocol(&listener)
-            .map_err(|m| err("listener.security.protocol.map".into(), m))?;
-        let mut client = InterBrokerClient {
-            listener: Some(listener.clone()),
+            .map_err(|message| ConfigError {
+                key: "listener.security.protocol.map".into(),
+                message,
+            })?;
+        Ok(InterBrokerClient {
+            listener: Some(listener),
             protocol,
             ..InterBrokerClient::default()
-        };
-        if protocol == SecurityProtocol::Ssl {
-            self.tls_client(&listener, &mut client, "nodes connect to the controllers")?;
-        }
-        Ok(client)
+        })
     }
 
     /// The TLS side of a connection to `listener` (see [`Self::inter_broker_client`]);
@@ -1978,16 +1986,9 @@ impl BrokerConfig {
     /// JAAS entry on the listener — as Kafka does.
     pub fn inter_broker_client(&self) -> Result<InterBrokerClient, ConfigError> {
         let err = |key: String, message: String| ConfigError { key, message };
-        let Some(listener) = self.inter_broker_listener() else {
-            return Ok(InterBrokerClient::default());
-        };
-        let protocol = self
-            .security_protocol(&listener)
-            .map_err(|m| err("listener.security.protocol.map".into(), m))?;
-        let mut client = InterBrokerClient {
-            listener: Some(listener.clone()),
-            protocol,
-            ..InterBrokerClient::default()
+        let mut client = self.client_of(self.inter_broker_listener())?;
+        let (Some(listener), protocol) = (client.listener.clone(), client.protocol) else {
+            return Ok(client);
         };
         if matches!(protocol, SecurityProtocol::Ssl | SecurityProtocol::SaslSsl) {
             self.tls_client(&listener, &mut client, "brokers connect to each other")?;

@@ -92,20 +92,8 @@ async fn handle(
             }
         })
         .collect();
-    let throttled: Vec<bool> = charged
-        .iter()
-        .map(|n| {
-            *n > 0
-                && !broker
-                    .record_mutations(ctx, *n, ctx.api_version >= 6)
-                    .accepted
-        })
-        .collect();
-    let allowed: Vec<bool> = authorized
-        .iter()
-        .zip(&throttled)
-        .map(|(a, t)| *a && !t)
-        .collect();
+    let (throttled, allowed) =
+        broker.gate_mutations(ctx, &charged, &authorized, ctx.api_version >= 6);
     let call_specs: Vec<CreateTopicSpec> = specs
         .iter()
         .zip(&allowed)

@@ -61,20 +61,8 @@ async fn handle(
             }
         })
         .collect();
-    let throttled: Vec<bool> = charged
-        .iter()
-        .map(|n| {
-            *n > 0
-                && !broker
-                    .record_mutations(ctx, *n, ctx.api_version >= 5)
-                    .accepted
-        })
-        .collect();
-    let allowed: Vec<bool> = authorized
-        .iter()
-        .zip(&throttled)
-        .map(|(a, t)| *a && !t)
-        .collect();
+    let (throttled, allowed) =
+        broker.gate_mutations(ctx, &charged, &authorized, ctx.api_version >= 5);
     let call_targets: Vec<TopicRef> = targets
         .iter()
         .zip(&allowed)
