@@ -1,7 +1,8 @@
 //! Connection limits (Kafka's ConnectionQuotas): `max.connections` over every listener of
-//! the broker, and `max.connections.per.ip` with `max.connections.per.ip.overrides` per
-//! client address. All three are dynamic broker configs: a change applies to the next
-//! connection accepted; connections already open are kept.
+//! the broker, `listener.name.<listener>.max.connections` for one listener, and
+//! `max.connections.per.ip` with `max.connections.per.ip.overrides` per client address. All
+//! are dynamic broker configs: a change applies to the next connection accepted;
+//! connections already open are kept.
 //!
 //! As in Kafka, at the broker-wide limit a listener stops accepting until a connection
 //! closes (new clients wait in the socket backlog rather than being refused), except the
@@ -22,6 +23,8 @@ use tokio::sync::Notify;
 #[derive(Clone, Debug, PartialEq)]
 struct Limits {
     total: usize,
+    /// `listener.name.<listener>.max.connections`, by lower-case listener name.
+    per_listener: HashMap<String, usize>,
     per_ip: usize,
     overrides: HashMap<IpAddr, usize>,
     /// The `max.connections.per.ip.overrides` text `overrides` was resolved from.
@@ -40,8 +43,18 @@ impl Limits {
             Some(p) if p.overrides_text == text => p.overrides.clone(),
             _ => resolve_overrides(&text),
         };
+        let per_listener = c
+            .explicit_keys()
+            .filter_map(|(k, v)| {
+                let listener = k
+                    .strip_prefix("listener.name.")?
+                    .strip_suffix(".max.connections")?;
+                Some((listener.to_lowercase(), v.trim().parse().ok()?))
+            })
+            .collect();
         Self {
             total: count("max.connections"),
+            per_listener,
             per_ip: count("max.connections.per.ip"),
             overrides,
             overrides_text: text,
@@ -50,6 +63,13 @@ impl Limits {
 
     fn for_ip(&self, ip: &IpAddr) -> usize {
         self.overrides.get(ip).copied().unwrap_or(self.per_ip)
+    }
+
+    fn for_listener(&self, listener: &str) -> usize {
+        self.per_listener
+            .get(&listener.to_lowercase())
+            .copied()
+            .unwrap_or(usize::MAX)
     }
 }
 
@@ -80,6 +100,7 @@ fn resolve_overrides(text: &str) -> HashMap<IpAddr, usize> {
 #[derive(Default)]
 struct Counts {
     total: usize,
+    per_listener: HashMap<Arc<str>, usize>,
     per_ip: HashMap<IpAddr, usize>,
 }
 
@@ -100,6 +121,7 @@ pub struct ConnectionQuotas {
 /// One open connection's share; dropping it frees the slot.
 pub struct ConnectionSlot {
     quotas: Arc<ConnectionQuotas>,
+    listener: Arc<str>,
     ip: IpAddr,
 }
 
@@ -108,6 +130,9 @@ impl Drop for ConnectionSlot {
         {
             let mut c = lock(&self.quotas.counts);
             c.total = c.total.saturating_sub(1);
+            if let Some(n) = c.per_listener.get_mut(&self.listener) {
+                *n = n.saturating_sub(1);
+            }
             if let Some(n) = c.per_ip.get_mut(&self.ip) {
                 *n -= 1;
                 if *n == 0 {
@@ -144,12 +169,14 @@ impl ConnectionQuotas {
         l
     }
 
-    /// Take a slot for a connection from `ip`: waits while the broker is at
-    /// `max.connections` (unless `protected`: the inter-broker listener), fails at once if
-    /// `ip` is at its own limit.
+    /// Take a slot for a connection from `ip` on `listener`: waits while the listener is at
+    /// its own `listener.name.<listener>.max.connections` or the broker at `max.connections`
+    /// (unless `protected`: the inter-broker listener, as Kafka's connectionSlotAvailable),
+    /// fails at once if `ip` is at its own limit.
     pub async fn acquire(
         self: &Arc<Self>,
         broker: &crate::broker::Broker,
+        listener: &Arc<str>,
         ip: IpAddr,
         protected: bool,
     ) -> Result<ConnectionSlot, TooManyConnections> {
@@ -161,7 +188,10 @@ impl ConnectionQuotas {
             let limits = self.limits(&broker.config, &image, broker.node_id);
             {
                 let mut c = lock(&self.counts);
-                if protected || c.total < limits.total {
+                let on_listener = c.per_listener.get(listener).copied().unwrap_or(0);
+                let free = on_listener < limits.for_listener(listener)
+                    && (protected || c.total < limits.total);
+                if free {
                     let limit = limits.for_ip(&ip);
                     let n = c.per_ip.entry(ip).or_insert(0);
                     if *n >= limit {
@@ -172,8 +202,10 @@ impl ConnectionQuotas {
                     }
                     *n += 1;
                     c.total += 1;
+                    *c.per_listener.entry(Arc::clone(listener)).or_insert(0) += 1;
                     return Ok(ConnectionSlot {
                         quotas: Arc::clone(self),
+                        listener: Arc::clone(listener),
                         ip,
                     });
                 }
@@ -212,6 +244,7 @@ mod tests {
             &config(&[
                 ("max.connections", "5"),
                 ("max.connections.per.ip", "2"),
+                ("listener.name.client.max.connections", "3"),
                 (
                     "max.connections.per.ip.overrides",
                     "127.0.0.2:7, localhost:9",
@@ -220,6 +253,8 @@ mod tests {
             None,
         );
         assert_eq!(l.total, 5);
+        assert_eq!(l.for_listener("CLIENT"), 3);
+        assert_eq!(l.for_listener("PLAINTEXT"), usize::MAX);
         assert_eq!(l.for_ip(&"10.0.0.1".parse().unwrap()), 2);
         assert_eq!(l.for_ip(&"127.0.0.2".parse().unwrap()), 7);
         assert_eq!(l.for_ip(&"127.0.0.1".parse().unwrap()), 9);

@@ -97,7 +97,7 @@ pub async fn serve(
                     // acceptor does; new clients wait in the backlog meanwhile.
                     let permit = tokio::select! {
                         _ = shutdown.changed() => break,
-                        p = quotas.acquire(&broker, peer.ip(), inter_broker) => p,
+                        p = quotas.acquire(&broker, &name, peer.ip(), inter_broker) => p,
                     };
                     let permit = match permit {
                         Ok(p) => p,

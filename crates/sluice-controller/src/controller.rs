@@ -495,8 +495,14 @@ impl Controller {
         }
         for (k, v) in changes {
             let def = sluice_metadata::config::broker_def(k).or_else(|| {
-                sluice_metadata::config::listener_store_key(k)
-                    .and_then(|(_, setting)| sluice_metadata::config::broker_def(setting))
+                let setting = match sluice_metadata::config::listener_store_key(k) {
+                    Some((_, setting)) => setting,
+                    None if sluice_metadata::config::listener_max_connections_key(k) => {
+                        "max.connections"
+                    }
+                    None => return None,
+                };
+                sluice_metadata::config::broker_def(setting)
             });
             if let (Some(v), Some(def)) = (v, def) {
                 sluice_metadata::config::validate(def, v)

@@ -1585,6 +1585,7 @@ impl SecurityProtocol {
 
 /// `listener.name.<listener>.<key>` overrides: `ssl.*` settings may differ per listener.
 const LISTENER_OVERRIDABLE: &[&str] = &[
+    "max.connections",
     "ssl.keystore.type",
     "ssl.keystore.location",
     "ssl.key.password",
@@ -2520,6 +2521,7 @@ pub fn describe_topic_with(
 pub fn dynamic_broker_key(key: &str) -> bool {
     RUNTIME_BROKER_KEYS.contains(&key)
         || listener_store_key(key).is_some()
+        || listener_max_connections_key(key)
         || TOPIC_CONFIGS
             .iter()
             .any(|t| t.broker_synonyms.iter().any(|(s, _)| *s == key))
@@ -2533,6 +2535,11 @@ pub fn listener_store_key(key: &str) -> Option<(&str, &'static str)> {
     ["ssl.keystore.location", "ssl.truststore.location"]
         .contains(&def.name)
         .then_some((listener, def.name))
+}
+
+/// `listener.name.<listener>.max.connections`: one listener's connection limit.
+pub fn listener_max_connections_key(key: &str) -> bool {
+    listener_override(key).is_some_and(|(_, d)| d.name == "max.connections")
 }
 
 /// Broker keys (not topic defaults) the broker applies at runtime when they change.
@@ -2645,19 +2652,25 @@ pub fn describe_broker_with(
             }
         })
         .collect();
-    // Listener TLS store locations, which change at runtime: with their values and sources.
+    // Listener settings that change at runtime (TLS store locations, connection limits):
+    // with their values and sources.
     let store_keys: std::collections::BTreeSet<&str> = dynamic
         .broker
         .keys()
+        .chain(dynamic.cluster_default.keys())
         .map(String::as_str)
         .chain(broker.explicit_keys().map(|(k, _)| k))
-        .filter(|k| listener_store_key(k).is_some())
+        .filter(|k| listener_store_key(k).is_some() || listener_max_connections_key(k))
         .collect();
     for k in &store_keys {
         let synonyms: Vec<_> = [
             (
                 dynamic.broker.get(*k).cloned(),
                 ConfigSource::DynamicBrokerConfig,
+            ),
+            (
+                dynamic.cluster_default.get(*k).cloned(),
+                ConfigSource::DynamicDefaultBrokerConfig,
             ),
             (
                 broker.explicit(k).map(str::to_owned),
@@ -2675,8 +2688,16 @@ pub fn describe_broker_with(
                 .map_or(ConfigSource::StaticBrokerConfig, |s| s.2),
             read_only: false,
             sensitive: false,
-            ty: T::String,
-            doc: "A listener's PEM key or trust store; replaceable at runtime per broker.",
+            ty: if listener_max_connections_key(k) {
+                T::Int
+            } else {
+                T::String
+            },
+            doc: if listener_max_connections_key(k) {
+                "Most concurrent connections on this listener."
+            } else {
+                "A listener's PEM key or trust store; replaceable at runtime per broker."
+            },
             synonyms,
         });
     }

@@ -636,6 +636,30 @@ fn connection_limits_apply_at_runtime_per_address_and_per_broker() {
         fifth.read_frame().is_some(),
         "served once the limit was lifted"
     );
+    // One listener's own limit: CLIENT has 4 connections open (two held, the fourth and
+    // the fifth); at listener.name.client.max.connections=4 the next waits, while the
+    // PLAINTEXT listener (the tools') is not held back.
+    set_broker_default(b, "listener.name.client.max.connections", Some("4"));
+    let mut sixth = Wire::connect_from("127.0.0.5", &client);
+    assert!(!answered_within(&mut sixth, Duration::from_millis(1500)));
+    let shown = sluice_tool(
+        "configs",
+        b,
+        &["--describe", "--entity-type", "brokers", "--entity-default"],
+    );
+    assert!(
+        shown.contains("listener.name.client.max.connections=4"),
+        "{shown}"
+    );
+    drop(fifth);
+    sixth
+        .stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    assert!(
+        sixth.read_frame().is_some(),
+        "served once CLIENT had a free slot"
+    );
     // Bad values are refused in one line.
     let out = std::process::Command::new(sluice_bin())
         .args(["configs", "--bootstrap-server", b])
