@@ -50,6 +50,11 @@ pub fn install_metrics() {
     static UPKEEP: OnceLock<()> = OnceLock::new();
     if let Some(handle) = recorder() {
         UPKEEP.get_or_init(|| {
+            // Gauges that only move when a request parks: shown (at 0) from the start, so a
+            // scrape before the first long poll still finds them.
+            for kind in ["produce", "fetch"] {
+                metrics::gauge!("sluice_purgatory_size", "kind" => kind).increment(0.0);
+            }
             let handle = handle.clone();
             tokio::spawn(async move {
                 let mut tick = tokio::time::interval(std::time::Duration::from_secs(5));
