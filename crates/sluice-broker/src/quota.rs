@@ -228,7 +228,8 @@ impl QuotaManager {
         let (tokens, last) = buckets.entry(key).or_insert((burst, now_ms));
         *tokens = (*tokens + rate * (now_ms - *last).max(0) as f64 / 1000.0).min(burst);
         *last = now_ms;
-        let debt_ms = |t: f64| (-t / rate * 1000.0).round().clamp(0.0, i32::MAX as f64) as i32;
+        // Rounded up: a client that waits the time it is told finds the debt paid.
+        let debt_ms = |t: f64| (-t / rate * 1000.0).ceil().clamp(0.0, i32::MAX as f64) as i32;
         if strict && *tokens < 0.0 {
             return MutationVerdict {
                 accepted: false,

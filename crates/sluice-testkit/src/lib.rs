@@ -9,7 +9,7 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::Duration;
 
 /// A loopback port that is free right now, for a listener whose address must be known
@@ -57,7 +57,8 @@ pub struct TestServer {
     /// `host:port` of the PLAINTEXT listener.
     pub bootstrap: String,
     data: Arc<tempfile::TempDir>,
-    log: Arc<Mutex<String>>,
+    /// Everything printed so far, and a signal for each new line.
+    log: Arc<(Mutex<String>, Condvar)>,
     overrides: Vec<String>,
 }
 
@@ -135,7 +136,7 @@ impl TestServer {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
         let mut child = cmd.spawn().expect("spawn the sluice binary");
-        let log = Arc::new(Mutex::new(String::new()));
+        let log = Arc::new((Mutex::new(String::new()), Condvar::new()));
         let (tx, rx) = mpsc::channel::<String>();
         for stream in [
             child
@@ -158,11 +159,13 @@ impl TestServer {
                     // Into the log before the start is reported, so `listener()` finds it.
                     {
                         let mut l = log
+                            .0
                             .lock()
                             .unwrap_or_else(std::sync::PoisonError::into_inner);
                         l.push_str(&line);
                         l.push('\n');
                     }
+                    log.1.notify_all();
                     if let Some(list) = line.split(" listening on ").nth(1) {
                         // The PLAINTEXT listener, else the first (a controller-only node).
                         let list: String =
@@ -185,6 +188,7 @@ impl TestServer {
                 let _ = child.kill();
                 let _ = child.wait();
                 let l = log
+                    .0
                     .lock()
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .clone();
@@ -225,9 +229,22 @@ impl TestServer {
     /// Everything the process printed so far.
     pub fn log(&self) -> String {
         self.log
+            .0
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .clone()
+    }
+
+    /// Wait (at most `timeout`) until the log satisfies `done`, woken by each new line;
+    /// false on timeout.
+    pub fn wait_for_log(&self, timeout: Duration, done: impl Fn(&str) -> bool) -> bool {
+        let (lock, lines) = &*self.log;
+        let log = lock
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let waited = lines.wait_timeout_while(log, timeout, |l| !done(l));
+        let (_log, result) = waited.unwrap_or_else(std::sync::PoisonError::into_inner);
+        !result.timed_out()
     }
 
     pub fn pid(&self) -> u32 {

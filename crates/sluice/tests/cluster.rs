@@ -2380,14 +2380,11 @@ fn the_quorum_runs_over_mutual_tls() {
             &buf[..n]
         );
     }
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !nodes[0]
-        .log()
-        .contains("controller listener: handshake failed")
-    {
-        assert!(Instant::now() < deadline, "no handshake failure logged");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        nodes[0].wait_for_log(Duration::from_secs(10), |l| l
+            .contains("controller listener: handshake failed")),
+        "no handshake failure logged"
+    );
 
     // Kill the active controller: the others elect a new one over TLS, and metadata
     // changes go on.
@@ -2432,7 +2429,8 @@ fn replica_fetchers_per_leader_change_at_runtime() {
     let _serial = one_cluster_at_a_time();
     let nodes = TestServer::start_all(sluice_bin(), &combined(&[]));
     let b = nodes[0].bootstrap.clone();
-    create_replicated(&b, "nf", 8, "3");
+    // 24 partitions: each node follows 16, so each spreads them over all 4 fetchers.
+    create_replicated(&b, "nf", 24, "3");
     let fetchers_seen = || -> BTreeSet<String> {
         nodes
             .iter()
@@ -2453,20 +2451,21 @@ fn replica_fetchers_per_leader_change_at_runtime() {
         configs_cli(&b, &a);
     };
     set(&["--add-config", "num.replica.fetchers=4"]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while fetchers_seen().len() < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "fetchers started: {:?}",
-            fetchers_seen()
-        );
-        std::thread::sleep(Duration::from_millis(100));
+    // Every node starts fetchers beyond the first for its leaders' partitions.
+    for n in &nodes {
+        let started = n.wait_for_log(Duration::from_secs(20), |l| {
+            l.lines()
+                .filter(|l| l.contains("replica fetcher started"))
+                .any(|l| !l.ends_with("fetcher=0"))
+        });
+        assert!(started, "fetchers started: {:?}", fetchers_seen());
     }
+    assert!(fetchers_seen().len() >= 3, "{:?}", fetchers_seen());
     send_all_acks(&b, "nf", 100..200, "all");
     set(&["--delete-config", "num.replica.fetchers"]);
     send_all_acks(&b, "nf", 200..300, "all");
     let m = converge(&b, "every replica in sync", |m| {
         partitions(m, "nf").iter().all(|(_, _, isr)| isr.len() == 3)
     });
-    assert_eq!(partitions(&m, "nf").len(), 8);
+    assert_eq!(partitions(&m, "nf").len(), 24);
 }
