@@ -18,7 +18,11 @@ use rdkafka::consumer::Consumer;
 fn run(args: &[&str], env: &[(&str, &str)]) -> (i32, String, String) {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = Command::new(sluice_bin());
+    // A run that gets as far as binding must not collide with a server already running here
+    // (or another test): free ports unless the arguments name their own.
     cmd.args(args)
+        .env("SLUICE_LISTENERS", "PLAINTEXT://127.0.0.1:0")
+        .env("SLUICE_ADMIN_HTTP_LISTENER", "127.0.0.1:0")
         .current_dir(dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
