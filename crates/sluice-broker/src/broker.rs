@@ -10,7 +10,7 @@ use crate::controller_api::ControllerApi;
 use crate::group::coordinator::GroupCoordinator;
 use crate::handlers::HandlerTable;
 use crate::metadata_cache::MetadataCache;
-use crate::replica_manager::ReplicaManager;
+use crate::replica::manager::ReplicaManager;
 use crate::txn::coordinator::TxnCoordinator;
 
 pub struct Broker {
@@ -28,6 +28,10 @@ pub struct Broker {
     pub quotas: crate::quota::QuotaManager,
     /// `max.connections` and `max.connections.per.ip`, over every listener.
     pub connections: Arc<crate::connection_quotas::ConnectionQuotas>,
+    /// Incremental fetch sessions (KIP-227).
+    pub fetch_sessions: crate::fetch_session::FetchSessionCache,
+    /// `queued.max.requests` / `queued.max.request.bytes`, over every connection.
+    pub budget: Arc<crate::network::budget::RequestBudget>,
     /// The TLS of each SSL / SASL_SSL client listener (its stores can change at runtime).
     pub listener_tls: Vec<Arc<crate::tls::ListenerTls>>,
 }

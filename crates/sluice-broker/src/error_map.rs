@@ -8,7 +8,10 @@ pub fn log_error_code(e: &LogError) -> ErrorCode {
         LogError::Corrupt(_) => ErrorCode::CorruptMessage,
         LogError::InvalidRecord(_) => ErrorCode::InvalidRecord,
         LogError::MessageTooLarge { .. } => ErrorCode::MessageTooLarge,
-        LogError::InvalidTimestamp { .. } => ErrorCode::InvalidTimestamp,
+        LogError::RecordErrors {
+            timestamp: true, ..
+        } => ErrorCode::InvalidTimestamp,
+        LogError::RecordErrors { .. } => ErrorCode::InvalidRecord,
         LogError::UnsupportedFormat(_) => ErrorCode::UnsupportedForMessageFormat,
         LogError::OffsetOutOfRange { .. } => ErrorCode::OffsetOutOfRange,
         LogError::Io { .. } => ErrorCode::KafkaStorageError,

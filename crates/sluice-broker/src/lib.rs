@@ -7,9 +7,8 @@
 //! - [`request`]: [`request::RequestContext`] and the encode/decode helpers handlers share.
 //! - [`handlers`]: one file per API; [`handlers::HandlerTable`] routes by api key and is the
 //!   source of the ApiVersions answer.
-//! - [`replica_manager`]: [`ReplicaManager`] owns every hosted [`partition::Partition`]:
-//!   append as leader, read, delayed produce/fetch wake-ups, retention and checkpoints.
-//! - [`replica_state`]: the pure LEO/HW/ISR state machine of one partition.
+//! - [`replica`]: the replica layer: [`ReplicaManager`] owns every hosted partition and is
+//!   the only way to append, read, follow or wait on one (purgatory, fetchers, ISR upkeep).
 //! - [`metadata_cache`]: the broker's current [`sluice_metadata::MetadataImage`] and the
 //!   publisher that applies image changes to the replica manager.
 //! - [`controller_api`]: what the broker needs from the controller (a trait; the node wires
@@ -25,6 +24,8 @@
 //! - [`authorizer`]: ACL checks of each request against cluster metadata.
 //! - [`quota`]: client quotas: windowed rates and throttle times.
 //! - [`error_map`]: storage errors to Kafka error codes, in one place.
+//! - [`fetch_session`]: incremental fetch sessions (KIP-227).
+//! - [`own_thread`]: a task on a thread of its own (the coordinators).
 
 pub mod authorizer;
 pub mod broker;
@@ -32,45 +33,26 @@ pub mod broker_conn;
 pub mod connection_quotas;
 pub mod controller_api;
 pub mod error_map;
+pub mod fetch_session;
 pub mod group;
 pub mod handlers;
-pub mod isr;
 pub mod loggers;
 pub mod metadata_cache;
 pub mod network;
-pub mod partition;
+pub mod own_thread;
 pub mod quota;
-pub mod replica_fetcher;
-pub mod replica_manager;
-pub mod replica_state;
+pub mod replica;
 pub mod request;
 pub mod sasl;
 pub mod tls;
 pub mod txn;
 
 pub use broker::Broker;
-pub use replica_manager::ReplicaManager;
+pub use replica::ReplicaManager;
 
 /// Milliseconds since the Unix epoch: the broker's clock, passed into the pure layers.
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
-}
-
-/// A request parked until it can be answered (acks=all produce, long-poll fetch): counted
-/// in the `sluice_purgatory_size{kind}` gauge while it waits.
-pub struct Purgatory(&'static str);
-
-impl Purgatory {
-    pub fn enter(kind: &'static str) -> Self {
-        metrics::gauge!("sluice_purgatory_size", "kind" => kind).increment(1.0);
-        Purgatory(kind)
-    }
-}
-
-impl Drop for Purgatory {
-    fn drop(&mut self) {
-        metrics::gauge!("sluice_purgatory_size", "kind" => self.0).decrement(1.0);
-    }
 }

@@ -1,7 +1,7 @@
 //! Log levels changed at runtime (KIP-412): Kafka's BROKER_LOGGER config resource, named by
 //! the broker id. DescribeConfigs lists the loggers with a level; IncrementalAlterConfigs SET
 //! gives a logger a level, DELETE puts it back under the root logger's. Loggers are `tracing`
-//! targets (`sluice_broker::replica_fetcher`, or a prefix such as `sluice_broker`); `root`
+//! targets (`sluice_broker::replica::fetcher`, or a prefix such as `sluice_broker`); `root`
 //! is the default level. Levels are Kafka's names. Changes last until the process exits, as
 //! in Kafka (they are not kept in cluster metadata).
 //!
@@ -90,7 +90,7 @@ mod tests {
 
     #[test]
     fn kafka_levels_and_loggers_are_checked() {
-        assert!(validate("sluice_broker::replica_fetcher", Some("DEBUG")).is_ok());
+        assert!(validate("sluice_broker::replica::fetcher", Some("DEBUG")).is_ok());
         assert!(validate(ROOT, Some("WARN")).is_ok());
         assert!(validate("kafka.server.ReplicaManager", None).is_ok());
         assert!(matches!(validate(ROOT, None), Err(Refusal::Request(_))));

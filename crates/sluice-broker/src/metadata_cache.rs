@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex, RwLock};
 use sluice_metadata::MetadataImage;
 use sluice_storage::LogError;
 
-use crate::replica_manager::ReplicaManager;
+use crate::replica::manager::ReplicaManager;
 
 /// The current metadata image; readers clone the `Arc` and never block writers for long.
 pub struct MetadataCache {

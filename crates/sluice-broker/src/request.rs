@@ -9,6 +9,9 @@ use kafka_protocol::protocol::{Decodable, Encodable, StrBytes};
 use sluice_protocol::frame;
 use thiserror::Error;
 
+use crate::network::budget::Reservation;
+use crate::network::writer::Reply;
+
 /// Who sent a request and how: what a handler may need beyond the body.
 #[derive(Clone, Debug)]
 pub struct RequestContext {
@@ -22,6 +25,8 @@ pub struct RequestContext {
     pub peer: SocketAddr,
     /// How long the connection is muted after this request (a quota violation), in ms.
     pub throttle_ms: std::sync::Arc<std::sync::atomic::AtomicI32>,
+    /// The request's share of the broker's request budget (`queued.max.request*`).
+    pub reservation: std::sync::Arc<std::sync::Mutex<Reservation>>,
 }
 
 /// A request that cannot be answered: the connection is closed with this reason logged.
@@ -33,14 +38,23 @@ pub enum HandlerError {
     Encode(String),
 }
 
-/// A complete response frame, or nothing (acks=0 produce).
-pub type Response = Option<BytesMut>;
+/// A complete response, or nothing (acks=0 produce).
+pub type Response = Option<Reply>;
 
 impl RequestContext {
     /// Mute the connection for `ms` after this request (the longest throttle wins).
     pub fn throttle(&self, ms: i32) {
         self.throttle_ms
             .fetch_max(ms, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The request no longer holds its bytes (it is parked, or they were written): give its
+    /// share of the request budget back so other connections may be read.
+    pub fn release_budget(&self) {
+        self.reservation
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .release();
     }
 
     pub fn throttled_ms(&self) -> i32 {
@@ -54,6 +68,11 @@ impl RequestContext {
 
     /// Encode `body` as this request's response frame.
     pub fn respond<T: Encodable>(&self, body: &T) -> Result<Response, HandlerError> {
+        self.encode(body).map(|out| Some(Reply::Frame(out)))
+    }
+
+    /// `body` as this request's response frame, in bytes.
+    pub fn encode<T: Encodable>(&self, body: &T) -> Result<BytesMut, HandlerError> {
         let mut out = BytesMut::new();
         frame::encode_response(
             &mut out,
@@ -63,7 +82,7 @@ impl RequestContext {
             body,
         )
         .map_err(|e| HandlerError::Encode(e.to_string()))?;
-        Ok(Some(out))
+        Ok(out)
     }
 }
 

@@ -156,6 +156,7 @@ impl SaslSession {
             principal: crate::tls::ANONYMOUS.into(),
             peer,
             throttle_ms: Default::default(),
+            reservation: Default::default(),
         };
         match expected {
             ApiKey::SaslHandshake => self.handshake(&ctx, body),
@@ -184,7 +185,7 @@ impl SaslSession {
         let Some(mech) = mech else {
             resp.error_code = ErrorCode::UnsupportedSaslMechanism.code();
             return fail(
-                ctx.respond(&resp).ok().flatten(),
+                ctx.encode(&resp).ok(),
                 format!(
                     "client asked for SASL mechanism {name:?}, which this listener does not offer"
                 ),
@@ -195,8 +196,8 @@ impl SaslSession {
             raw: ctx.api_version == 0,
             scram: None,
         };
-        match ctx.respond(&resp) {
-            Ok(Some(out)) => Outcome::Continue(out),
+        match ctx.encode(&resp) {
+            Ok(out) => Outcome::Continue(out),
             _ => fail(None, "cannot encode the SaslHandshake response"),
         }
     }
@@ -246,7 +247,7 @@ impl SaslSession {
                         resp.error_code = ErrorCode::SaslAuthenticationFailed.code();
                         resp.error_message = Some(str_bytes(m));
                     }
-                    ctx.respond(&resp).ok().flatten()
+                    ctx.encode(&resp).ok()
                 }
                 // v0: bare size-prefixed tokens, and a failure just closes.
                 None if error.is_some() => None,

@@ -1167,7 +1167,16 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         T::Int,
         Some("500"),
         AtLeast(1),
-        "Requests one connection may have read ahead.",
+        "Requests the broker holds read and not yet answered or parked; past it, it stops \
+         reading from connections.",
+    ),
+    def(
+        "queued.max.request.bytes",
+        T::Long,
+        Some("-1"),
+        Any,
+        "Bytes of requests the broker holds read and not yet answered or parked; past it, it \
+         stops reading from connections. -1: no bound beyond queued.max.requests.",
     ),
     dynamic(def(
         "num.network.threads",
@@ -1232,6 +1241,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         Some("57671680"),
         AtLeast(1024),
         "Largest fetch response served.",
+    ),
+    def(
+        "max.incremental.fetch.session.cache.slots",
+        T::Int,
+        Some("1000"),
+        AtLeast(0),
+        "Incremental fetch sessions (KIP-227) kept; below 8, none.",
     ),
     def(
         "offsets.topic.num.partitions",

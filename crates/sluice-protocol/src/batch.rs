@@ -252,6 +252,25 @@ pub fn set_max_timestamp(batch: &mut [u8], timestamp_type: TimestampType, max_ti
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
 
+/// [`set_max_timestamp`] for a batch held as its header and the rest of it: only the header
+/// changes; the CRC is computed over both.
+pub fn set_max_timestamp_split(
+    header: &mut [u8; BATCH_HEADER_LEN],
+    body: &[u8],
+    timestamp_type: TimestampType,
+    max_timestamp: i64,
+) {
+    let mut attrs = be_i16(header, ATTRIBUTES_AT);
+    match timestamp_type {
+        TimestampType::LogAppendTime => attrs |= attributes::LOG_APPEND_TIME,
+        TimestampType::CreateTime => attrs &= !attributes::LOG_APPEND_TIME,
+    }
+    header[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attrs.to_be_bytes());
+    header[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES_AT..]), body);
+    header[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
+}
+
 /// Iterates over the whole batches in a buffer of concatenated batches. A trailing partial
 /// batch is an error (`Truncated`), so callers can tell "clean end" from "torn tail".
 pub struct BatchIter<'a> {

@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! - [`frame`]: size-prefixed frames, the request header peek, and response framing.
+//! - [`fetch_frame`]: Fetch responses as parts, with record sets spliced in by the writer.
 //! - [`batch`]: the record batch v2 view (validate, patch offsets in place, iterate
 //!   records) and [`batch::BatchBuilder`] for writing batches.
 //! - [`compression`]: the five Kafka codecs, with a cap on every decompression.
@@ -20,6 +21,7 @@ pub mod alloc;
 pub mod base64;
 pub mod batch;
 pub mod compression;
+pub mod fetch_frame;
 pub mod frame;
 pub mod jaas;
 pub mod murmur2;

@@ -19,7 +19,7 @@ use sluice_broker::group::coordinator::{CoordinatorConfig, GroupCoordinator};
 use sluice_broker::handlers::HandlerTable;
 use sluice_broker::metadata_cache::{MetadataCache, MetadataPublisher};
 use sluice_broker::network::{self, NetworkLimits};
-use sluice_broker::replica_fetcher::ReplicaFetcherManager;
+use sluice_broker::replica::fetcher::ReplicaFetcherManager;
 use sluice_broker::sasl::SaslSettings;
 use sluice_broker::txn::coordinator::{TxnConfig, TxnCoordinator};
 use sluice_broker::{now_ms, Broker, ReplicaManager};
@@ -441,6 +441,7 @@ impl Node {
             node_id,
             Arc::clone(&logs),
             Arc::clone(&config),
+            Arc::clone(&cache),
         ));
         replicas.load_existing(&image, now)?;
         let publisher = Arc::new(MetadataPublisher::new(
@@ -494,6 +495,15 @@ impl Node {
                 },
             ),
             connections: Default::default(),
+            fetch_sessions: sluice_broker::fetch_session::FetchSessionCache::new(
+                config
+                    .number("max.incremental.fetch.session.cache.slots")
+                    .max(0) as usize,
+            ),
+            budget: sluice_broker::network::budget::RequestBudget::new(
+                config.queued_max_requests(),
+                config.number("queued.max.request.bytes"),
+            ),
             listener_tls: kafka_listeners
                 .iter()
                 .filter_map(|(_, _, tls, _)| tls.clone())
@@ -505,7 +515,7 @@ impl Node {
             shutdown_rx.clone(),
         ));
 
-        tokio::spawn(sluice_broker::isr::run_isr_checks(
+        tokio::spawn(sluice_broker::replica::isr::run_isr_checks(
             Arc::clone(&replicas),
             Arc::clone(&broker.metadata),
             Arc::clone(&broker.controller),

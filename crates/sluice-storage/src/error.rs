@@ -16,9 +16,13 @@ pub enum LogError {
     /// A batch larger than `max.message.bytes` (MESSAGE_TOO_LARGE).
     #[error("batch of {size} bytes exceeds max.message.bytes={max}")]
     MessageTooLarge { size: usize, max: usize },
-    /// A CreateTime timestamp outside the allowed window (INVALID_TIMESTAMP).
-    #[error("timestamp {timestamp} of record is out of the acceptable range [{low}, {high}]")]
-    InvalidTimestamp { timestamp: i64, low: i64, high: i64 },
+    /// Records at fault (KIP-467): (index in the batch, why), in batch order. INVALID_TIMESTAMP
+    /// when any is a timestamp out of the topic's window, else INVALID_RECORD.
+    #[error("{}", record_errors_message(*timestamp, errors))]
+    RecordErrors {
+        timestamp: bool,
+        errors: Vec<(i32, String)>,
+    },
     /// A batch of a message format we do not accept (UNSUPPORTED_FOR_MESSAGE_FORMAT).
     #[error("unsupported message format: {0}")]
     UnsupportedFormat(String),
@@ -42,6 +46,24 @@ pub enum LogError {
     /// The disk failed us (KAFKA_STORAGE_ERROR).
     #[error("I/O error on {path}: {source}")]
     Io { path: PathBuf, source: io::Error },
+}
+
+/// The produce error message Kafka gives with per-record errors.
+fn record_errors_message(timestamp: bool, errors: &[(i32, String)]) -> String {
+    if timestamp {
+        return "One or more records have been rejected due to invalid timestamp".into();
+    }
+    let shown: Vec<String> = errors
+        .iter()
+        .take(3)
+        .map(|(i, m)| format!("RecordError(batchIndex={i}, message='{m}')"))
+        .collect();
+    format!(
+        "One or more records have been rejected due to {} record errors in total, and only \
+         showing the first three errors at most: [{}]",
+        errors.len(),
+        shown.join(", ")
+    )
 }
 
 impl LogError {

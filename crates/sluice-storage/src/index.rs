@@ -16,6 +16,7 @@
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use memmap2::MmapMut;
 
@@ -24,7 +25,9 @@ use crate::error::{IoContext, LogError};
 /// A file of fixed-size entries, memory-mapped, appended in place.
 struct MmapEntries<const N: usize> {
     path: PathBuf,
-    file: File,
+    /// Shared so the file can be fsynced without the log's lock (an fsync of the file also
+    /// writes back the pages dirtied through the mapping).
+    file: Arc<File>,
     map: Option<MmapMut>,
     entries: usize,
     capacity: usize,
@@ -43,7 +46,7 @@ impl<const N: usize> MmapEntries<N> {
         let len = file.metadata().at(path)?.len() as usize;
         let mut this = Self {
             path: path.to_path_buf(),
-            file,
+            file: Arc::new(file),
             map: None,
             entries: len / N,
             capacity: len / N,
@@ -154,6 +157,11 @@ impl OffsetIndex {
         &self.inner.path
     }
 
+    /// The index file, to fsync without the log's lock.
+    pub fn file(&self) -> Arc<File> {
+        Arc::clone(&self.inner.file)
+    }
+
     pub fn entries(&self) -> usize {
         self.inner.entries
     }
@@ -211,6 +219,14 @@ impl OffsetIndex {
         }
     }
 
+    /// The entry with the largest position <= `position`: a batch start at or before it.
+    pub fn floor_position(&self, position: u64) -> Option<(i64, u32)> {
+        let target = i64::try_from(position).unwrap_or(i64::MAX);
+        self.inner
+            .floor(target, |e| i64::from(be_u32(&e[4..8])))
+            .map(|i| self.get(i))
+    }
+
     /// Drop entries whose offset is >= `offset`.
     pub fn truncate_to(&mut self, offset: i64) {
         let base = self.base_offset;
@@ -264,6 +280,11 @@ impl TimeIndex {
 
     pub fn path(&self) -> &Path {
         &self.inner.path
+    }
+
+    /// The index file, to fsync without the log's lock.
+    pub fn file(&self) -> Arc<File> {
+        Arc::clone(&self.inner.file)
     }
 
     pub fn entries(&self) -> usize {

@@ -9,6 +9,8 @@
 //! - [`validator`]: checks a producer's batches and assigns offsets in place.
 //! - [`log_manager`]: [`LogManager`] owns every partition log of a log dir, the checkpoint
 //!   files and the clean-shutdown marker.
+//! - [`pending_io`]: fsyncs a log change leaves for its caller to run without the log's
+//!   lock.
 //! - [`cleaner`]: log compaction for `cleanup.policy=compact`.
 //! - [`checkpoint`]: Kafka's offset checkpoint files, `partition.metadata`, `meta.properties`,
 //!   and atomic file replacement.
@@ -23,6 +25,7 @@ pub mod error;
 pub mod index;
 pub mod log;
 pub mod log_manager;
+pub mod pending_io;
 pub mod producer_state;
 pub mod segment;
 pub mod txn_index;
@@ -32,3 +35,4 @@ pub use config::LogConfig;
 pub use error::LogError;
 pub use log::{FetchDataInfo, FileSlice, Log, LogAppendInfo, Marker};
 pub use log_manager::LogManager;
+pub use pending_io::PendingIo;

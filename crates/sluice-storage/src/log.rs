@@ -10,6 +10,7 @@ use std::collections::BTreeMap;
 use std::fs;
 use std::path::{Path, PathBuf};
 
+use bytes::Bytes;
 use sluice_protocol::batch::BatchHeader;
 use sluice_protocol::types::TopicPartition;
 use tracing::{debug, info, warn};
@@ -19,7 +20,8 @@ use crate::cleaner::{self, CompactionInput, CompactionOutput, SegmentToClean};
 use crate::config::LogConfig;
 use crate::epoch_cache::LeaderEpochCache;
 use crate::error::{IoContext, LogError};
-use crate::producer_state::{BatchMeta, ProducerBatch, ProducerStateManager, SeqCheck};
+use crate::pending_io::PendingIo;
+use crate::producer_state::{ProducerBatch, ProducerStateManager, SeqCheck};
 use crate::segment;
 pub use crate::segment::FileSlice;
 use crate::segment::LogSegment;
@@ -77,6 +79,8 @@ pub struct Log {
     producers: ProducerStateManager,
     /// Aborted and not-yet-stable transactions.
     txns: TxnIndex,
+    /// fsyncs owed by appends and rolls, for the caller to run without the lock.
+    pending_io: PendingIo,
 }
 
 /// Suffixes of files a crash may leave behind mid-operation.
@@ -178,6 +182,7 @@ impl Log {
             truncations: 0,
             producers: ProducerStateManager::new(),
             txns: TxnIndex::default(),
+            pending_io: PendingIo::default(),
         };
         let mut log = log;
         log.rebuild_producer_state()?;
@@ -246,46 +251,53 @@ impl Log {
     }
 
     fn active_mut(&mut self) -> &mut LogSegment {
-        self.segments
-            .values_mut()
-            .next_back()
-            .expect("a log always has an active segment")
+        active_segment(&mut self.segments)
     }
 
-    /// Validate a producer's batches, assign offsets and append them. A retried batch of an
+    /// Validate a producer's batch, assign its offsets and append it. A retried batch of an
     /// idempotent producer is not appended again: the answer carries its original offsets.
+    /// The batch's bytes are written as they came (only its header is patched).
     pub fn append_as_leader(
         &mut self,
-        records: Vec<u8>,
+        records: impl Into<Bytes>,
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<LogAppendInfo, LogError> {
-        self.append_from(records, leader_epoch, now_ms, true)
+        self.append_from(records.into(), leader_epoch, now_ms, true)
     }
 
-    /// Append a coordinator's own batches as leader (Kafka's `AppendOrigin.COORDINATOR`): a
+    /// Append a coordinator's own batch as leader (Kafka's `AppendOrigin.COORDINATOR`): a
     /// group coordinator writing a producer's transactional offset commit. Only the
     /// producer's epoch is checked, not its sequence numbers (the coordinator has none).
     pub fn append_as_coordinator(
         &mut self,
-        records: Vec<u8>,
+        records: impl Into<Bytes>,
         leader_epoch: i32,
         now_ms: i64,
     ) -> Result<LogAppendInfo, LogError> {
-        self.append_from(records, leader_epoch, now_ms, false)
+        self.append_from(records.into(), leader_epoch, now_ms, false)
     }
 
     fn append_from(
         &mut self,
-        records: Vec<u8>,
+        records: Bytes,
         leader_epoch: i32,
         now_ms: i64,
         client: bool,
     ) -> Result<LogAppendInfo, LogError> {
-        let (idempotent, duplicate) = if client {
-            self.check_producers(&records)?
+        let checked = validator::check(records, &self.tp, now_ms, &self.config)?;
+        let h = &checked.header;
+        let duplicate = if h.producer_id < 0 {
+            None
+        } else if client {
+            match self.producers.check(&producer_batch(h))? {
+                SeqCheck::Duplicate(m) => Some(m),
+                _ => None,
+            }
         } else {
-            self.check_epochs(&records)?
+            self.producers
+                .check_epoch(h.producer_id, h.producer_epoch)?;
+            None
         };
         if let Some(d) = duplicate {
             return Ok(LogAppendInfo {
@@ -299,27 +311,27 @@ impl Log {
                 duplicate: true,
             });
         }
-        let (bytes, v) = validator::validate_and_assign(
-            records,
+        let batch = validator::assign(
+            checked,
             self.next_offset,
             leader_epoch,
             now_ms,
             &self.config,
+        );
+        let v = batch.info;
+        self.maybe_roll(batch.len() as u64, v.last_offset, now_ms)?;
+        active_segment(&mut self.segments).append_batch(
+            &batch.header_bytes,
+            &batch.body,
+            &batch.header,
+            &self.config,
         )?;
-        self.maybe_roll(bytes.len() as u64, v.last_offset, now_ms)?;
-        let config = self.config.clone();
-        self.active_mut().append(&bytes, &config)?;
         self.epoch_cache.assign(leader_epoch, v.first_offset)?;
         self.next_offset = v.last_offset + 1;
-        if idempotent {
-            for (h, b) in sluice_protocol::batch::BatchIter::new(&bytes).map_while(Result::ok) {
-                record_batch(&mut self.producers, &mut self.txns, &h, b);
-            }
-        }
+        // Never a control batch (refused above): the header is all the producer state needs.
+        record_batch(&mut self.producers, &mut self.txns, &batch.header, &[]);
         self.unflushed_records += v.record_count;
-        if self.unflushed_records >= self.config.flush_messages {
-            self.flush(now_ms)?;
-        }
+        self.maybe_plan_flush(now_ms);
         Ok(LogAppendInfo {
             first_offset: v.first_offset,
             last_offset: v.last_offset,
@@ -330,41 +342,6 @@ impl Log {
             log_start_offset: self.log_start_offset,
             duplicate: false,
         })
-    }
-
-    /// Leader: check every idempotent batch against the producer state (each against the
-    /// state the batches before it leave). Returns whether any batch is idempotent, and the
-    /// original of a retried batch, which must then come alone.
-    fn check_producers(&self, records: &[u8]) -> Result<(bool, Option<BatchMeta>), LogError> {
-        let mut batches = 0usize;
-        let mut idempotent = 0usize;
-        let mut duplicate = None;
-        // Only a request with several idempotent batches needs a scratch copy of the state.
-        let mut scratch: Option<ProducerStateManager> = None;
-        for (h, _) in sluice_protocol::batch::BatchIter::new(records).map_while(Result::ok) {
-            batches += 1;
-            if h.producer_id < 0 {
-                continue;
-            }
-            idempotent += 1;
-            let b = producer_batch(&h);
-            let state = scratch.as_ref().unwrap_or(&self.producers);
-            if let SeqCheck::Duplicate(m) = state.check(&b)? {
-                duplicate = Some(m);
-            }
-            if idempotent == 1 && records.len() > h.batch_length as usize + 12 {
-                scratch = Some(self.producers.clone());
-            }
-            if let Some(s) = scratch.as_mut() {
-                s.record(&b, 0, 0, h.max_timestamp);
-            }
-        }
-        if duplicate.is_some() && batches > 1 {
-            return Err(LogError::InvalidRecord(
-                "a retried batch must be the only batch for its partition".into(),
-            ));
-        }
-        Ok((idempotent > 0, duplicate))
     }
 
     /// Append a transaction marker (a control batch) for `producer_id` as leader: the
@@ -383,8 +360,7 @@ impl Log {
         sluice_protocol::batch::set_base_offset(&mut bytes, offset);
         sluice_protocol::batch::set_partition_leader_epoch(&mut bytes, leader_epoch);
         self.maybe_roll(bytes.len() as u64, offset, now_ms)?;
-        let config = self.config.clone();
-        self.active_mut().append(&bytes, &config)?;
+        active_segment(&mut self.segments).append(&bytes, &self.config)?;
         self.epoch_cache.assign(leader_epoch, offset)?;
         self.next_offset = offset + 1;
         let h = BatchHeader::parse(&bytes).map_err(LogError::Corrupt)?;
@@ -392,6 +368,7 @@ impl Log {
             self.write_active_txn_index()?;
         }
         self.unflushed_records += 1;
+        self.maybe_plan_flush(now_ms);
         Ok(LogAppendInfo {
             first_offset: offset,
             last_offset: offset,
@@ -425,20 +402,6 @@ impl Log {
     /// Aborted transactions a read_committed fetch of `[start, upper)` must be told about.
     pub fn aborted_txns(&self, start: i64, upper: i64) -> Vec<AbortedTxn> {
         self.txns.collect(start, upper)
-    }
-
-    /// Coordinator origin: every producer batch must be of its producer's current epoch or a
-    /// newer one.
-    fn check_epochs(&self, records: &[u8]) -> Result<(bool, Option<BatchMeta>), LogError> {
-        let mut any = false;
-        for (h, _) in sluice_protocol::batch::BatchIter::new(records).map_while(Result::ok) {
-            if h.producer_id >= 0 {
-                any = true;
-                self.producers
-                    .check_epoch(h.producer_id, h.producer_epoch)?;
-            }
-        }
-        Ok((any, None))
     }
 
     /// The producer state as of the log end.
@@ -570,8 +533,7 @@ impl Log {
                 )));
             }
             self.maybe_roll(size as u64, h.last_offset(), now_ms)?;
-            let config = self.config.clone();
-            self.active_mut().append(batch, &config)?;
+            active_segment(&mut self.segments).append(batch, &self.config)?;
             self.epoch_cache
                 .assign(h.partition_leader_epoch, h.base_offset)?;
             self.next_offset = h.next_offset();
@@ -581,9 +543,7 @@ impl Log {
             self.unflushed_records += h.record_count.max(0) as u64;
             at += size;
         }
-        if self.unflushed_records >= self.config.flush_messages {
-            self.flush(now_ms)?;
-        }
+        self.maybe_plan_flush(now_ms);
         Ok(self.next_offset)
     }
 
@@ -602,22 +562,26 @@ impl Log {
         Ok(())
     }
 
-    /// Start a new active segment at the log end offset. The old one is trimmed and fsynced,
-    /// which moves the recovery point past it.
+    /// Start a new active segment at the log end offset. The old one is trimmed; its fsync
+    /// and the directory's are left in [`Self::take_pending_io`], and the recovery point
+    /// moves past the old segment once they are done.
     pub fn roll(&mut self, now_ms: i64) -> Result<(), LogError> {
         let new_base = self.next_offset;
         if self.active().base_offset() == new_base {
             return Ok(());
         }
-        {
+        let old_files = {
             let old = self.active_mut();
             old.make_inactive()?;
-            old.flush()?;
-        }
+            old.files_to_sync()
+        };
         let seg = LogSegment::create(&self.dir, new_base, &self.config, now_ms)?;
-        checkpoint::sync_dir(&self.dir)?;
         self.segments.insert(new_base, seg);
-        self.recovery_point = self.recovery_point.max(new_base);
+        self.pending_io.merge(PendingIo {
+            files: old_files.into(),
+            dir_sync: Some(self.dir.clone()),
+            recovery_point: Some((new_base, self.truncations)),
+        });
         self.producers
             .expire(now_ms, self.config.producer_id_expiration_ms);
         self.write_producer_snapshot()?;
@@ -625,8 +589,56 @@ impl Log {
         Ok(())
     }
 
-    /// fsync everything appended so far; the recovery point becomes the log end.
+    /// Past `flush.messages` unflushed records: plan an fsync of everything appended so far.
+    fn maybe_plan_flush(&mut self, now_ms: i64) {
+        if self.unflushed_records >= self.config.flush_messages {
+            self.plan_flush(now_ms);
+        }
+    }
+
+    /// Plan an fsync of everything appended so far, to run without the lock (see
+    /// [`Self::take_pending_io`]); the recovery point becomes the log end once it ran.
+    pub fn plan_flush(&mut self, now_ms: i64) {
+        let from = self
+            .segments
+            .range(..=self.recovery_point)
+            .next_back()
+            .map_or(i64::MIN, |(b, _)| *b);
+        let files: Vec<_> = self
+            .segments
+            .range(from..)
+            .flat_map(|(_, s)| s.files_to_sync())
+            .collect();
+        self.pending_io.merge(PendingIo {
+            files,
+            dir_sync: None,
+            recovery_point: Some((self.next_offset, self.truncations)),
+        });
+        self.unflushed_records = 0;
+        self.last_flush_ms = now_ms;
+    }
+
+    /// The disk work changes so far left to do ([`PendingIo::run`] it without the log's
+    /// lock, then report it with [`Self::complete_io`]).
+    pub fn take_pending_io(&mut self) -> PendingIo {
+        std::mem::take(&mut self.pending_io)
+    }
+
+    /// `io` ran: the recovery point moves to what it made durable, unless the log was
+    /// truncated since it was planned.
+    pub fn complete_io(&mut self, io: &PendingIo) {
+        if let Some((point, truncations)) = io.recovery_point {
+            if truncations == self.truncations {
+                self.recovery_point = self.recovery_point.max(point.min(self.next_offset));
+            }
+        }
+    }
+
+    /// fsync everything appended so far, under the lock; the recovery point becomes the log
+    /// end.
     pub fn flush(&mut self, now_ms: i64) -> Result<(), LogError> {
+        let pending = self.take_pending_io();
+        pending.run()?;
         // Only segments that may hold data past the recovery point need an fsync.
         let from = self
             .segments
@@ -991,6 +1003,15 @@ impl Log {
         drop(self);
         fs::remove_dir_all(&dir).at(&dir)
     }
+}
+
+/// The last segment: the one taking appends (a free function, so the log's other fields stay
+/// borrowable beside it).
+fn active_segment(segments: &mut BTreeMap<i64, LogSegment>) -> &mut LogSegment {
+    segments
+        .values_mut()
+        .next_back()
+        .expect("a log always has an active segment")
 }
 
 /// The producer fields of a batch header (the last sequence wraps as Kafka's does).

@@ -17,6 +17,7 @@ use crate::checkpoint;
 use crate::config::LogConfig;
 use crate::error::{IoContext, LogError};
 use crate::log::{Log, OpenOptions};
+use crate::pending_io::PendingIo;
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
@@ -33,6 +34,16 @@ pub type SharedLog = Arc<RwLock<Log>>;
 pub struct FoundLog {
     pub tp: TopicPartition,
     pub topic_id: Option<[u8; 16]>,
+}
+
+/// Run disk work `log` left (see [`PendingIo`]) without its lock, then record it done.
+pub fn run_pending_io(log: &SharedLog, io: PendingIo) -> Result<(), LogError> {
+    if io.is_empty() {
+        return Ok(());
+    }
+    io.run()?;
+    lock_write(log).complete_io(&io);
+    Ok(())
 }
 
 pub struct LogManager {
@@ -233,7 +244,11 @@ impl LogManager {
         let mut deleted = 0;
         for (tp, log) in self.all() {
             let bound = upper_bound(&tp);
-            match lock_write(&log).delete_old_segments(bound, now_ms) {
+            let (result, io) = {
+                let mut l = lock_write(&log);
+                (l.delete_old_segments(bound, now_ms), l.take_pending_io())
+            };
+            match result.and_then(|n| run_pending_io(&log, io).map(|()| n)) {
                 Ok(n) => deleted += n,
                 Err(e) => warn!(partition = %tp, error = %e, "retention failed"),
             }
@@ -296,14 +311,19 @@ impl LogManager {
         cleaned
     }
 
-    /// fsync logs whose `flush.ms` is due.
+    /// fsync logs whose `flush.ms` is due, and whatever disk work earlier changes left; the
+    /// fsyncs run without the logs' locks.
     pub fn flush_due(&self, now_ms: i64) {
         for (tp, log) in self.all() {
-            let due = lock_read(&log).flush_due(now_ms);
-            if due {
-                if let Err(e) = lock_write(&log).flush(now_ms) {
-                    warn!(partition = %tp, error = %e, "scheduled flush failed");
+            let io = {
+                let mut l = lock_write(&log);
+                if l.flush_due(now_ms) {
+                    l.plan_flush(now_ms);
                 }
+                l.take_pending_io()
+            };
+            if let Err(e) = run_pending_io(&log, io) {
+                warn!(partition = %tp, error = %e, "scheduled flush failed");
             }
         }
     }

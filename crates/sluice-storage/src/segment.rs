@@ -23,7 +23,8 @@ pub fn file_name(base_offset: i64, extension: &str) -> String {
     format!("{base_offset:020}.{extension}")
 }
 
-/// A contiguous byte range of a segment file, read outside the log's lock.
+/// A contiguous byte range of a segment file holding whole batches, read outside the log's
+/// lock. Readers keep the file open, so a segment deleted meanwhile stays readable.
 #[derive(Clone, Debug)]
 pub struct FileSlice {
     pub file: Arc<File>,
@@ -32,11 +33,34 @@ pub struct FileSlice {
 }
 
 impl FileSlice {
-    /// Append the slice's bytes to `out` (one copy, from the page cache).
+    /// Append the slice's bytes to `out`: one copy from the page cache, into spare capacity
+    /// (never zero-filled first). A file shorter than the slice (truncated since) is an
+    /// `UnexpectedEof` error.
     pub fn read_into(&self, out: &mut Vec<u8>) -> std::io::Result<()> {
-        let start = out.len();
-        out.resize(start + self.len as usize, 0);
-        self.file.read_exact_at(&mut out[start..], self.position)
+        let target = out.len() + self.len as usize;
+        out.reserve(self.len as usize);
+        let mut at = self.position;
+        while out.len() < target {
+            let before = out.len();
+            // Spare capacity may exceed the slice: what is read past it is cut off below.
+            rustix::io::pread(&*self.file, rustix::buffer::spare_capacity(out), at)?;
+            let got = out.len() - before;
+            if got == 0 {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "the segment file is shorter than the slice read from it",
+                ));
+            }
+            at += got as u64;
+        }
+        out.truncate(target);
+        Ok(())
+    }
+}
+
+impl sluice_protocol::fetch_frame::SplicedRecords for FileSlice {
+    fn records_len(&self) -> usize {
+        self.len as usize
     }
 }
 
@@ -80,6 +104,8 @@ struct HeaderScanner<'a> {
     end: u64,
     buf: Vec<u8>,
     buf_start: u64,
+    /// Size of the batch last returned.
+    last_size: usize,
 }
 
 const SCAN_CHUNK_BYTES: usize = 16 * 1024;
@@ -92,6 +118,7 @@ impl<'a> HeaderScanner<'a> {
             end,
             buf: Vec::new(),
             buf_start: 0,
+            last_size: 0,
         }
     }
 
@@ -102,7 +129,14 @@ impl<'a> HeaderScanner<'a> {
         }
         let buffered_end = self.buf_start + self.buf.len() as u64;
         if self.pos < self.buf_start || self.pos + BATCH_HEADER_LEN as u64 > buffered_end {
-            let len = SCAN_CHUNK_BYTES.min((self.end - self.pos) as usize);
+            // After a batch larger than a chunk the next header is all a chunk would hold
+            // of use: read just the header.
+            let chunk = if self.last_size > SCAN_CHUNK_BYTES {
+                BATCH_HEADER_LEN
+            } else {
+                SCAN_CHUNK_BYTES
+            };
+            let len = chunk.min((self.end - self.pos) as usize);
             self.buf.resize(len, 0);
             self.file.read_exact_at(&mut self.buf, self.pos)?;
             self.buf_start = self.pos;
@@ -116,8 +150,32 @@ impl<'a> HeaderScanner<'a> {
             return Ok(None);
         }
         self.pos += header.total_size() as u64;
+        self.last_size = header.total_size();
         Ok(Some((pos, header)))
     }
+}
+
+/// `pwritev` until every part is written.
+fn write_all_vectored(file: &File, parts: &[&[u8]], mut offset: u64) -> std::io::Result<()> {
+    let (mut part, mut skip) = (0usize, 0usize);
+    while part < parts.len() {
+        let slices: Vec<std::io::IoSlice<'_>> = std::iter::once(&parts[part][skip..])
+            .chain(parts[part + 1..].iter().copied())
+            .map(std::io::IoSlice::new)
+            .collect();
+        let mut written = rustix::io::pwritev(file, &slices, offset)?;
+        if written == 0 {
+            return Err(std::io::ErrorKind::WriteZero.into());
+        }
+        offset += written as u64;
+        while part < parts.len() && written >= parts[part].len() - skip {
+            written -= parts[part].len() - skip;
+            part += 1;
+            skip = 0;
+        }
+        skip += written;
+    }
+    Ok(())
 }
 
 impl LogSegment {
@@ -305,6 +363,22 @@ impl LogSegment {
         Ok(())
     }
 
+    /// Append one validated batch given as its (patched) header and the rest of it, with one
+    /// vectored write, and index it.
+    pub fn append_batch(
+        &mut self,
+        header_bytes: &[u8; BATCH_HEADER_LEN],
+        body: &[u8],
+        header: &BatchHeader,
+        config: &LogConfig,
+    ) -> Result<(), LogError> {
+        write_all_vectored(&self.log, &[header_bytes, body], self.size).at(&self.log_path)?;
+        let position = self.size;
+        self.index_batch(header, position, config);
+        self.size += (BATCH_HEADER_LEN + body.len()) as u64;
+        Ok(())
+    }
+
     fn index_batches(&mut self, batches: &[u8], mut position: u64, config: &LogConfig) {
         for item in BatchIter::new(batches) {
             let Ok((header, _)) = item else { break };
@@ -350,8 +424,15 @@ impl LogSegment {
         Ok(None)
     }
 
-    /// A slice starting at the batch holding `start_offset`, of at most `max_bytes` (but at
-    /// least that whole batch when `min_one_batch`), ending no later than `max_position`.
+    /// Whole batches from the one holding `start_offset`: as many as fit in `max_bytes` (but
+    /// at least that first batch when `min_one_batch`), all ending at or before
+    /// `max_position`, which must be a batch boundary (the segment's size, or where a batch
+    /// starts). None when no batch qualifies.
+    ///
+    /// Trimming to whole batches here keeps the bytes off the read path: the end is found
+    /// from the offset index (positions of batch starts) and a short scan of headers past the
+    /// last indexed batch that fits, and when everything up to `max_position` fits (a reader
+    /// that keeps up) no header is read at all.
     pub fn read(
         &self,
         start_offset: i64,
@@ -359,19 +440,42 @@ impl LogSegment {
         max_position: u64,
         min_one_batch: bool,
     ) -> Result<Option<FileSlice>, LogError> {
-        let Some((position, header)) = self.translate_offset(start_offset, max_position)? else {
+        let limit = max_position.min(self.size);
+        let Some((position, header)) = self.translate_offset(start_offset, limit)? else {
             return Ok(None);
         };
-        let available = max_position.min(self.size) - position;
-        let mut len = max_bytes.min(available);
-        if min_one_batch {
-            len = len.max(header.total_size() as u64);
+        let wanted_end = position.saturating_add(max_bytes);
+        let mut end = if wanted_end >= limit {
+            limit
+        } else {
+            self.last_batch_end_within(position, wanted_end)?
+        };
+        if end == position {
+            if !min_one_batch {
+                return Ok(None);
+            }
+            end = position + header.total_size() as u64;
         }
         Ok(Some(FileSlice {
             file: Arc::clone(&self.log),
             position,
-            len,
+            len: end - position,
         }))
+    }
+
+    /// The end of the last whole batch that starts at or after `from` (a batch start) and
+    /// ends at or before `bound`; `from` when none does.
+    fn last_batch_end_within(&self, from: u64, bound: u64) -> Result<u64, LogError> {
+        let start = self
+            .offset_index
+            .floor_position(bound)
+            .map_or(from, |(_, p)| u64::from(p).max(from));
+        let mut scan = HeaderScanner::new(&self.log, start, bound);
+        let mut end = start;
+        while let Some((pos, h)) = scan.next().at(&self.log_path)? {
+            end = pos + h.total_size() as u64;
+        }
+        Ok(end)
     }
 
     /// Read a whole batch at `position` (recovery, timestamp lookups).
@@ -512,6 +616,18 @@ impl LogSegment {
         self.log.sync_data().at(&self.log_path)?;
         self.offset_index.flush()?;
         self.time_index.flush()
+    }
+
+    /// The segment's files, for an fsync without the log's lock: what [`Self::flush`] does.
+    pub fn files_to_sync(&self) -> [(PathBuf, Arc<File>); 3] {
+        [
+            (self.log_path.clone(), Arc::clone(&self.log)),
+            (
+                self.offset_index.path().to_path_buf(),
+                self.offset_index.file(),
+            ),
+            (self.time_index.path().to_path_buf(), self.time_index.file()),
+        ]
     }
 
     /// Remove the segment's files.

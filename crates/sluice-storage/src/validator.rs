@@ -1,18 +1,58 @@
-//! Validation of a producer's records and in-place offset assignment (Kafka's
-//! `LogValidator`). Batches are checked whole: framing, magic, CRC, record count against the
-//! offset range, every record's structure (decompressing as a stream, size-capped),
-//! timestamps against the topic's window, and keys for compacted topics. Then each batch gets
-//! its base offset and leader epoch patched in place; only LogAppendTime, a corrected max
-//! timestamp or a broker-side codec change touch the CRC'd range.
+//! Validation of a producer's batch and offset assignment (Kafka's `LogValidator`), in one
+//! pass and without copying the batch.
+//!
+//! [`check`] looks at the batch once: one batch per append (as Kafka requires of Produce
+//! v3+), size, CRC, magic, the header's counts and producer fields, then every record —
+//! decompressing a compressed batch once, as a stream — for its structure and offset delta,
+//! a key on compacted topics and a timestamp inside the topic's window, and the largest
+//! timestamp. Records at fault are all reported (KIP-467), as Kafka words them. When the
+//! topic forces a codec, the batch is re-encoded in the same pass.
+//!
+//! [`assign`] then patches a copy of the 61-byte header only: base offset and leader epoch
+//! (outside the CRC'd range), and the max timestamp (+ CRC) when it must change. The body
+//! stays the bytes the request arrived in; the segment writes header and body with one
+//! vectored write.
 
+use bytes::Bytes;
 use sluice_protocol::batch::{
-    self, BatchBuilder, BatchError, BatchHeader, BatchIter, RecordLimits, TimestampType,
-    BATCH_HEADER_LEN,
+    self, BatchBuilder, BatchError, BatchHeader, RecordLimits, TimestampType, BATCH_HEADER_LEN,
 };
 use sluice_protocol::compression::Compression;
+use sluice_protocol::types::TopicPartition;
 
 use crate::config::{CompressionTarget, LogConfig};
 use crate::error::LogError;
+
+/// A batch that passed [`check`], waiting for its offset.
+#[derive(Debug)]
+pub struct CheckedBatch {
+    /// The header as sent (or as re-encoded).
+    pub header: BatchHeader,
+    /// The whole batch: the request's bytes, or the re-encoded batch.
+    pub bytes: Bytes,
+    /// Largest record timestamp and the offset delta of its first holder (CreateTime).
+    max_timestamp: (i64, i32),
+}
+
+/// A batch ready to append: its patched header and the rest of it.
+#[derive(Debug)]
+pub struct AssignedBatch {
+    pub header_bytes: [u8; BATCH_HEADER_LEN],
+    pub header: BatchHeader,
+    /// Everything after the header.
+    pub body: Bytes,
+    pub info: ValidatedAppend,
+}
+
+impl AssignedBatch {
+    pub fn len(&self) -> usize {
+        BATCH_HEADER_LEN + self.body.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        false
+    }
+}
 
 /// Facts about a validated append, for the log, the indexes and the produce response.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,127 +78,163 @@ fn corrupt(e: BatchError) -> LogError {
     }
 }
 
-/// Validate `records` (one or more batches from a produce request) and assign offsets from
-/// `next_offset`. Returns the possibly re-encoded bytes to append (unchanged length unless the
-/// topic forces a codec) and what was appended.
-pub fn validate_and_assign(
-    mut records: Vec<u8>,
-    next_offset: i64,
-    leader_epoch: i32,
-    now_ms: i64,
-    config: &LogConfig,
-) -> Result<(Vec<u8>, ValidatedAppend), LogError> {
-    if records.is_empty() {
-        return Err(LogError::InvalidRecord(
-            "produce request holds no record batch".into(),
-        ));
-    }
-    // First pass: validate every batch, decide whether any must be rebuilt.
-    let mut headers = Vec::new();
-    for item in BatchIter::new(&records) {
-        let (header, bytes) = item.map_err(corrupt)?;
-        validate_batch(&header, bytes, now_ms, config)?;
-        headers.push(header);
-    }
-    let needs_rebuild = |h: &BatchHeader| match config.compression {
-        CompressionTarget::Codec(c) => h.compression().ok() != Some(c),
-        CompressionTarget::Producer => false,
-    };
-    if headers.iter().any(needs_rebuild) {
-        let CompressionTarget::Codec(codec) = config.compression else {
-            unreachable!("rebuild only happens with a target codec");
-        };
-        records = rebuild_with_codec(&records, codec)?;
-    }
-    assign(records, next_offset, leader_epoch, now_ms, config)
+fn invalid(msg: String) -> LogError {
+    LogError::InvalidRecord(msg)
 }
 
-fn validate_batch(
-    header: &BatchHeader,
-    bytes: &[u8],
+/// Check one client batch (see the module docs). `records` is one partition's records from a
+/// produce request; `tp` names the partition in messages.
+pub fn check(
+    records: Bytes,
+    tp: &TopicPartition,
     now_ms: i64,
     config: &LogConfig,
-) -> Result<(), LogError> {
-    if bytes.len() > config.max_message_bytes {
+) -> Result<CheckedBatch, LogError> {
+    let header = framing(&records)?;
+    if records.len() > config.max_message_bytes {
         return Err(LogError::MessageTooLarge {
-            size: bytes.len(),
+            size: records.len(),
             max: config.max_message_bytes,
         });
     }
-    batch::verify_crc(bytes).map_err(corrupt)?;
-    if header.is_control() {
-        return Err(LogError::InvalidRecord(
-            "clients are not allowed to write control records".into(),
-        ));
-    }
-    if header.record_count <= 0 {
-        return Err(LogError::InvalidRecord(format!(
-            "invalid reported count for record batch: {}",
-            header.record_count
-        )));
-    }
-    if i64::from(header.last_offset_delta) + 1 != i64::from(header.record_count) {
-        return Err(LogError::InvalidRecord(format!(
-            "inconsistent batch offset range (last offset delta {}) and record count {}",
-            header.last_offset_delta, header.record_count
-        )));
-    }
-    if header.has_producer_id() && header.base_sequence < 0 {
-        return Err(LogError::InvalidRecord(format!(
-            "invalid sequence number {} for producer {}",
-            header.base_sequence, header.producer_id
-        )));
-    }
-    header.compression().map_err(|e| corrupt(e.into()))?;
-    let check_time = config.message_timestamp_type == TimestampType::CreateTime;
-    let low = now_ms.saturating_sub(config.message_timestamp_before_max_ms);
-    let high = now_ms.saturating_add(config.message_timestamp_after_max_ms);
-    let mut expected_delta = 0i32;
-    let mut failure: Option<LogError> = None;
-    batch::for_each_record(bytes, RecordLimits::default(), |r| {
-        if failure.is_some() {
-            return Ok(());
-        }
-        if r.offset_delta != expected_delta {
-            failure = Some(LogError::InvalidRecord(format!(
-                "inner record offset delta {} where {} was expected",
-                r.offset_delta, expected_delta
-            )));
-        } else if config.cleanup_compact && r.key.is_none() {
-            failure = Some(LogError::InvalidRecord(
-                "compacted topic cannot accept a record without a key".into(),
-            ));
-        } else if check_time && header.timestamp_type() == TimestampType::CreateTime {
-            let ts = header.base_timestamp.wrapping_add(r.timestamp_delta);
-            if ts < low || ts > high {
-                failure = Some(LogError::InvalidTimestamp {
-                    timestamp: ts,
-                    low,
-                    high,
-                });
-            }
-        }
-        expected_delta += 1;
-        Ok(())
+    batch::verify_crc(&records).map_err(corrupt)?;
+    header_rules(&header, tp)?;
+    let codec = header.compression().map_err(|e| corrupt(e.into()))?;
+    let rebuild = match config.compression {
+        CompressionTarget::Codec(c) if c != codec => Some(c),
+        _ => None,
+    };
+    let walk = walk_records(&records, &header, tp, now_ms, config, rebuild)?;
+    let (header, bytes) = match walk.rebuilt {
+        Some(b) => (BatchHeader::parse(&b).map_err(corrupt)?, Bytes::from(b)),
+        None => (header, records),
+    };
+    Ok(CheckedBatch {
+        header,
+        bytes,
+        max_timestamp: walk.max_timestamp,
     })
-    .map_err(corrupt)?;
-    match failure {
-        Some(e) => Err(e),
-        None => Ok(()),
+}
+
+/// Exactly one whole batch: more is refused as Kafka refuses it (Produce v3+), less is a
+/// truncated request.
+fn framing(records: &[u8]) -> Result<BatchHeader, LogError> {
+    if records.is_empty() {
+        return Err(invalid("the produce request holds no record batch".into()));
+    }
+    let header = BatchHeader::parse(records).map_err(|e| match e {
+        BatchError::Truncated { .. } => invalid("the record batch is truncated".into()),
+        other => corrupt(other),
+    })?;
+    match records.len().cmp(&header.total_size()) {
+        std::cmp::Ordering::Less => Err(invalid(format!(
+            "the record batch is truncated: {} of {} bytes",
+            records.len(),
+            header.total_size()
+        ))),
+        std::cmp::Ordering::Greater => Err(invalid(
+            "produce requests must contain exactly one record batch per partition".into(),
+        )),
+        std::cmp::Ordering::Equal => Ok(header),
     }
 }
 
-/// Re-encode every batch with `codec`, keeping records, timestamps and producer fields.
-fn rebuild_with_codec(records: &[u8], codec: Compression) -> Result<Vec<u8>, LogError> {
-    let mut out = Vec::with_capacity(records.len());
-    for item in BatchIter::new(records) {
-        let (h, bytes) = item.map_err(corrupt)?;
-        let mut builder = BatchBuilder::new(codec)
+/// What the header must say, checked before any record (Kafka checks these first too, and
+/// reports them without per-record errors).
+fn header_rules(h: &BatchHeader, tp: &TopicPartition) -> Result<(), LogError> {
+    if h.is_control() {
+        return Err(invalid(
+            "clients are not allowed to write control records".into(),
+        ));
+    }
+    if h.record_count <= 0 {
+        return Err(invalid(format!(
+            "invalid reported count for record batch: {} in topic partition {tp}",
+            h.record_count
+        )));
+    }
+    if i64::from(h.last_offset_delta) + 1 != i64::from(h.record_count) {
+        return Err(invalid(format!(
+            "inconsistent batch offset range [0, {}] and count of records {} in topic partition {tp}",
+            h.last_offset_delta, h.record_count
+        )));
+    }
+    if h.base_offset != 0 {
+        return Err(invalid(format!(
+            "the base offset of the record batch in the append to {tp} should be 0, but it is {}",
+            h.base_offset
+        )));
+    }
+    if h.has_producer_id() && h.base_sequence < 0 {
+        return Err(invalid(format!(
+            "invalid sequence number {} for producer {}",
+            h.base_sequence, h.producer_id
+        )));
+    }
+    Ok(())
+}
+
+struct Walk {
+    max_timestamp: (i64, i32),
+    rebuilt: Option<Vec<u8>>,
+}
+
+/// The one pass over the records: structure, offset deltas, keys, timestamps, the largest
+/// timestamp, and the re-encoding when the topic forces a codec.
+fn walk_records(
+    records: &[u8],
+    h: &BatchHeader,
+    tp: &TopicPartition,
+    now_ms: i64,
+    config: &LogConfig,
+    rebuild: Option<Compression>,
+) -> Result<Walk, LogError> {
+    let check_time = config.message_timestamp_type == TimestampType::CreateTime
+        && h.timestamp_type() == TimestampType::CreateTime;
+    let low = now_ms.saturating_sub(config.message_timestamp_before_max_ms);
+    let high = now_ms.saturating_add(config.message_timestamp_after_max_ms);
+    let mut builder = rebuild.map(|codec| {
+        BatchBuilder::new(codec)
             .with_producer(h.producer_id, h.producer_epoch, h.base_sequence)
             .with_transactional(h.is_transactional())
-            .with_timestamp_type(h.timestamp_type());
-        let mut headers: Vec<(String, Option<Vec<u8>>)> = Vec::new();
-        batch::for_each_record(bytes, RecordLimits::default(), |r| {
+            .with_timestamp_type(h.timestamp_type())
+    });
+    let mut headers: Vec<(String, Option<Vec<u8>>)> = Vec::new();
+    let mut expected_delta = 0i32;
+    let mut bad_delta: Option<(i32, i32)> = None;
+    let mut errors: Vec<(i32, String)> = Vec::new();
+    let mut time_error = false;
+    let mut max = (-1i64, 0i32);
+    batch::for_each_record(records, RecordLimits::default(), |r| {
+        let index = expected_delta;
+        expected_delta += 1;
+        if r.offset_delta != index {
+            bad_delta.get_or_insert((r.offset_delta, index));
+            return Ok(());
+        }
+        let ts = match h.timestamp_type() {
+            TimestampType::LogAppendTime => h.max_timestamp,
+            TimestampType::CreateTime => h.base_timestamp.wrapping_add(r.timestamp_delta),
+        };
+        if config.cleanup_compact && r.key.is_none() {
+            errors.push((
+                index,
+                format!("Compacted topic cannot accept message without key in topic partition {tp}"),
+            ));
+        }
+        if check_time && (ts < low || ts > high) {
+            time_error = true;
+            errors.push((
+                index,
+                format!(
+                    "Timestamp {ts} of message with offset {index} is out of range. The timestamp should be within [{low}, {high}]"
+                ),
+            ));
+        }
+        if ts > max.0 {
+            max = (ts, r.offset_delta);
+        }
+        if let Some(b) = builder.as_mut() {
             headers.clear();
             headers.extend(
                 r.headers()
@@ -168,87 +244,94 @@ fn rebuild_with_codec(records: &[u8], codec: Compression) -> Result<Vec<u8>, Log
                 .iter()
                 .map(|(k, v)| (k.as_str(), v.as_deref()))
                 .collect();
-            let ts = match h.timestamp_type() {
-                TimestampType::LogAppendTime => h.max_timestamp,
-                TimestampType::CreateTime => h.base_timestamp.wrapping_add(r.timestamp_delta),
-            };
-            builder.append(ts, r.key, r.value, &refs);
-            Ok(())
-        })
-        .map_err(corrupt)?;
-        let rebuilt = builder
-            .build(h.base_offset)
-            .map_err(|e| LogError::InvalidRecord(format!("re-compression failed: {e}")))?;
-        out.extend_from_slice(&rebuilt);
+            b.append(ts, r.key, r.value, &refs);
+        }
+        Ok(())
+    })
+    .map_err(|e| match e {
+        // A record count that disagrees with the records is the batch's fault, not a record's.
+        BatchError::InvalidRecord(m) => invalid(format!("{m} in topic partition {tp}")),
+        other => corrupt(other),
+    })?;
+    if let Some((got, want)) = bad_delta {
+        return Err(invalid(format!(
+            "inner record offset delta {got} where {want} was expected in topic partition {tp}"
+        )));
     }
-    Ok(out)
+    if !errors.is_empty() {
+        return Err(LogError::RecordErrors {
+            timestamp: time_error,
+            errors,
+        });
+    }
+    let rebuilt = match builder {
+        Some(b) => Some(
+            b.build(0)
+                .map_err(|e| invalid(format!("re-compression failed: {e}")))?,
+        ),
+        None => None,
+    };
+    Ok(Walk {
+        max_timestamp: if h.timestamp_type() == TimestampType::LogAppendTime {
+            (h.max_timestamp, 0)
+        } else {
+            max
+        },
+        rebuilt,
+    })
 }
 
-/// Patch offsets, epoch and timestamps of validated batches; compute the append's facts.
-fn assign(
-    mut records: Vec<u8>,
+/// Give a checked batch its offsets from `next_offset` and its leader epoch; stamp
+/// LogAppendTime or correct the max timestamp where needed. Only the header is copied.
+pub fn assign(
+    checked: CheckedBatch,
     next_offset: i64,
     leader_epoch: i32,
     now_ms: i64,
     config: &LogConfig,
-) -> Result<(Vec<u8>, ValidatedAppend), LogError> {
+) -> AssignedBatch {
+    let mut header_bytes = [0u8; BATCH_HEADER_LEN];
+    header_bytes.copy_from_slice(&checked.bytes[..BATCH_HEADER_LEN]);
+    let body = checked.bytes.slice(BATCH_HEADER_LEN..);
+    batch::set_base_offset(&mut header_bytes, next_offset);
+    batch::set_partition_leader_epoch(&mut header_bytes, leader_epoch);
+    let h = &checked.header;
     let log_append = config.message_timestamp_type == TimestampType::LogAppendTime;
-    let mut offset = next_offset;
-    let mut pos = 0usize;
-    let mut info = ValidatedAppend {
-        first_offset: next_offset,
-        last_offset: next_offset,
-        record_count: 0,
-        max_timestamp: -1,
-        offset_of_max_timestamp: -1,
-        log_append_time_ms: if log_append { now_ms } else { -1 },
+    let (max_ts, max_delta) = if log_append {
+        batch::set_max_timestamp_split(
+            &mut header_bytes,
+            &body,
+            TimestampType::LogAppendTime,
+            now_ms,
+        );
+        (now_ms, 0)
+    } else {
+        let (max_ts, delta) = checked.max_timestamp;
+        if max_ts != h.max_timestamp || h.timestamp_type() != TimestampType::CreateTime {
+            batch::set_max_timestamp_split(
+                &mut header_bytes,
+                &body,
+                TimestampType::CreateTime,
+                max_ts,
+            );
+        }
+        (max_ts, delta)
     };
-    while pos < records.len() {
-        let header = BatchHeader::parse(&records[pos..]).map_err(corrupt)?;
-        let end = pos + header.total_size();
-        let batch_bytes = &mut records[pos..end];
-        batch::set_base_offset(batch_bytes, offset);
-        batch::set_partition_leader_epoch(batch_bytes, leader_epoch);
-        let (max_ts, max_ts_delta) = if log_append {
-            batch::set_max_timestamp(batch_bytes, TimestampType::LogAppendTime, now_ms);
-            (now_ms, 0)
-        } else {
-            let (max_ts, delta) = max_record_timestamp(&header, batch_bytes)?;
-            if max_ts != header.max_timestamp
-                || header.timestamp_type() != TimestampType::CreateTime
-            {
-                batch::set_max_timestamp(batch_bytes, TimestampType::CreateTime, max_ts);
-            }
-            (max_ts, delta)
-        };
-        if max_ts > info.max_timestamp {
-            info.max_timestamp = max_ts;
-            info.offset_of_max_timestamp = offset + i64::from(max_ts_delta);
-        }
-        info.record_count += header.record_count as u64;
-        offset += i64::from(header.record_count);
-        pos = end;
+    let header = BatchHeader::parse(&header_bytes).expect("a checked header parses");
+    let count = i64::from(h.record_count);
+    AssignedBatch {
+        header_bytes,
+        header,
+        body,
+        info: ValidatedAppend {
+            first_offset: next_offset,
+            last_offset: next_offset + count - 1,
+            record_count: count as u64,
+            max_timestamp: max_ts,
+            offset_of_max_timestamp: next_offset + i64::from(max_delta),
+            log_append_time_ms: if log_append { now_ms } else { -1 },
+        },
     }
-    info.last_offset = offset - 1;
-    debug_assert!(records.len() >= BATCH_HEADER_LEN);
-    Ok((records, info))
-}
-
-/// The largest record timestamp in a batch and the offset delta of its first holder.
-fn max_record_timestamp(header: &BatchHeader, bytes: &[u8]) -> Result<(i64, i32), LogError> {
-    if header.timestamp_type() == TimestampType::LogAppendTime {
-        return Ok((header.max_timestamp, 0));
-    }
-    let mut best = (-1i64, 0i32);
-    batch::for_each_record(bytes, RecordLimits::default(), |r| {
-        let ts = header.base_timestamp.wrapping_add(r.timestamp_delta);
-        if ts > best.0 {
-            best = (ts, r.offset_delta);
-        }
-        Ok(())
-    })
-    .map_err(corrupt)?;
-    Ok(best)
 }
 
 #[cfg(test)]
@@ -256,7 +339,13 @@ mod tests {
     use super::*;
     use sluice_protocol::batch::{decode_records, BatchBuilder};
 
-    fn batch(codec: Compression, n: usize, ts: i64) -> Vec<u8> {
+    const NOW: i64 = 1_700_000_000_000;
+
+    fn tp() -> TopicPartition {
+        TopicPartition::new("t", 0)
+    }
+
+    fn batch(codec: Compression, n: usize, ts: i64) -> Bytes {
         let mut b = BatchBuilder::new(codec);
         for i in 0..n {
             b.append(
@@ -266,96 +355,160 @@ mod tests {
                 &[],
             );
         }
-        b.build(0).unwrap()
+        b.build(0).unwrap().into()
+    }
+
+    fn whole(a: &AssignedBatch) -> Vec<u8> {
+        [&a.header_bytes[..], &a.body[..]].concat()
+    }
+
+    fn validate(
+        records: Bytes,
+        next: i64,
+        epoch: i32,
+        cfg: &LogConfig,
+    ) -> Result<AssignedBatch, LogError> {
+        check(records, &tp(), NOW, cfg).map(|c| assign(c, next, epoch, NOW, cfg))
     }
 
     #[test]
-    fn assigns_offsets_and_epoch_across_batches() {
-        let now = 1_700_000_000_000;
-        let records = [
-            batch(Compression::None, 3, now),
-            batch(Compression::Zstd, 2, now + 10),
-        ]
-        .concat();
-        let (out, info) = validate_and_assign(records, 40, 5, now, &LogConfig::default()).unwrap();
-        assert_eq!(
-            (info.first_offset, info.last_offset, info.record_count),
-            (40, 44, 5)
-        );
-        assert_eq!(
-            (info.max_timestamp, info.offset_of_max_timestamp),
-            (now + 11, 44)
-        );
-        let batches: Vec<_> = BatchIter::new(&out).map(|b| b.unwrap().0).collect();
-        assert_eq!(batches[0].base_offset, 40);
-        assert_eq!(batches[1].base_offset, 43);
-        assert!(batches.iter().all(|h| h.partition_leader_epoch == 5));
+    fn assigns_offsets_epoch_and_max_timestamp() {
+        for codec in [Compression::None, Compression::Zstd] {
+            let a = validate(batch(codec, 3, NOW), 40, 5, &LogConfig::default()).unwrap();
+            assert_eq!(
+                (a.info.first_offset, a.info.last_offset, a.info.record_count),
+                (40, 42, 3)
+            );
+            assert_eq!(
+                (a.info.max_timestamp, a.info.offset_of_max_timestamp),
+                (NOW + 2, 42)
+            );
+            let bytes = whole(&a);
+            batch::verify_crc(&bytes).unwrap();
+            let h = BatchHeader::parse(&bytes).unwrap();
+            assert_eq!((h.base_offset, h.partition_leader_epoch), (40, 5));
+            assert_eq!(h, a.header);
+        }
     }
 
     #[test]
-    fn rejects_bad_input_with_the_right_error() {
-        let now = 1_700_000_000_000;
+    fn the_body_is_the_requests_own_bytes() {
+        let records = batch(Compression::Lz4, 10, NOW);
+        let a = validate(records.clone(), 7, 1, &LogConfig::default()).unwrap();
+        // Not a copy: the same allocation, past the header.
+        assert_eq!(a.body.as_ptr(), records[BATCH_HEADER_LEN..].as_ptr());
+    }
+
+    #[test]
+    fn a_wrong_max_timestamp_is_corrected_with_a_new_crc() {
+        let mut raw = batch(Compression::Gzip, 3, NOW).to_vec();
+        batch::set_max_timestamp(&mut raw, TimestampType::CreateTime, NOW - 5);
+        let a = validate(raw.into(), 0, 0, &LogConfig::default()).unwrap();
+        let bytes = whole(&a);
+        batch::verify_crc(&bytes).unwrap();
+        assert_eq!(a.header.max_timestamp, NOW + 2);
+    }
+
+    #[test]
+    fn rejects_bad_batches_with_kafkas_codes() {
         let cfg = LogConfig::default();
-        let mut bad_crc = batch(Compression::None, 2, now);
+        let mut bad_crc = batch(Compression::None, 2, NOW).to_vec();
         let n = bad_crc.len();
         bad_crc[n - 1] ^= 0xff;
         assert!(matches!(
-            validate_and_assign(bad_crc, 0, 0, now, &cfg),
+            validate(bad_crc.into(), 0, 0, &cfg),
             Err(LogError::Corrupt(_))
         ));
-
         let small = LogConfig {
             max_message_bytes: 10,
             ..LogConfig::default()
         };
         assert!(matches!(
-            validate_and_assign(batch(Compression::None, 2, now), 0, 0, now, &small),
+            validate(batch(Compression::None, 2, NOW), 0, 0, &small),
             Err(LogError::MessageTooLarge { .. })
         ));
-
-        let future = now + 2 * 3_600_000;
+        let mut torn = batch(Compression::None, 2, NOW).to_vec();
+        torn.truncate(torn.len() - 3);
         assert!(matches!(
-            validate_and_assign(batch(Compression::None, 1, future), 0, 0, now, &cfg),
-            Err(LogError::InvalidTimestamp { .. })
+            validate(torn.into(), 0, 0, &cfg),
+            Err(LogError::InvalidRecord(_))
         ));
+        assert!(matches!(
+            validate(Bytes::new(), 0, 0, &cfg),
+            Err(LogError::InvalidRecord(_))
+        ));
+        // Two batches for one partition: refused whole, as Kafka does.
+        let two = [
+            batch(Compression::None, 1, NOW),
+            batch(Compression::None, 1, NOW),
+        ]
+        .concat();
+        assert!(matches!(
+            validate(two.into(), 0, 0, &cfg),
+            Err(LogError::InvalidRecord(_))
+        ));
+        // A base offset other than 0.
+        let mut based = batch(Compression::None, 2, NOW).to_vec();
+        batch::set_base_offset(&mut based, 100);
+        assert!(matches!(
+            validate(based.into(), 0, 0, &cfg),
+            Err(LogError::InvalidRecord(_))
+        ));
+    }
 
+    #[test]
+    fn names_every_record_at_fault_as_kafka_does() {
         let compacted = LogConfig {
             cleanup_compact: true,
             ..LogConfig::default()
         };
+        for codec in [Compression::None, Compression::Gzip] {
+            let mut b = BatchBuilder::new(codec);
+            for i in 0..5 {
+                let key = (i % 2 == 0).then_some(&b"k"[..]);
+                b.append(NOW, key, Some(b"v"), &[]);
+            }
+            let err = validate(b.build(0).unwrap().into(), 0, 0, &compacted).unwrap_err();
+            let LogError::RecordErrors { timestamp, errors } = err else {
+                panic!("{err:?}");
+            };
+            assert!(!timestamp);
+            let msg = "Compacted topic cannot accept message without key in topic partition t-0";
+            assert_eq!(errors, vec![(1, msg.to_string()), (3, msg.to_string())]);
+        }
+        // A timestamp out of range makes it INVALID_TIMESTAMP, key errors still listed.
         let mut b = BatchBuilder::new(Compression::None);
-        b.append(now, None, Some(b"v"), &[]);
-        assert!(matches!(
-            validate_and_assign(b.build(0).unwrap(), 0, 0, now, &compacted),
-            Err(LogError::InvalidRecord(_))
-        ));
-
-        let mut torn = batch(Compression::None, 2, now);
-        torn.truncate(torn.len() - 3);
-        assert!(matches!(
-            validate_and_assign(torn, 0, 0, now, &cfg),
-            Err(LogError::Corrupt(_))
-        ));
-        assert!(validate_and_assign(Vec::new(), 0, 0, now, &cfg).is_err());
+        b.append(NOW, Some(b"k"), Some(b"v"), &[]);
+        b.append(NOW, None, Some(b"v"), &[]);
+        b.append(NOW + 2 * 3_600_000, Some(b"k"), Some(b"v"), &[]);
+        let err = validate(b.build(0).unwrap().into(), 0, 0, &compacted).unwrap_err();
+        let LogError::RecordErrors { timestamp, errors } = err else {
+            panic!("{err:?}");
+        };
+        assert!(timestamp);
+        assert_eq!(errors.iter().map(|e| e.0).collect::<Vec<_>>(), vec![1, 2]);
+        assert!(errors[1].1.starts_with(&format!(
+            "Timestamp {} of message with offset 2 is out of range.",
+            NOW + 2 * 3_600_000
+        )));
     }
 
     #[test]
     fn log_append_time_and_forced_codec() {
-        let now = 1_700_000_000_000;
         let cfg = LogConfig {
             message_timestamp_type: TimestampType::LogAppendTime,
             compression: CompressionTarget::Codec(Compression::Gzip),
             ..LogConfig::default()
         };
-        let (out, info) =
-            validate_and_assign(batch(Compression::Snappy, 4, 5), 0, 0, now, &cfg).unwrap();
-        assert_eq!(info.log_append_time_ms, now);
+        let a = validate(batch(Compression::Snappy, 4, 5), 0, 0, &cfg).unwrap();
+        assert_eq!(a.info.log_append_time_ms, NOW);
+        let out = whole(&a);
         let h = BatchHeader::parse(&out).unwrap();
         assert_eq!(h.compression().unwrap(), Compression::Gzip);
         batch::verify_crc(&out).unwrap();
         let recs = decode_records(&out, RecordLimits::default()).unwrap();
         assert_eq!(recs.len(), 4);
-        assert!(recs.iter().all(|r| r.timestamp == now));
+        assert!(recs.iter().all(|r| r.timestamp == NOW));
         assert_eq!(recs[3].value.as_deref(), Some(&b"v3"[..]));
     }
 }

@@ -119,6 +119,60 @@ fn appends_roll_segments_and_read_back_from_any_offset() {
     assert_eq!(log.leader_epoch_cache().entries(), &[(2, 0)]);
 }
 
+/// Reads hand out whole batches only, as many as fit, from the batch holding the start
+/// offset: trimming is the log's job, so a reader can send the range as it is.
+#[test]
+fn reads_are_whole_batches_that_fit() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        index_interval_bytes: 300,
+        ..LogConfig::default()
+    };
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, config, NOW).unwrap();
+    // Batches of 1 to 7 records (about 120 to 800 bytes each).
+    let mut batches = Vec::new(); // (base offset, size)
+    for i in 0..60usize {
+        let b = batch(1 + i % 7, NOW, Compression::None);
+        let info = log.append_as_leader(b.clone(), 0, NOW).unwrap();
+        batches.push((info.first_offset, b.len() as u64));
+    }
+    let end = log.log_end_offset();
+    for start in [0, 1, 5, 30, 100, end - 1] {
+        let first = batches
+            .iter()
+            .rposition(|(base, _)| *base <= start)
+            .unwrap();
+        for max in [0u64, 50, 200, 1000, 3000, 1 << 20] {
+            for min_one in [false, true] {
+                let slice = log.read(start, max, end, min_one).unwrap().slice;
+                // What should come back: whole batches from `first` while they fit.
+                let mut want = 0u64;
+                for (_, size) in &batches[first..] {
+                    if want + size > max {
+                        break;
+                    }
+                    want += size;
+                }
+                if want == 0 && min_one {
+                    want = batches[first].1;
+                }
+                let got = slice.as_ref().map_or(0, |s| s.len);
+                assert_eq!(got, want, "start {start} max {max} min_one {min_one}");
+                if let Some(slice) = slice {
+                    let mut buf = Vec::new();
+                    slice.read_into(&mut buf).unwrap();
+                    let parsed: u64 = BatchIter::new(&buf)
+                        .map(|b| b.unwrap().0.total_size() as u64)
+                        .sum();
+                    assert_eq!(parsed, got, "only whole batches");
+                    let h = BatchIter::new(&buf).next().unwrap().unwrap().0;
+                    assert!(h.base_offset <= start && start <= h.last_offset());
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn min_one_batch_returns_a_whole_oversized_batch() {
     let dir = tempfile::tempdir().unwrap();
@@ -128,8 +182,8 @@ fn min_one_batch_returns_a_whole_oversized_batch() {
     log.append_as_leader(b, 0, NOW).unwrap();
     let slice = log.read(0, 10, 50, true).unwrap().slice.unwrap();
     assert_eq!(slice.len, size);
-    let slice = log.read(0, 10, 50, false).unwrap().slice.unwrap();
-    assert_eq!(slice.len, 10);
+    // Without min_one_batch nothing fits: only whole batches are handed out.
+    assert!(log.read(0, 10, 50, false).unwrap().slice.is_none());
 }
 
 #[test]
@@ -385,7 +439,7 @@ fn segment_ms_rolls_by_age_of_the_first_record() {
 }
 
 #[test]
-fn flush_messages_one_fsyncs_before_the_append_returns() {
+fn flush_messages_one_leaves_an_fsync_for_the_caller_before_the_append_is_answered() {
     let dir = tempfile::tempdir().unwrap();
     let config = LogConfig {
         flush_messages: 1,
@@ -395,9 +449,30 @@ fn flush_messages_one_fsyncs_before_the_append_returns() {
     for i in 0..5 {
         log.append_as_leader(batch(2, NOW, Compression::None), 0, NOW)
             .unwrap();
-        // The recovery point only moves past data that was fsynced.
+        // The fsync is owed, to be run without the log's lock; the recovery point only
+        // moves past data once it ran.
+        let io = log.take_pending_io();
+        assert!(!io.is_empty());
+        assert_eq!(log.recovery_point(), i * 2);
+        io.run().unwrap();
+        log.complete_io(&io);
         assert_eq!(log.recovery_point(), (i + 1) * 2);
     }
+    // A truncation between planning and completing voids the move.
+    log.append_as_leader(batch(2, NOW, Compression::None), 0, NOW)
+        .unwrap();
+    let stale = log.take_pending_io();
+    log.truncate_to(10, NOW).unwrap();
+    log.append_as_leader(batch(2, NOW, Compression::None), 0, NOW)
+        .unwrap();
+    let _not_run_yet = log.take_pending_io();
+    stale.run().unwrap();
+    log.complete_io(&stale);
+    assert_eq!(
+        log.recovery_point(),
+        10,
+        "the new records at 10..12 are not fsynced"
+    );
     let mut lazy = Log::create(
         &dir.path().join("b"),
         tp(),
@@ -542,19 +617,26 @@ fn idempotent_retries_are_answered_with_their_offsets_across_rolls_restarts_and_
     assert_eq!(rewritten.first_offset, last.first_offset);
 }
 
+/// One batch per append, as Kafka requires of a produce request (v3+): two batches together
+/// are refused whole, and nothing of them is written.
 #[test]
-fn several_batches_of_one_producer_in_one_append_continue_each_other() {
+fn an_append_of_several_batches_is_refused_whole() {
     let dir = tempfile::tempdir().unwrap();
     let mut log = Log::create(dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
     let mut two = idempotent(5, 0, 0, 3);
     two.extend(idempotent(5, 0, 3, 2));
-    let info = log.append_as_leader(two.clone(), 0, NOW).unwrap();
-    assert_eq!((info.first_offset, info.last_offset), (0, 4));
-    // Retried together: a duplicate must come alone.
     assert!(matches!(
         log.append_as_leader(two, 0, NOW),
         Err(LogError::InvalidRecord(_))
     ));
+    assert_eq!(log.log_end_offset(), 0);
+    // One at a time, the second continues the first's sequence.
+    log.append_as_leader(idempotent(5, 0, 0, 3), 0, NOW)
+        .unwrap();
+    let info = log
+        .append_as_leader(idempotent(5, 0, 3, 2), 0, NOW)
+        .unwrap();
+    assert_eq!((info.first_offset, info.last_offset), (3, 4));
     assert!(
         log.append_as_leader(idempotent(5, 0, 3, 2), 0, NOW)
             .unwrap()

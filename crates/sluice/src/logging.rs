@@ -150,12 +150,12 @@ mod tests {
 
     #[test]
     fn directives_round_trip() {
-        let d = Directives::parse("info,openraft=warn, sluice_broker::replica_fetcher=debug");
+        let d = Directives::parse("info,openraft=warn, sluice_broker::replica::fetcher=debug");
         assert_eq!(d.root, "info");
         assert_eq!(d.targets["openraft"], "warn");
         assert_eq!(
             d.render(),
-            "info,openraft=warn,sluice_broker::replica_fetcher=debug"
+            "info,openraft=warn,sluice_broker::replica::fetcher=debug"
         );
         assert_eq!(Directives::parse("openraft=warn").root, "error");
         let bare = Directives::parse("info,sluice_broker");

@@ -17,7 +17,6 @@ use sluice_protocol::compression::Compression;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
 use tracing::{info, warn};
 
 use super::records::{GroupValue, OffsetValue, OffsetsKey};
@@ -25,7 +24,8 @@ use super::state::{
     Effect, GroupConfig, GroupMachine, GroupState, JoinOutcome, JoinRequest, SyncOutcome, Token,
 };
 use crate::metadata_cache::MetadataCache;
-use crate::replica_manager::ReplicaManager;
+use crate::replica::manager::ReplicaManager;
+use crate::replica::{Acks, AppendOrigin};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
@@ -193,7 +193,7 @@ struct LoadResult {
 /// Handle to the coordinator task; cheap to share.
 pub struct GroupCoordinator {
     tx: mpsc::Sender<Command>,
-    task: std::sync::Mutex<Option<JoinHandle<()>>>,
+    task: std::sync::Mutex<Option<crate::own_thread::OwnThread>>,
     pub config: CoordinatorConfig,
 }
 
@@ -211,10 +211,16 @@ impl GroupCoordinator {
         metadata: Arc<MetadataCache>,
     ) -> Arc<GroupCoordinator> {
         let (tx, rx) = mpsc::channel(1024);
-        let task = tokio::spawn(run(config.clone(), replicas, metadata, rx, tx.clone()));
+        // On a thread of its own: it appends to `__consumer_offsets` inline.
+        let task = crate::own_thread::spawn(
+            "group-coordinator",
+            run(config.clone(), replicas, metadata, rx, tx.clone()),
+        )
+        .inspect_err(|e| warn!(error = %e, "cannot start the group coordinator"))
+        .ok();
         Arc::new(GroupCoordinator {
             tx,
-            task: std::sync::Mutex::new(Some(task)),
+            task: std::sync::Mutex::new(task),
             config,
         })
     }
@@ -362,7 +368,7 @@ impl GroupCoordinator {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(h) = handle {
-            let _ = h.await;
+            h.join().await;
         }
     }
 }
@@ -918,7 +924,6 @@ impl Coordinator {
             OFFSETS_TOPIC,
             partition_for(group, self.config.offsets_partitions),
         );
-        let partition = self.replicas.get(&tp).ok_or(ErrorCode::NotCoordinator)?;
         let now = now_ms();
         let mut b = BatchBuilder::new(Compression::None);
         if let Some((id, epoch)) = producer {
@@ -929,14 +934,19 @@ impl Coordinator {
             b.append(now, Some(k), v.as_deref(), &[]);
         }
         let bytes = b.build(0).map_err(|_| ErrorCode::UnknownServerError)?;
-        let appended = match producer {
-            Some(_) => partition.append_as_coordinator(bytes, now),
-            None => partition.append_as_leader(bytes, -1, now),
+        let origin = match producer {
+            Some(_) => AppendOrigin::Coordinator,
+            None => AppendOrigin::Client,
         };
-        appended.map(|_| ()).map_err(|e| match e.code() {
-            ErrorCode::NotLeaderOrFollower => ErrorCode::NotCoordinator,
-            code => code,
-        })
+        self.replicas
+            .append_blocking(origin, Acks::All, &tp, bytes.into())
+            .map(|_| ())
+            .map_err(|e| match e.code() {
+                ErrorCode::NotLeaderOrFollower | ErrorCode::UnknownTopicOrPartition => {
+                    ErrorCode::NotCoordinator
+                }
+                code => code,
+            })
     }
 
     /// The records of an offset commit: per offset its result (metadata too large is

@@ -12,7 +12,7 @@ use sluice_protocol::ErrorCode;
 
 use crate::broker::Broker;
 use crate::error_map::log_error_code;
-use crate::partition::Partition;
+use crate::replica::partition::Partition;
 use crate::request::{HandlerError, RequestContext, Response};
 
 handler!(ApiKey::DeleteRecords, 0, 2, sync handle);

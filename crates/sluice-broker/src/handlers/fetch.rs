@@ -1,80 +1,99 @@
-//! Fetch (key 1): read from each requested partition up to the high watermark (the log end
-//! for a follower; the last stable offset for read_committed, with the aborted transactions
-//! of the range read), at most `partition_max_bytes` each and `max_bytes` in all, but always the
-//! whole first batch found (KIP-74). If fewer than `min_bytes` are ready the request parks
-//! on the partitions' wake-ups until data arrives or `max_wait_ms` passes: no polling.
-//! Sessions (KIP-227) are not kept: every response is a full, sessionless one (session id
-//! 0), which clients accept.
+//! Fetch (key 1): decode, settle the fetch session (KIP-227: a full fetch, or only what
+//! changed since the session's last answer), authorize (READ on each topic for consumers,
+//! CLUSTER_ACTION for followers), read through the replica layer, apply the consumer's
+//! byte-rate quota, answer with the record sets spliced into the frame as file ranges (sent
+//! with `sendfile` on plaintext listeners).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use kafka_protocol::messages::fetch_request::FetchPartition;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
 use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
 use sluice_metadata::acl::op;
 use sluice_metadata::Uuid;
-use sluice_protocol::batch::BatchIter;
-use sluice_protocol::types::TopicPartition;
+use sluice_protocol::fetch_frame::encode_fetch_response;
+use sluice_protocol::types::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use sluice_protocol::ErrorCode;
-use tokio::sync::Notify;
 
 use crate::broker::Broker;
-use crate::error_map::log_error_code;
-use crate::partition::{FetchIsolation, Partition};
+use crate::fetch_session::{Answered, FetchContext, PartitionKey, PartitionParams, SessionRequest};
+use crate::network::writer::Reply;
 use crate::quota::QuotaKind;
+use crate::replica::{FetchParams, FetchPartitionRequest, FetchedPartition};
 use crate::request::{HandlerError, RequestContext, Response};
 
 handler!(ApiKey::Fetch, 4, 17, handle);
 
-/// One requested partition, resolved once.
-struct Wanted {
-    topic: TopicName,
-    topic_id: Uuid,
-    request: FetchPartition,
-    target: Result<Arc<Partition>, ErrorCode>,
-    /// A follower's fetch of a replica under `leader.replication.throttled.replicas`: what
-    /// it is sent counts against the leader's replication quota (in sync or not, as Kafka).
-    throttled: bool,
-    /// ... and the follower is out of sync: it gets nothing while the quota is exceeded.
-    holdable: bool,
-}
-
-fn empty_partition(index: i32, code: ErrorCode) -> PartitionData {
+fn partition_data(index: i32, f: &FetchedPartition) -> PartitionData {
     let mut p = PartitionData::default();
     p.partition_index = index;
-    p.error_code = code.code();
-    p.high_watermark = -1;
-    p.last_stable_offset = -1;
-    p.log_start_offset = -1;
-    p.records = Some(Bytes::new());
+    p.error_code = f.error.map_or(0, |c| c.code());
+    p.high_watermark = f.high_watermark;
+    p.last_stable_offset = f.last_stable_offset;
+    p.log_start_offset = f.log_start_offset;
+    p.aborted_transactions = f.aborted.as_ref().map(|a| {
+        a.iter()
+            .map(|t| {
+                let mut x = AbortedTransaction::default();
+                x.producer_id = t.producer_id.into();
+                x.first_offset = t.first_offset;
+                x
+            })
+            .collect()
+    });
+    if f.records.is_none() {
+        p.records = Some(Bytes::new());
+    }
     p
 }
 
-/// No records, but the partition's offsets; `code` 0 for no error.
-fn offsets_only(index: i32, code: i16, p: &Partition) -> PartitionData {
-    let mut data = empty_partition(index, ErrorCode::UnknownServerError);
-    data.error_code = code;
-    data.high_watermark = p.high_watermark();
-    data.last_stable_offset = p.last_stable_offset();
-    data.log_start_offset = p.log_start_offset();
-    data
+/// The request's partitions, keyed as its session keys them (by id from v13).
+fn requested(req: &FetchRequest, by_id: bool) -> Vec<(PartitionKey, PartitionParams)> {
+    req.topics
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| {
+                (
+                    PartitionKey {
+                        topic_id: if by_id { t.topic_id } else { Uuid::nil() },
+                        topic: if by_id {
+                            String::new()
+                        } else {
+                            t.topic.to_string()
+                        },
+                        partition: p.partition,
+                    },
+                    PartitionParams {
+                        fetch_offset: p.fetch_offset,
+                        log_start_offset: p.log_start_offset,
+                        max_bytes: p.partition_max_bytes,
+                        current_leader_epoch: p.current_leader_epoch,
+                        last_fetched_epoch: p.last_fetched_epoch,
+                    },
+                )
+            })
+        })
+        .collect()
 }
 
-/// Keep only whole batches (a slice may end inside one).
-fn whole_batches(mut buf: Vec<u8>) -> Vec<u8> {
-    let mut end = 0;
-    for item in BatchIter::new(&buf) {
-        match item {
-            Ok((h, _)) => end += h.total_size(),
-            Err(_) => break,
-        }
-    }
-    buf.truncate(end);
-    buf
+fn forgotten(req: &FetchRequest, by_id: bool) -> Vec<PartitionKey> {
+    req.forgotten_topics_data
+        .iter()
+        .flat_map(|t| {
+            t.partitions.iter().map(move |p| PartitionKey {
+                topic_id: if by_id { t.topic_id } else { Uuid::nil() },
+                topic: if by_id {
+                    String::new()
+                } else {
+                    t.topic.to_string()
+                },
+                partition: *p,
+            })
+        })
+        .collect()
 }
 
 async fn handle(
@@ -83,231 +102,189 @@ async fn handle(
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: FetchRequest = ctx.decode(body)?;
+    // Decoded: the frame is not needed while the fetch waits for data.
+    ctx.release_budget();
     let replica_id = if ctx.api_version >= 15 {
         req.replica_state.replica_id.0
     } else {
         req.replica_id.0
     };
-    let isolation = if replica_id >= 0 {
-        FetchIsolation::LogEnd
-    } else if req.isolation_level == 1 {
-        FetchIsolation::TxnCommitted
-    } else {
-        FetchIsolation::HighWatermark
-    };
+    let follower = replica_id >= 0;
     let by_id = ctx.api_version >= 13;
-    let image = broker.metadata.current();
+    let (session_id, epoch) = if ctx.api_version >= 7 {
+        (req.session_id, req.session_epoch)
+    } else {
+        (0, -1)
+    };
+    let now = crate::now_ms();
+    let session = SessionRequest {
+        id: session_id,
+        epoch,
+        privileged: follower,
+        uses_topic_ids: by_id,
+    };
+    let context = broker.fetch_sessions.context(
+        session,
+        requested(&req, by_id),
+        &forgotten(&req, by_id),
+        now,
+    );
+    let (partitions, incremental) = match context {
+        FetchContext::Error(code) => {
+            let mut resp = FetchResponse::default();
+            resp.error_code = code.code();
+            return respond(ctx, &resp, Vec::new());
+        }
+        FetchContext::Full { partitions, .. } => (partitions, None),
+        FetchContext::Incremental { id, partitions } => (partitions, Some(id)),
+    };
     // Followers need CLUSTER_ACTION on the cluster, consumers READ on each topic.
+    let image = broker.metadata.current();
     let acl = broker.acl(ctx);
-    let follower_denied = replica_id >= 0 && !acl.cluster(op::CLUSTER_ACTION);
-    let mut wanted = Vec::new();
-    for topic in req.topics {
-        let name = if by_id {
-            image.topic_by_id(&topic.topic_id).map(|t| t.name.clone())
-        } else {
-            Some(topic.topic.to_string())
-        };
-        for request in topic.partitions {
-            let target = match &name {
+    let follower_denied = follower && !acl.cluster(op::CLUSTER_ACTION);
+    let mut reads = Vec::new();
+    // Per partition: the replica layer's answer index, or the refusal.
+    let routes: Vec<Result<usize, ErrorCode>> = partitions
+        .iter()
+        .map(|(key, params)| {
+            let name = if by_id {
+                image.topic_by_id(&key.topic_id).map(|t| t.name.clone())
+            } else {
+                Some(key.topic.clone())
+            };
+            match name {
                 _ if follower_denied => Err(ErrorCode::TopicAuthorizationFailed),
                 None => Err(ErrorCode::UnknownTopicId),
-                Some(n) if replica_id < 0 && !acl.topic(op::READ, n) => {
+                Some(n) if !follower && !acl.topic(op::READ, &n) => {
                     Err(ErrorCode::TopicAuthorizationFailed)
                 }
-                Some(n) => broker
-                    .replicas
-                    .get(&TopicPartition::new(n.clone(), request.partition))
-                    .ok_or_else(|| {
-                        if image
-                            .topic(n)
-                            .is_some_and(|t| t.partitions.contains_key(&request.partition))
-                        {
-                            ErrorCode::NotLeaderOrFollower
-                        } else {
-                            ErrorCode::UnknownTopicOrPartition
-                        }
-                    }),
-            };
-            // Only the leader serves fetches (no KIP-392 follower fetching yet); a follower's
-            // fetch offset tells the leader what it has.
-            let target = target.and_then(|p| {
-                if replica_id >= 0 {
-                    p.on_follower_fetch(replica_id, request.fetch_offset, crate::now_ms())?;
-                } else if !p.is_leader() {
-                    return Err(ErrorCode::NotLeaderOrFollower);
+                Some(n) => {
+                    reads.push(FetchPartitionRequest {
+                        tp: TopicPartition::new(n, key.partition),
+                        fetch_offset: Offset(params.fetch_offset),
+                        current_leader_epoch: LeaderEpoch(params.current_leader_epoch),
+                        max_bytes: params.max_bytes.max(0) as u64,
+                    });
+                    Ok(reads.len() - 1)
                 }
-                Ok(p)
-            });
-            let throttled =
-                replica_id >= 0 && target.as_ref().is_ok_and(|p| p.settings().leader_throttled);
-            let holdable = throttled && target.as_ref().is_ok_and(|p| !p.in_isr(replica_id));
-            wanted.push(Wanted {
-                topic: topic.topic.clone(),
-                topic_id: topic.topic_id,
-                request,
-                target,
-                throttled,
-                holdable,
-            });
-        }
-    }
-    let max_bytes = i64::from(req.max_bytes.max(0)).min(broker.config.fetch_max_bytes()) as u64;
-    let min_bytes = req.min_bytes.max(0) as u64;
-    let deadline =
-        tokio::time::Instant::now() + Duration::from_millis(req.max_wait_ms.max(0) as u64);
-    let notify = Arc::new(Notify::new());
-    let leader_quota = &broker.replicas.replication_quotas().leader;
-    let any_throttled = wanted.iter().any(|w| w.throttled);
-    let any_holdable = wanted.iter().any(|w| w.holdable);
-    let read = || {
-        let hold = any_holdable && leader_quota.is_exceeded(crate::now_ms());
-        read_all(&wanted, max_bytes, isolation, hold)
-    };
-    let (partitions, bytes, errors) = loop {
-        for w in &wanted {
-            if let Ok(p) = &w.target {
-                p.add_waiter(&notify);
             }
-        }
-        let (partitions, bytes, errors) = read();
-        if bytes >= min_bytes || errors || tokio::time::Instant::now() >= deadline {
-            break (partitions, bytes, errors);
-        }
-        let parked = crate::Purgatory::enter("fetch");
-        let woken = tokio::time::timeout_at(deadline, notify.notified()).await;
-        drop(parked);
-        if woken.is_err() {
-            break read();
-        }
+        })
+        .collect();
+    let params = FetchParams {
+        replica: follower.then_some(NodeId(replica_id)),
+        read_committed: req.isolation_level == 1,
+        min_bytes: req.min_bytes.max(0) as u64,
+        max_bytes: (i64::from(req.max_bytes.max(0)).min(broker.config.fetch_max_bytes())) as u64,
+        max_wait: Duration::from_millis(req.max_wait_ms.max(0) as u64),
     };
-    let _ = errors;
-    if any_throttled {
-        let sent: usize = wanted
-            .iter()
-            .zip(&partitions)
-            .filter(|(w, _)| w.throttled)
-            .map(|(_, d)| d.records.as_ref().map_or(0, Bytes::len))
-            .sum();
-        leader_quota.record(sent as u64, crate::now_ms());
-    }
+    let mut read: Vec<Option<FetchedPartition>> = if reads.is_empty() {
+        Vec::new()
+    } else {
+        broker
+            .replicas
+            .fetch(params, reads)
+            .await
+            .into_iter()
+            .map(Some)
+            .collect()
+    };
+    // Every partition's answer, in session (or request) order.
+    let mut answers: Vec<FetchedPartition> = routes
+        .iter()
+        .map(|r| match r {
+            Err(code) => FetchedPartition::error(*code),
+            Ok(i) => read[*i]
+                .take()
+                .unwrap_or_else(|| FetchedPartition::error(ErrorCode::UnknownServerError)),
+        })
+        .collect();
     let mut resp = FetchResponse::default();
-    // consumer_byte_rate: a consumer over its quota gets an empty answer that says how
-    // long to back off (and what it would have read does not count), as in Kafka.
-    let mut partitions = partitions;
-    if replica_id < 0 && bytes > 0 {
+    // consumer_byte_rate: a consumer over its quota gets an empty answer that says how long to
+    // back off (and what it would have read does not count), as in Kafka; a session's state
+    // is left as it was.
+    let bytes: u64 = answers.iter().map(FetchedPartition::records_len).sum();
+    if !follower && bytes > 0 {
         let throttle = broker.record_quota(ctx, QuotaKind::Fetch, bytes as f64);
         if throttle > 0 {
             broker.record_quota(ctx, QuotaKind::Fetch, -(bytes as f64));
             resp.throttle_time_ms = throttle;
-            for p in &mut partitions {
-                p.records = Some(Bytes::new());
-                p.aborted_transactions = None;
-            }
+            resp.session_id = incremental.unwrap_or(0);
+            return respond(ctx, &resp, Vec::new());
         }
     }
-    for (w, data) in wanted.iter().zip(&partitions) {
-        let n = data.records.as_ref().map_or(0, Bytes::len) as u64;
-        if let (Ok(p), true) = (&w.target, n > 0) {
-            if replica_id >= 0 {
-                p.metrics.replication_bytes_out.increment(n);
-            } else {
-                p.metrics.bytes_out.increment(n);
-            }
+    let answered: Vec<Answered> = answers
+        .iter()
+        .map(|f| Answered {
+            records_len: f.records_len(),
+            high_watermark: f.high_watermark,
+            log_start_offset: f.log_start_offset,
+            error: f.error.is_some(),
+        })
+        .collect();
+    let included: Vec<bool> = match incremental {
+        Some(id) => {
+            resp.session_id = id;
+            let keyed: Vec<(PartitionKey, Answered)> = partitions
+                .iter()
+                .zip(&answered)
+                .map(|((k, _), a)| (k.clone(), *a))
+                .collect();
+            broker.fetch_sessions.incremental_answer(id, &keyed)
         }
-    }
-    for (w, data) in wanted.iter().zip(partitions) {
+        None => {
+            if matches!(epoch, 0) && ctx.api_version >= 7 {
+                let keyed = partitions
+                    .iter()
+                    .zip(&answered)
+                    .map(|((k, p), a)| (k.clone(), p.clone(), *a))
+                    .collect();
+                resp.session_id = broker.fetch_sessions.create(follower, by_id, keyed, now);
+            }
+            vec![true; partitions.len()]
+        }
+    };
+    let mut spliced = Vec::new();
+    for (i, (key, _)) in partitions.iter().enumerate() {
+        if !included[i] {
+            continue;
+        }
+        let f = &mut answers[i];
+        if let (Some(counter), n) = (&f.bytes_out, f.records_len()) {
+            counter.increment(n);
+        }
+        let data = partition_data(key.partition, f);
+        spliced.push(f.records.take());
+        let (topic, topic_id) = if by_id {
+            (TopicName::default(), key.topic_id)
+        } else {
+            (
+                TopicName(StrBytes::from_string(key.topic.clone())),
+                Uuid::nil(),
+            )
+        };
         let same_topic = resp
             .responses
             .last()
-            .is_some_and(|t: &FetchableTopicResponse| {
-                t.topic == w.topic && t.topic_id == w.topic_id
-            });
+            .is_some_and(|t: &FetchableTopicResponse| t.topic == topic && t.topic_id == topic_id);
         if !same_topic {
             let mut t = FetchableTopicResponse::default();
-            t.topic = w.topic.clone();
-            t.topic_id = w.topic_id;
+            t.topic = topic;
+            t.topic_id = topic_id;
             resp.responses.push(t);
         }
         if let Some(t) = resp.responses.last_mut() {
             t.partitions.push(data);
         }
     }
-    ctx.respond(&resp)
+    respond(ctx, &resp, spliced)
 }
 
-/// Read every wanted partition once: (responses, bytes read, whether any had an error).
-/// With `hold_throttled` (the leader's replication quota is exceeded) throttled replicas
-/// get their partition's offsets but no records.
-fn read_all(
-    wanted: &[Wanted],
-    max_bytes: u64,
-    isolation: FetchIsolation,
-    hold_throttled: bool,
-) -> (Vec<PartitionData>, u64, bool) {
-    let mut total = 0u64;
-    let mut errors = false;
-    let out = wanted
-        .iter()
-        .map(|w| {
-            let index = w.request.partition;
-            let p = match &w.target {
-                Ok(p) => p,
-                Err(code) => {
-                    errors = true;
-                    return empty_partition(index, *code);
-                }
-            };
-            if let Err(code) = p.check_leader_epoch(w.request.current_leader_epoch) {
-                errors = true;
-                return empty_partition(index, code);
-            }
-            if hold_throttled && w.holdable {
-                return offsets_only(index, 0, p);
-            }
-            let budget =
-                (w.request.partition_max_bytes.max(0) as u64).min(max_bytes.saturating_sub(total));
-            match p.read(w.request.fetch_offset, budget, isolation, total == 0) {
-                Ok(read) => {
-                    let mut data = empty_partition(index, ErrorCode::UnknownServerError);
-                    data.error_code = 0;
-                    data.high_watermark = read.high_watermark;
-                    data.last_stable_offset = read.last_stable_offset;
-                    data.log_start_offset = read.log_start_offset;
-                    if isolation == FetchIsolation::TxnCommitted {
-                        data.aborted_transactions = Some(
-                            read.aborted
-                                .iter()
-                                .map(|a| {
-                                    let mut t = AbortedTransaction::default();
-                                    t.producer_id = a.producer_id.into();
-                                    t.first_offset = a.first_offset;
-                                    t
-                                })
-                                .collect(),
-                        );
-                    }
-                    if let Some(slice) = read.slice {
-                        let mut buf = Vec::new();
-                        match slice.read_into(&mut buf) {
-                            Ok(()) => {
-                                let buf = whole_batches(buf);
-                                total += buf.len() as u64;
-                                data.records = Some(Bytes::from(buf));
-                            }
-                            Err(_) => {
-                                errors = true;
-                                return empty_partition(index, ErrorCode::KafkaStorageError);
-                            }
-                        }
-                    }
-                    data
-                }
-                Err(e) => {
-                    errors = true;
-                    offsets_only(index, log_error_code(&e).code(), p)
-                }
-            }
-        })
-        .collect();
-    (out, total, errors)
+fn respond(
+    ctx: &RequestContext,
+    resp: &FetchResponse,
+    spliced: Vec<Option<sluice_storage::FileSlice>>,
+) -> Result<Response, HandlerError> {
+    let frame = encode_fetch_response(ctx.api_version, ctx.correlation_id, resp, spliced)
+        .map_err(|e| HandlerError::Encode(e.to_string()))?;
+    Ok(Some(Reply::Spliced(frame)))
 }

@@ -1,10 +1,11 @@
-//! Produce (key 0): append each partition's batches as leader. acks=0 gets no response (and a
-//! closed connection on error, as Kafka does); acks=1 answers after the local append;
-//! acks=-1 checks `min.insync.replicas` first and answers once the high watermark covers
-//! the batch, NOT_LEADER_OR_FOLLOWER as soon as this broker stops leading the partition
-//! before that, or REQUEST_TIMED_OUT after `timeout_ms`.
+//! Produce (key 0): decode, authorize (WRITE on each topic and on a transactional id),
+//! auto-create unknown topics, append through the replica layer, answer. acks=0 gets no
+//! response (and a closed connection on error, as Kafka does); acks=1 answers after the
+//! leader's append; acks=-1 answers once the high watermark covers the append
+//! (NOT_LEADER_OR_FOLLOWER as soon as this broker stops leading first, REQUEST_TIMED_OUT after
+//! `timeout_ms`, NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
+//! `min.insync.replicas` meanwhile).
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -15,28 +16,49 @@ use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicNam
 use sluice_metadata::acl::op;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
-use tokio::sync::Notify;
 
 use crate::broker::Broker;
-use crate::partition::{AckState, AppendError, Partition};
 use crate::quota::QuotaKind;
+use crate::replica::append::AppendEntry;
+use crate::replica::partition::AppendError;
+use crate::replica::{Acks, AppendOrigin};
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
 handler!(ApiKey::Produce, 3, 13, handle);
 
-fn partition_error(
-    index: i32,
-    code: ErrorCode,
-    message: Option<String>,
-) -> PartitionProduceResponse {
+fn partition_error(index: i32, e: &AppendError, version: i16) -> PartitionProduceResponse {
     let mut p = PartitionProduceResponse::default();
     p.index = index;
-    p.error_code = code.code();
+    p.error_code = e.code().code();
     p.base_offset = -1;
     p.log_append_time_ms = -1;
     p.log_start_offset = -1;
-    p.error_message = message.map(str_bytes);
+    let message = e.message();
+    p.error_message = (!message.is_empty()).then(|| str_bytes(message));
+    if version >= 8 {
+        p.record_errors = e
+            .record_errors()
+            .iter()
+            .map(|(index, message)| {
+                let mut r = BatchIndexAndErrorMessage::default();
+                r.batch_index = *index;
+                r.batch_index_error_message = message.clone().map(str_bytes);
+                r
+            })
+            .collect();
+    }
     p
+}
+
+fn refused(code: ErrorCode) -> AppendError {
+    AppendError::Code(code, String::new())
+}
+
+/// Where a partition's answer comes from.
+enum Slot {
+    Done(PartitionProduceResponse),
+    /// The i-th append.
+    Appended(usize),
 }
 
 async fn handle(
@@ -46,7 +68,7 @@ async fn handle(
 ) -> Result<Response, HandlerError> {
     let request_bytes = body.len();
     let req: ProduceRequest = ctx.decode(body)?;
-    let acks = req.acks;
+    let acks = Acks::from_wire(req.acks);
     let by_id = ctx.api_version >= 13;
     // WRITE on each topic, and on the transactional id of a transactional batch.
     let acl = broker.acl(ctx);
@@ -70,104 +92,108 @@ async fn handle(
         super::metadata::auto_create(broker, unknown).await;
     }
     let image = broker.metadata.current();
-    let now = crate::now_ms();
-    let mut resp = ProduceResponse::default();
-    let mut waiting: Vec<Waiting> = Vec::new();
-    let mut any_error = false;
+    let mut entries = Vec::new();
+    let mut topics = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
         let name = if by_id {
             image.topic_by_id(&topic.topic_id).map(|t| t.name.clone())
         } else {
             Some(topic.name.to_string())
         };
-        let mut out = TopicProduceResponse::default();
-        out.name = topic.name.clone();
-        out.topic_id = topic.topic_id;
+        let mut slots = Vec::with_capacity(topic.partition_data.len());
         for pd in topic.partition_data {
-            let result = match &name {
-                _ if !matches!(acks, -1..=1) => Err((ErrorCode::InvalidRequiredAcks, None)),
-                _ if txn_denied => Err((ErrorCode::TransactionalIdAuthorizationFailed, None)),
-                None => Err((ErrorCode::UnknownTopicId, None)),
+            let refusal = match &name {
+                _ if acks.is_none() => Some(ErrorCode::InvalidRequiredAcks),
+                _ if txn_denied => Some(ErrorCode::TransactionalIdAuthorizationFailed),
+                None => Some(ErrorCode::UnknownTopicId),
                 Some(name) if !acl.topic(op::WRITE, name) => {
-                    Err((ErrorCode::TopicAuthorizationFailed, None))
+                    Some(ErrorCode::TopicAuthorizationFailed)
                 }
-                Some(name) => {
-                    let tp = TopicPartition::new(name.clone(), pd.index);
-                    match broker.replicas.get(&tp) {
-                        None if image
-                            .topic(name)
-                            .is_some_and(|t| t.partitions.contains_key(&pd.index)) =>
-                        {
-                            Err((ErrorCode::NotLeaderOrFollower, None))
-                        }
-                        None if sluice_metadata::topic::validate_name(name).is_err() => {
-                            Err((ErrorCode::InvalidTopicException, None))
-                        }
-                        None => Err((ErrorCode::UnknownTopicOrPartition, None)),
-                        Some(p) => match pd.records.as_deref() {
-                            None | Some([]) => Err((
-                                ErrorCode::InvalidRecord,
-                                Some("the request holds no records".to_string()),
-                            )),
-                            Some(records) => {
-                                // Read before appending: if the epoch moves in between, the
-                                // answer errs on the safe side (not acknowledged).
-                                let epoch = p.leader_epoch();
-                                match p.append_as_leader(records.to_vec(), acks, now) {
-                                    Ok(info) => {
-                                        p.metrics.bytes_in.increment(records.len() as u64);
-                                        p.metrics.messages_in.increment(
-                                            (info.last_offset - info.first_offset + 1).max(0)
-                                                as u64,
-                                        );
-                                        if acks == -1 {
-                                            waiting.push(Waiting {
-                                                partition: Arc::clone(&p),
-                                                end: info.last_offset + 1,
-                                                epoch,
-                                                state: AckState::Waiting,
-                                            });
-                                        }
-                                        let mut r = partition_error(
-                                            pd.index,
-                                            ErrorCode::UnknownServerError,
-                                            None,
-                                        );
-                                        r.error_code = 0;
-                                        r.base_offset = info.first_offset;
-                                        r.log_append_time_ms = info.log_append_time_ms;
-                                        r.log_start_offset = info.log_start_offset;
-                                        Ok(r)
-                                    }
-                                    Err(e) => Err(append_error(&e)),
-                                }
-                            }
-                        },
-                    }
-                }
+                Some(_) => None,
             };
-            let r = result.unwrap_or_else(|(code, message)| {
-                any_error = true;
-                let mut r = partition_error(pd.index, code, message.clone());
-                if code == ErrorCode::InvalidRecord && ctx.api_version >= 8 {
-                    let mut e = BatchIndexAndErrorMessage::default();
-                    e.batch_index = 0;
-                    e.batch_index_error_message = message.map(str_bytes);
-                    r.record_errors = vec![e];
+            let slot = match (refusal, &name, pd.records) {
+                (Some(code), _, _) => {
+                    Slot::Done(partition_error(pd.index, &refused(code), ctx.api_version))
                 }
-                r
-            });
-            out.partition_responses.push(r);
+                (None, Some(name), Some(records)) if !records.is_empty() => {
+                    entries.push(AppendEntry {
+                        tp: TopicPartition::new(name.clone(), pd.index),
+                        records,
+                    });
+                    Slot::Appended(entries.len() - 1)
+                }
+                _ => Slot::Done(partition_error(
+                    pd.index,
+                    &AppendError::Code(
+                        ErrorCode::InvalidRecord,
+                        "the request holds no records".into(),
+                    ),
+                    ctx.api_version,
+                )),
+            };
+            slots.push((pd.index, slot));
         }
-        if by_id {
-            out.name = TopicName::default();
+        topics.push((topic.name, topic.topic_id, slots));
+    }
+    let acks = acks.unwrap_or(Acks::Leader);
+    let results = if entries.is_empty() {
+        Vec::new()
+    } else {
+        broker
+            .replicas
+            .append(AppendOrigin::Client, acks, entries)
+            .await
+    };
+    // The records are in the log: the request's bytes are no longer held.
+    ctx.release_budget();
+    let mut outcomes = vec![None; results.len()];
+    if acks == Acks::All {
+        let waiting: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
+        if !waiting.is_empty() {
+            let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
+            let mut settled = broker
+                .replicas
+                .await_replication(&waiting, timeout)
+                .await
+                .into_iter();
+            for (r, o) in results.iter().zip(outcomes.iter_mut()) {
+                if r.is_ok() {
+                    *o = settled.next().and_then(|s| s.error());
+                }
+            }
+        }
+    }
+    let mut resp = ProduceResponse::default();
+    let mut any_error = false;
+    for (name, topic_id, slots) in topics {
+        let mut out = TopicProduceResponse::default();
+        out.name = if by_id { TopicName::default() } else { name };
+        out.topic_id = topic_id;
+        for (index, slot) in slots {
+            let r = match slot {
+                Slot::Done(r) => r,
+                Slot::Appended(i) => match (&results[i], outcomes[i]) {
+                    (Err(e), _) => partition_error(index, e, ctx.api_version),
+                    (Ok(_), Some(code)) => partition_error(index, &refused(code), ctx.api_version),
+                    (Ok(a), None) => {
+                        let mut r = PartitionProduceResponse::default();
+                        r.index = index;
+                        r.base_offset = a.info.first_offset;
+                        r.log_append_time_ms = a.info.log_append_time_ms;
+                        r.log_start_offset = a.info.log_start_offset;
+                        r
+                    }
+                },
+            };
+            any_error |= r.error_code != 0;
+            out.partition_responses.push(r);
         }
         resp.responses.push(out);
     }
     // producer_byte_rate: the request's bytes; over the quota, the answer says how long to
     // back off and the connection is muted for as long (acks=0 included).
     resp.throttle_time_ms = broker.record_quota(ctx, QuotaKind::Produce, request_bytes as f64);
-    if acks == 0 {
+    if req.acks == 0 {
         if any_error {
             return Err(HandlerError::Malformed(
                 "acks=0 produce failed; closing the connection as Kafka does".into(),
@@ -175,107 +201,5 @@ async fn handle(
         }
         return Ok(None);
     }
-    if !waiting.is_empty() {
-        let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
-        let _parked = crate::Purgatory::enter("produce");
-        await_high_watermark(&mut waiting, timeout).await;
-        mark_uncommitted(&mut resp, &waiting);
-        mark_too_few_replicas(&mut resp, &waiting);
-    }
     ctx.respond(&resp)
-}
-
-/// An acks=all append waiting to be committed.
-struct Waiting {
-    partition: Arc<Partition>,
-    /// The high watermark that commits it.
-    end: i64,
-    /// The leader epoch it was appended in.
-    epoch: i32,
-    /// Settled once Committed or Deposed.
-    state: AckState,
-}
-
-impl Waiting {
-    /// Whether this is partition `index` of the response's topic (by name, or id in v13+).
-    fn is(&self, topic: (&str, sluice_metadata::Uuid), index: i32) -> bool {
-        let p = &self.partition;
-        p.tp.partition.0 == index && (*p.tp.topic == *topic.0 || p.topic_id == topic.1)
-    }
-}
-
-fn append_error(e: &AppendError) -> (ErrorCode, Option<String>) {
-    (e.code(), Some(e.message()))
-}
-
-/// Wait until every append is committed, or its partition has a new leader, or time is up.
-async fn await_high_watermark(waiting: &mut [Waiting], timeout: Duration) {
-    let deadline = tokio::time::Instant::now() + timeout;
-    let notify = Arc::new(Notify::new());
-    loop {
-        for w in waiting.iter() {
-            w.partition.add_waiter(&notify);
-        }
-        // A settled state is final: a deposed leader's high watermark later follows the new
-        // leader's log, which may hold other records at the same offsets.
-        for w in waiting.iter_mut() {
-            if w.state == AckState::Waiting {
-                w.state = w.partition.ack_state(w.end, w.epoch);
-            }
-        }
-        if waiting.iter().all(|w| w.state != AckState::Waiting) {
-            return;
-        }
-        if tokio::time::timeout_at(deadline, notify.notified())
-            .await
-            .is_err()
-        {
-            for w in waiting.iter_mut() {
-                if w.state == AckState::Waiting {
-                    w.state = w.partition.ack_state(w.end, w.epoch);
-                }
-            }
-            return;
-        }
-    }
-}
-
-/// The records are committed, but the ISR that committed them fell below
-/// `min.insync.replicas` meanwhile: Kafka's NOT_ENOUGH_REPLICAS_AFTER_APPEND (retriable; the
-/// producer may write them again).
-fn mark_too_few_replicas(resp: &mut ProduceResponse, waiting: &[Waiting]) {
-    for topic in &mut resp.responses {
-        let key: (&str, _) = (&topic.name.0, topic.topic_id);
-        for p in &mut topic.partition_responses {
-            let short = waiting.iter().any(|w| {
-                w.is(key, p.index)
-                    && (w.partition.state().isr().len() as i32)
-                        < w.partition.settings().min_insync_replicas
-            });
-            if short && p.error_code == 0 {
-                p.error_code = ErrorCode::NotEnoughReplicasAfterAppend.code();
-            }
-        }
-    }
-}
-
-/// Appends not committed: NOT_LEADER_OR_FOLLOWER when the leader moved first, else
-/// REQUEST_TIMED_OUT.
-fn mark_uncommitted(resp: &mut ProduceResponse, waiting: &[Waiting]) {
-    for topic in &mut resp.responses {
-        let key: (&str, _) = (&topic.name.0, topic.topic_id);
-        for p in &mut topic.partition_responses {
-            let Some(w) = waiting.iter().find(|w| w.is(key, p.index)) else {
-                continue;
-            };
-            let code = match w.state {
-                AckState::Committed => continue,
-                AckState::Deposed => ErrorCode::NotLeaderOrFollower,
-                AckState::Waiting => ErrorCode::RequestTimedOut,
-            };
-            if p.error_code == 0 {
-                p.error_code = code.code();
-            }
-        }
-    }
 }

@@ -20,7 +20,8 @@ use sluice_storage::Marker;
 
 use crate::broker::Broker;
 use crate::group::coordinator::OFFSETS_TOPIC;
-use crate::partition::AckState;
+use crate::replica::partition::AppendError;
+use crate::replica::{Appended, ReplicationOutcome};
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
 handler!(ApiKey::WriteTxnMarkers, 1, 1, handle);
@@ -32,7 +33,6 @@ async fn handle(
 ) -> Result<Response, HandlerError> {
     let req: WriteTxnMarkersRequest = ctx.decode(body)?;
     let timeout = Duration::from_millis(broker.config.number("request.timeout.ms").max(1) as u64);
-    let image = broker.metadata.current();
     // Brokers only: CLUSTER_ACTION on the cluster.
     let denied = !broker.acl(ctx).cluster(op::CLUSTER_ACTION);
     let mut resp = WriteTxnMarkersResponse::default();
@@ -45,45 +45,69 @@ async fn handle(
         };
         let mut result = WritableTxnMarkerResult::default();
         result.producer_id = m.producer_id;
+        let targets: Vec<TopicPartition> = m
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partition_indexes
+                    .iter()
+                    .map(|i| TopicPartition::new(t.name.to_string(), *i))
+            })
+            .collect();
         // Append every marker first, then wait: the replication waits overlap.
-        let mut appended = Vec::new();
-        for t in &m.topics {
-            for index in &t.partition_indexes {
-                let tp = TopicPartition::new(t.name.to_string(), *index);
-                let outcome = match broker.replicas.get(&tp) {
-                    _ if denied => Err(ErrorCode::ClusterAuthorizationFailed),
-                    None if image
-                        .topic(&t.name)
-                        .is_some_and(|topic| topic.partitions.contains_key(index)) =>
-                    {
-                        Err(ErrorCode::NotLeaderOrFollower)
-                    }
-                    None => Err(ErrorCode::UnknownTopicOrPartition),
-                    Some(p) => match p.append_marker(&marker, crate::now_ms()) {
-                        Err(e) => Err(e.code()),
-                        Ok((info, epoch)) => Ok((p, info.last_offset + 1, epoch)),
-                    },
-                };
-                appended.push((t.name.to_string(), *index, outcome));
-            }
-        }
+        let appended = if denied {
+            targets
+                .iter()
+                .map(|_| {
+                    Err(AppendError::Code(
+                        ErrorCode::ClusterAuthorizationFailed,
+                        String::new(),
+                    ))
+                })
+                .collect()
+        } else {
+            broker
+                .replicas
+                .append_markers(targets.iter().map(|tp| (tp.clone(), marker)).collect())
+                .await
+        };
+        let ok: Vec<&Appended> = appended.iter().filter_map(|a| a.as_ref().ok()).collect();
+        let mut settled = broker
+            .replicas
+            .await_replication(&ok, timeout)
+            .await
+            .into_iter();
         let mut outcomes = Vec::new();
-        for (topic, index, outcome) in appended {
-            let (code, marker_offset) = match outcome {
-                Err(code) => (Some(code), -1),
-                Ok((p, end, epoch)) => match p.wait_committed(end, epoch, timeout).await {
-                    AckState::Committed => (None, end - 1),
-                    AckState::Deposed => (Some(ErrorCode::NotLeaderOrFollower), -1),
-                    AckState::Waiting => (Some(ErrorCode::RequestTimedOut), -1),
+        for (tp, a) in targets.into_iter().zip(&appended) {
+            let (code, marker_offset) = match a {
+                Err(e) => (Some(e.code()), -1),
+                // Committed, even with the ISR short since: the marker stands.
+                Ok(a) => match settled.next() {
+                    Some(ReplicationOutcome::Committed | ReplicationOutcome::CommittedShort) => {
+                        (None, a.info.last_offset)
+                    }
+                    other => (
+                        Some(
+                            other
+                                .and_then(|o| o.error())
+                                .unwrap_or(ErrorCode::RequestTimedOut),
+                        ),
+                        -1,
+                    ),
                 },
             };
-            if code.is_none() && topic == OFFSETS_TOPIC {
+            if code.is_none() && tp.topic == OFFSETS_TOPIC {
                 broker
                     .groups
-                    .complete_txn(marker.producer_id, index, marker.commit, marker_offset)
+                    .complete_txn(
+                        marker.producer_id,
+                        tp.partition.0,
+                        marker.commit,
+                        marker_offset,
+                    )
                     .await;
             }
-            outcomes.push((topic, index, code));
+            outcomes.push((tp.topic, tp.partition.0, code));
         }
         for (topic, partitions) in crate::handlers::by_topic(outcomes) {
             let mut tr = WritableTxnMarkerTopicResult::default();

@@ -1,11 +1,20 @@
 //! Listeners and connections. Each connection is one task that reads size-prefixed frames,
 //! handles them strictly in order (as Kafka does: one request in flight per connection) and
-//! writes responses back, batching writes while more requests are already buffered.
+//! writes responses back ([`writer`]: batched, record sets by `sendfile` on plain TCP).
 //!
 //! A frame over `socket.request.max.bytes`, a negative size, an unknown api key, an
 //! unsupported version (other than ApiVersions, which gets a v0 error answer), or a body that
 //! does not decode closes that connection with the reason logged; nothing else is affected.
-//! Memory for a frame grows with the bytes actually received, never with the size it claims.
+//! A frame's body is read only once the broker-wide [`budget`] admits it, so memory for
+//! requests is bounded by `queued.max.request.bytes` / `queued.max.requests`.
+//!
+//! # Layout
+//! - [`writer`]: responses as frames or spliced fetch frames, and the transports that send
+//!   file ranges (`sendfile`, or a pooled buffer under TLS).
+//! - [`budget`]: the broker-wide request budget.
+
+pub mod budget;
+pub mod writer;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -14,7 +23,7 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use sluice_protocol::frame::{self, SIZE_PREFIX_LEN};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
@@ -25,6 +34,8 @@ use crate::handlers::api_versions::unsupported_version_response;
 use crate::quota::QuotaKind;
 use crate::request::{RequestContext, Response};
 use crate::sasl::{Outcome, SaslSession, SaslSettings};
+use budget::Reservation;
+use writer::{Reply, ResponseWriter, Transport};
 
 /// Connection limits, from the broker config.
 #[derive(Clone, Copy, Debug)]
@@ -38,9 +49,10 @@ pub struct NetworkLimits {
 }
 
 const READ_CHUNK_BYTES: usize = 1024 * 1024;
+/// A connection's read buffer to start with: small, so idle connections cost little.
+const READ_BUFFER_BYTES: usize = 8 * 1024;
 /// How long a client of an SSL listener has to complete its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-const WRITE_BATCH_BYTES: usize = 256 * 1024;
 
 /// Bind a listening socket; `send_buffer`/`recv_buffer` of -1 keep the OS defaults.
 pub fn bind(
@@ -146,9 +158,9 @@ pub async fn serve(
     while connections.join_next().await.is_some() {}
 }
 
-/// Split one whole frame off the front of `buf`, if there is one.
+/// The size of the frame at the front of `buf`, once its size prefix is there.
 /// `limit` names the setting `max_bytes` comes from, for the error.
-fn take_frame(buf: &mut BytesMut, max_bytes: usize, limit: &str) -> Result<Option<Bytes>, String> {
+fn frame_size(buf: &[u8], max_bytes: usize, limit: &str) -> Result<Option<usize>, String> {
     if buf.len() < SIZE_PREFIX_LEN {
         return Ok(None);
     }
@@ -160,13 +172,19 @@ fn take_frame(buf: &mut BytesMut, max_bytes: usize, limit: &str) -> Result<Optio
     if size > max_bytes {
         return Err(format!("frame of {size} bytes exceeds {limit}={max_bytes}"));
     }
+    Ok(Some(size))
+}
+
+/// Split the frame of `size` bytes off the front of `buf` if it is all there; otherwise make
+/// room for (some of) the rest of it.
+fn take_frame(buf: &mut BytesMut, size: usize) -> Option<Bytes> {
     let needed = SIZE_PREFIX_LEN + size;
     if buf.len() < needed {
         buf.reserve((needed - buf.len()).min(READ_CHUNK_BYTES));
-        return Ok(None);
+        return None;
     }
     buf.advance(SIZE_PREFIX_LEN);
-    Ok(Some(buf.split_to(size).freeze()))
+    Some(buf.split_to(size).freeze())
 }
 
 /// Who a connection's requests come from: its principal, and the SASL exchange still to
@@ -184,31 +202,34 @@ impl Auth {
         listener: &str,
         peer: SocketAddr,
         frame: Bytes,
+        reservation: Reservation,
     ) -> Result<(Response, i32), (Response, String)> {
         let Some(session) = self.sasl.as_mut() else {
-            return process(broker, listener, &self.principal, peer, frame)
+            return process(broker, listener, &self.principal, peer, frame, reservation)
                 .await
                 .map_err(|r| (None, r));
         };
         match session.handle(broker, listener, peer, frame).await {
-            Outcome::Route(frame) => process(broker, listener, &self.principal, peer, frame)
-                .await
-                .map_err(|r| (None, r)),
-            Outcome::Continue(out) => Ok((Some(out), 0)),
+            Outcome::Route(frame) => {
+                process(broker, listener, &self.principal, peer, frame, reservation)
+                    .await
+                    .map_err(|r| (None, r))
+            }
+            Outcome::Continue(out) => Ok((Some(Reply::Frame(out)), 0)),
             Outcome::Authenticated(out, principal) => {
                 debug!(%peer, %principal, "SASL authentication succeeded");
                 self.principal = principal;
                 self.sasl = None;
-                Ok((Some(out), 0))
+                Ok((Some(Reply::Frame(out)), 0))
             }
-            Outcome::Close(out, reason) => Err((out, reason)),
+            Outcome::Close(out, reason) => Err((out.map(Reply::Frame), reason)),
         }
     }
 }
 
 /// One client connection: requests are read and answered in turn, so one stream serves
 /// both directions (no split).
-async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
+async fn connection<S: Transport>(
     mut stream: S,
     peer: SocketAddr,
     listener: &str,
@@ -217,8 +238,10 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
     limits: NetworkLimits,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let mut rbuf = BytesMut::with_capacity(64 * 1024);
-    let mut wbuf = BytesMut::new();
+    let mut rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
+    let mut writer = ResponseWriter::new();
+    // The budget admitted for the frame at the front of `rbuf`.
+    let mut admitted: Option<Reservation> = None;
     debug!(%peer, "connection opened");
     let reason: String = loop {
         // Until a SASL client has authenticated, only small frames are accepted.
@@ -228,79 +251,89 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
             } else {
                 (limits.request_max_bytes, "socket.request.max.bytes")
             };
-        match take_frame(&mut rbuf, max_frame, limit) {
+        let size = match frame_size(&rbuf, max_frame, limit) {
             Err(reason) => break reason,
-            Ok(Some(frame)) => {
-                match auth.process(broker, listener, peer, frame).await {
-                    Ok((out, throttle_ms)) => {
-                        if let Some(out) = out {
-                            if wbuf.is_empty() {
-                                wbuf = out;
-                            } else {
-                                wbuf.extend_from_slice(&out);
-                            }
-                        }
-                        if throttle_ms > 0 {
-                            // Over a quota: answer, then read nothing more from this
-                            // client for the throttle time (the connection is muted).
-                            if let Err(e) = write(&mut stream, &wbuf).await {
-                                break format!("write failed: {e}");
-                            }
-                            wbuf.clear();
-                            debug!(%peer, throttle_ms, "connection muted (quota)");
-                            let pause = Duration::from_millis(throttle_ms as u64);
-                            tokio::select! {
-                                _ = tokio::time::sleep(pause) => {}
-                                _ = shutdown.changed() => break "broker shutting down".into(),
-                            }
-                        }
-                    }
-                    Err((last, reason)) => {
-                        // What was answered so far, and the refusal itself, then close.
-                        if let Some(last) = last {
-                            wbuf.extend_from_slice(&last);
-                        }
-                        let _ = write(&mut stream, &wbuf).await;
-                        break reason;
-                    }
-                }
-                if wbuf.len() >= WRITE_BATCH_BYTES {
-                    if let Err(e) = write(&mut stream, &wbuf).await {
-                        break format!("write failed: {e}");
-                    }
-                    wbuf.clear();
+            Ok(size) => size,
+        };
+        if let (Some(size), None) = (size, &admitted) {
+            // Nothing more is read until the budget takes this frame; what is answered
+            // meanwhile goes out first.
+            if writer.has_pending() {
+                if let Err(e) = writer.flush(&mut stream).await {
+                    break format!("write failed: {e}");
                 }
             }
-            Ok(None) => {
-                if !wbuf.is_empty() {
-                    if let Err(e) = write(&mut stream, &wbuf).await {
-                        break format!("write failed: {e}");
+            tokio::select! {
+                r = broker.budget.admit(size) => admitted = Some(r),
+                _ = shutdown.changed() => break "broker shutting down".into(),
+            }
+        }
+        if let Some(frame) = size.and_then(|size| take_frame(&mut rbuf, size)) {
+            let reservation = admitted.take().unwrap_or_default();
+            let (reply, throttle_ms) = match auth
+                .process(broker, listener, peer, frame, reservation)
+                .await
+            {
+                Ok(answered) => answered,
+                Err((last, reason)) => {
+                    // What was answered so far, and the refusal itself, then close.
+                    if let Some(last) = last {
+                        let _ = writer.push(&mut stream, last).await;
                     }
-                    wbuf.clear();
+                    let _ = writer.flush(&mut stream).await;
+                    break reason;
                 }
-                if *shutdown.borrow() {
-                    break "broker shutting down".into();
+            };
+            if let Some(reply) = reply {
+                if let Err(e) = writer.push(&mut stream, reply).await {
+                    break format!("write failed: {e}");
                 }
-                if rbuf.capacity() - rbuf.len() < 4096 {
-                    rbuf.reserve(64 * 1024);
+            }
+            if throttle_ms > 0 {
+                // Over a quota: answer, then read nothing more from this client for the
+                // throttle time (the connection is muted).
+                if let Err(e) = writer.flush(&mut stream).await {
+                    break format!("write failed: {e}");
                 }
-                let read = tokio::select! {
-                    r = tokio::time::timeout(limits.idle_timeout, stream.read_buf(&mut rbuf)) => r,
+                debug!(%peer, throttle_ms, "connection muted (quota)");
+                let pause = Duration::from_millis(throttle_ms as u64);
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
                     _ = shutdown.changed() => break "broker shutting down".into(),
-                };
-                match read {
-                    Err(_) => break "idle for connections.max.idle.ms".into(),
-                    Ok(Ok(0)) if rbuf.is_empty() => break String::new(),
-                    Ok(Ok(0)) => {
-                        break format!(
-                            "connection closed inside a frame ({} bytes buffered)",
-                            rbuf.len()
-                        )
-                    }
-                    Ok(Ok(_)) => {}
-                    Ok(Err(e)) => break format!("read failed: {e}"),
                 }
             }
+            continue;
+        }
+        // Nothing whole to handle: answer what was handled, then read.
+        if writer.has_pending() {
+            if let Err(e) = writer.flush(&mut stream).await {
+                break format!("write failed: {e}");
+            }
+        }
+        if *shutdown.borrow() {
+            break "broker shutting down".into();
+        }
+        if rbuf.is_empty() && rbuf.capacity() > READ_CHUNK_BYTES {
+            // A buffer grown for one large frame is not kept while the client is idle.
+            rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
+        } else if rbuf.capacity() - rbuf.len() < 1024 {
+            rbuf.reserve(READ_BUFFER_BYTES);
+        }
+        let read = tokio::select! {
+            r = tokio::time::timeout(limits.idle_timeout, stream.read_buf(&mut rbuf)) => r,
+            _ = shutdown.changed() => break "broker shutting down".into(),
+        };
+        match read {
+            Err(_) => break "idle for connections.max.idle.ms".into(),
+            Ok(Ok(0)) if rbuf.is_empty() => break String::new(),
+            Ok(Ok(0)) => {
+                break format!(
+                    "connection closed inside a frame ({} bytes buffered)",
+                    rbuf.len()
+                )
+            }
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => break format!("read failed: {e}"),
         }
     };
     let routine =
@@ -311,12 +344,6 @@ async fn connection<S: AsyncRead + AsyncWrite + Unpin>(
         info!(%peer, reason, "closing connection");
     }
     let _ = stream.shutdown().await;
-}
-
-/// Write and flush (a TLS stream holds written bytes until flushed).
-async fn write<S: AsyncWrite + Unpin>(stream: &mut S, bytes: &[u8]) -> std::io::Result<()> {
-    stream.write_all(bytes).await?;
-    stream.flush().await
 }
 
 /// A handler's future, timed: how long it spent being polled (the request's share of the
@@ -347,6 +374,7 @@ async fn process(
     principal: &Arc<str>,
     peer: SocketAddr,
     frame: Bytes,
+    reservation: Reservation,
 ) -> Result<(Response, i32), String> {
     let peek = frame::peek_request(&frame).map_err(|e| e.to_string())?;
     let Some(handler) = broker.handlers.get(peek.api_key) else {
@@ -355,7 +383,7 @@ async fn process(
     if !handler.supports(peek.api_version) {
         if peek.api_key == ApiKey::ApiVersions as i16 {
             return unsupported_version_response(&broker.handlers, peek.correlation_id)
-                .map(|r| (Some(r), 0))
+                .map(|r| (Some(Reply::Frame(r)), 0))
                 .map_err(|e| e.to_string());
         }
         return Err(format!(
@@ -375,6 +403,7 @@ async fn process(
         principal: Arc::clone(principal),
         peer,
         throttle_ms: Default::default(),
+        reservation: Arc::new(std::sync::Mutex::new(reservation)),
     };
     let timed = Timed {
         inner: (handler.handle)(broker, &ctx, body),
@@ -400,17 +429,15 @@ mod tests {
         let mut buf = BytesMut::new();
         buf.extend_from_slice(&3i32.to_be_bytes());
         buf.extend_from_slice(b"ab");
-        assert_eq!(take_frame(&mut buf, 100, "x").unwrap(), None);
+        assert_eq!(frame_size(&buf, 100, "x").unwrap(), Some(3));
+        assert_eq!(take_frame(&mut buf, 3), None);
         buf.extend_from_slice(b"c");
         buf.extend_from_slice(&1i32.to_be_bytes());
-        assert_eq!(
-            take_frame(&mut buf, 100, "x").unwrap().as_deref(),
-            Some(&b"abc"[..])
-        );
-        assert_eq!(take_frame(&mut buf, 100, "x").unwrap(), None);
-        let mut big = BytesMut::from(&200i32.to_be_bytes()[..]);
-        assert!(take_frame(&mut big, 100, "x").is_err());
-        let mut neg = BytesMut::from(&(-5i32).to_be_bytes()[..]);
-        assert!(take_frame(&mut neg, 100, "x").is_err());
+        assert_eq!(take_frame(&mut buf, 3).as_deref(), Some(&b"abc"[..]));
+        assert_eq!(frame_size(&buf, 100, "x").unwrap(), Some(1));
+        assert_eq!(take_frame(&mut buf, 1), None);
+        assert_eq!(frame_size(&[0, 0], 100, "x").unwrap(), None);
+        assert!(frame_size(&200i32.to_be_bytes(), 100, "x").is_err());
+        assert!(frame_size(&(-5i32).to_be_bytes(), 100, "x").is_err());
     }
 }

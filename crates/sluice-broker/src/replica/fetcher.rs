@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
-use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic, ForgottenTopic};
 use kafka_protocol::messages::offset_for_leader_epoch_request::{
     OffsetForLeaderPartition, OffsetForLeaderTopic,
 };
@@ -25,8 +25,8 @@ use tracing::{debug, info, warn};
 
 use crate::broker_conn::{broker_address, BrokerConn, InterBroker};
 use crate::metadata_cache::MetadataCache;
-use crate::partition::{FetchedFrom, Partition};
-use crate::replica_manager::ReplicaManager;
+use crate::replica::manager::ReplicaManager;
+use crate::replica::partition::{FetchedFrom, Partition};
 
 const FETCH_VERSION: i16 = 12;
 const EPOCH_VERSION: i16 = 4;
@@ -94,6 +94,89 @@ pub(crate) fn truncation_target(
         Some((e, own_end)) if e == leader_epoch => (own_end.min(leader_end).min(leo), true),
         Some((_, own_end)) => (own_end.min(leo), false),
         None => (leader_end.min(leo), true),
+    }
+}
+
+/// The follower's side of its fetch session with one leader (KIP-227; Kafka's
+/// `FetchSessionHandler`): after a full fetch, only partitions whose fetch parameters changed
+/// are sent, and those no longer fetched are forgotten; the leader answers only partitions
+/// with something new. Any failure falls back to a full fetch that replaces the session.
+#[derive(Default)]
+struct SessionClient {
+    id: i32,
+    /// The epoch of the next request; 0 asks for a full fetch (and a new session).
+    epoch: i32,
+    /// What the leader's session holds, as last sent.
+    sent: HashMap<TopicPartition, FetchPartition>,
+    /// The request in flight was a full one.
+    full: bool,
+}
+
+impl SessionClient {
+    /// The request's session fields, the partitions to send and those to forget.
+    fn build(
+        &mut self,
+        wanted: Vec<(TopicPartition, FetchPartition)>,
+    ) -> (
+        i32,
+        i32,
+        Vec<(TopicPartition, FetchPartition)>,
+        Vec<TopicPartition>,
+    ) {
+        self.full = self.id == crate::fetch_session::INVALID_SESSION_ID
+            || self.epoch == crate::fetch_session::INITIAL_EPOCH;
+        if self.full {
+            self.sent = wanted.iter().cloned().collect();
+            return (
+                self.id,
+                crate::fetch_session::INITIAL_EPOCH,
+                wanted,
+                Vec::new(),
+            );
+        }
+        let keep: std::collections::HashSet<&TopicPartition> =
+            wanted.iter().map(|(tp, _)| tp).collect();
+        let forget: Vec<TopicPartition> = self
+            .sent
+            .keys()
+            .filter(|tp| !keep.contains(tp))
+            .cloned()
+            .collect();
+        for tp in &forget {
+            self.sent.remove(tp);
+        }
+        let changed: Vec<(TopicPartition, FetchPartition)> = wanted
+            .into_iter()
+            .filter(|(tp, p)| self.sent.get(tp) != Some(p))
+            .collect();
+        for (tp, p) in &changed {
+            self.sent.insert(tp.clone(), p.clone());
+        }
+        (self.id, self.epoch, changed, forget)
+    }
+
+    /// The leader answered with `error_code` at the top level and `session_id`.
+    fn answered(&mut self, error_code: i16, session_id: i32) {
+        if error_code == ErrorCode::FetchSessionIdNotFound.code() {
+            self.id = crate::fetch_session::INVALID_SESSION_ID;
+            self.epoch = crate::fetch_session::INITIAL_EPOCH;
+        } else if error_code != 0 {
+            self.failed();
+        } else if self.full {
+            self.id = session_id;
+            self.epoch = crate::fetch_session::next_epoch(crate::fetch_session::INITIAL_EPOCH);
+        } else if session_id == crate::fetch_session::INVALID_SESSION_ID {
+            // The leader ended the session.
+            self.id = session_id;
+            self.epoch = crate::fetch_session::INITIAL_EPOCH;
+        } else {
+            self.epoch = crate::fetch_session::next_epoch(self.epoch);
+        }
+    }
+
+    /// No usable answer: the next fetch is a full one, replacing the session.
+    fn failed(&mut self) {
+        self.epoch = crate::fetch_session::INITIAL_EPOCH;
     }
 }
 
@@ -191,6 +274,7 @@ impl ReplicaFetcherManager {
         // How far each partition was behind the leader's HW after its last fetch (Kafka's
         // "replica in sync" for follower throttling: caught up to the HW).
         let mut lags: HashMap<TopicPartition, i64> = HashMap::new();
+        let mut session = SessionClient::default();
         loop {
             if *shutdown.borrow() {
                 return;
@@ -256,7 +340,7 @@ impl ReplicaFetcherManager {
                 }
                 let counted: Vec<bool> = fetchable.iter().map(|p| throttled(p)).collect();
                 let received = self
-                    .fetch_once(c, leader, &fetchable, &counted, &mut lags)
+                    .fetch_once(c, leader, &fetchable, &counted, &mut lags, &mut session)
                     .await?;
                 quota.record(received, crate::now_ms());
                 Ok::<(), std::io::Error>(())
@@ -264,6 +348,7 @@ impl ReplicaFetcherManager {
             .await;
             if let Err(e) = result {
                 debug!(leader, error = %e, "replica fetch failed");
+                session.failed();
                 conn = None;
                 self.metadata.changed(self.config.backoff).await;
             }
@@ -346,7 +431,11 @@ impl ReplicaFetcherManager {
                 );
                 if target < leo {
                     info!(partition = %tp, from = leo, to = target, leader_epoch = r.leader_epoch, "truncating to the leader's epoch end");
-                    p.truncate_to(target, now).map_err(std::io::Error::other)?;
+                    let p = Arc::clone(p);
+                    tokio::task::spawn_blocking(move || p.truncate_to(target, now))
+                        .await
+                        .map_err(std::io::Error::other)?
+                        .map_err(std::io::Error::other)?;
                 }
                 if done {
                     synced.insert(tp, epoch);
@@ -366,6 +455,7 @@ impl ReplicaFetcherManager {
         parts: &[Arc<Partition>],
         throttled: &[bool],
         lags: &mut HashMap<TopicPartition, i64>,
+        session: &mut SessionClient,
     ) -> std::io::Result<u64> {
         if parts.is_empty() {
             // Every partition waits to truncate: the leader refused, because its metadata
@@ -373,7 +463,7 @@ impl ReplicaFetcherManager {
             self.metadata.changed(LAGGING_METADATA_RETRY).await;
             return Ok(0);
         }
-        let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+        let mut wanted = Vec::with_capacity(parts.len());
         let mut sent: HashMap<TopicPartition, FetchedFrom> = HashMap::new();
         for p in parts {
             let fetched = FetchedFrom {
@@ -381,26 +471,48 @@ impl ReplicaFetcherManager {
                 leader_epoch: p.leader_epoch(),
                 offset: p.log_end_offset(),
             };
-            topics.entry(p.tp.topic.to_string()).or_default().push(
+            wanted.push((
+                p.tp.clone(),
                 FetchPartition::default()
                     .with_partition(p.tp.partition.0)
                     .with_current_leader_epoch(fetched.leader_epoch)
                     .with_fetch_offset(fetched.offset)
                     .with_log_start_offset(p.log_start_offset())
                     .with_partition_max_bytes(self.config.max_bytes_per_partition),
-            );
+            ));
             sent.insert(p.tp.clone(), fetched);
+        }
+        let (session_id, session_epoch, changed, forget) = session.build(wanted);
+        let mut topics: BTreeMap<String, Vec<FetchPartition>> = BTreeMap::new();
+        for (tp, fp) in changed {
+            topics.entry(tp.topic.clone()).or_default().push(fp);
+        }
+        let mut forgotten: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+        for tp in forget {
+            forgotten.entry(tp.topic).or_default().push(tp.partition.0);
         }
         let req = FetchRequest::default()
             .with_replica_id(BrokerId(self.node_id))
             .with_max_wait_ms(self.config.max_wait_ms)
             .with_min_bytes(1)
             .with_max_bytes(self.config.max_bytes)
+            .with_session_id(session_id)
+            .with_session_epoch(session_epoch)
             .with_topics(
                 topics
                     .into_iter()
                     .map(|(t, ps)| {
                         FetchTopic::default()
+                            .with_topic(TopicName(StrBytes::from_string(t)))
+                            .with_partitions(ps)
+                    })
+                    .collect(),
+            )
+            .with_forgotten_topics_data(
+                forgotten
+                    .into_iter()
+                    .map(|(t, ps)| {
+                        ForgottenTopic::default()
                             .with_topic(TopicName(StrBytes::from_string(t)))
                             .with_partitions(ps)
                     })
@@ -412,9 +524,20 @@ impl ReplicaFetcherManager {
             c.call(ApiKey::Fetch, FETCH_VERSION, &req),
         )
         .await?;
+        session.answered(resp.error_code, resp.session_id);
+        if resp.error_code != 0 {
+            debug!(
+                leader,
+                code = resp.error_code,
+                "fetch session refused; the next fetch is a full one"
+            );
+            return Ok(0);
+        }
         let now = crate::now_ms();
         let mut backoff = false;
         let mut throttled_bytes = 0u64;
+        // Appends go to a blocking thread together: disk work stays off the async workers.
+        let mut appends = Vec::new();
         for t in resp.responses {
             for d in t.partitions {
                 let tp = TopicPartition::new(t.topic.to_string(), d.partition_index);
@@ -426,30 +549,24 @@ impl ReplicaFetcherManager {
                 };
                 match ErrorCode::try_from_code(d.error_code) {
                     None => {
-                        let records = d.records.as_deref().unwrap_or_default();
+                        let records = d.records.unwrap_or_default();
                         if throttled.get(i) == Some(&true) {
                             throttled_bytes += records.len() as u64;
                         }
-                        match p.append_as_follower(records, d.high_watermark, *fetched, now) {
-                            Ok(Some(_)) => {
-                                lags.insert(tp, (d.high_watermark - p.log_end_offset()).max(0));
-                            }
-                            Ok(None) => {
-                                debug!(partition = %tp, ?fetched, "dropping a stale fetch answer");
-                            }
-                            Err(e) => {
-                                warn!(partition = %tp, error = %e, "cannot append replicated records");
-                                backoff = true;
-                            }
-                        }
+                        appends.push((Arc::clone(p), records, d.high_watermark, *fetched));
                     }
                     Some(ErrorCode::OffsetOutOfRange)
                         if p.log_end_offset() < d.log_start_offset
                             && p.leader_epoch() == fetched.leader_epoch =>
                     {
                         // The leader deleted what we still miss: start over at its log start.
-                        p.truncate_fully_and_start_at(d.log_start_offset, now)
-                            .map_err(std::io::Error::other)?;
+                        let (p, start) = (Arc::clone(p), d.log_start_offset);
+                        tokio::task::spawn_blocking(move || {
+                            p.truncate_fully_and_start_at(start, now)
+                        })
+                        .await
+                        .map_err(std::io::Error::other)?
+                        .map_err(std::io::Error::other)?;
                     }
                     // The leader's ACLs refuse this broker's principal: it will not heal
                     // by itself, so say so where an operator looks.
@@ -464,6 +581,31 @@ impl ReplicaFetcherManager {
                         debug!(partition = %tp, ?code, "replica fetch error");
                         backoff = true;
                     }
+                }
+            }
+        }
+        let appended = tokio::task::spawn_blocking(move || {
+            appends
+                .into_iter()
+                .map(|(p, records, hw, fetched)| {
+                    let r = p.append_as_follower(&records, hw, fetched, now);
+                    (p, hw, fetched, r)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(std::io::Error::other)?;
+        for (p, hw, fetched, r) in appended {
+            match r {
+                Ok(Some(_)) => {
+                    lags.insert(p.tp.clone(), (hw - p.log_end_offset()).max(0));
+                }
+                Ok(None) => {
+                    debug!(partition = %p.tp, ?fetched, "dropping a stale fetch answer");
+                }
+                Err(e) => {
+                    warn!(partition = %p.tp, error = %e, "cannot append replicated records");
+                    backoff = true;
                 }
             }
         }

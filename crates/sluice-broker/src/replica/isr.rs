@@ -13,7 +13,7 @@ use tracing::{debug, info};
 
 use crate::controller_api::ControllerApi;
 use crate::metadata_cache::MetadataCache;
-use crate::replica_manager::ReplicaManager;
+use crate::replica::manager::ReplicaManager;
 
 pub async fn run_isr_checks(
     replicas: Arc<ReplicaManager>,

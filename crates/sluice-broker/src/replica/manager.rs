@@ -10,18 +10,26 @@ use sluice_metadata::Uuid;
 use sluice_protocol::batch::TimestampType;
 use sluice_protocol::compression::Compression;
 use sluice_protocol::types::TopicPartition;
+use sluice_protocol::ErrorCode;
 use sluice_storage::config::CompressionTarget;
 use sluice_storage::{LogConfig, LogError, LogManager};
 use tracing::{info, warn};
 
-use crate::partition::{Partition, PartitionSettings};
+use crate::metadata_cache::MetadataCache;
 use crate::quota::{ReplicationQuotas, Window};
+use crate::replica::partition::{Partition, PartitionSettings};
+use crate::replica::purgatory::Purgatory;
 
 pub struct ReplicaManager {
     node_id: i32,
     logs: Arc<LogManager>,
     broker_config: Arc<BrokerConfig>,
+    metadata: Arc<MetadataCache>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    /// acks=all appends waiting for their high watermark.
+    pub(super) produce_purgatory: Purgatory,
+    /// Fetches waiting for `min_bytes`.
+    pub(super) fetch_purgatory: Purgatory,
     /// `leader/follower.replication.throttled.rate`, kept current with dynamic configs.
     replication_quotas: Arc<ReplicationQuotas>,
     /// `num.replica.fetchers`, kept current with dynamic configs.
@@ -112,7 +120,12 @@ pub fn log_config(
 }
 
 impl ReplicaManager {
-    pub fn new(node_id: i32, logs: Arc<LogManager>, broker_config: Arc<BrokerConfig>) -> Self {
+    pub fn new(
+        node_id: i32,
+        logs: Arc<LogManager>,
+        broker_config: Arc<BrokerConfig>,
+        metadata: Arc<MetadataCache>,
+    ) -> Self {
         let window = Window {
             samples: broker_config.number("replication.quota.window.num").max(1) as usize,
             size_ms: broker_config
@@ -126,7 +139,10 @@ impl ReplicaManager {
             node_id,
             logs,
             broker_config,
+            metadata,
             partitions: RwLock::new(HashMap::new()),
+            produce_purgatory: Purgatory::new("produce"),
+            fetch_purgatory: Purgatory::new("fetch"),
             replication_quotas,
             replica_fetchers: std::sync::atomic::AtomicUsize::new(fetchers),
         }
@@ -178,6 +194,33 @@ impl ReplicaManager {
 
     pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
         self.read().get(tp).cloned()
+    }
+
+    /// The partition if this broker hosts it; else why not, as Kafka answers: a partition
+    /// metadata knows is led elsewhere (NOT_LEADER_OR_FOLLOWER), otherwise it does not exist.
+    pub fn hosted(&self, tp: &TopicPartition) -> Result<Arc<Partition>, ErrorCode> {
+        if let Some(p) = self.get(tp) {
+            return Ok(p);
+        }
+        let image = self.metadata.current();
+        if image
+            .topic(&tp.topic)
+            .is_some_and(|t| t.partitions.contains_key(&tp.partition.0))
+        {
+            Err(ErrorCode::NotLeaderOrFollower)
+        } else if sluice_metadata::topic::validate_name(&tp.topic).is_err() {
+            Err(ErrorCode::InvalidTopicException)
+        } else {
+            Err(ErrorCode::UnknownTopicOrPartition)
+        }
+    }
+
+    /// The partition to append to (the leader check itself happens under the log lock).
+    pub(super) fn leader_partition(
+        &self,
+        tp: &TopicPartition,
+    ) -> Result<Arc<Partition>, ErrorCode> {
+        self.hosted(tp)
     }
 
     /// Coordinators following an internal topic: the partitions (of `0..count`) whose

@@ -1,10 +1,13 @@
-//! [`Partition`]: one hosted partition: its log, its replica state and the fetches waiting
-//! for it to grow. Shared (`Arc`) between the replica manager and in-flight requests.
+//! [`Partition`]: one hosted partition: its log, its replica state and the delayed operations
+//! watching it. Shared (`Arc`) between the replica manager and in-flight requests.
 //!
 //! Lock order: `state` is taken inside `log` (appends update the state while holding the
 //! log's write lock, so LEO and HW change in log order); neither is held across an await.
+//! Methods that write to the log do blocking file I/O, and fsyncs (`flush.messages`, a
+//! segment roll) after releasing the log's lock: call them from a blocking thread (the
+//! replica manager does), never from an async worker.
 
-use std::sync::{Arc, Mutex, RwLock, Weak};
+use std::sync::{Mutex, RwLock};
 
 use sluice_metadata::Uuid;
 use sluice_protocol::types::TopicPartition;
@@ -13,10 +16,10 @@ use sluice_storage::log::FileSlice;
 use sluice_storage::log_manager::SharedLog;
 use sluice_storage::txn_index::AbortedTxn;
 use sluice_storage::{LogAppendInfo, LogError, Marker};
-use tokio::sync::Notify;
 
 use crate::error_map::log_error_code;
-use crate::replica_state::ReplicaState;
+use crate::replica::purgatory::Watchers;
+use crate::replica::state::ReplicaState;
 
 /// Per-partition settings that are not the log's business.
 #[derive(Clone, Copy, Debug)]
@@ -51,6 +54,16 @@ impl AppendError {
             AppendError::Log(e) => e.to_string(),
         }
     }
+
+    /// The records at fault (KIP-467): (index in the batch, message).
+    pub fn record_errors(&self) -> Vec<(i32, Option<String>)> {
+        match self {
+            AppendError::Log(LogError::RecordErrors { errors, .. }) => {
+                errors.iter().map(|(i, m)| (*i, Some(m.clone()))).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
 }
 
 /// What a fetch read: offsets for the response plus the bytes to send.
@@ -81,7 +94,9 @@ pub struct Partition {
     pub log: SharedLog,
     state: Mutex<ReplicaState>,
     settings: RwLock<PartitionSettings>,
-    waiters: Mutex<Vec<Weak<Notify>>>,
+    /// Delayed operations parked on this partition; fired on every change of its log end,
+    /// high watermark, leadership or log start.
+    pub watchers: Watchers,
     /// Per-topic traffic counters (`/metrics`), resolved once so the hot paths only add.
     pub metrics: PartitionMetrics,
 }
@@ -144,7 +159,7 @@ impl Partition {
             log,
             state: Mutex::new(ReplicaState::new(node_id, leo, 0)),
             settings: RwLock::new(settings),
-            waiters: Mutex::new(Vec::new()),
+            watchers: Watchers::default(),
             metrics: PartitionMetrics::new(&tp.topic),
             tp,
         }
@@ -174,7 +189,7 @@ impl Partition {
                 || epoch_changed
         };
         if moved {
-            self.wake_waiters();
+            self.watchers.fire();
         }
     }
 
@@ -236,41 +251,29 @@ impl Partition {
         }
     }
 
-    /// Append a producer's batches as leader. For acks=-1 the ISR must be at least
+    /// Append a producer's batches as leader; with `acks_all` the ISR must be at least
     /// `min.insync.replicas` strong, checked before appending (Kafka's NOT_ENOUGH_REPLICAS).
+    /// Returns what was appended and the leader epoch it was appended in.
     pub fn append_as_leader(
         &self,
-        records: Vec<u8>,
-        acks: i16,
+        records: bytes::Bytes,
+        acks_all: bool,
         now_ms: i64,
-    ) -> Result<LogAppendInfo, AppendError> {
-        self.append_leader(records, acks, now_ms, true)
+    ) -> Result<(LogAppendInfo, i32), AppendError> {
+        self.leader_append(acks_all, |log, epoch| {
+            log.append_as_leader(records, epoch, now_ms)
+        })
     }
 
     /// Append a coordinator's own batches (see `Log::append_as_coordinator`); acks=all rules.
     pub fn append_as_coordinator(
         &self,
-        records: Vec<u8>,
+        records: bytes::Bytes,
         now_ms: i64,
-    ) -> Result<LogAppendInfo, AppendError> {
-        self.append_leader(records, -1, now_ms, false)
-    }
-
-    fn append_leader(
-        &self,
-        records: Vec<u8>,
-        acks: i16,
-        now_ms: i64,
-        client: bool,
-    ) -> Result<LogAppendInfo, AppendError> {
-        self.leader_append(acks == -1, |log, epoch| {
-            if client {
-                log.append_as_leader(records, epoch, now_ms)
-            } else {
-                log.append_as_coordinator(records, epoch, now_ms)
-            }
+    ) -> Result<(LogAppendInfo, i32), AppendError> {
+        self.leader_append(true, |log, epoch| {
+            log.append_as_coordinator(records, epoch, now_ms)
         })
-        .map(|(info, _)| info)
     }
 
     /// Write a transaction marker as leader (the coordinator's WriteTxnMarkers). Like an
@@ -323,9 +326,12 @@ impl Partition {
             s.high_watermark()
         };
         log.on_high_watermark(hw);
+        let io = log.take_pending_io();
         drop(log);
-        // Followers wait on the log end, consumers on the HW: both are woken.
-        self.wake_waiters();
+        // Followers wait on the log end, consumers on the HW: both are looked at again.
+        self.watchers.fire();
+        // fsyncs owed (flush.messages, a roll) before the append is answered.
+        sluice_storage::log_manager::run_pending_io(&self.log, io).map_err(AppendError::Log)?;
         Ok((out, epoch))
     }
 
@@ -348,7 +354,7 @@ impl Partition {
             s.on_follower_fetch_at(follower, fetch_offset, now_ms)
         };
         if moved {
-            self.wake_waiters();
+            self.watchers.fire();
         }
         Ok(())
     }
@@ -410,8 +416,10 @@ impl Partition {
         let hw = s.high_watermark();
         drop(s);
         log.on_high_watermark(hw);
+        let io = log.take_pending_io();
         drop(log);
-        self.wake_waiters();
+        self.watchers.fire();
+        sluice_storage::log_manager::run_pending_io(&self.log, io)?;
         Ok(Some(leo))
     }
 
@@ -424,6 +432,8 @@ impl Partition {
         log.truncate_to(offset, now_ms)?;
         let (leo, start) = (log.log_end_offset(), log.log_start_offset());
         lock(&self.state).on_local_reset(leo, start);
+        drop(log);
+        self.watchers.fire();
         Ok(leo)
     }
 
@@ -436,6 +446,8 @@ impl Partition {
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         log.truncate_fully_and_start_at(offset, now_ms)?;
         lock(&self.state).on_local_reset(offset, offset);
+        drop(log);
+        self.watchers.fire();
         Ok(())
     }
 
@@ -518,31 +530,6 @@ impl Partition {
         log.last_stable_offset(self.high_watermark())
     }
 
-    /// Wait (at most `timeout`) until an append that ends at `end`, made as leader in
-    /// `leader_epoch`, is committed or this replica is deposed (see [`Self::ack_state`]).
-    pub async fn wait_committed(
-        &self,
-        end: i64,
-        leader_epoch: i32,
-        timeout: std::time::Duration,
-    ) -> AckState {
-        let notify = Arc::new(Notify::new());
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            self.add_waiter(&notify);
-            let state = self.ack_state(end, leader_epoch);
-            if state != AckState::Waiting {
-                return state;
-            }
-            if tokio::time::timeout_at(deadline, notify.notified())
-                .await
-                .is_err()
-            {
-                return self.ack_state(end, leader_epoch);
-            }
-        }
-    }
-
     /// Every batch from the log start to the log end, with its bytes (coordinators loading
     /// their state). Stops at the first unreadable chunk.
     pub fn scan(&self, mut visit: impl FnMut(&sluice_protocol::batch::BatchHeader, &[u8])) {
@@ -570,22 +557,6 @@ impl Partition {
             }
             if next == before {
                 return;
-            }
-        }
-    }
-
-    /// Register a fetch waiting for this partition to grow; woken once by the next change.
-    pub fn add_waiter(&self, notify: &Arc<Notify>) {
-        let mut w = lock(&self.waiters);
-        w.retain(|n| n.strong_count() > 0);
-        w.push(Arc::downgrade(notify));
-    }
-
-    fn wake_waiters(&self) {
-        let waiters = std::mem::take(&mut *lock(&self.waiters));
-        for w in waiters {
-            if let Some(n) = w.upgrade() {
-                n.notify_one();
             }
         }
     }
@@ -636,7 +607,7 @@ mod tests {
             removing: vec![],
         };
         p.update_registration(&reg(3, 1));
-        let info = p.append_as_leader(batch(0, 2), -1, 0).unwrap();
+        let (info, _) = p.append_as_leader(batch(0, 2).into(), true, 0).unwrap();
         let end = info.last_offset + 1;
         assert_eq!(p.ack_state(end, 1), AckState::Waiting);
         // Node 1 takes over; this replica truncates and copies node 1's log, whose HW covers

@@ -26,7 +26,6 @@ use sluice_protocol::compression::Compression;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
 use tracing::{debug, info, warn};
 
 use super::markers::{MarkerJob, MarkerWriter};
@@ -35,8 +34,8 @@ use super::state::{TxnMetadata, TxnState};
 use crate::broker_conn::InterBroker;
 use crate::group::coordinator::partition_for;
 use crate::metadata_cache::MetadataCache;
-use crate::partition::AckState;
-use crate::replica_manager::ReplicaManager;
+use crate::replica::manager::ReplicaManager;
+use crate::replica::{Acks, AppendOrigin, ReplicationOutcome};
 
 pub const TXN_TOPIC: &str = "__transaction_state";
 
@@ -160,7 +159,7 @@ impl Reply {
 /// Handle to the coordinator task; cheap to share.
 pub struct TxnCoordinator {
     tx: mpsc::Sender<Command>,
-    task: std::sync::Mutex<Option<JoinHandle<()>>>,
+    task: std::sync::Mutex<Option<crate::own_thread::OwnThread>>,
     pub config: TxnConfig,
 }
 
@@ -184,21 +183,27 @@ impl TxnCoordinator {
         let (tx, rx) = mpsc::channel(1024);
         let markers =
             MarkerWriter::new(config.node_id, Arc::clone(&metadata), config.inter.clone());
-        let task = tokio::spawn(run(
-            Coordinator {
-                config: config.clone(),
-                replicas,
-                metadata,
-                owned: HashMap::new(),
-                txns: HashMap::new(),
-                tx: tx.clone(),
-                markers,
-            },
-            rx,
-        ));
+        // On a thread of its own: it appends to `__transaction_state` inline.
+        let task = crate::own_thread::spawn(
+            "txn-coordinator",
+            run(
+                Coordinator {
+                    config: config.clone(),
+                    replicas,
+                    metadata,
+                    owned: HashMap::new(),
+                    txns: HashMap::new(),
+                    tx: tx.clone(),
+                    markers,
+                },
+                rx,
+            ),
+        )
+        .inspect_err(|e| warn!(error = %e, "cannot start the transaction coordinator"))
+        .ok();
         Arc::new(TxnCoordinator {
             tx,
-            task: std::sync::Mutex::new(Some(task)),
+            task: std::sync::Mutex::new(task),
             config,
         })
     }
@@ -292,7 +297,7 @@ impl TxnCoordinator {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(h) = handle {
-            let _ = h.await;
+            h.join().await;
         }
     }
 }
@@ -656,13 +661,10 @@ impl Coordinator {
             return reply.send(None);
         }
         let partition = partition_for(&id, self.config.partitions);
-        let Some(owned) = self.owned.get(&partition) else {
+        if !self.owned.contains_key(&partition) {
             return reply.send(Some(ErrorCode::NotCoordinator));
-        };
+        }
         let tp = TopicPartition::new(TXN_TOPIC, partition);
-        let Some(p) = self.replicas.get(&tp) else {
-            return reply.send(Some(ErrorCode::NotCoordinator));
-        };
         let now = now_ms();
         let mut b = BatchBuilder::new(Compression::None);
         let key = records::encode_key(&id);
@@ -672,14 +674,17 @@ impl Coordinator {
             .build(0)
             .map_err(|_| ErrorCode::UnknownServerError)
             .and_then(|bytes| {
-                p.append_as_leader(bytes, -1, now)
+                self.replicas
+                    .append_blocking(AppendOrigin::Client, Acks::All, &tp, bytes.into())
                     .map_err(|e| match e.code() {
-                        ErrorCode::NotLeaderOrFollower => ErrorCode::NotCoordinator,
+                        ErrorCode::NotLeaderOrFollower | ErrorCode::UnknownTopicOrPartition => {
+                            ErrorCode::NotCoordinator
+                        }
                         _ => ErrorCode::CoordinatorNotAvailable,
                     })
             });
-        let info = match appended {
-            Ok(info) => info,
+        let appended = match appended {
+            Ok(a) => a,
             Err(code) => {
                 warn!(
                     transactional_id = id,
@@ -690,7 +695,6 @@ impl Coordinator {
                 return self.retry_completion(&id, code);
             }
         };
-        let epoch = owned.epoch;
         match self.txns.get_mut(&id) {
             Some(e) => {
                 e.before = Some(Some(std::mem::replace(&mut e.meta, next)));
@@ -707,14 +711,15 @@ impl Coordinator {
             }
         }
         let tx = self.tx.clone();
+        let replicas = Arc::clone(&self.replicas);
         tokio::spawn(async move {
-            let result = match p
-                .wait_committed(info.last_offset + 1, epoch, WRITE_TIMEOUT)
-                .await
-            {
-                AckState::Committed => Ok(()),
-                AckState::Deposed => Err(ErrorCode::NotCoordinator),
-                AckState::Waiting => Err(ErrorCode::CoordinatorNotAvailable),
+            let outcome = replicas
+                .await_replication(&[&appended], WRITE_TIMEOUT)
+                .await;
+            let result = match outcome.first() {
+                Some(ReplicationOutcome::Committed | ReplicationOutcome::CommittedShort) => Ok(()),
+                Some(ReplicationOutcome::Deposed) => Err(ErrorCode::NotCoordinator),
+                _ => Err(ErrorCode::CoordinatorNotAvailable),
             };
             let _ = tx.send(Command::Persisted { id, result, reply }).await;
         });
@@ -736,14 +741,11 @@ impl Coordinator {
         let (id, producer_id, epoch) = (id.to_string(), e.meta.producer_id, e.meta.producer_epoch);
         // Try again on the partition's next change (its ISR back, an append), at the latest
         // after the backoff.
-        let changed = Arc::new(tokio::sync::Notify::new());
         let tp = TopicPartition::new(TXN_TOPIC, partition_for(&id, self.config.partitions));
-        if let Some(p) = self.replicas.get(&tp) {
-            p.add_waiter(&changed);
-        }
         let tx = self.tx.clone();
+        let replicas = Arc::clone(&self.replicas);
         tokio::spawn(async move {
-            let _ = tokio::time::timeout(COMPLETION_RETRY_BACKOFF, changed.notified()).await;
+            replicas.await_change(&tp, COMPLETION_RETRY_BACKOFF).await;
             markers_done(&tx, id, producer_id, epoch).await;
         });
     }
@@ -830,20 +832,17 @@ impl Coordinator {
             .map(|(id, _)| id.clone())
             .collect();
         for id in idle {
-            let partition = partition_for(&id, self.config.partitions);
-            let Some(p) = self
-                .replicas
-                .get(&TopicPartition::new(TXN_TOPIC, partition))
-                .filter(|_| self.route(&id).is_ok())
-            else {
+            if self.route(&id).is_err() {
                 continue;
-            };
+            }
+            let tp = TopicPartition::new(TXN_TOPIC, partition_for(&id, self.config.partitions));
             let mut b = BatchBuilder::new(Compression::None);
             b.append(now, Some(&records::encode_key(&id)), None, &[]);
-            let written = b
-                .build(0)
-                .map_err(|e| e.to_string())
-                .and_then(|bytes| p.append_as_leader(bytes, -1, now).map_err(|e| e.message()));
+            let written = b.build(0).map_err(|e| e.to_string()).and_then(|bytes| {
+                self.replicas
+                    .append_blocking(AppendOrigin::Client, Acks::All, &tp, bytes.into())
+                    .map_err(|e| e.message())
+            });
             match written {
                 Ok(_) => {
                     info!(transactional_id = id, "expired an idle transactional id");

@@ -1,0 +1,31 @@
+//! The replica layer: every partition this broker hosts, and the only way the rest of the
+//! broker reads or writes one.
+//!
+//! # Layout
+//! - [`manager`]: [`ReplicaManager`], the hosted partitions and their lifecycle (created,
+//!   led, followed, deleted as metadata changes), plus the log-wide chores.
+//! - [`append`]: `ReplicaManager::append` / `await_replication` / `append_markers`: leader
+//!   appends from clients, coordinators and transaction markers, disk work on blocking
+//!   threads, acks=all completed by the purgatory.
+//! - [`read`]: `ReplicaManager::fetch`: consumers' and followers' reads as whole-batch file
+//!   ranges, completed by the purgatory when `min_bytes` are not there yet, with the leader
+//!   side of replication throttling.
+//! - [`partition`]: [`partition::Partition`], one hosted partition: log, replica state,
+//!   watchers.
+//! - [`state`]: the pure LEO/HW/ISR state machine of one partition.
+//! - [`purgatory`]: delayed operations parked on partitions until they change or expire.
+//! - [`fetcher`]: followers pulling from leaders.
+//! - [`isr`]: the leader's ISR upkeep (AlterPartition through the controller).
+
+pub mod append;
+pub mod fetcher;
+pub mod isr;
+pub mod manager;
+pub mod partition;
+pub mod purgatory;
+pub mod read;
+pub mod state;
+
+pub use append::{Acks, AppendOrigin, Appended, ReplicationOutcome};
+pub use manager::ReplicaManager;
+pub use read::{FetchParams, FetchPartitionRequest, FetchedPartition};
