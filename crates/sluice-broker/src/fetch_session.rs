@@ -178,6 +178,7 @@ pub struct FetchSessionCache {
     sessions: metrics::Gauge,
     partitions: metrics::Gauge,
     evictions: metrics::Counter,
+    incremental: metrics::Counter,
 }
 
 impl FetchSessionCache {
@@ -190,6 +191,7 @@ impl FetchSessionCache {
             sessions: metrics::gauge!("sluice_fetch_sessions"),
             partitions: metrics::gauge!("sluice_fetch_session_partitions"),
             evictions: metrics::counter!("sluice_fetch_session_evictions_total"),
+            incremental: metrics::counter!("sluice_fetch_session_incremental_total"),
         }
     }
 
@@ -282,6 +284,7 @@ impl FetchSessionCache {
         }
         session.last_used_ms = now_ms;
         session.epoch = next_epoch(session.epoch);
+        self.incremental.increment(1);
         let partitions = session
             .order
             .values()

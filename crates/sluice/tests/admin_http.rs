@@ -4,53 +4,11 @@
 mod common;
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
-
-/// GET `path`: (status code, body).
-fn get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).expect("connect to the admin listener");
-    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = if head
-        .to_ascii_lowercase()
-        .contains("transfer-encoding: chunked")
-    {
-        dechunk(body)
-    } else {
-        body.to_string()
-    };
-    (status, body)
-}
-
-fn dechunk(mut body: &str) -> String {
-    let mut out = String::new();
-    while let Some((size, rest)) = body.split_once("\r\n") {
-        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
-        if n == 0 {
-            break;
-        }
-        out.push_str(&rest[..n.min(rest.len())]);
-        body = rest.get(n + 2..).unwrap_or("");
-    }
-    out
-}
 
 /// Parse a scrape with `prometheus_client.parser` (Python): sample name + sorted labels ->
 /// value. Fails the test if the text does not parse.
@@ -99,16 +57,16 @@ fn value(m: &HashMap<String, f64>, key: &str) -> f64 {
 fn metrics_health_ready_and_json_api() {
     let server = start(&[]);
     let admin = server.admin().expect("the admin listener's address");
-    assert_eq!(get(&admin, "/health"), (200, "ok\n".to_string()));
+    assert_eq!(http_get(&admin, "/health"), (200, "ok\n".to_string()));
     // Ready once this broker is registered and unfenced; that happens right after start.
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while get(&admin, "/ready").0 != 200 {
+    while http_get(&admin, "/ready").0 != 200 {
         assert!(std::time::Instant::now() < deadline, "never ready");
         std::thread::sleep(Duration::from_millis(50));
     }
-    assert_eq!(get(&admin, "/nope").0, 404);
+    assert_eq!(http_get(&admin, "/nope").0, 404);
 
-    let before = parse(&get(&admin, "/metrics").1);
+    let before = parse(&http_get(&admin, "/metrics").1);
     create_topic(&server.bootstrap, "metered", 2, &[]);
     let p = producer(&server.bootstrap, &[("acks", "all")]);
     let records: Vec<(Vec<u8>, Vec<u8>, Option<i64>)> = (0..200)
@@ -118,7 +76,7 @@ fn metrics_health_ready_and_json_api() {
     let got = consume_all(&server.bootstrap, "metered", 2, 200);
     assert_eq!(got.len(), 200);
 
-    let (status, text) = get(&admin, "/metrics");
+    let (status, text) = http_get(&admin, "/metrics");
     assert_eq!(status, 200);
     let after = parse(&text);
     let bytes_in = value(&after, "sluice_topic_bytes_in_total{topic=metered}");
@@ -151,21 +109,21 @@ fn metrics_health_ready_and_json_api() {
     tpl.add_partition_offset("metered", 0, rdkafka::Offset::Offset(0))
         .unwrap();
     rdkafka::consumer::Consumer::commit(&c, &tpl, rdkafka::consumer::CommitMode::Sync).unwrap();
-    let lagged = parse(&get(&admin, "/metrics").1);
+    let lagged = parse(&http_get(&admin, "/metrics").1);
     let lag = value(
         &lagged,
         "sluice_consumer_group_lag{group=lagging,partition=0,topic=metered}",
     );
     assert!(lag > 0.0, "lag of partition 0: {lag}");
 
-    let (status, cluster) = get(&admin, "/api/cluster");
+    let (status, cluster) = http_get(&admin, "/api/cluster");
     assert_eq!(status, 200);
     assert!(cluster.contains("\"live_brokers\":1"), "{cluster}");
-    let (_, topics) = get(&admin, "/api/topics");
+    let (_, topics) = http_get(&admin, "/api/topics");
     assert!(topics.contains("\"name\":\"metered\""), "{topics}");
-    let (_, brokers) = get(&admin, "/api/brokers");
+    let (_, brokers) = http_get(&admin, "/api/brokers");
     assert!(brokers.contains("\"fenced\":false"), "{brokers}");
-    let (_, groups) = get(&admin, "/api/groups");
+    let (_, groups) = http_get(&admin, "/api/groups");
     assert!(groups.contains("\"group\":\"lagging\""), "{groups}");
 }
 

@@ -118,6 +118,10 @@ fn java_client(profile: &str, version: &str) {
         &format!("java client {version}"),
     );
     assert!(out.contains(" 0 failed"), "{out}");
+    // The Java consumer fetches in incremental sessions (KIP-227).
+    let scrape = http_get(&server.admin().expect("admin listener"), "/metrics").1;
+    let incremental = metric(&scrape, "sluice_fetch_session_incremental_total").unwrap_or(0.0);
+    assert!(incremental > 0.0, "no incremental fetch was served");
 }
 
 #[test]

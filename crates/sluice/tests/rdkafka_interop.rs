@@ -321,3 +321,61 @@ fn an_idempotent_retry_after_a_lost_answer_is_written_once() {
         .unwrap();
     assert_eq!(unknown.status.code(), Some(1));
 }
+
+/// librdkafka fails exactly the records a compacted topic refuses (no key): those get
+/// INVALID_RECORD, the others of the same batch _INVALID_DIFFERENT_RECORD (KIP-467), as with
+/// Kafka; the producer goes on working.
+#[test]
+fn a_batch_with_keyless_records_fails_exactly_those_records() {
+    use rdkafka::error::{KafkaError, RDKafkaErrorCode};
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    let server = start(&[]);
+    create_topic(
+        &server.bootstrap,
+        "compacted",
+        1,
+        &[("cleanup.policy", "compact")],
+    );
+    for codec in ["none", "gzip"] {
+        let p: FutureProducer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", &server.bootstrap)
+            .set("linger.ms", "200")
+            .set("compression.codec", codec)
+            .create()
+            .unwrap();
+        let keys = [Some("k0"), None, Some("k2"), None, Some("k4")];
+        let pending: Vec<_> = keys
+            .iter()
+            .map(|k| {
+                let mut r = FutureRecord::<str, str>::to("compacted").payload("v");
+                if let Some(k) = k {
+                    r = r.key(*k);
+                }
+                p.send_result(r).map_err(|_| "queue full").unwrap()
+            })
+            .collect();
+        let codes: Vec<Option<RDKafkaErrorCode>> = pending
+            .into_iter()
+            .map(|d| match block_on(d).unwrap() {
+                Ok(_) => None,
+                Err((KafkaError::MessageProduction(code), _)) => Some(code),
+                Err((e, _)) => panic!("{codec}: unexpected {e}"),
+            })
+            .collect();
+        let refused = Some(RDKafkaErrorCode::InvalidRecord);
+        let collateral = Some(RDKafkaErrorCode::InvalidDifferentRecord);
+        assert_eq!(
+            codes,
+            vec![collateral, refused, collateral, refused, collateral],
+            "{codec}"
+        );
+        // The producer keeps working.
+        let ok = block_on(
+            p.send_result(FutureRecord::to("compacted").key("k").payload("v"))
+                .map_err(|_| "queue full")
+                .unwrap(),
+        )
+        .unwrap();
+        assert!(ok.is_ok(), "{codec}: {ok:?}");
+    }
+}

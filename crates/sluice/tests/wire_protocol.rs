@@ -290,6 +290,245 @@ fn produce_errors_match_kafka() {
     assert!(w0.is_closed_by_peer());
 }
 
+/// A batch of `keys` (None: no key) with CreateTime `timestamps`.
+fn keyed_batch(codec: Compression, keys: &[Option<&str>], timestamps: &[i64]) -> Vec<u8> {
+    let mut b = BatchBuilder::new(codec);
+    for (k, ts) in keys.iter().zip(timestamps) {
+        b.append(*ts, k.map(str::as_bytes), Some(b"v"), &[]);
+    }
+    b.build(0).unwrap()
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Per-record errors (KIP-467) with Kafka 4.4's codes, indexes and wording (measured against
+/// Kafka 4.4.0): every record at fault is named, the batch is refused whole, and a partition
+/// holds one batch per request.
+#[test]
+fn records_at_fault_are_named_as_kafka_names_them() {
+    let server = start(&["auto.create.topics.enable=false"]);
+    create_topic(
+        &server.bootstrap,
+        "cmp",
+        1,
+        &[("cleanup.policy", "compact")],
+    );
+    create_topic(&server.bootstrap, "plain", 1, &[]);
+    let mut w = Wire::connect(&server.bootstrap);
+    let now = now_ms();
+    let no_key = "Compacted topic cannot accept message without key in topic partition cmp-0";
+    for codec in [Compression::None, Compression::Gzip, Compression::Lz4] {
+        let keys = [Some("k0"), None, Some("k2"), None, Some("k4")];
+        let resp = produce(&mut w, "cmp", 1, keyed_batch(codec, &keys, &[now; 5]));
+        let p = &resp.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, ErrorCode::InvalidRecord.code(), "{codec:?}");
+        assert_eq!(p.base_offset, -1);
+        let errors: Vec<(i32, String)> = p
+            .record_errors
+            .iter()
+            .map(|e| {
+                let m = e.batch_index_error_message.as_ref().map(|m| m.to_string());
+                (e.batch_index, m.unwrap_or_default())
+            })
+            .collect();
+        assert_eq!(
+            errors,
+            vec![(1, no_key.to_string()), (3, no_key.to_string())]
+        );
+        assert_eq!(
+            p.error_message.as_deref(),
+            Some(
+                format!(
+                    "One or more records have been rejected due to 2 record errors in total, and \
+                     only showing the first three errors at most: [RecordError(batchIndex=1, \
+                     message='{no_key}'), RecordError(batchIndex=3, message='{no_key}')]"
+                )
+                .as_str()
+            )
+        );
+    }
+    // A timestamp out of range: INVALID_TIMESTAMP, naming the record.
+    let future = now + 2 * 3_600_000;
+    let resp = produce(
+        &mut w,
+        "plain",
+        1,
+        keyed_batch(
+            Compression::None,
+            &[Some("a"), Some("b"), Some("c")],
+            &[now, future, now],
+        ),
+    );
+    let p = &resp.responses[0].partition_responses[0];
+    assert_eq!(p.error_code, ErrorCode::InvalidTimestamp.code());
+    assert_eq!(p.record_errors.len(), 1);
+    assert_eq!(p.record_errors[0].batch_index, 1);
+    let message = p.record_errors[0]
+        .batch_index_error_message
+        .as_ref()
+        .unwrap()
+        .to_string();
+    assert!(
+        message.starts_with(&format!(
+            "Timestamp {future} of message with offset 1 is out of range. The timestamp should be within ["
+        )),
+        "{message}"
+    );
+    assert_eq!(
+        p.error_message.as_deref(),
+        Some("One or more records have been rejected due to invalid timestamp")
+    );
+    // Two batches for one partition, or a base offset other than 0: INVALID_RECORD, no
+    // record named.
+    let two = [batch(1, 10), batch(1, 10)].concat();
+    let mut based = batch(1, 10);
+    based[..8].copy_from_slice(&100i64.to_be_bytes());
+    for refused in [two, based] {
+        let resp = produce(&mut w, "plain", 1, refused);
+        let p = &resp.responses[0].partition_responses[0];
+        assert_eq!(p.error_code, ErrorCode::InvalidRecord.code());
+        assert!(p.record_errors.is_empty());
+    }
+    // Nothing of any refused batch was written.
+    for topic in ["cmp", "plain"] {
+        let keys = [Some("k")];
+        let ok = produce(
+            &mut w,
+            topic,
+            1,
+            keyed_batch(Compression::None, &keys, &[now]),
+        );
+        assert_eq!(produce_code(&ok), 0);
+        assert_eq!(
+            ok.responses[0].partition_responses[0].base_offset, 0,
+            "{topic}"
+        );
+    }
+}
+
+/// A Fetch v12 of partitions (index, offset) of `topic` in session (`id`, `epoch`), forgetting
+/// `forget`; answers at once.
+fn session_fetch(
+    w: &mut Wire,
+    topic: &str,
+    id: i32,
+    epoch: i32,
+    partitions: &[(i32, i64)],
+    forget: &[i32],
+) -> FetchResponse {
+    let name = TopicName(StrBytes::from_string(topic.into()));
+    let mut req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(1 << 20)
+        .with_session_id(id)
+        .with_session_epoch(epoch);
+    if !partitions.is_empty() {
+        req.topics = vec![FetchTopic::default()
+            .with_topic(name.clone())
+            .with_partitions(
+                partitions
+                    .iter()
+                    .map(|(p, offset)| {
+                        FetchPartition::default()
+                            .with_partition(*p)
+                            .with_fetch_offset(*offset)
+                            .with_partition_max_bytes(1 << 20)
+                    })
+                    .collect(),
+            )];
+    }
+    if !forget.is_empty() {
+        req.forgotten_topics_data = vec![
+            kafka_protocol::messages::fetch_request::ForgottenTopic::default()
+                .with_topic(name)
+                .with_partitions(forget.to_vec()),
+        ];
+    }
+    w.call(ApiKey::Fetch, 12, &req)
+}
+
+/// The partitions a fetch answer holds, with the bytes of records of each.
+fn answered(resp: &FetchResponse) -> Vec<(i32, usize)> {
+    resp.responses
+        .iter()
+        .flat_map(|t| {
+            t.partitions
+                .iter()
+                .map(|p| (p.partition_index, p.records.as_ref().map_or(0, Bytes::len)))
+        })
+        .collect()
+}
+
+/// Incremental fetch sessions (KIP-227): after a full fetch, a client sends only what changed
+/// and hears only about partitions with something new; a session continues only at its
+/// epoch, and ends when emptied or asked to.
+#[test]
+fn fetch_sessions_carry_only_what_changed() {
+    let server = start(&[]);
+    create_topic(&server.bootstrap, "s", 3, &[]);
+    let mut w = Wire::connect(&server.bootstrap);
+    let mut producer = Wire::connect(&server.bootstrap);
+    let produce_to = |producer: &mut Wire, partition: i32| {
+        let mut req = produce_request("s", 1, batch(2, 10));
+        req.topic_data[0].partition_data[0].index = partition;
+        let resp: ProduceResponse = producer.call(ApiKey::Produce, 9, &req);
+        assert_eq!(produce_code(&resp), 0);
+    };
+    produce_to(&mut producer, 0);
+    // A full fetch that asks for a session (epoch 0): every partition, and a session id.
+    let all = [(0, 0), (1, 0), (2, 0)];
+    let full = session_fetch(&mut w, "s", 0, 0, &all, &[]);
+    assert_eq!(full.error_code, 0);
+    let id = full.session_id;
+    assert!(id > 0, "a session was created");
+    assert_eq!(answered(&full).len(), 3);
+    assert!(answered(&full)[0].1 > 0);
+    // Partition 0's new position is all that is sent; nothing changed, nothing is answered.
+    let quiet = session_fetch(&mut w, "s", id, 1, &[(0, 2)], &[]);
+    assert_eq!((quiet.error_code, quiet.session_id), (0, id));
+    assert_eq!(answered(&quiet), vec![]);
+    // New records in partition 1: only it is answered.
+    produce_to(&mut producer, 1);
+    let news = session_fetch(&mut w, "s", id, 2, &[], &[]);
+    assert_eq!(answered(&news).len(), 1);
+    assert_eq!(answered(&news)[0].0, 1);
+    assert!(answered(&news)[0].1 > 0);
+    // Another epoch than the session's, or another session: refused at the top level.
+    let stale = session_fetch(&mut w, "s", id, 2, &[], &[]);
+    assert_eq!(stale.error_code, ErrorCode::InvalidFetchSessionEpoch.code());
+    assert_eq!((stale.session_id, answered(&stale)), (0, vec![]));
+    let unknown = session_fetch(&mut w, "s", id ^ 0x40, 1, &[], &[]);
+    assert_eq!(unknown.error_code, ErrorCode::FetchSessionIdNotFound.code());
+    // The refusals did not end it; forgetting every partition does.
+    let kept = session_fetch(&mut w, "s", id, 3, &[(1, 2)], &[]);
+    assert_eq!((kept.error_code, kept.session_id), (0, id));
+    let emptied = session_fetch(&mut w, "s", id, 4, &[], &[0, 1, 2]);
+    assert_eq!((emptied.error_code, emptied.session_id), (0, 0));
+    let gone = session_fetch(&mut w, "s", id, 5, &[], &[]);
+    assert_eq!(gone.error_code, ErrorCode::FetchSessionIdNotFound.code());
+    // Epoch -1 ends a session too; (0, -1) is a fetch without one, as librdkafka sends.
+    let second = session_fetch(&mut w, "s", 0, 0, &all, &[]).session_id;
+    assert!(second > 0);
+    let closing = session_fetch(&mut w, "s", second, -1, &all, &[]);
+    assert_eq!((closing.session_id, answered(&closing).len()), (0, 3));
+    let ended = session_fetch(&mut w, "s", second, 1, &[], &[]);
+    assert_eq!(ended.error_code, ErrorCode::FetchSessionIdNotFound.code());
+
+    // Without cache slots there are no sessions: full answers, session id 0.
+    let none = start(&["max.incremental.fetch.session.cache.slots=0"]);
+    create_topic(&none.bootstrap, "s", 1, &[]);
+    let mut w = Wire::connect(&none.bootstrap);
+    let full = session_fetch(&mut w, "s", 0, 0, &[(0, 0)], &[]);
+    assert_eq!((full.error_code, full.session_id), (0, 0));
+}
+
 #[test]
 fn fetch_long_polls_without_busy_waiting_and_honours_sizes() {
     let server = start(&[]);

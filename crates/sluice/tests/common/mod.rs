@@ -203,3 +203,52 @@ pub fn sluice_tool(tool: &str, bootstrap: &str, args: &[&str]) -> String {
     );
     stdout
 }
+
+/// GET `path`: (status code, body).
+pub fn http_get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the admin listener");
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    std::io::Write::write_fmt(
+        &mut s,
+        format_args!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+    )
+    .unwrap();
+    let mut raw = String::new();
+    std::io::Read::read_to_string(&mut s, &mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = if head
+        .to_ascii_lowercase()
+        .contains("transfer-encoding: chunked")
+    {
+        dechunk(body)
+    } else {
+        body.to_string()
+    };
+    (status, body)
+}
+
+fn dechunk(mut body: &str) -> String {
+    let mut out = String::new();
+    while let Some((size, rest)) = body.split_once("\r\n") {
+        let n = usize::from_str_radix(size.trim(), 16).unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        out.push_str(&rest[..n.min(rest.len())]);
+        body = rest.get(n + 2..).unwrap_or("");
+    }
+    out
+}
+
+/// The value of sample `name` (exactly as written, labels included) in a `/metrics` scrape.
+pub fn metric(scrape: &str, name: &str) -> Option<f64> {
+    scrape.lines().find_map(|l| {
+        let (k, v) = l.rsplit_once(' ')?;
+        (k == name).then(|| v.parse().ok()).flatten()
+    })
+}
