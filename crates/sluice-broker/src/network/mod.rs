@@ -48,6 +48,7 @@ pub struct NetworkLimits {
     pub sasl_max_receive: usize,
 }
 
+/// A read buffer grown past this for one large frame is not kept while the client is idle.
 const READ_CHUNK_BYTES: usize = 1024 * 1024;
 /// A connection's read buffer to start with: small, so idle connections cost little.
 const READ_BUFFER_BYTES: usize = 8 * 1024;
@@ -176,11 +177,17 @@ fn frame_size(buf: &[u8], max_bytes: usize, limit: &str) -> Result<Option<usize>
 }
 
 /// Split the frame of `size` bytes off the front of `buf` if it is all there; otherwise make
-/// room for (some of) the rest of it.
+/// room for the rest of it. Called once the request budget admitted the frame, so its size
+/// is accounted for: the buffer is sized for it exactly (growing it step by step would
+/// copy it and could leave twice the room).
 fn take_frame(buf: &mut BytesMut, size: usize) -> Option<Bytes> {
     let needed = SIZE_PREFIX_LEN + size;
     if buf.len() < needed {
-        buf.reserve((needed - buf.len()).min(READ_CHUNK_BYTES));
+        if buf.capacity() < needed {
+            let mut sized = BytesMut::with_capacity(needed);
+            sized.extend_from_slice(buf);
+            *buf = sized;
+        }
         return None;
     }
     buf.advance(SIZE_PREFIX_LEN);
