@@ -17,6 +17,30 @@ use sluice_protocol::ErrorCode;
 use crate::metadata_cache::MetadataCache;
 use crate::request::RequestContext;
 
+/// The authorizer as handlers reach it: the decision rules and the metadata holding the ACLs.
+pub struct Access {
+    authorizer: Authorizer,
+    metadata: Arc<MetadataCache>,
+}
+
+impl Access {
+    pub fn new(authorizer: Authorizer, metadata: Arc<MetadataCache>) -> Self {
+        Self {
+            authorizer,
+            metadata,
+        }
+    }
+
+    /// The ACL checks of one request.
+    pub fn check<'a>(&'a self, ctx: &'a RequestContext) -> Check<'a> {
+        self.authorizer.check(&self.metadata, ctx)
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.authorizer.is_enabled()
+    }
+}
+
 #[derive(Clone, Debug, Default)]
 pub struct Authorizer {
     enabled: bool,

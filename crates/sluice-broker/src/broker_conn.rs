@@ -42,9 +42,7 @@ impl InterBroker {
         Ok(Self {
             listener,
             connector,
-            timeout: std::time::Duration::from_millis(
-                config.number("replica.socket.timeout.ms").max(1) as u64,
-            ),
+            timeout: std::time::Duration::from_millis(config.settings().replica.socket_timeout_ms),
         })
     }
 }

@@ -15,8 +15,7 @@ use std::net::{IpAddr, ToSocketAddrs};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sluice_metadata::config::{parse_per_ip_overrides, BrokerConfig, DynamicBrokerConfigs};
-use sluice_metadata::MetadataImage;
+use sluice_metadata::config::{parse_per_ip_overrides, BrokerConfig};
 use tokio::sync::Notify;
 
 /// The limits in force, from the static and dynamic broker configs.
@@ -153,18 +152,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 const RECHECK: Duration = Duration::from_secs(1);
 
 impl ConnectionQuotas {
-    fn limits(&self, config: &BrokerConfig, image: &MetadataImage, node_id: i32) -> Arc<Limits> {
+    fn limits(&self, metadata: &crate::metadata_cache::MetadataCache) -> Arc<Limits> {
+        let image = metadata.current();
         let previous = match &*lock(&self.limits) {
             Some((offset, l)) if *offset == image.offset => return Arc::clone(l),
             Some((_, l)) => Some(Arc::clone(l)),
             None => None,
         };
         // Built without holding the lock: a host name in the overrides may need resolving.
-        let dynamic = DynamicBrokerConfigs::from_image(image, node_id);
-        let l = Arc::new(Limits::from_config(
-            &config.with_dynamic(&dynamic),
-            previous.as_deref(),
-        ));
+        let l = Arc::new(Limits::from_config(&metadata.config(), previous.as_deref()));
         *lock(&self.limits) = Some((image.offset, Arc::clone(&l)));
         l
     }
@@ -175,7 +171,7 @@ impl ConnectionQuotas {
     /// fails at once if `ip` is at its own limit.
     pub async fn acquire(
         self: &Arc<Self>,
-        broker: &crate::broker::Broker,
+        broker: &crate::network::Frontend,
         listener: &Arc<str>,
         ip: IpAddr,
         protected: bool,
@@ -184,8 +180,7 @@ impl ConnectionQuotas {
             let freed = self.freed.notified();
             tokio::pin!(freed);
             freed.as_mut().enable();
-            let image = broker.metadata.current();
-            let limits = self.limits(&broker.config, &image, broker.node_id);
+            let limits = self.limits(&broker.metadata);
             {
                 let mut c = lock(&self.counts);
                 let on_listener = c.per_listener.get(listener).copied().unwrap_or(0);
@@ -232,7 +227,7 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        BrokerConfig::default().with_dynamic(&DynamicBrokerConfigs {
+        BrokerConfig::default().with_dynamic(&sluice_metadata::config::DynamicBrokerConfigs {
             broker,
             ..Default::default()
         })

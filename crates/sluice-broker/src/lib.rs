@@ -13,7 +13,8 @@
 //!   publisher that applies image changes to the replica manager.
 //! - [`controller_api`]: what the broker needs from the controller (a trait; the node wires
 //!   in the real controller).
-//! - [`broker`]: [`Broker`], the shared state every handler receives.
+//! - [`services`]: what handlers are built from (each holds only the services it uses):
+//!   the controller client, topic creation, config changes; the registry that builds them.
 //! - [`group`]: consumer groups: the group state machine, `__consumer_offsets` records, the
 //!   coordinator task.
 //! - [`txn`]: transactions: the coordinator's pure per-transactional-id state machine,
@@ -28,7 +29,6 @@
 //! - [`own_thread`]: a task on a thread of its own (the coordinators).
 
 pub mod authorizer;
-pub mod broker;
 pub mod broker_conn;
 pub mod connection_quotas;
 pub mod controller_api;
@@ -44,10 +44,10 @@ pub mod quota;
 pub mod replica;
 pub mod request;
 pub mod sasl;
+pub mod services;
 pub mod tls;
 pub mod txn;
 
-pub use broker::Broker;
 pub use replica::ReplicaManager;
 
 /// Milliseconds since the Unix epoch: the broker's clock, passed into the pure layers.

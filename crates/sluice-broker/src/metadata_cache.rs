@@ -2,24 +2,85 @@
 
 use std::sync::{Arc, Mutex, RwLock};
 
+use sluice_metadata::config::{BrokerConfig, DynamicBrokerConfigs};
 use sluice_metadata::MetadataImage;
 use sluice_storage::LogError;
 
 use crate::replica::manager::ReplicaManager;
 
-/// The current metadata image; readers clone the `Arc` and never block writers for long.
+/// Endpoints of every live broker on `listener` (the one a client connected to; a broker
+/// without it offers its first): (node id, host, port, rack).
+pub fn brokers_for_listener(
+    image: &MetadataImage,
+    listener: &str,
+) -> Vec<(i32, String, i32, Option<String>)> {
+    image
+        .live_brokers()
+        .filter_map(|b| {
+            let e = b
+                .endpoints
+                .iter()
+                .find(|e| e.name == listener)
+                .or_else(|| b.endpoints.first())?;
+            Some((b.node_id, e.host.clone(), i32::from(e.port), b.rack.clone()))
+        })
+        .collect()
+}
+
+/// The current metadata image, and the broker configuration in effect with it (the static
+/// config with the image's dynamic broker configs applied). Readers clone an `Arc`; a change
+/// swaps one, so nothing is parsed or looked up again on the way.
 pub struct MetadataCache {
     image: RwLock<Arc<MetadataImage>>,
     offset: tokio::sync::watch::Sender<i64>,
+    node_id: i32,
+    static_config: Arc<BrokerConfig>,
+    /// (the dynamic configs it was built from, the effective config)
+    config: RwLock<(DynamicBrokerConfigs, Arc<BrokerConfig>)>,
 }
 
 impl MetadataCache {
-    pub fn new(image: MetadataImage) -> Self {
+    pub fn new(image: MetadataImage, static_config: Arc<BrokerConfig>, node_id: i32) -> Self {
         let offset = image.offset;
+        let dynamic = DynamicBrokerConfigs::from_image(&image, node_id);
+        let effective = Arc::new(static_config.with_dynamic(&dynamic));
         Self {
             image: RwLock::new(Arc::new(image)),
             offset: tokio::sync::watch::channel(offset).0,
+            node_id,
+            static_config,
+            config: RwLock::new((dynamic, effective)),
         }
+    }
+
+    /// The broker configuration in effect now (static, then dynamic values).
+    pub fn config(&self) -> Arc<BrokerConfig> {
+        Arc::clone(
+            &self
+                .config
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .1,
+        )
+    }
+
+    /// The configuration in effect with `image`: the current one unless its dynamic broker
+    /// configs differ.
+    pub(crate) fn config_for(
+        &self,
+        image: &MetadataImage,
+    ) -> (DynamicBrokerConfigs, Arc<BrokerConfig>) {
+        let dynamic = DynamicBrokerConfigs::from_image(image, self.node_id);
+        let current = self
+            .config
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !current.0.differs(&dynamic) {
+            return (dynamic, Arc::clone(&current.1));
+        }
+        drop(current);
+        let effective = Arc::new(self.static_config.with_dynamic(&dynamic));
+        (dynamic, effective)
     }
 
     /// Wait (at most `timeout`) for the next published image.
@@ -52,8 +113,12 @@ impl MetadataCache {
         )
     }
 
-    fn set(&self, image: Arc<MetadataImage>) {
+    fn set(&self, image: Arc<MetadataImage>, config: (DynamicBrokerConfigs, Arc<BrokerConfig>)) {
         let offset = image.offset;
+        *self
+            .config
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = config;
         *self
             .image
             .write()
@@ -89,8 +154,9 @@ impl MetadataPublisher {
         if image.offset <= old.offset && old.offset >= 0 {
             return Ok(());
         }
-        let result = self.replicas.apply_delta(&old, &image, now_ms);
-        self.cache.set(Arc::new(image));
+        let config = self.cache.config_for(&image);
+        let result = self.replicas.apply_delta(&old, &image, &config.1, now_ms);
+        self.cache.set(Arc::new(image), config);
         result
     }
 }

@@ -96,6 +96,15 @@ pub struct Window {
     pub size_ms: i64,
 }
 
+impl From<sluice_metadata::config::QuotaWindow> for Window {
+    fn from(w: sluice_metadata::config::QuotaWindow) -> Self {
+        Self {
+            samples: w.samples,
+            size_ms: w.size_ms,
+        }
+    }
+}
+
 impl Default for Window {
     fn default() -> Self {
         Self {
@@ -381,6 +390,118 @@ impl ReplicationQuotas {
         Self {
             leader: ReplicationQuota::new(window, "leader"),
             follower: ReplicationQuota::new(window, "follower"),
+        }
+    }
+}
+
+/// Client quotas as requests meet them: the measurements, and the metadata holding the
+/// quotas. What a request is charged is also put in its context, which mutes the connection
+/// for the throttle time.
+pub struct ClientQuotas {
+    manager: QuotaManager,
+    metadata: std::sync::Arc<crate::metadata_cache::MetadataCache>,
+}
+
+impl ClientQuotas {
+    pub fn new(
+        manager: QuotaManager,
+        metadata: std::sync::Arc<crate::metadata_cache::MetadataCache>,
+    ) -> Self {
+        Self { manager, metadata }
+    }
+
+    /// Record `value` against the requester's quota of `kind`; the throttle time (ms) is
+    /// put in the request context (the connection is muted for it) and returned for the
+    /// response's `throttle_time_ms`.
+    pub fn record(&self, ctx: &crate::request::RequestContext, kind: QuotaKind, value: f64) -> i32 {
+        let image = self.metadata.current();
+        if image.client_quotas.is_empty() {
+            return 0;
+        }
+        let user = quota_user(&ctx.principal);
+        let client_id = ctx.client_id.as_deref().unwrap_or("");
+        let ms = self
+            .manager
+            .record(&image, kind, user, client_id, value, crate::now_ms());
+        ctx.throttle(ms);
+        if ms > 0 {
+            metrics::counter!("sluice_throttle_time_ms_total", "quota" => kind.key())
+                .increment(ms as u64);
+        }
+        ms
+    }
+
+    /// `controller_mutation_rate`: may this request create or delete `partitions` more
+    /// partitions (see [`QuotaManager::record_mutations`])? A throttle is put in the
+    /// request context (the connection is muted for it); the caller reports the largest in
+    /// the response's `throttle_time_ms`.
+    pub fn record_mutations(
+        &self,
+        ctx: &crate::request::RequestContext,
+        partitions: i32,
+        strict: bool,
+    ) -> MutationVerdict {
+        let image = self.metadata.current();
+        let verdict = self.manager.record_mutations(
+            &image,
+            quota_user(&ctx.principal),
+            ctx.client_id.as_deref().unwrap_or(""),
+            f64::from(partitions.max(0)),
+            strict,
+            crate::now_ms(),
+        );
+        ctx.throttle(verdict.throttle_ms);
+        if verdict.throttle_ms > 0 {
+            metrics::counter!("sluice_throttle_time_ms_total", "quota" => "controller_mutation_rate")
+                .increment(verdict.throttle_ms as u64);
+        }
+        verdict
+    }
+
+    /// [`Self::record_mutations`] for each topic of a request: `charged[i]` partitions for
+    /// topic i (0: not charged). Returns which topics the quota refuses and which go ahead
+    /// (`authorized` and not refused).
+    pub fn gate_mutations(
+        &self,
+        ctx: &crate::request::RequestContext,
+        charged: &[i32],
+        authorized: &[bool],
+        strict: bool,
+    ) -> (Vec<bool>, Vec<bool>) {
+        let refused: Vec<bool> = charged
+            .iter()
+            .map(|n| *n > 0 && !self.record_mutations(ctx, *n, strict).accepted)
+            .collect();
+        let allowed = authorized
+            .iter()
+            .zip(&refused)
+            .map(|(a, r)| *a && !r)
+            .collect();
+        (refused, allowed)
+    }
+
+    /// Whether a `controller_mutation_rate` quota applies to this request's client.
+    pub fn mutation_quota_applies(&self, ctx: &crate::request::RequestContext) -> bool {
+        let image = self.metadata.current();
+        !image.client_quotas.is_empty()
+            && resolve(
+                &image,
+                QuotaKind::ControllerMutation,
+                quota_user(&ctx.principal),
+                ctx.client_id.as_deref().unwrap_or(""),
+            )
+            .is_some()
+    }
+
+    /// Give back what [`Self::record_mutations`] took for mutations that did not happen.
+    pub fn refund_mutations(&self, ctx: &crate::request::RequestContext, partitions: i32) {
+        if partitions > 0 {
+            self.manager.refund_mutations(
+                &self.metadata.current(),
+                quota_user(&ctx.principal),
+                ctx.client_id.as_deref().unwrap_or(""),
+                f64::from(partitions),
+            );
         }
     }
 }

@@ -92,3 +92,16 @@ pub fn str_bytes(s: impl Into<String>) -> StrBytes {
 
 /// Kafka's "authorized operations not requested" sentinel.
 pub const AUTHORIZED_OPERATIONS_OMITTED: i32 = i32::MIN;
+
+/// Per-partition outcomes grouped by topic, topics in first-seen order (how per-partition
+/// responses are laid out on the wire).
+pub fn by_topic<R>(outcomes: Vec<(String, i32, R)>) -> Vec<(String, Vec<(i32, R)>)> {
+    let mut out: Vec<(String, Vec<(i32, R)>)> = Vec::new();
+    for (topic, partition, r) in outcomes {
+        match out.iter_mut().find(|(t, _)| *t == topic) {
+            Some((_, ps)) => ps.push((partition, r)),
+            None => out.push((topic, vec![(partition, r)])),
+        }
+    }
+    out
+}

@@ -25,7 +25,7 @@ use sluice_protocol::frame;
 use sluice_protocol::scram::{self, Mechanism, ServerFirst};
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
+use crate::network::Frontend;
 use crate::request::{str_bytes, RequestContext};
 
 /// What a SASL listener offers, from the broker config.
@@ -105,7 +105,7 @@ impl SaslSession {
 
     pub async fn handle(
         &mut self,
-        broker: &Broker,
+        broker: &Frontend,
         listener: &str,
         peer: SocketAddr,
         frame: Bytes,
@@ -133,7 +133,7 @@ impl SaslSession {
                 ),
             );
         }
-        let Some(handler) = broker.handlers.get(peek.api_key) else {
+        let Some(handler) = broker.handlers.get(peek.api_key).map(|r| r.spec) else {
             return fail(None, format!("{expected:?} is not served"));
         };
         if !handler.supports(peek.api_version) {
@@ -204,7 +204,7 @@ impl SaslSession {
 
     /// One token of the mechanism's exchange; `ctx` is the SaslAuthenticate request it came
     /// in (None: a bare v0 token).
-    fn token(&mut self, broker: &Broker, token: Bytes, ctx: Option<&RequestContext>) -> Outcome {
+    fn token(&mut self, broker: &Frontend, token: Bytes, ctx: Option<&RequestContext>) -> Outcome {
         let State::Tokens { mech, scram, .. } = &mut self.state else {
             return fail(None, "SASL token before the handshake");
         };

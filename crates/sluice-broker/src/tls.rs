@@ -119,42 +119,46 @@ impl ListenerTls {
     }
 }
 
-/// Put every SSL listener on the stores the metadata's dynamic configs name for this broker
-/// (a node runs this once before serving, so a restarted broker never presents the static
-/// stores first). A failure keeps the stores in use, logged once per setting.
-pub fn apply_dynamic_stores(broker: &crate::broker::Broker) {
-    if broker.listener_tls.is_empty() {
-        return;
-    }
-    let image = broker.metadata.current();
-    let dynamic = sluice_metadata::config::DynamicBrokerConfigs::from_image(&image, broker.node_id);
-    let effective = broker.config.with_dynamic(&dynamic);
-    for tls in &broker.listener_tls {
-        match tls.reload(&effective, false) {
-            Ok(true) => tracing::info!(listener = %tls.listener, "TLS stores reloaded"),
-            Ok(false) => {}
-            Err(e) => {
-                tracing::warn!(listener = %tls.listener, error = %e, "keeping the TLS stores in use")
+/// The SSL listeners of this broker and what says which stores they use: the static config
+/// and the dynamic per-broker configs in metadata (certificate rotation).
+pub struct DynamicStores {
+    pub metadata: Arc<crate::metadata_cache::MetadataCache>,
+    pub listeners: Vec<Arc<ListenerTls>>,
+}
+
+impl DynamicStores {
+    /// Put every SSL listener on the stores the metadata's dynamic configs name for this
+    /// broker (a node runs this once before serving, so a restarted broker never presents the
+    /// static stores first). A failure keeps the stores in use, logged once per setting.
+    pub fn apply(&self) {
+        if self.listeners.is_empty() {
+            return;
+        }
+        let effective = self.metadata.config();
+        for tls in &self.listeners {
+            match tls.reload(&effective, false) {
+                Ok(true) => tracing::info!(listener = %tls.listener, "TLS stores reloaded"),
+                Ok(false) => {}
+                Err(e) => {
+                    tracing::warn!(listener = %tls.listener, error = %e, "keeping the TLS stores in use")
+                }
             }
         }
     }
-}
 
-/// Keep every SSL listener on the stores the metadata's dynamic configs name for this
-/// broker (when another broker's request changed them, or metadata caught up).
-pub async fn follow_dynamic_stores(
-    broker: Arc<crate::broker::Broker>,
-    mut shutdown: tokio::sync::watch::Receiver<bool>,
-) {
-    if broker.listener_tls.is_empty() {
-        return;
-    }
-    let mut offsets = broker.metadata.subscribe();
-    loop {
-        apply_dynamic_stores(&broker);
-        tokio::select! {
-            _ = shutdown.changed() => return,
-            changed = offsets.changed() => if changed.is_err() { return },
+    /// Keep every SSL listener on the stores the metadata's dynamic configs name for this
+    /// broker (when another broker's request changed them, or metadata caught up).
+    pub async fn follow(self, mut shutdown: tokio::sync::watch::Receiver<bool>) {
+        if self.listeners.is_empty() {
+            return;
+        }
+        let mut offsets = self.metadata.subscribe();
+        loop {
+            self.apply();
+            tokio::select! {
+                _ = shutdown.changed() => return,
+                changed = offsets.changed() => if changed.is_err() { return },
+            }
         }
     }
 }

@@ -17,7 +17,7 @@ use axum::routing::get;
 use axum::Router;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use serde_json::{json, Value};
-use sluice_broker::Broker;
+use sluice_broker::services::Services;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::warn;
@@ -69,14 +69,14 @@ pub fn install_metrics() {
 
 #[derive(Clone)]
 struct AdminState {
-    broker: Option<Arc<Broker>>,
+    broker: Option<Arc<Services>>,
     node_id: i32,
 }
 
 /// Serve until `shutdown` flips.
 pub async fn serve(
     listener: TcpListener,
-    broker: Option<Arc<Broker>>,
+    broker: Option<Arc<Services>>,
     node_id: i32,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -110,7 +110,7 @@ fn json_response(v: Value) -> Response {
 
 async fn ready(State(s): State<AdminState>) -> Response {
     let ready = match &s.broker {
-        Some(b) => b.metadata.current().is_live(b.node_id),
+        Some(b) => b.metadata.current().is_live(b.identity.node_id),
         None => true,
     };
     if ready {
@@ -125,30 +125,20 @@ async fn ready(State(s): State<AdminState>) -> Response {
 }
 
 /// State gauges, computed now.
-async fn update_state_gauges(b: &Broker) {
+async fn update_state_gauges(b: &Services) {
     let image = b.metadata.current();
-    let mut under_replicated = 0u32;
-    let mut leaders = 0u32;
-    for p in b.replicas.all() {
-        if p.is_leader() {
-            leaders += 1;
-            let state = p.state();
-            if state.isr().len() < state.replicas().len() {
-                under_replicated += 1;
-            }
-        }
-    }
+    let (leaders, under_replicated) = b.replicas.leadership_counts();
     let offline = image
         .topics
         .values()
         .flat_map(|t| t.partitions.values())
         .filter(|p| p.leader < 0)
         .count();
-    metrics::gauge!("sluice_under_replicated_partitions").set(f64::from(under_replicated));
-    metrics::gauge!("sluice_leader_partitions").set(f64::from(leaders));
+    metrics::gauge!("sluice_under_replicated_partitions").set(under_replicated as f64);
+    metrics::gauge!("sluice_leader_partitions").set(leaders as f64);
     metrics::gauge!("sluice_offline_partitions").set(offline as f64);
-    let active = b.controller.active_controller();
-    metrics::gauge!("sluice_active_controller").set(if active == Some(b.node_id) {
+    let active = b.controller.api().active_controller();
+    metrics::gauge!("sluice_active_controller").set(if active == Some(b.identity.node_id) {
         1.0
     } else {
         0.0
@@ -164,10 +154,10 @@ async fn update_state_gauges(b: &Broker) {
             for (topic, partition, value) in rows {
                 let Some(committed) = value else { continue };
                 let tp = sluice_protocol::types::TopicPartition::new(topic.clone(), partition);
-                let Some(p) = b.replicas.get(&tp).filter(|p| p.is_leader()) else {
+                let Some(hw) = b.replicas.led_high_watermark(&tp) else {
                     continue;
                 };
-                let lag = (p.high_watermark() - committed.offset).max(0);
+                let lag = (hw.0 - committed.offset).max(0);
                 metrics::gauge!(
                     "sluice_consumer_group_lag",
                     "group" => group.clone(),
@@ -213,9 +203,9 @@ async fn cluster(State(s): State<AdminState>) -> Response {
     };
     let image = b.metadata.current();
     json_response(json!({
-        "cluster_id": b.cluster_id,
-        "node_id": b.node_id,
-        "controller_id": b.controller.active_controller(),
+        "cluster_id": b.identity.cluster_id,
+        "node_id": b.identity.node_id,
+        "controller_id": b.controller.api().active_controller(),
         "metadata_offset": image.offset,
         "brokers": image.brokers.len(),
         "live_brokers": image.live_brokers().count(),
@@ -283,7 +273,7 @@ async fn groups(State(s): State<AdminState>) -> Response {
             groups
                 .into_iter()
                 .map(|(id, protocol_type, state)| {
-                    json!({ "group": id, "protocol_type": protocol_type, "state": state, "coordinator": b.node_id })
+                    json!({ "group": id, "protocol_type": protocol_type, "state": state, "coordinator": b.identity.node_id })
                 })
                 .collect(),
         )),

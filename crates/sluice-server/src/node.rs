@@ -21,8 +21,12 @@ use sluice_broker::metadata_cache::{MetadataCache, MetadataPublisher};
 use sluice_broker::network::{self, NetworkLimits};
 use sluice_broker::replica::fetcher::ReplicaFetcherManager;
 use sluice_broker::sasl::SaslSettings;
+use sluice_broker::services::config_admin::ConfigAdmin;
+use sluice_broker::services::topics::TopicCreator;
+use sluice_broker::services::{Identity, Services};
+use sluice_broker::tls::DynamicStores;
 use sluice_broker::txn::coordinator::{TxnConfig, TxnCoordinator};
-use sluice_broker::{now_ms, Broker, ReplicaManager};
+use sluice_broker::{now_ms, ReplicaManager};
 use sluice_controller::rpc::Heartbeat;
 use sluice_controller::{ControllerDefaults, QuorumConfig, QuorumController};
 use sluice_metadata::config::{BrokerConfig, SecurityProtocol};
@@ -359,7 +363,11 @@ impl Node {
             });
         }
 
-        let cache = Arc::new(MetadataCache::new(MetadataImage::empty()));
+        let cache = Arc::new(MetadataCache::new(
+            MetadataImage::empty(),
+            Arc::clone(&config),
+            node_id,
+        ));
         let mut bootstrap: Vec<String> = voters.iter().map(|(_, a)| a.clone()).collect();
         if bootstrap.is_empty() {
             bootstrap = config
@@ -468,64 +476,84 @@ impl Node {
             inter,
         );
         tokio::spawn(fetchers.run(shutdown_rx.clone()));
-        let broker = Arc::new(Broker {
+        let settings = config.settings().clone();
+        let controller = Arc::new(sluice_broker::services::controller::ControllerClient::new(
+            Arc::clone(&client) as Arc<dyn sluice_broker::controller_api::ControllerApi>,
             node_id,
-            cluster_id: meta.cluster_id.clone(),
+        ));
+        let listener_tls: Vec<_> = kafka_listeners
+            .iter()
+            .filter_map(|(_, _, tls, _)| tls.clone())
+            .collect();
+        let quotas = Arc::new(sluice_broker::quota::ClientQuotas::new(
+            sluice_broker::quota::QuotaManager::with_mutation_window(
+                sluice_broker::quota::Window::from(settings.quota_window),
+                sluice_broker::quota::Window::from(settings.controller_quota_window),
+            ),
+            Arc::clone(&cache),
+        ));
+        let services = Arc::new(Services {
+            identity: Arc::new(Identity {
+                node_id,
+                cluster_id: meta.cluster_id.clone(),
+            }),
             config: Arc::clone(&config),
-            metadata: cache,
+            metadata: Arc::clone(&cache),
             replicas: Arc::clone(&replicas),
-            controller: Arc::clone(&client)
-                as Arc<dyn sluice_broker::controller_api::ControllerApi>,
-            handlers: HandlerTable::standard(),
-            producer_ids: Default::default(),
+            controller: Arc::clone(&controller),
+            access: Arc::new(sluice_broker::authorizer::Access::new(
+                sluice_broker::authorizer::Authorizer::from_config(&config),
+                Arc::clone(&cache),
+            )),
+            quotas: Arc::clone(&quotas),
+            topics: Arc::new(TopicCreator::new(
+                Arc::clone(&config),
+                Arc::clone(&cache),
+                Arc::clone(&controller),
+            )),
+            configs: Arc::new(ConfigAdmin::new(
+                node_id,
+                Arc::clone(&config),
+                Arc::clone(&cache),
+                Arc::clone(&controller),
+                listener_tls.clone(),
+            )),
             groups: Arc::clone(&groups),
             txns: Arc::clone(&txns),
-            authorizer: sluice_broker::authorizer::Authorizer::from_config(&config),
-            quotas: sluice_broker::quota::QuotaManager::with_mutation_window(
-                sluice_broker::quota::Window {
-                    samples: config.number("quota.window.num").max(1) as usize,
-                    size_ms: config.number("quota.window.size.seconds").max(1) * 1000,
-                },
-                sluice_broker::quota::Window {
-                    samples: config.number("controller.quota.window.num").max(1) as usize,
-                    size_ms: config
-                        .number("controller.quota.window.size.seconds")
-                        .clamp(1, 3600)
-                        * 1000,
-                },
-            ),
-            connections: Default::default(),
-            fetch_sessions: sluice_broker::fetch_session::FetchSessionCache::new(
-                config
-                    .number("max.incremental.fetch.session.cache.slots")
-                    .max(0) as usize,
-            ),
-            budget: sluice_broker::network::budget::RequestBudget::new(
-                config.queued_max_requests(),
-                config.number("queued.max.request.bytes"),
-            ),
-            listener_tls: kafka_listeners
-                .iter()
-                .filter_map(|(_, _, tls, _)| tls.clone())
-                .collect(),
+            fetch_sessions: Arc::new(sluice_broker::fetch_session::FetchSessionCache::new(
+                settings.fetch_session_cache_slots,
+            )),
         });
-        sluice_broker::tls::apply_dynamic_stores(&broker);
-        tokio::spawn(sluice_broker::tls::follow_dynamic_stores(
-            Arc::clone(&broker),
-            shutdown_rx.clone(),
-        ));
+        let frontend = Arc::new(network::Frontend {
+            node_id,
+            config: Arc::clone(&config),
+            metadata: Arc::clone(&cache),
+            handlers: HandlerTable::new(&services),
+            quotas,
+            connections: Default::default(),
+            budget: sluice_broker::network::budget::RequestBudget::new(
+                settings.queued_max_requests,
+                settings.queued_max_request_bytes,
+            ),
+        });
+        let stores = DynamicStores {
+            metadata: Arc::clone(&cache),
+            listeners: listener_tls,
+        };
+        stores.apply();
+        tokio::spawn(stores.follow(shutdown_rx.clone()));
 
         tokio::spawn(sluice_broker::replica::isr::run_isr_checks(
             Arc::clone(&replicas),
-            Arc::clone(&broker.metadata),
-            Arc::clone(&broker.controller),
-            config.number("replica.lag.time.max.ms").max(1),
+            Arc::clone(&cache),
+            Arc::clone(controller.api()),
+            settings.replica.lag_time_max_ms,
             shutdown_rx.clone(),
         ));
         let limits = NetworkLimits {
-            request_max_bytes: config.socket_request_max_bytes(),
-            idle_timeout: Duration::from_millis(config.connections_max_idle_ms().max(1) as u64),
-            sasl_max_receive: config.number("sasl.server.max.receive.size").max(1) as usize,
+            request_max_bytes: settings.socket_request_max_bytes,
+            idle_timeout: Duration::from_millis(settings.connections_max_idle_ms),
+            sasl_max_receive: settings.sasl_max_receive_bytes,
         };
         let mut servers = Vec::new();
         let inter_broker_listener = config.inter_broker_listener();
@@ -540,7 +568,7 @@ impl Node {
                 inter_broker,
                 tls,
                 sasl,
-                Arc::clone(&broker),
+                Arc::clone(&frontend),
                 limits,
                 shutdown_rx.clone(),
             )));
@@ -548,7 +576,7 @@ impl Node {
         if let Some((_, l)) = admin {
             servers.push(tokio::spawn(crate::admin_http::serve(
                 l,
-                Some(Arc::clone(&broker)),
+                Some(Arc::clone(&services)),
                 node_id,
                 shutdown_rx.clone(),
             )));

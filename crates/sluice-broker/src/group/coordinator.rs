@@ -20,6 +20,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
 use super::records::{GroupValue, OffsetValue, OffsetsKey};
+pub use super::state::SyncRequest;
 use super::state::{
     Effect, GroupConfig, GroupMachine, GroupState, JoinOutcome, JoinRequest, SyncOutcome, Token,
 };
@@ -54,32 +55,20 @@ pub struct CoordinatorConfig {
 
 impl CoordinatorConfig {
     pub fn from_broker(c: &sluice_metadata::BrokerConfig) -> Self {
+        let g = &c.settings().group;
         Self {
             group: GroupConfig {
-                min_session_timeout_ms: c.number("group.min.session.timeout.ms") as i32,
-                max_session_timeout_ms: c.number("group.max.session.timeout.ms") as i32,
-                initial_rebalance_delay_ms: c.number("group.initial.rebalance.delay.ms"),
-                max_size: c.number("group.max.size").max(1) as usize,
+                min_session_timeout_ms: g.min_session_timeout_ms,
+                max_session_timeout_ms: g.max_session_timeout_ms,
+                initial_rebalance_delay_ms: g.initial_rebalance_delay_ms,
+                max_size: g.max_size,
             },
-            offsets_partitions: c.number("offsets.topic.num.partitions").max(1) as i32,
-            offsets_retention_ms: c.number("offsets.retention.minutes").saturating_mul(60_000),
-            offsets_retention_check_ms: c.number("offsets.retention.check.interval.ms").max(1)
-                as u64,
-            offset_metadata_max_bytes: c.number("offset.metadata.max.bytes").max(0) as usize,
+            offsets_partitions: g.offsets_partitions,
+            offsets_retention_ms: g.offsets_retention_ms,
+            offsets_retention_check_ms: g.offsets_retention_check_ms,
+            offset_metadata_max_bytes: g.offset_metadata_max_bytes,
         }
     }
-}
-
-/// A SyncGroup request, decoded.
-#[derive(Clone, Debug)]
-pub struct SyncRequest {
-    pub group_id: String,
-    pub generation: i32,
-    pub member_id: String,
-    pub instance_id: Option<String>,
-    pub protocol_type: Option<String>,
-    pub protocol_name: Option<String>,
-    pub assignments: Vec<(String, Bytes)>,
 }
 
 /// An OffsetCommit request, decoded.
@@ -481,69 +470,69 @@ async fn run(
 /// transactions that no marker has ended yet.
 fn load(replicas: &ReplicaManager, partition: i32) -> LoadResult {
     let mut out = LoadResult::default();
-    let Some(p) = replicas.get(&TopicPartition::new(OFFSETS_TOPIC, partition)) else {
-        return out;
-    };
     let mut groups: BTreeMap<String, Option<GroupValue>> = BTreeMap::new();
-    p.scan(|h, bytes| {
-        out.end = out.end.max(h.next_offset());
-        if h.is_control() {
-            // A marker: the producer's pending offsets are applied (commit) or dropped.
-            let commit = decode_records(bytes, RecordLimits::default())
-                .ok()
-                .and_then(|r| r.into_iter().next())
-                .and_then(|r| r.key)
-                .is_some_and(|k| k.len() >= 4 && k[2..4] == [0, 1]);
-            if let Some(by_group) = out.pending.remove(&h.producer_id) {
-                if commit {
-                    for (group, committed) in by_group {
-                        out.offsets.entry(group).or_default().extend(committed);
+    replicas.scan(
+        &TopicPartition::new(OFFSETS_TOPIC, partition),
+        |h, bytes| {
+            out.end = out.end.max(h.next_offset());
+            if h.is_control() {
+                // A marker: the producer's pending offsets are applied (commit) or dropped.
+                let commit = decode_records(bytes, RecordLimits::default())
+                    .ok()
+                    .and_then(|r| r.into_iter().next())
+                    .and_then(|r| r.key)
+                    .is_some_and(|k| k.len() >= 4 && k[2..4] == [0, 1]);
+                if let Some(by_group) = out.pending.remove(&h.producer_id) {
+                    if commit {
+                        for (group, committed) in by_group {
+                            out.offsets.entry(group).or_default().extend(committed);
+                        }
                     }
                 }
+                return;
             }
-            return;
-        }
-        let Ok(records) = decode_records(bytes, RecordLimits::default()) else {
-            return;
-        };
-        for r in records {
-            let Some(key) = r.key.as_deref().and_then(OffsetsKey::decode) else {
-                continue;
+            let Ok(records) = decode_records(bytes, RecordLimits::default()) else {
+                return;
             };
-            match key {
-                OffsetsKey::Offset {
-                    group,
-                    topic,
-                    partition,
-                } => {
-                    let value = r.value.as_deref().and_then(OffsetValue::decode);
-                    if h.is_transactional() {
-                        if let Some(v) = value {
-                            out.pending
-                                .entry(h.producer_id)
-                                .or_default()
-                                .entry(group)
-                                .or_default()
-                                .insert((topic, partition), v);
+            for r in records {
+                let Some(key) = r.key.as_deref().and_then(OffsetsKey::decode) else {
+                    continue;
+                };
+                match key {
+                    OffsetsKey::Offset {
+                        group,
+                        topic,
+                        partition,
+                    } => {
+                        let value = r.value.as_deref().and_then(OffsetValue::decode);
+                        if h.is_transactional() {
+                            if let Some(v) = value {
+                                out.pending
+                                    .entry(h.producer_id)
+                                    .or_default()
+                                    .entry(group)
+                                    .or_default()
+                                    .insert((topic, partition), v);
+                            }
+                            continue;
                         }
-                        continue;
+                        let entry = out.offsets.entry(group).or_default();
+                        match value {
+                            Some(v) => {
+                                entry.insert((topic, partition), v);
+                            }
+                            None => {
+                                entry.remove(&(topic, partition));
+                            }
+                        }
                     }
-                    let entry = out.offsets.entry(group).or_default();
-                    match value {
-                        Some(v) => {
-                            entry.insert((topic, partition), v);
-                        }
-                        None => {
-                            entry.remove(&(topic, partition));
-                        }
+                    OffsetsKey::Group { group } => {
+                        groups.insert(group, r.value.as_deref().and_then(GroupValue::decode));
                     }
-                }
-                OffsetsKey::Group { group } => {
-                    groups.insert(group, r.value.as_deref().and_then(GroupValue::decode));
                 }
             }
-        }
-    });
+        },
+    );
     out.offsets.retain(|_, o| !o.is_empty());
     out.groups = groups.into_iter().collect();
     out

@@ -20,17 +20,17 @@ use sluice_metadata::acl::{op, AclBinding, AclFilter};
 use sluice_metadata::controller_types::ApiError;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
+use crate::authorizer::Access;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
 const NO_AUTHORIZER: &str = "No Authorizer is configured.";
 
 /// Why the request as a whole is refused, if it is.
-fn refused(broker: &Broker, ctx: &RequestContext, operation: i8) -> Option<ApiError> {
-    if !broker.authorizer.is_enabled() {
+fn refused(access: &Access, ctx: &RequestContext, operation: i8) -> Option<ApiError> {
+    if !access.is_enabled() {
         return Some(ApiError::new(ErrorCode::SecurityDisabled, NO_AUTHORIZER));
     }
-    (!broker.acl(ctx).cluster(operation)).then(|| {
+    (!access.check(ctx).cluster(operation)).then(|| {
         ApiError::new(
             ErrorCode::ClusterAuthorizationFailed,
             "Cluster authorization failed.",
@@ -60,10 +60,18 @@ fn filter(
 
 pub mod create {
     use super::*;
-    handler!(ApiKey::CreateAcls, 1, 3, handle);
+    handler!(
+        ApiKey::CreateAcls,
+        1,
+        3,
+        CreateAcls {
+            access: Access,
+            controller: crate::services::controller::ControllerClient
+        }
+    );
 
     async fn handle(
-        broker: &Broker,
+        h: &CreateAcls,
         ctx: &RequestContext,
         body: Bytes,
     ) -> Result<Response, HandlerError> {
@@ -82,12 +90,9 @@ pub mod create {
             })
             .collect();
         let n = bindings.len();
-        let outcomes: Vec<Result<(), ApiError>> = match refused(broker, ctx, op::ALTER) {
+        let outcomes: Vec<Result<(), ApiError>> = match refused(&h.access, ctx, op::ALTER) {
             Some(e) => vec![Err(e); n],
-            None => match broker
-                .call_controller(move |c| c.create_acls(&bindings))
-                .await
-            {
+            None => match h.controller.call(move |c| c.create_acls(&bindings)).await {
                 Ok(v) if v.len() == n => v,
                 Ok(_) => vec![Err(ApiError::new(ErrorCode::UnknownServerError, "bad answer")); n],
                 Err(e) => vec![Err(ApiError::new(ErrorCode::UnknownServerError, e)); n],
@@ -108,10 +113,19 @@ pub mod create {
 
 pub mod describe {
     use super::*;
-    handler!(ApiKey::DescribeAcls, 1, 3, sync handle);
+    handler!(
+        ApiKey::DescribeAcls,
+        1,
+        3,
+        DescribeAcls {
+            access: Access,
+            metadata: crate::metadata_cache::MetadataCache
+        },
+        sync
+    );
 
     fn handle(
-        broker: &Broker,
+        h: &DescribeAcls,
         ctx: &RequestContext,
         body: Bytes,
     ) -> Result<Response, HandlerError> {
@@ -126,7 +140,7 @@ pub mod describe {
             req.operation,
             req.permission_type,
         );
-        let error = refused(broker, ctx, op::DESCRIBE).or_else(|| {
+        let error = refused(&h.access, ctx, op::DESCRIBE).or_else(|| {
             f.validate()
                 .err()
                 .map(|m| ApiError::new(ErrorCode::InvalidRequest, m))
@@ -136,7 +150,7 @@ pub mod describe {
             resp.error_message = Some(str_bytes(e.message));
             return ctx.respond(&resp);
         }
-        let image = broker.metadata.current();
+        let image = h.metadata.current();
         let mut grouped: BTreeMap<(i8, &str, i8), Vec<AclDescription>> = BTreeMap::new();
         for b in image.acls.values().filter(|b| f.matches(b)) {
             let mut d = AclDescription::default();
@@ -163,10 +177,18 @@ pub mod describe {
 
 pub mod delete {
     use super::*;
-    handler!(ApiKey::DeleteAcls, 1, 3, handle);
+    handler!(
+        ApiKey::DeleteAcls,
+        1,
+        3,
+        DeleteAcls {
+            access: Access,
+            controller: crate::services::controller::ControllerClient
+        }
+    );
 
     async fn handle(
-        broker: &Broker,
+        h: &DeleteAcls,
         ctx: &RequestContext,
         body: Bytes,
     ) -> Result<Response, HandlerError> {
@@ -187,20 +209,17 @@ pub mod delete {
             })
             .collect();
         let n = filters.len();
-        let outcomes: Vec<Result<Vec<AclBinding>, ApiError>> = match refused(broker, ctx, op::ALTER)
-        {
-            Some(e) => vec![Err(e); n],
-            None => match broker
-                .call_controller(move |c| c.delete_acls(&filters))
-                .await
-            {
-                Ok(v) if v.len() == n => v,
-                Ok(_) => {
-                    vec![Err(ApiError::new(ErrorCode::UnknownServerError, "bad answer")); n]
-                }
-                Err(e) => vec![Err(ApiError::new(ErrorCode::UnknownServerError, e)); n],
-            },
-        };
+        let outcomes: Vec<Result<Vec<AclBinding>, ApiError>> =
+            match refused(&h.access, ctx, op::ALTER) {
+                Some(e) => vec![Err(e); n],
+                None => match h.controller.call(move |c| c.delete_acls(&filters)).await {
+                    Ok(v) if v.len() == n => v,
+                    Ok(_) => {
+                        vec![Err(ApiError::new(ErrorCode::UnknownServerError, "bad answer")); n]
+                    }
+                    Err(e) => vec![Err(ApiError::new(ErrorCode::UnknownServerError, e)); n],
+                },
+            };
         let mut resp = DeleteAclsResponse::default();
         for o in outcomes {
             let mut r = DeleteAclsFilterResult::default();

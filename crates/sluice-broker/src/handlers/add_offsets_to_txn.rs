@@ -7,22 +7,30 @@ use kafka_protocol::messages::{AddOffsetsToTxnRequest, AddOffsetsToTxnResponse, 
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::group::coordinator::{partition_for, OFFSETS_TOPIC};
-use crate::handlers::add_partitions_to_txn::fenced_as;
-use crate::handlers::find_coordinator::ensure_offsets_topic;
 use crate::request::{HandlerError, RequestContext, Response};
+use crate::txn::fenced_as;
 
-handler!(ApiKey::AddOffsetsToTxn, 0, 3, handle);
+handler!(
+    ApiKey::AddOffsetsToTxn,
+    0,
+    3,
+    AddOffsetsToTxn {
+        access: crate::authorizer::Access,
+        topics: crate::services::topics::TopicCreator,
+        groups: crate::group::coordinator::GroupCoordinator,
+        txns: crate::txn::coordinator::TxnCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &AddOffsetsToTxn,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: AddOffsetsToTxnRequest = ctx.decode(body)?;
     let mut resp = AddOffsetsToTxnResponse::default();
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     if !acl.transactional_id(op::WRITE, &req.transactional_id) {
         resp.error_code = ErrorCode::TransactionalIdAuthorizationFailed.code();
         return ctx.respond(&resp);
@@ -31,11 +39,10 @@ async fn handle(
         resp.error_code = ErrorCode::GroupAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
-    let result = match ensure_offsets_topic(broker).await {
+    let result = match h.topics.ensure_offsets_topic().await {
         Ok(()) => {
-            let partition = partition_for(&req.group_id, broker.groups.config.offsets_partitions);
-            broker
-                .txns
+            let partition = partition_for(&req.group_id, h.groups.config.offsets_partitions);
+            h.txns
                 .add_partitions(
                     req.transactional_id.to_string(),
                     req.producer_id.0,

@@ -13,19 +13,19 @@ use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
 use crate::authorizer::Check;
-use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
+use crate::txn::fenced_as;
 
-handler!(ApiKey::AddPartitionsToTxn, 0, 4, handle);
-
-/// PRODUCER_FENCED is new in v2; older clients are told INVALID_PRODUCER_EPOCH.
-pub(crate) fn fenced_as(code: ErrorCode, version: i16, fenced_since: i16) -> ErrorCode {
-    if code == ErrorCode::ProducerFenced && version < fenced_since {
-        ErrorCode::InvalidProducerEpoch
-    } else {
-        code
+handler!(
+    ApiKey::AddPartitionsToTxn,
+    0,
+    4,
+    AddPartitionsToTxn {
+        metadata: crate::metadata_cache::MetadataCache,
+        access: crate::authorizer::Access,
+        txns: crate::txn::coordinator::TxnCoordinator
     }
-}
+);
 
 /// One transaction's request: every partition's error code. WRITE on the transactional
 /// id and on each topic is required; partitions of other topics (TOPIC_AUTHORIZATION_FAILED)
@@ -33,7 +33,7 @@ pub(crate) fn fenced_as(code: ErrorCode, version: i16, fenced_since: i16) -> Err
 /// OPERATION_NOT_ATTEMPTED.
 #[allow(clippy::too_many_arguments)]
 async fn add(
-    broker: &Broker,
+    h: &AddPartitionsToTxn,
     acl: &Check<'_>,
     version: i16,
     id: String,
@@ -42,7 +42,7 @@ async fn add(
     topics: &[AddPartitionsToTxnTopic],
     verify_only: bool,
 ) -> Vec<AddPartitionsToTxnTopicResult> {
-    let image = broker.metadata.current();
+    let image = h.metadata.current();
     let id_denied = !acl.transactional_id(op::WRITE, &id);
     let mut partitions = Vec::new();
     let mut refused: Vec<((String, i32), ErrorCode)> = Vec::new();
@@ -76,8 +76,7 @@ async fn add(
         }
     };
     let common = if refused.is_empty() {
-        broker
-            .txns
+        h.txns
             .add_partitions(id, producer_id, epoch, partitions, verify_only)
             .await
             .err()
@@ -105,17 +104,17 @@ async fn add(
 }
 
 async fn handle(
-    broker: &Broker,
+    h: &AddPartitionsToTxn,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: AddPartitionsToTxnRequest = ctx.decode(body)?;
     let mut resp = AddPartitionsToTxnResponse::default();
     let v = ctx.api_version;
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     if v <= 3 {
         resp.results_by_topic_v3_and_below = add(
-            broker,
+            h,
             &acl,
             v,
             req.v3_and_below_transactional_id.to_string(),
@@ -136,7 +135,7 @@ async fn handle(
         let mut r = AddPartitionsToTxnResult::default();
         r.transactional_id = t.transactional_id.clone();
         r.topic_results = add(
-            broker,
+            h,
             &acl,
             v,
             t.transactional_id.to_string(),

@@ -14,14 +14,21 @@ use sluice_metadata::acl::op;
 use sluice_metadata::controller_types::ReassignTarget;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
-use crate::handlers::by_topic;
+use crate::request::by_topic;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::AlterPartitionReassignments, 0, 1, handle);
+handler!(
+    ApiKey::AlterPartitionReassignments,
+    0,
+    1,
+    AlterPartitionReassignments {
+        controller: crate::services::controller::ControllerClient,
+        access: crate::authorizer::Access
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &AlterPartitionReassignments,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
@@ -41,13 +48,14 @@ async fn handle(
         .collect();
     let mut resp = AlterPartitionReassignmentsResponse::default();
     resp.allow_replication_factor_change = allow_rf_change;
-    if !broker.acl(ctx).cluster(op::ALTER) {
+    if !h.access.check(ctx).cluster(op::ALTER) {
         resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
         resp.error_message = Some(str_bytes("Cluster authorization failed."));
         return ctx.respond(&resp);
     }
-    match broker
-        .call_controller(move |c| c.alter_reassignments(&targets, allow_rf_change))
+    match h
+        .controller
+        .call(move |c| c.alter_reassignments(&targets, allow_rf_change))
         .await
     {
         Ok(outcomes) => {

@@ -16,10 +16,17 @@ use sluice_metadata::image::ScramEntry;
 use sluice_protocol::scram::{self, Mechanism};
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::AlterUserScramCredentials, 0, 0, handle);
+handler!(
+    ApiKey::AlterUserScramCredentials,
+    0,
+    0,
+    AlterUserScramCredentials {
+        controller: crate::services::controller::ControllerClient,
+        access: crate::authorizer::Access
+    }
+);
 
 /// Why a user's change is refused before it reaches the controller.
 fn check(user: &str, mechanism: i8, iterations: Option<i32>) -> Result<Mechanism, ApiError> {
@@ -49,12 +56,12 @@ fn check(user: &str, mechanism: i8, iterations: Option<i32>) -> Result<Mechanism
 }
 
 async fn handle(
-    broker: &Broker,
+    h: &AlterUserScramCredentials,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: AlterUserScramCredentialsRequest = ctx.decode(body)?;
-    let cluster_denied = !broker.acl(ctx).cluster(op::ALTER);
+    let cluster_denied = !h.access.check(ctx).cluster(op::ALTER);
     // Users in request order, each with its change or why it is refused.
     let mut users: Vec<(String, Result<ScramChange, ApiError>)> = Vec::new();
     let deletions = req
@@ -107,8 +114,8 @@ async fn handle(
     let mut stored = if changes.is_empty() {
         Ok(Vec::new())
     } else {
-        broker
-            .call_controller(move |c| c.alter_scram_credentials(&changes))
+        h.controller
+            .call(move |c| c.alter_scram_credentials(&changes))
             .await
     };
     let mut resp = AlterUserScramCredentialsResponse::default();

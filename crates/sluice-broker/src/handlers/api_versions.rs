@@ -8,14 +8,13 @@ use kafka_protocol::messages::api_versions_response::ApiVersion;
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use sluice_protocol::{frame, ErrorCode};
 
-use super::HandlerTable;
-use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
 
-handler!(ApiKey::ApiVersions, 0, 4, sync handle);
+handler!(ApiKey::ApiVersions, 0, 4, ApiVersions {}, sync);
 
-fn api_keys(table: &HandlerTable) -> Vec<ApiVersion> {
-    table
+/// Every routed API with its versions: the handler registry's own declarations.
+fn api_keys() -> Vec<ApiVersion> {
+    super::specs()
         .iter()
         .map(|h| {
             ApiVersion::default()
@@ -36,10 +35,10 @@ fn valid_software_field(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'.')
 }
 
-fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+fn handle(_: &ApiVersions, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: ApiVersionsRequest = ctx.decode(body)?;
     let mut resp = ApiVersionsResponse::default();
-    resp.api_keys = api_keys(&broker.handlers);
+    resp.api_keys = api_keys();
     if ctx.api_version >= 3
         && (!valid_software_field(&req.client_software_name)
             || !valid_software_field(&req.client_software_version))
@@ -51,13 +50,10 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
 }
 
 /// The answer to an ApiVersions request at a version above ours: always encoded as v0.
-pub fn unsupported_version_response(
-    table: &HandlerTable,
-    correlation_id: i32,
-) -> Result<BytesMut, HandlerError> {
+pub fn unsupported_version_response(correlation_id: i32) -> Result<BytesMut, HandlerError> {
     let mut resp = ApiVersionsResponse::default();
     resp.error_code = ErrorCode::UnsupportedVersion.code();
-    resp.api_keys = api_keys(table);
+    resp.api_keys = api_keys();
     let mut out = BytesMut::new();
     frame::encode_response(&mut out, ApiKey::ApiVersions, 0, correlation_id, &resp)
         .map_err(|e| HandlerError::Encode(e.to_string()))?;

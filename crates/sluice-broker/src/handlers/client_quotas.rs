@@ -13,7 +13,6 @@ use sluice_metadata::controller_types::ApiError;
 use sluice_metadata::image::QuotaEntity;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
 const USER: &str = "user";
@@ -66,15 +65,23 @@ fn parts(e: &QuotaEntity) -> Vec<(&'static str, Option<StrBytes>)> {
 pub mod alter {
     use super::*;
     use kafka_protocol::messages::alter_client_quotas_response::{EntityData, EntryData};
-    handler!(ApiKey::AlterClientQuotas, 0, 1, handle);
+    handler!(
+        ApiKey::AlterClientQuotas,
+        0,
+        1,
+        AlterClientQuotas {
+            access: crate::authorizer::Access,
+            controller: crate::services::controller::ControllerClient
+        }
+    );
 
     async fn handle(
-        broker: &Broker,
+        h: &AlterClientQuotas,
         ctx: &RequestContext,
         body: Bytes,
     ) -> Result<Response, HandlerError> {
         let req: AlterClientQuotasRequest = ctx.decode(body)?;
-        let allowed = broker.acl(ctx).cluster(op::ALTER_CONFIGS);
+        let allowed = h.access.check(ctx).cluster(op::ALTER_CONFIGS);
         let mut outcomes: Vec<Result<(), ApiError>> = Vec::new();
         let mut changes = Vec::new();
         for e in &req.entries {
@@ -112,8 +119,9 @@ pub mod alter {
         if !changes.is_empty() {
             let n = changes.len();
             let validate_only = req.validate_only;
-            let answers = match broker
-                .call_controller(move |c| c.alter_client_quotas(&changes, validate_only))
+            let answers = match h
+                .controller
+                .call(move |c| c.alter_client_quotas(&changes, validate_only))
                 .await
             {
                 Ok(v) if v.len() == n => v,
@@ -153,14 +161,23 @@ pub mod describe {
     use kafka_protocol::messages::describe_client_quotas_response::{
         EntityData, EntryData, ValueData,
     };
-    handler!(ApiKey::DescribeClientQuotas, 0, 1, sync handle);
+    handler!(
+        ApiKey::DescribeClientQuotas,
+        0,
+        1,
+        DescribeClientQuotas {
+            access: crate::authorizer::Access,
+            metadata: crate::metadata_cache::MetadataCache
+        },
+        sync
+    );
 
     const MATCH_EXACT: i8 = 0;
     const MATCH_DEFAULT: i8 = 1;
     const MATCH_SPECIFIED: i8 = 2;
 
     fn handle(
-        broker: &Broker,
+        h: &DescribeClientQuotas,
         ctx: &RequestContext,
         body: Bytes,
     ) -> Result<Response, HandlerError> {
@@ -171,7 +188,7 @@ pub mod describe {
             resp.error_message = Some(str_bytes(m));
             resp.entries = None;
         };
-        if !broker.acl(ctx).cluster(op::DESCRIBE_CONFIGS) {
+        if !h.access.check(ctx).cluster(op::DESCRIBE_CONFIGS) {
             fail(
                 &mut resp,
                 ErrorCode::ClusterAuthorizationFailed,
@@ -213,7 +230,7 @@ pub mod describe {
             }
             wanted.push((t, c.match_type, c._match.as_ref().map(|m| m.to_string())));
         }
-        let image = broker.metadata.current();
+        let image = h.metadata.current();
         let mut entries = Vec::new();
         for (e, values) in &image.client_quotas {
             let has = |t: &str| -> Option<&Option<String>> {

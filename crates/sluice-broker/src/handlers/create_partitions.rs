@@ -6,18 +6,27 @@ use kafka_protocol::messages::{ApiKey, CreatePartitionsRequest, CreatePartitions
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::CreatePartitions, 0, 3, handle);
+handler!(
+    ApiKey::CreatePartitions,
+    0,
+    3,
+    CreatePartitions {
+        metadata: crate::metadata_cache::MetadataCache,
+        controller: crate::services::controller::ControllerClient,
+        access: crate::authorizer::Access,
+        quotas: crate::quota::ClientQuotas
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &CreatePartitions,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: CreatePartitionsRequest = ctx.decode(body)?;
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let mut resp = CreatePartitionsResponse::default();
     let mut seen = std::collections::HashMap::<String, usize>::new();
     for t in &req.topics {
@@ -40,7 +49,7 @@ async fn handle(
             continue;
         }
         // controller_mutation_rate counts the partitions added (strict from v3).
-        let current = broker
+        let current = h
             .metadata
             .current()
             .topic(&name)
@@ -53,24 +62,24 @@ async fn handle(
         } else {
             added
         };
-        if charged > 0 && broker.mutation_quota_applies(ctx) {
+        if charged > 0 && h.quotas.mutation_quota_applies(ctx) {
             let (topic, count) = (name.clone(), t.count);
             let checked: Option<Vec<Vec<i32>>> = t.assignments.as_ref().map(|a| {
                 a.iter()
                     .map(|x| x.broker_ids.iter().map(|b| b.0).collect())
                     .collect()
             });
-            let verdict = broker
-                .call_controller(move |c| {
-                    c.create_partitions(&topic, count, checked.as_deref(), true)
-                })
+            let verdict = h
+                .controller
+                .call(move |c| c.create_partitions(&topic, count, checked.as_deref(), true))
                 .await;
             if !matches!(verdict, Ok(Ok(()))) {
                 charged = 0;
             }
         }
         if charged > 0
-            && !broker
+            && !h
+                .quotas
                 .record_mutations(ctx, charged, ctx.api_version >= 3)
                 .accepted
         {
@@ -85,15 +94,14 @@ async fn handle(
                 .collect()
         });
         let (count, validate_only) = (t.count, req.validate_only);
-        let outcome = broker
-            .call_controller(move |c| {
-                c.create_partitions(&name, count, assignments.as_deref(), validate_only)
-            })
+        let outcome = h
+            .controller
+            .call(move |c| c.create_partitions(&name, count, assignments.as_deref(), validate_only))
             .await;
         if !matches!(outcome, Ok(Ok(()))) {
             // Refused: nothing was created, so nothing is spent (Kafka charges only what
             // passed validation).
-            broker.refund_mutations(ctx, charged);
+            h.quotas.refund_mutations(ctx, charged);
         }
         match outcome {
             Ok(Ok(())) => {}

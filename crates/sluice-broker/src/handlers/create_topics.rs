@@ -11,13 +11,22 @@ use sluice_metadata::config::describe_topic;
 use sluice_metadata::controller_types::CreateTopicSpec;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::CreateTopics, 2, 7, handle);
+handler!(
+    ApiKey::CreateTopics,
+    2,
+    7,
+    CreateTopics {
+        config: sluice_metadata::config::BrokerConfig,
+        controller: crate::services::controller::ControllerClient,
+        access: crate::authorizer::Access,
+        quotas: crate::quota::ClientQuotas
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &CreateTopics,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
@@ -48,7 +57,7 @@ async fn handle(
         .collect();
     let validate_only = req.validate_only;
     // CREATE on the cluster, or on the topic; the others are not created.
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let may_create = acl.cluster(op::CREATE);
     let authorized: Vec<bool> = specs
         .iter()
@@ -58,17 +67,18 @@ async fn handle(
     // v6: once the quota is spent, topics are refused until it refills). As in Kafka only
     // what passes validation is charged: with a quota in force the controller checks the
     // topics first (a validate-only call), and what it still refuses is given back below.
-    let default_partitions = broker.config.num_partitions();
+    let default_partitions = h.config.num_partitions();
     let mut chargeable = authorized.clone();
-    if !validate_only && broker.mutation_quota_applies(ctx) {
+    if !validate_only && h.quotas.mutation_quota_applies(ctx) {
         let checked: Vec<CreateTopicSpec> = specs
             .iter()
             .zip(&authorized)
             .filter(|(_, ok)| **ok)
             .map(|(s, _)| s.clone())
             .collect();
-        let verdicts = broker
-            .call_controller(move |c| c.create_topics(&checked, true))
+        let verdicts = h
+            .controller
+            .call(move |c| c.create_topics(&checked, true))
             .await
             .unwrap_or_default();
         let mut verdicts = verdicts.iter();
@@ -93,7 +103,8 @@ async fn handle(
         })
         .collect();
     let (throttled, allowed) =
-        broker.gate_mutations(ctx, &charged, &authorized, ctx.api_version >= 6);
+        h.quotas
+            .gate_mutations(ctx, &charged, &authorized, ctx.api_version >= 6);
     let call_specs: Vec<CreateTopicSpec> = specs
         .iter()
         .zip(&allowed)
@@ -103,8 +114,8 @@ async fn handle(
     let outcomes = if call_specs.is_empty() {
         Ok(Vec::new())
     } else {
-        broker
-            .call_controller(move |c| c.create_topics(&call_specs, validate_only))
+        h.controller
+            .call(move |c| c.create_topics(&call_specs, validate_only))
             .await
     };
     let mut resp = CreateTopicsResponse::default();
@@ -143,7 +154,7 @@ async fn handle(
                     r.topic_config_error_code = ErrorCode::TopicAuthorizationFailed.code();
                 }
                 r.configs = describable.then(|| {
-                    describe_topic(&broker.config, &overrides)
+                    describe_topic(&h.config, &overrides)
                         .into_iter()
                         .map(|d| {
                             let mut c = CreatableTopicConfigs::default();
@@ -158,12 +169,12 @@ async fn handle(
                 });
             }
             Ok(Some(Err(e))) => {
-                broker.refund_mutations(ctx, charged[i]);
+                h.quotas.refund_mutations(ctx, charged[i]);
                 r.error_code = e.code.code();
                 r.error_message = Some(str_bytes(e.message.clone()));
             }
             Ok(None) | Err(_) => {
-                broker.refund_mutations(ctx, charged[i]);
+                h.quotas.refund_mutations(ctx, charged[i]);
                 r.error_code = ErrorCode::UnknownServerError.code();
                 r.error_message = outcomes.as_ref().err().map(|e| str_bytes(e.clone()));
             }

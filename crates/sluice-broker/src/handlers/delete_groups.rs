@@ -6,19 +6,26 @@ use kafka_protocol::messages::{ApiKey, DeleteGroupsRequest, DeleteGroupsResponse
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
 
-handler!(ApiKey::DeleteGroups, 0, 2, handle);
+handler!(
+    ApiKey::DeleteGroups,
+    0,
+    2,
+    DeleteGroups {
+        access: crate::authorizer::Access,
+        groups: crate::group::coordinator::GroupCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &DeleteGroups,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: DeleteGroupsRequest = ctx.decode(body)?;
     // DELETE on each group; the others are not touched.
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let allowed: Vec<bool> = req
         .groups_names
         .iter()
@@ -34,7 +41,7 @@ async fn handle(
     let result = if ids.is_empty() {
         Ok(Vec::new())
     } else {
-        broker.groups.delete(ids).await
+        h.groups.delete(ids).await
     };
     let mut resp = DeleteGroupsResponse::default();
     let mut i = 0;

@@ -10,34 +10,25 @@ use sluice_metadata::acl::op;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
-use crate::error_map::log_error_code;
-use crate::replica::partition::Partition;
 use crate::request::{HandlerError, RequestContext, Response};
 
-handler!(ApiKey::DeleteRecords, 0, 2, sync handle);
-
-fn delete_below(p: &Partition, offset: i64) -> Result<i64, ErrorCode> {
-    let hw = p.high_watermark();
-    let target = if offset == -1 { hw } else { offset };
-    if target < 0 || target > hw {
-        return Err(ErrorCode::OffsetOutOfRange);
+handler!(
+    ApiKey::DeleteRecords,
+    0,
+    2,
+    DeleteRecords {
+        replicas: crate::replica::ReplicaManager,
+        access: crate::authorizer::Access
     }
-    let mut log = p
-        .log
-        .write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    log.advance_log_start_offset(target)
-        .map_err(|e| log_error_code(&e))?;
-    log.delete_old_segments(hw, crate::now_ms())
-        .map_err(|e| log_error_code(&e))?;
-    Ok(log.log_start_offset())
-}
+);
 
-fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+async fn handle(
+    h: &DeleteRecords,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
     let req: DeleteRecordsRequest = ctx.decode(body)?;
-    let image = broker.metadata.current();
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let mut resp = DeleteRecordsResponse::default();
     for t in req.topics {
         let mut out = DeleteRecordsTopicResult::default();
@@ -45,16 +36,13 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
         let allowed = acl.topic(op::DELETE, &t.name);
         for part in t.partitions {
             let tp = TopicPartition::new(t.name.to_string(), part.partition_index);
-            let result = match broker.replicas.get(&tp) {
-                _ if !allowed => Err(ErrorCode::TopicAuthorizationFailed),
-                Some(p) => delete_below(&p, part.offset),
-                None if image
-                    .topic(&tp.topic)
-                    .is_some_and(|x| x.partitions.contains_key(&part.partition_index)) =>
-                {
-                    Err(ErrorCode::NotLeaderOrFollower)
-                }
-                None => Err(ErrorCode::UnknownTopicOrPartition),
+            let result = if allowed {
+                h.replicas
+                    .delete_records(&tp, part.offset)
+                    .await
+                    .map(|o| o.0)
+            } else {
+                Err(ErrorCode::TopicAuthorizationFailed)
             };
             let mut r = DeleteRecordsPartitionResult::default();
             r.partition_index = part.partition_index;

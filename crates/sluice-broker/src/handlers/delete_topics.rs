@@ -8,13 +8,22 @@ use sluice_metadata::controller_types::TopicRef;
 use sluice_metadata::Uuid;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::DeleteTopics, 1, 6, handle);
+handler!(
+    ApiKey::DeleteTopics,
+    1,
+    6,
+    DeleteTopics {
+        metadata: crate::metadata_cache::MetadataCache,
+        controller: crate::services::controller::ControllerClient,
+        access: crate::authorizer::Access,
+        quotas: crate::quota::ClientQuotas
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &DeleteTopics,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
@@ -34,8 +43,8 @@ async fn handle(
             .collect()
     };
     // DELETE on each topic (by id: on the topic the id names); the others are kept.
-    let acl = broker.acl(ctx);
-    let image = broker.metadata.current();
+    let acl = h.access.check(ctx);
+    let image = h.metadata.current();
     let authorized: Vec<bool> = targets
         .iter()
         .map(|t| match t {
@@ -62,7 +71,8 @@ async fn handle(
         })
         .collect();
     let (throttled, allowed) =
-        broker.gate_mutations(ctx, &charged, &authorized, ctx.api_version >= 5);
+        h.quotas
+            .gate_mutations(ctx, &charged, &authorized, ctx.api_version >= 5);
     let call_targets: Vec<TopicRef> = targets
         .iter()
         .zip(&allowed)
@@ -72,8 +82,8 @@ async fn handle(
     let outcomes = if call_targets.is_empty() {
         Ok(Vec::new())
     } else {
-        broker
-            .call_controller(move |c| c.delete_topics(&call_targets))
+        h.controller
+            .call(move |c| c.delete_topics(&call_targets))
             .await
     };
     let mut resp = DeleteTopicsResponse::default();
@@ -103,7 +113,7 @@ async fn handle(
                 r.topic_id = *id;
             }
             Ok(Some(Err(e))) => {
-                broker.refund_mutations(ctx, charged[i]);
+                h.quotas.refund_mutations(ctx, charged[i]);
                 r.error_code = e.code.code();
                 r.error_message = Some(str_bytes(e.message.clone()));
                 if r.topic_id != Uuid::nil() {
@@ -111,7 +121,7 @@ async fn handle(
                 }
             }
             Ok(None) | Err(_) => {
-                broker.refund_mutations(ctx, charged[i]);
+                h.quotas.refund_mutations(ctx, charged[i]);
                 r.error_code = ErrorCode::UnknownServerError.code();
             }
         }

@@ -6,20 +6,34 @@ use kafka_protocol::messages::{ApiKey, BrokerId, DescribeClusterRequest, Describ
 use sluice_metadata::acl::{self, resource};
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
-use crate::handlers::metadata::brokers_for_listener;
+use crate::metadata_cache::brokers_for_listener;
 use crate::request::{
     str_bytes, HandlerError, RequestContext, Response, AUTHORIZED_OPERATIONS_OMITTED,
 };
 
-handler!(ApiKey::DescribeCluster, 0, 2, sync handle);
+handler!(
+    ApiKey::DescribeCluster,
+    0,
+    2,
+    DescribeCluster {
+        identity: crate::services::Identity,
+        metadata: crate::metadata_cache::MetadataCache,
+        controller: crate::services::controller::ControllerClient,
+        access: crate::authorizer::Access
+    },
+    sync
+);
 
 const ENDPOINT_BROKERS: i8 = 1;
 const ENDPOINT_CONTROLLERS: i8 = 2;
 
-fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+fn handle(
+    h: &DescribeCluster,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
     let req: DescribeClusterRequest = ctx.decode(body)?;
-    let image = broker.metadata.current();
+    let image = h.metadata.current();
     let mut resp = DescribeClusterResponse::default();
     resp.endpoint_type = if ctx.api_version >= 1 {
         req.endpoint_type
@@ -34,11 +48,11 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
         )));
         return ctx.respond(&resp);
     }
-    resp.cluster_id = str_bytes(broker.cluster_id.clone());
-    resp.controller_id = BrokerId(broker.controller_id(&image));
+    resp.cluster_id = str_bytes(h.identity.cluster_id.clone());
+    resp.controller_id = BrokerId(h.controller.controller_id(&image));
     resp.cluster_authorized_operations = if req.include_cluster_authorized_operations {
-        broker
-            .acl(ctx)
+        h.access
+            .check(ctx)
             .authorized_operations(resource::CLUSTER, acl::CLUSTER_NAME)
     } else {
         AUTHORIZED_OPERATIONS_OMITTED

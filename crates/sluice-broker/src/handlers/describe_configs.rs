@@ -15,10 +15,20 @@ use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_T
 use sluice_metadata::topic;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::DescribeConfigs, 1, 4, sync handle);
+handler!(
+    ApiKey::DescribeConfigs,
+    1,
+    4,
+    DescribeConfigs {
+        identity: crate::services::Identity,
+        config: sluice_metadata::config::BrokerConfig,
+        metadata: crate::metadata_cache::MetadataCache,
+        access: crate::authorizer::Access
+    },
+    sync
+);
 
 /// This process's loggers and their levels (KIP-412).
 fn loggers() -> Vec<DescribedConfig> {
@@ -74,10 +84,14 @@ fn entry(d: DescribedConfig, synonyms: bool, docs: bool) -> DescribeConfigsResou
     r
 }
 
-fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+fn handle(
+    h: &DescribeConfigs,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
     let req: DescribeConfigsRequest = ctx.decode(body)?;
-    let image = broker.metadata.current();
-    let acl = broker.acl(ctx);
+    let image = h.metadata.current();
+    let acl = h.access.check(ctx);
     let mut resp = DescribeConfigsResponse::default();
     for res in req.resources {
         let mut out = DescribeConfigsResult::default();
@@ -99,9 +113,9 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
                         format!("Topic {name} does not exist"),
                     ))
                 } else {
-                    let dynamic = DynamicBrokerConfigs::from_image(&image, broker.node_id);
+                    let dynamic = DynamicBrokerConfigs::from_image(&image, h.identity.node_id);
                     Ok(describe_topic_with(
-                        &broker.config,
+                        &h.config,
                         &dynamic,
                         &image.topic_configs(&name),
                     ))
@@ -111,23 +125,23 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
             RESOURCE_BROKER if name.is_empty() => {
                 let dynamic = DynamicBrokerConfigs {
                     broker: Default::default(),
-                    ..DynamicBrokerConfigs::from_image(&image, broker.node_id)
+                    ..DynamicBrokerConfigs::from_image(&image, h.identity.node_id)
                 };
-                Ok(describe_broker_with(&broker.config, &dynamic)
+                Ok(describe_broker_with(&h.config, &dynamic)
                     .into_iter()
                     .filter(|d| d.source == ConfigSource::DynamicDefaultBrokerConfig)
                     .collect())
             }
             RESOURCE_BROKER | RESOURCE_BROKER_LOGGER => match name.parse::<i32>() {
-                Ok(id) if id == broker.node_id => Ok(if res.resource_type == RESOURCE_BROKER {
-                    let dynamic = DynamicBrokerConfigs::from_image(&image, broker.node_id);
-                    describe_broker_with(&broker.config, &dynamic)
+                Ok(id) if id == h.identity.node_id => Ok(if res.resource_type == RESOURCE_BROKER {
+                    let dynamic = DynamicBrokerConfigs::from_image(&image, h.identity.node_id);
+                    describe_broker_with(&h.config, &dynamic)
                 } else {
                     loggers()
                 }),
                 _ => Err((
                     ErrorCode::InvalidRequest,
-                    format!("Unexpected broker id, expected {}", broker.node_id),
+                    format!("Unexpected broker id, expected {}", h.identity.node_id),
                 )),
             },
             other => Err((

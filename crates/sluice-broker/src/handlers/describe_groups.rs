@@ -6,22 +6,29 @@ use kafka_protocol::messages::{ApiKey, DescribeGroupsRequest, DescribeGroupsResp
 use sluice_metadata::acl::{op, resource};
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{
     str_bytes, HandlerError, RequestContext, Response, AUTHORIZED_OPERATIONS_OMITTED,
 };
 
-handler!(ApiKey::DescribeGroups, 0, 6, handle);
+handler!(
+    ApiKey::DescribeGroups,
+    0,
+    6,
+    DescribeGroups {
+        access: crate::authorizer::Access,
+        groups: crate::group::coordinator::GroupCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &DescribeGroups,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: DescribeGroupsRequest = ctx.decode(body)?;
     let ids: Vec<String> = req.groups.iter().map(|g| g.to_string()).collect();
-    let result = broker.groups.describe(ids.clone()).await;
-    let acl = broker.acl(ctx);
+    let result = h.groups.describe(ids.clone()).await;
+    let acl = h.access.check(ctx);
     let mut resp = DescribeGroupsResponse::default();
     for (i, id) in req.groups.iter().enumerate() {
         let mut g = DescribedGroup::default();

@@ -12,15 +12,27 @@ use kafka_protocol::messages::{
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
-use crate::handlers::by_topic;
+use crate::request::by_topic;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::DescribeLogDirs, 1, 4, sync handle);
+handler!(
+    ApiKey::DescribeLogDirs,
+    1,
+    4,
+    DescribeLogDirs {
+        replicas: crate::replica::ReplicaManager,
+        access: crate::authorizer::Access
+    },
+    sync
+);
 
-fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+fn handle(
+    h: &DescribeLogDirs,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
     let req: DescribeLogDirsRequest = ctx.decode(body)?;
-    if !broker.acl(ctx).cluster(op::DESCRIBE) {
+    if !h.access.check(ctx).cluster(op::DESCRIBE) {
         let mut resp = DescribeLogDirsResponse::default();
         resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
         return ctx.respond(&resp);
@@ -31,21 +43,20 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
             .iter()
             .any(|t| *t.topic.0 == *topic && t.partitions.contains(&partition)),
     };
-    let mut hosted: Vec<(String, i32, DescribeLogDirsPartition)> = broker
+    let hosted: Vec<(String, i32, DescribeLogDirsPartition)> = h
         .replicas
-        .all()
+        .hosted_replicas()
         .into_iter()
-        .filter(|p| wanted(&p.tp.topic, p.tp.partition.0))
-        .map(|p| {
+        .filter(|r| wanted(&r.tp.topic, r.tp.partition.0))
+        .map(|r| {
             let mut d = DescribeLogDirsPartition::default();
-            d.partition_index = p.tp.partition.0;
-            d.partition_size = p.size_bytes() as i64;
-            d.offset_lag = (p.high_watermark() - p.log_end_offset()).max(0);
-            (p.tp.topic.to_string(), p.tp.partition.0, d)
+            d.partition_index = r.tp.partition.0;
+            d.partition_size = r.size_bytes as i64;
+            d.offset_lag = r.offset_lag;
+            (r.tp.topic, r.tp.partition.0, d)
         })
         .collect();
-    hosted.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
-    let dir = broker.replicas.log_manager().dir();
+    let dir = h.replicas.log_dir();
     let mut result = DescribeLogDirsResult::default();
     result.log_dir = str_bytes(dir.display().to_string());
     match rustix::fs::statvfs(dir) {

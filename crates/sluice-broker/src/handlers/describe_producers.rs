@@ -14,15 +14,26 @@ use sluice_metadata::acl::op;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
 
-handler!(ApiKey::DescribeProducers, 0, 0, sync handle);
+handler!(
+    ApiKey::DescribeProducers,
+    0,
+    0,
+    DescribeProducers {
+        replicas: crate::replica::ReplicaManager,
+        access: crate::authorizer::Access
+    },
+    sync
+);
 
-fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+fn handle(
+    h: &DescribeProducers,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
     let req: DescribeProducersRequest = ctx.decode(body)?;
-    let image = broker.metadata.current();
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let mut resp = DescribeProducersResponse::default();
     for t in req.topics {
         let mut out = TopicResponse::default();
@@ -37,10 +48,9 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
                 out.partitions.push(p);
                 continue;
             }
-            match broker.replicas.get(&tp).filter(|p| p.is_leader()) {
-                Some(partition) => {
-                    let mut producers: Vec<ProducerState> = partition
-                        .producers()
+            match h.replicas.producers(&tp) {
+                Ok(producers) => {
+                    p.active_producers = producers
                         .into_iter()
                         .map(|(id, e)| {
                             let mut s = ProducerState::default();
@@ -53,20 +63,8 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
                             s
                         })
                         .collect();
-                    producers.sort_by_key(|s| s.producer_id.0);
-                    p.active_producers = producers;
                 }
-                None => {
-                    let known = image
-                        .topic(&t.name)
-                        .is_some_and(|topic| topic.partitions.contains_key(&index));
-                    p.error_code = if known {
-                        ErrorCode::NotLeaderOrFollower
-                    } else {
-                        ErrorCode::UnknownTopicOrPartition
-                    }
-                    .code();
-                }
+                Err(code) => p.error_code = code.code(),
             }
             out.partitions.push(p);
         }

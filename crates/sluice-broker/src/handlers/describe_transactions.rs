@@ -11,13 +11,20 @@ use kafka_protocol::messages::{
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::DescribeTransactions, 0, 0, handle);
+handler!(
+    ApiKey::DescribeTransactions,
+    0,
+    0,
+    DescribeTransactions {
+        access: crate::authorizer::Access,
+        txns: crate::txn::coordinator::TxnCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &DescribeTransactions,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
@@ -27,8 +34,8 @@ async fn handle(
         .iter()
         .map(|i| i.to_string())
         .collect();
-    let results = broker.txns.describe(ids).await;
-    let acl = broker.acl(ctx);
+    let results = h.txns.describe(ids).await;
+    let acl = h.access.check(ctx);
     let mut resp = DescribeTransactionsResponse::default();
     for (id, result) in req.transactional_ids.into_iter().zip(results) {
         let mut s = TransactionState::default();
@@ -49,7 +56,7 @@ async fn handle(
                 s.transaction_start_time_ms = m.txn_start_ms;
                 s.producer_id = ProducerId(m.producer_id);
                 s.producer_epoch = m.producer_epoch;
-                for (topic, partitions) in crate::handlers::by_topic(
+                for (topic, partitions) in crate::request::by_topic(
                     m.partitions.into_iter().map(|(t, p)| (t, p, ())).collect(),
                 ) {
                     let mut t = TopicData::default();

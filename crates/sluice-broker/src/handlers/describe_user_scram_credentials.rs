@@ -14,20 +14,32 @@ use kafka_protocol::messages::{
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::DescribeUserScramCredentials, 0, 0, sync handle);
+handler!(
+    ApiKey::DescribeUserScramCredentials,
+    0,
+    0,
+    DescribeUserScramCredentials {
+        metadata: crate::metadata_cache::MetadataCache,
+        access: crate::authorizer::Access
+    },
+    sync
+);
 
-fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+fn handle(
+    h: &DescribeUserScramCredentials,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
     let req: DescribeUserScramCredentialsRequest = ctx.decode(body)?;
-    if !broker.acl(ctx).cluster(op::DESCRIBE) {
+    if !h.access.check(ctx).cluster(op::DESCRIBE) {
         let mut resp = DescribeUserScramCredentialsResponse::default();
         resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
         resp.error_message = Some(str_bytes("Cluster authorization failed."));
         return ctx.respond(&resp);
     }
-    let image = broker.metadata.current();
+    let image = h.metadata.current();
     let mut by_user: BTreeMap<&str, Vec<CredentialInfo>> = BTreeMap::new();
     for ((user, mechanism), c) in &image.scram {
         let mut info = CredentialInfo::default();

@@ -7,14 +7,21 @@ use kafka_protocol::messages::{ApiKey, ElectLeadersRequest, ElectLeadersResponse
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
-use crate::handlers::by_topic;
+use crate::request::by_topic;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::ElectLeaders, 0, 2, handle);
+handler!(
+    ApiKey::ElectLeaders,
+    0,
+    2,
+    ElectLeaders {
+        controller: crate::services::controller::ControllerClient,
+        access: crate::authorizer::Access
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &ElectLeaders,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
@@ -29,12 +36,13 @@ async fn handle(
             .collect()
     });
     let mut resp = ElectLeadersResponse::default();
-    if !broker.acl(ctx).cluster(op::ALTER) {
+    if !h.access.check(ctx).cluster(op::ALTER) {
         resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
-    match broker
-        .call_controller(move |c| c.elect_leaders(preferred, targets.as_deref()))
+    match h
+        .controller
+        .call(move |c| c.elect_leaders(preferred, targets.as_deref()))
         .await
     {
         Ok(outcomes) => {

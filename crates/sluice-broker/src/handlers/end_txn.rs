@@ -7,27 +7,31 @@ use kafka_protocol::messages::{ApiKey, EndTxnRequest, EndTxnResponse};
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
-use crate::handlers::add_partitions_to_txn::fenced_as;
 use crate::request::{HandlerError, RequestContext, Response};
+use crate::txn::fenced_as;
 
-handler!(ApiKey::EndTxn, 0, 4, handle);
+handler!(
+    ApiKey::EndTxn,
+    0,
+    4,
+    EndTxn {
+        access: crate::authorizer::Access,
+        txns: crate::txn::coordinator::TxnCoordinator
+    }
+);
 
-async fn handle(
-    broker: &Broker,
-    ctx: &RequestContext,
-    body: Bytes,
-) -> Result<Response, HandlerError> {
+async fn handle(h: &EndTxn, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: EndTxnRequest = ctx.decode(body)?;
     let mut resp = EndTxnResponse::default();
-    if !broker
-        .acl(ctx)
+    if !h
+        .access
+        .check(ctx)
         .transactional_id(op::WRITE, &req.transactional_id)
     {
         resp.error_code = ErrorCode::TransactionalIdAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
-    if let Err(code) = broker
+    if let Err(code) = h
         .txns
         .end_txn(
             req.transactional_id.to_string(),

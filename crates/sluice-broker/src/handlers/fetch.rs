@@ -18,22 +18,33 @@ use sluice_protocol::fetch_frame::encode_fetch_response;
 use sluice_protocol::types::{LeaderEpoch, NodeId, Offset, TopicPartition};
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::fetch_session::{Answered, FetchContext, PartitionKey, PartitionParams, SessionRequest};
 use crate::network::writer::Reply;
 use crate::quota::QuotaKind;
 use crate::replica::{FetchParams, FetchPartitionRequest, FetchedPartition};
 use crate::request::{HandlerError, RequestContext, Response};
 
-handler!(ApiKey::Fetch, 4, 17, handle);
+handler!(
+    ApiKey::Fetch,
+    4,
+    17,
+    Fetch {
+        config: sluice_metadata::config::BrokerConfig,
+        metadata: crate::metadata_cache::MetadataCache,
+        replicas: crate::replica::ReplicaManager,
+        access: crate::authorizer::Access,
+        quotas: crate::quota::ClientQuotas,
+        fetch_sessions: crate::fetch_session::FetchSessionCache
+    }
+);
 
 fn partition_data(index: i32, f: &FetchedPartition) -> PartitionData {
     let mut p = PartitionData::default();
     p.partition_index = index;
     p.error_code = f.error.map_or(0, |c| c.code());
-    p.high_watermark = f.high_watermark;
-    p.last_stable_offset = f.last_stable_offset;
-    p.log_start_offset = f.log_start_offset;
+    p.high_watermark = f.high_watermark.0;
+    p.last_stable_offset = f.last_stable_offset.0;
+    p.log_start_offset = f.log_start_offset.0;
     p.aborted_transactions = f.aborted.as_ref().map(|a| {
         a.iter()
             .map(|t| {
@@ -96,11 +107,7 @@ fn forgotten(req: &FetchRequest, by_id: bool) -> Vec<PartitionKey> {
         .collect()
 }
 
-async fn handle(
-    broker: &Broker,
-    ctx: &RequestContext,
-    body: Bytes,
-) -> Result<Response, HandlerError> {
+async fn handle(h: &Fetch, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: FetchRequest = ctx.decode(body)?;
     // Decoded: the frame is not needed while the fetch waits for data.
     ctx.release_budget();
@@ -123,7 +130,7 @@ async fn handle(
         privileged: follower,
         uses_topic_ids: by_id,
     };
-    let context = broker.fetch_sessions.context(
+    let context = h.fetch_sessions.context(
         session,
         requested(&req, by_id),
         &forgotten(&req, by_id),
@@ -139,8 +146,8 @@ async fn handle(
         FetchContext::Incremental { id, partitions } => (partitions, Some(id)),
     };
     // Followers need CLUSTER_ACTION on the cluster, consumers READ on each topic.
-    let image = broker.metadata.current();
-    let acl = broker.acl(ctx);
+    let image = h.metadata.current();
+    let acl = h.access.check(ctx);
     let follower_denied = follower && !acl.cluster(op::CLUSTER_ACTION);
     let mut reads = Vec::new();
     // Per partition: the replica layer's answer index, or the refusal.
@@ -174,14 +181,13 @@ async fn handle(
         replica: follower.then_some(NodeId(replica_id)),
         read_committed: req.isolation_level == 1,
         min_bytes: req.min_bytes.max(0) as u64,
-        max_bytes: (i64::from(req.max_bytes.max(0)).min(broker.config.fetch_max_bytes())) as u64,
+        max_bytes: (req.max_bytes.max(0) as u64).min(h.config.fetch_max_bytes()),
         max_wait: Duration::from_millis(req.max_wait_ms.max(0) as u64),
     };
     let mut read: Vec<Option<FetchedPartition>> = if reads.is_empty() {
         Vec::new()
     } else {
-        broker
-            .replicas
+        h.replicas
             .fetch(params, reads)
             .await
             .into_iter()
@@ -204,9 +210,9 @@ async fn handle(
     // is left as it was.
     let bytes: u64 = answers.iter().map(FetchedPartition::records_len).sum();
     if !follower && bytes > 0 {
-        let throttle = broker.record_quota(ctx, QuotaKind::Fetch, bytes as f64);
+        let throttle = h.quotas.record(ctx, QuotaKind::Fetch, bytes as f64);
         if throttle > 0 {
-            broker.record_quota(ctx, QuotaKind::Fetch, -(bytes as f64));
+            h.quotas.record(ctx, QuotaKind::Fetch, -(bytes as f64));
             resp.throttle_time_ms = throttle;
             resp.session_id = incremental.unwrap_or(0);
             return respond(ctx, &resp, Vec::new());
@@ -216,8 +222,8 @@ async fn handle(
         .iter()
         .map(|f| Answered {
             records_len: f.records_len(),
-            high_watermark: f.high_watermark,
-            log_start_offset: f.log_start_offset,
+            high_watermark: f.high_watermark.0,
+            log_start_offset: f.log_start_offset.0,
             error: f.error.is_some(),
         })
         .collect();
@@ -229,7 +235,7 @@ async fn handle(
                 .zip(&answered)
                 .map(|((k, _), a)| (k.clone(), *a))
                 .collect();
-            broker.fetch_sessions.incremental_answer(id, &keyed)
+            h.fetch_sessions.incremental_answer(id, &keyed)
         }
         None => {
             if matches!(epoch, 0) && ctx.api_version >= 7 {
@@ -238,7 +244,7 @@ async fn handle(
                     .zip(&answered)
                     .map(|((k, p), a)| (k.clone(), p.clone(), *a))
                     .collect();
-                resp.session_id = broker.fetch_sessions.create(follower, by_id, keyed, now);
+                resp.session_id = h.fetch_sessions.create(follower, by_id, keyed, now);
             }
             vec![true; partitions.len()]
         }

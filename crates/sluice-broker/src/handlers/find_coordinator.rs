@@ -6,103 +6,32 @@ use bytes::Bytes;
 use kafka_protocol::messages::find_coordinator_response::Coordinator;
 use kafka_protocol::messages::{ApiKey, BrokerId, FindCoordinatorRequest, FindCoordinatorResponse};
 use sluice_metadata::acl::op;
-use sluice_metadata::controller_types::CreateTopicSpec;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::group::coordinator::{partition_for, OFFSETS_TOPIC};
-use crate::handlers::metadata::brokers_for_listener;
+use crate::metadata_cache::brokers_for_listener;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 use crate::txn::coordinator::TXN_TOPIC;
 
-handler!(ApiKey::FindCoordinator, 0, 6, handle);
+handler!(
+    ApiKey::FindCoordinator,
+    0,
+    6,
+    FindCoordinator {
+        metadata: crate::metadata_cache::MetadataCache,
+        access: crate::authorizer::Access,
+        topics: crate::services::topics::TopicCreator,
+        groups: crate::group::coordinator::GroupCoordinator,
+        txns: crate::txn::coordinator::TxnCoordinator
+    }
+);
 
 const KEY_GROUP: i8 = 0;
 const KEY_TRANSACTION: i8 = 1;
 
-/// Create `__consumer_offsets` if it does not exist yet (Kafka's settings: compacted,
-/// `offsets.topic.num.partitions` partitions, replication capped by live brokers).
-pub async fn ensure_offsets_topic(broker: &Broker) -> Result<(), ErrorCode> {
-    ensure_internal_topic(
-        broker,
-        OFFSETS_TOPIC,
-        broker.groups.config.offsets_partitions,
-        "offsets.topic.replication.factor",
-        "offsets.topic.segment.bytes",
-        None,
-    )
-    .await
-}
-
-/// Create `__transaction_state` if it does not exist yet (compacted,
-/// `transaction.state.log.*` settings; its `min.insync.replicas` is capped by its
-/// replication factor so a single broker can run transactions).
-pub async fn ensure_transaction_topic(broker: &Broker) -> Result<(), ErrorCode> {
-    ensure_internal_topic(
-        broker,
-        TXN_TOPIC,
-        broker.txns.config.partitions,
-        "transaction.state.log.replication.factor",
-        "transaction.state.log.segment.bytes",
-        Some("transaction.state.log.min.isr"),
-    )
-    .await
-}
-
-async fn ensure_internal_topic(
-    broker: &Broker,
-    name: &str,
-    partitions: i32,
-    replication_key: &str,
-    segment_key: &str,
-    min_isr_key: Option<&str>,
-) -> Result<(), ErrorCode> {
-    if broker.metadata.current().topic(name).is_some() {
-        return Ok(());
-    }
-    let brokers = broker.metadata.current().live_brokers().count().max(1) as i16;
-    let rf = broker
-        .config
-        .value(replication_key)
-        .and_then(|v| v.parse::<i16>().ok())
-        .unwrap_or(3)
-        .min(brokers);
-    let segment = broker
-        .config
-        .value(segment_key)
-        .unwrap_or_else(|| "104857600".into());
-    let mut configs = vec![
-        ("cleanup.policy".into(), Some("compact".into())),
-        ("compression.type".into(), Some("producer".into())),
-        ("segment.bytes".into(), Some(segment)),
-    ];
-    if let Some(key) = min_isr_key {
-        let min_isr = broker.config.number(key).clamp(1, i64::from(rf));
-        configs.push(("min.insync.replicas".into(), Some(min_isr.to_string())));
-    }
-    let spec = CreateTopicSpec {
-        name: name.into(),
-        num_partitions: partitions,
-        replication_factor: rf,
-        assignments: Vec::new(),
-        configs,
-    };
-    match broker
-        .call_controller(move |c| c.create_topics(&[spec], false))
-        .await
-    {
-        Ok(results) => match results.into_iter().next() {
-            Some(Ok(_)) => Ok(()),
-            Some(Err(e)) if e.code == ErrorCode::TopicAlreadyExists => Ok(()),
-            _ => Err(ErrorCode::CoordinatorNotAvailable),
-        },
-        Err(_) => Err(ErrorCode::CoordinatorNotAvailable),
-    }
-}
-
 /// Where the coordinator for `key` lives: (node id, host, port) or an error.
 async fn locate(
-    broker: &Broker,
+    h: &FindCoordinator,
     ctx: &RequestContext,
     key: &str,
     key_type: i8,
@@ -110,7 +39,7 @@ async fn locate(
     if key.is_empty() {
         return Err(ErrorCode::InvalidRequest);
     }
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     match key_type {
         KEY_GROUP if !acl.group(op::DESCRIBE, key) => {
             return Err(ErrorCode::GroupAuthorizationFailed)
@@ -122,19 +51,19 @@ async fn locate(
     }
     let (topic, partition) = match key_type {
         KEY_GROUP => {
-            ensure_offsets_topic(broker).await?;
+            h.topics.ensure_offsets_topic().await?;
             (
                 OFFSETS_TOPIC,
-                partition_for(key, broker.groups.config.offsets_partitions),
+                partition_for(key, h.groups.config.offsets_partitions),
             )
         }
         KEY_TRANSACTION => {
-            ensure_transaction_topic(broker).await?;
-            (TXN_TOPIC, broker.txns.partition_for(key))
+            h.topics.ensure_transaction_topic().await?;
+            (TXN_TOPIC, h.txns.partition_for(key))
         }
         _ => return Err(ErrorCode::InvalidRequest),
     };
-    let image = broker.metadata.current();
+    let image = h.metadata.current();
     let leader = image
         .topic(topic)
         .and_then(|t| t.partitions.get(&partition))
@@ -149,7 +78,7 @@ async fn locate(
 }
 
 async fn handle(
-    broker: &Broker,
+    h: &FindCoordinator,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
@@ -159,7 +88,7 @@ async fn handle(
         for key in &req.coordinator_keys {
             let mut c = Coordinator::default();
             c.key = key.clone();
-            match locate(broker, ctx, key, req.key_type).await {
+            match locate(h, ctx, key, req.key_type).await {
                 Ok((id, host, port)) => {
                     c.node_id = BrokerId(id);
                     c.host = str_bytes(host);
@@ -176,7 +105,7 @@ async fn handle(
         }
         return ctx.respond(&resp);
     }
-    match locate(broker, ctx, &req.key, req.key_type).await {
+    match locate(h, ctx, &req.key, req.key_type).await {
         Ok((id, host, port)) => {
             resp.node_id = BrokerId(id);
             resp.host = str_bytes(host);

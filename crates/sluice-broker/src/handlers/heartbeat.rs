@@ -6,23 +6,30 @@ use kafka_protocol::messages::{ApiKey, HeartbeatRequest, HeartbeatResponse};
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
 
-handler!(ApiKey::Heartbeat, 0, 4, handle);
+handler!(
+    ApiKey::Heartbeat,
+    0,
+    4,
+    Heartbeat {
+        access: crate::authorizer::Access,
+        groups: crate::group::coordinator::GroupCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &Heartbeat,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: HeartbeatRequest = ctx.decode(body)?;
-    if !broker.acl(ctx).group(op::READ, &req.group_id) {
+    if !h.access.check(ctx).group(op::READ, &req.group_id) {
         let mut resp = HeartbeatResponse::default();
         resp.error_code = ErrorCode::GroupAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
-    let error = broker
+    let error = h
         .groups
         .heartbeat(
             req.group_id.to_string(),

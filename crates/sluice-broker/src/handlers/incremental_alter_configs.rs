@@ -12,11 +12,21 @@ use sluice_metadata::config::{topic_value, ConfigType};
 use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC};
 use sluice_protocol::ErrorCode;
 
-use super::alter_configs::{alter_topic, broker_configs_are_static};
-use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
+use crate::services::config_admin::not_alterable;
 
-handler!(ApiKey::IncrementalAlterConfigs, 0, 1, handle);
+handler!(
+    ApiKey::IncrementalAlterConfigs,
+    0,
+    1,
+    IncrementalAlterConfigs {
+        identity: crate::services::Identity,
+        config: sluice_metadata::config::BrokerConfig,
+        metadata: crate::metadata_cache::MetadataCache,
+        access: crate::authorizer::Access,
+        configs: crate::services::config_admin::ConfigAdmin
+    }
+);
 
 const SET: i8 = 0;
 const DELETE: i8 = 1;
@@ -24,13 +34,13 @@ const APPEND: i8 = 2;
 const SUBTRACT: i8 = 3;
 
 async fn handle(
-    broker: &Broker,
+    h: &IncrementalAlterConfigs,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: IncrementalAlterConfigsRequest = ctx.decode(body)?;
-    let image = broker.metadata.current();
-    let acl = broker.acl(ctx);
+    let image = h.metadata.current();
+    let acl = h.access.check(ctx);
     let mut resp = IncrementalAlterConfigsResponse::default();
     for res in req.resources {
         let mut out = AlterConfigsResourceResponse::default();
@@ -60,7 +70,7 @@ async fn handle(
                             ));
                             break;
                         }
-                        let now = topic_value(&broker.config, &current, &key).unwrap_or_default();
+                        let now = topic_value(&h.config, &current, &key).unwrap_or_default();
                         let mut items: Vec<String> = now
                             .split(',')
                             .map(str::trim)
@@ -94,7 +104,11 @@ async fn handle(
             }
             match bad {
                 Some(e) => Err(e),
-                None => alter_topic(broker, name, changes, req.validate_only).await,
+                None => {
+                    h.configs
+                        .alter_topic(name, changes, req.validate_only)
+                        .await
+                }
             }
         } else if res.resource_type == RESOURCE_BROKER {
             // SET and DELETE (deleting a config that is not set is a no-op: tools clear
@@ -119,14 +133,15 @@ async fn handle(
             match bad {
                 Some(e) => Err(e),
                 None => {
-                    super::alter_configs::alter_broker(broker, name, changes, req.validate_only)
+                    h.configs
+                        .alter_broker(name, changes, req.validate_only)
                         .await
                 }
             }
         } else if res.resource_type == RESOURCE_BROKER_LOGGER {
-            alter_loggers(broker.node_id, &name, &res.configs, req.validate_only)
+            alter_loggers(h.identity.node_id, &name, &res.configs, req.validate_only)
         } else {
-            broker_configs_are_static(res.resource_type)
+            not_alterable(res.resource_type)
         };
         if let Err((code, message)) = result {
             out.error_code = code.code();

@@ -9,14 +9,22 @@ use sluice_metadata::acl::{op, resource};
 use sluice_protocol::ErrorCode;
 use tracing::warn;
 
-use crate::broker::Broker;
-use crate::handlers::find_coordinator::ensure_transaction_topic;
 use crate::request::{HandlerError, RequestContext, Response};
 
-handler!(ApiKey::InitProducerId, 0, 5, handle);
+handler!(
+    ApiKey::InitProducerId,
+    0,
+    5,
+    InitProducerId {
+        controller: crate::services::controller::ControllerClient,
+        access: crate::authorizer::Access,
+        topics: crate::services::topics::TopicCreator,
+        txns: crate::txn::coordinator::TxnCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &InitProducerId,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
@@ -26,7 +34,7 @@ async fn handle(
     resp.producer_epoch = -1;
     // WRITE on the transactional id; an idempotent producer needs IDEMPOTENT_WRITE on the
     // cluster or WRITE on some topic.
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let denied = match req.transactional_id.as_ref().filter(|t| !t.is_empty()) {
         Some(id) => (!acl.transactional_id(op::WRITE, id))
             .then_some(ErrorCode::TransactionalIdAuthorizationFailed),
@@ -38,7 +46,7 @@ async fn handle(
         resp.error_code = code.code();
         return ctx.respond(&resp);
     }
-    let fresh = match broker.next_producer_id().await {
+    let fresh = match h.controller.next_producer_id().await {
         Ok(id) => id,
         Err(e) => {
             warn!(error = %e, "producer id allocation failed");
@@ -56,13 +64,13 @@ async fn handle(
         resp.producer_epoch = 0;
         return ctx.respond(&resp);
     };
-    if let Err(code) = ensure_transaction_topic(broker).await {
+    if let Err(code) = h.topics.ensure_transaction_topic().await {
         resp.error_code = code.code();
         return ctx.respond(&resp);
     }
     // KIP-360: a producer that knows its id and epoch presents them.
     let expected = (req.producer_id.0 >= 0).then_some((req.producer_id.0, req.producer_epoch));
-    match broker
+    match h
         .txns
         .init_producer_id(id, i64::from(req.transaction_timeout_ms), expected, fresh)
         .await

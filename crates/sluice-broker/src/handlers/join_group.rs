@@ -7,20 +7,27 @@ use kafka_protocol::messages::{ApiKey, JoinGroupRequest, JoinGroupResponse};
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::group::state::JoinRequest;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::JoinGroup, 0, 9, handle);
+handler!(
+    ApiKey::JoinGroup,
+    0,
+    9,
+    JoinGroup {
+        access: crate::authorizer::Access,
+        groups: crate::group::coordinator::GroupCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &JoinGroup,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: JoinGroupRequest = ctx.decode(body)?;
     let v = ctx.api_version;
-    if !broker.acl(ctx).group(op::READ, &req.group_id) {
+    if !h.access.check(ctx).group(op::READ, &req.group_id) {
         let mut resp = JoinGroupResponse::default();
         resp.error_code = ErrorCode::GroupAuthorizationFailed.code();
         if v >= 7 {
@@ -48,7 +55,7 @@ async fn handle(
         client_host: format!("/{}", ctx.peer.ip()),
         version: v,
     };
-    let out = broker.groups.join(join).await;
+    let out = h.groups.join(join).await;
     let mut resp = JoinGroupResponse::default();
     resp.error_code = out.error.map_or(0, |c| c.code());
     resp.generation_id = out.generation;

@@ -7,18 +7,25 @@ use kafka_protocol::messages::{ApiKey, LeaveGroupRequest, LeaveGroupResponse};
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
 
-handler!(ApiKey::LeaveGroup, 0, 5, handle);
+handler!(
+    ApiKey::LeaveGroup,
+    0,
+    5,
+    LeaveGroup {
+        access: crate::authorizer::Access,
+        groups: crate::group::coordinator::GroupCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &LeaveGroup,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: LeaveGroupRequest = ctx.decode(body)?;
-    if !broker.acl(ctx).group(op::READ, &req.group_id) {
+    if !h.access.check(ctx).group(op::READ, &req.group_id) {
         let mut resp = LeaveGroupResponse::default();
         resp.error_code = ErrorCode::GroupAuthorizationFailed.code();
         return ctx.respond(&resp);
@@ -38,7 +45,7 @@ async fn handle(
         vec![(req.member_id.to_string(), None)]
     };
     let mut resp = LeaveGroupResponse::default();
-    match broker.groups.leave(req.group_id.to_string(), leaving).await {
+    match h.groups.leave(req.group_id.to_string(), leaving).await {
         Ok(results) if batched => {
             resp.members = req
                 .members

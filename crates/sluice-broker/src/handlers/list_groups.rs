@@ -6,22 +6,29 @@ use kafka_protocol::messages::list_groups_response::ListedGroup;
 use kafka_protocol::messages::{ApiKey, GroupId, ListGroupsRequest, ListGroupsResponse};
 use sluice_metadata::acl::op;
 
-use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::ListGroups, 0, 5, handle);
+handler!(
+    ApiKey::ListGroups,
+    0,
+    5,
+    ListGroups {
+        access: crate::authorizer::Access,
+        groups: crate::group::coordinator::GroupCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &ListGroups,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: ListGroupsRequest = ctx.decode(body)?;
     let mut resp = ListGroupsResponse::default();
     // DESCRIBE on the cluster lists every group, else those with DESCRIBE on the group.
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let all = acl.cluster(op::DESCRIBE);
-    match broker.groups.list().await {
+    match h.groups.list().await {
         Ok(groups) => {
             let states: Vec<String> = req
                 .states_filter

@@ -9,21 +9,22 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 use sluice_metadata::acl::op;
-use sluice_protocol::types::TopicPartition;
+use sluice_protocol::types::{LeaderEpoch, TopicPartition};
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
-use crate::error_map::log_error_code;
-use crate::replica::partition::Partition;
+use crate::replica::queries::OffsetSpec;
 use crate::request::{HandlerError, RequestContext, Response};
 
-handler!(ApiKey::ListOffsets, 1, 10, sync handle);
-
-pub const LATEST: i64 = -1;
-pub const EARLIEST: i64 = -2;
-pub const MAX_TIMESTAMP: i64 = -3;
-pub const EARLIEST_LOCAL: i64 = -4;
-pub const LATEST_TIERED: i64 = -5;
+handler!(
+    ApiKey::ListOffsets,
+    1,
+    10,
+    ListOffsets {
+        replicas: crate::replica::ReplicaManager,
+        access: crate::authorizer::Access
+    },
+    sync
+);
 
 fn answer(
     index: i32,
@@ -41,58 +42,9 @@ fn answer(
     r
 }
 
-fn lookup(
-    p: &Partition,
-    timestamp: i64,
-    current_leader_epoch: i32,
-    read_committed: bool,
-) -> Result<(i64, i64, i32), ErrorCode> {
-    p.check_leader_epoch(current_leader_epoch)?;
-    let epoch = p.leader_epoch();
-    let log = p
-        .log
-        .read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    // What a reader of this isolation level may see.
-    let visible = if read_committed {
-        log.last_stable_offset(p.high_watermark())
-    } else {
-        p.high_watermark()
-    };
-    let epoch_of = |offset: i64| {
-        log.leader_epoch_cache()
-            .epoch_for_offset(offset)
-            .unwrap_or(epoch)
-    };
-    Ok(match timestamp {
-        LATEST => (visible, -1, epoch),
-        EARLIEST | EARLIEST_LOCAL => {
-            let start = log.log_start_offset();
-            (start, -1, epoch_of(start))
-        }
-        LATEST_TIERED => (-1, -1, -1),
-        MAX_TIMESTAMP => match log
-            .offset_of_max_timestamp()
-            .map_err(|e| log_error_code(&e))?
-        {
-            Some((offset, ts, e)) => (offset, ts, e.unwrap_or(epoch)),
-            None => (-1, -1, -1),
-        },
-        t if t < 0 => return Err(ErrorCode::InvalidRequest),
-        t => match log
-            .offset_for_timestamp(t)
-            .map_err(|e| log_error_code(&e))?
-        {
-            Some((offset, ts, e)) if offset < visible => (offset, ts, e.unwrap_or(epoch)),
-            _ => (-1, -1, -1),
-        },
-    })
-}
-
-fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+fn handle(h: &ListOffsets, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: ListOffsetsRequest = ctx.decode(body)?;
-    let image = broker.metadata.current();
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let mut resp = ListOffsetsResponse::default();
     for topic in req.topics {
         let mut out = ListOffsetsTopicResponse::default();
@@ -100,30 +52,27 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
         let allowed = acl.topic(op::DESCRIBE, &topic.name);
         for part in topic.partitions {
             let tp = TopicPartition::new(topic.name.to_string(), part.partition_index);
-            let result = match broker.replicas.get(&tp) {
-                _ if !allowed => Err(ErrorCode::TopicAuthorizationFailed),
-                Some(p) => lookup(
-                    &p,
-                    part.timestamp,
-                    part.current_leader_epoch,
-                    req.isolation_level == 1,
-                ),
-                None if image
-                    .topic(&tp.topic)
-                    .is_some_and(|t| t.partitions.contains_key(&part.partition_index)) =>
-                {
-                    Err(ErrorCode::NotLeaderOrFollower)
+            let result = if !allowed {
+                Err(ErrorCode::TopicAuthorizationFailed)
+            } else {
+                match OffsetSpec::from_wire(part.timestamp) {
+                    None => Err(ErrorCode::InvalidRequest),
+                    Some(spec) => h.replicas.list_offset(
+                        &tp,
+                        spec,
+                        LeaderEpoch(part.current_leader_epoch),
+                        req.isolation_level == 1,
+                    ),
                 }
-                None => Err(ErrorCode::UnknownTopicOrPartition),
             };
             let mut r = match result {
                 Ok((offset, ts, epoch)) => {
                     let mut r = answer(
                         part.partition_index,
                         ErrorCode::UnknownServerError,
-                        offset,
+                        offset.0,
                         ts,
-                        epoch,
+                        epoch.0,
                     );
                     r.error_code = 0;
                     r

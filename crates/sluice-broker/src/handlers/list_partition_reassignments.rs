@@ -14,10 +14,18 @@ use sluice_metadata::acl::op;
 use sluice_metadata::image::TopicImage;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::ListPartitionReassignments, 0, 0, sync handle);
+handler!(
+    ApiKey::ListPartitionReassignments,
+    0,
+    0,
+    ListPartitionReassignments {
+        metadata: crate::metadata_cache::MetadataCache,
+        access: crate::authorizer::Access
+    },
+    sync
+);
 
 fn ids(v: &[i32]) -> Vec<BrokerId> {
     v.iter().copied().map(BrokerId).collect()
@@ -40,11 +48,15 @@ fn ongoing(topic: &TopicImage, only: Option<&[i32]>) -> Option<OngoingTopicReass
     (!t.partitions.is_empty()).then_some(t)
 }
 
-fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+fn handle(
+    h: &ListPartitionReassignments,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
     let req: ListPartitionReassignmentsRequest = ctx.decode(body)?;
-    let image = broker.metadata.current();
+    let image = h.metadata.current();
     let mut resp = ListPartitionReassignmentsResponse::default();
-    if !broker.acl(ctx).cluster(op::DESCRIBE) {
+    if !h.access.check(ctx).cluster(op::DESCRIBE) {
         resp.error_code = ErrorCode::ClusterAuthorizationFailed.code();
         resp.error_message = Some(str_bytes("Cluster authorization failed."));
         return ctx.respond(&resp);

@@ -9,14 +9,21 @@ use kafka_protocol::messages::{
 };
 use sluice_metadata::acl::op;
 
-use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 use crate::txn::state::TxnState;
 
-handler!(ApiKey::ListTransactions, 0, 1, handle);
+handler!(
+    ApiKey::ListTransactions,
+    0,
+    1,
+    ListTransactions {
+        access: crate::authorizer::Access,
+        txns: crate::txn::coordinator::TxnCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &ListTransactions,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
@@ -31,8 +38,8 @@ async fn handle(
     }
     let now = crate::now_ms();
     // Only transactional ids this principal may DESCRIBE.
-    let acl = broker.acl(ctx);
-    for m in broker.txns.list().await {
+    let acl = h.access.check(ctx);
+    for m in h.txns.list().await {
         if !acl.transactional_id(op::DESCRIBE, &m.transactional_id) {
             continue;
         }

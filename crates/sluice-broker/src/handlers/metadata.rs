@@ -8,55 +8,28 @@ use kafka_protocol::messages::metadata_response::{
 };
 use kafka_protocol::messages::{ApiKey, BrokerId, MetadataRequest, MetadataResponse, TopicName};
 use sluice_metadata::acl::{self, op, resource};
-use sluice_metadata::controller_types::CreateTopicSpec;
 use sluice_metadata::image::TopicImage;
 use sluice_metadata::{topic, MetadataImage, Uuid};
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
+use crate::metadata_cache::brokers_for_listener;
 use crate::request::{
     str_bytes, HandlerError, RequestContext, Response, AUTHORIZED_OPERATIONS_OMITTED,
 };
 
-handler!(ApiKey::Metadata, 0, 13, handle);
-
-/// Endpoints of every broker for the listener the client used.
-pub fn brokers_for_listener(
-    image: &MetadataImage,
-    listener: &str,
-) -> Vec<(i32, String, i32, Option<String>)> {
-    image
-        .live_brokers()
-        .filter_map(|b| {
-            let e = b
-                .endpoints
-                .iter()
-                .find(|e| e.name == listener)
-                .or_else(|| b.endpoints.first())?;
-            Some((b.node_id, e.host.clone(), i32::from(e.port), b.rack.clone()))
-        })
-        .collect()
-}
-
-/// Auto-create the named topics with the broker's defaults; failures are left for the
-/// caller to report as unknown topics.
-pub async fn auto_create(broker: &Broker, names: Vec<String>) {
-    if names.is_empty() || !broker.config.auto_create_topics() {
-        return;
+handler!(
+    ApiKey::Metadata,
+    0,
+    13,
+    Metadata {
+        identity: crate::services::Identity,
+        config: sluice_metadata::config::BrokerConfig,
+        metadata: crate::metadata_cache::MetadataCache,
+        controller: crate::services::controller::ControllerClient,
+        access: crate::authorizer::Access,
+        topics: crate::services::topics::TopicCreator
     }
-    let specs: Vec<CreateTopicSpec> = names
-        .into_iter()
-        .map(|name| CreateTopicSpec {
-            name,
-            num_partitions: -1,
-            replication_factor: -1,
-            ..CreateTopicSpec::default()
-        })
-        .collect();
-    let _ = broker
-        .call_controller(move |c| c.create_topics(&specs, false))
-        .await;
-}
+);
 
 /// A topic's entry; `ops` is its authorized-operations field.
 fn topic_response(image: &MetadataImage, t: &TopicImage, ops: i32) -> MetadataResponseTopic {
@@ -99,11 +72,7 @@ fn missing_topic(name: Option<&str>, id: Uuid, code: ErrorCode) -> MetadataRespo
     out
 }
 
-async fn handle(
-    broker: &Broker,
-    ctx: &RequestContext,
-    body: Bytes,
-) -> Result<Response, HandlerError> {
+async fn handle(h: &Metadata, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: MetadataRequest = ctx.decode(body)?;
     // v0: an empty list means all topics; v1+: null means all, empty means none.
     let requested = match req.topics {
@@ -114,11 +83,11 @@ async fn handle(
     let allow_auto_create = ctx.api_version < 4 || req.allow_auto_topic_creation;
     // DESCRIBE to see a topic (others are left out of "all topics" and answered
     // TOPIC_AUTHORIZATION_FAILED when named); CREATE (cluster or topic) to auto-create one.
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let may_create = |n: &str| acl.cluster(op::CREATE) || acl.topic(op::CREATE, n);
     let mut create_denied: Vec<String> = Vec::new();
     if let Some(topics) = &requested {
-        let image = broker.metadata.current();
+        let image = h.metadata.current();
         let (to_create, denied): (Vec<String>, Vec<String>) = topics
             .iter()
             .filter_map(|t| t.name.as_ref().map(|n| n.to_string()))
@@ -129,12 +98,12 @@ async fn handle(
                     && acl.topic(op::DESCRIBE, n)
             })
             .partition(|n| may_create(n));
-        if allow_auto_create && broker.config.auto_create_topics() {
+        if allow_auto_create && h.config.settings().auto_create_topics {
             create_denied = denied;
-            auto_create(broker, to_create).await;
+            h.topics.auto_create(to_create).await;
         }
     }
-    let image = broker.metadata.current();
+    let image = h.metadata.current();
     let mut resp = MetadataResponse::default();
     resp.brokers = brokers_for_listener(&image, &ctx.listener)
         .into_iter()
@@ -147,8 +116,8 @@ async fn handle(
             b
         })
         .collect();
-    resp.cluster_id = Some(str_bytes(broker.cluster_id.clone()));
-    resp.controller_id = BrokerId(broker.controller_id(&image));
+    resp.cluster_id = Some(str_bytes(h.identity.cluster_id.clone()));
+    resp.controller_id = BrokerId(h.controller.controller_id(&image));
     resp.cluster_authorized_operations =
         if req.include_cluster_authorized_operations && ctx.api_version <= 10 {
             acl.authorized_operations(resource::CLUSTER, acl::CLUSTER_NAME)

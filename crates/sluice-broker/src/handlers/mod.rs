@@ -4,30 +4,58 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::Arc;
 
 use bytes::Bytes;
 use kafka_protocol::messages::ApiKey;
 
-use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
+use crate::services::Services;
 
-/// Declare a handler file's `HANDLER`: its api key, served versions and entry point
-/// (`async fn handle(&Broker, &RequestContext, Bytes)`, or a plain `fn` marked `sync`).
+/// Declare a handler file's API: its key, the versions it serves, and the struct of the
+/// services it uses, each named as in [`Services`] with its type. The file provides
+/// `async fn handle(h: &Struct, ctx: &RequestContext, body: Bytes)` (or a plain `fn`, with
+/// `sync`).
 macro_rules! handler {
-    ($key:expr, $min:expr, $max:expr, $handle:ident) => {
-        pub const HANDLER: $crate::handlers::Handler = $crate::handlers::Handler {
-            api_key: $key,
-            min_version: $min,
-            max_version: $max,
-            handle: |broker, ctx, body| Box::pin($handle(broker, ctx, body)),
-        };
+    ($key:expr, $min:expr, $max:expr, $name:ident { $($field:ident: $ty:ty),* $(,)? }) => {
+        handler!(@define $key, $min, $max, $name { $($field: $ty),* });
+        impl $crate::handlers::ApiHandler for $name {
+            fn handle<'a>(
+                &'a self,
+                ctx: &'a $crate::request::RequestContext,
+                body: bytes::Bytes,
+            ) -> $crate::handlers::HandlerFuture<'a> {
+                Box::pin(handle(self, ctx, body))
+            }
+        }
     };
-    ($key:expr, $min:expr, $max:expr, sync $handle:ident) => {
-        pub const HANDLER: $crate::handlers::Handler = $crate::handlers::Handler {
+    ($key:expr, $min:expr, $max:expr, $name:ident { $($field:ident: $ty:ty),* $(,)? }, sync) => {
+        handler!(@define $key, $min, $max, $name { $($field: $ty),* });
+        impl $crate::handlers::ApiHandler for $name {
+            fn handle<'a>(
+                &'a self,
+                ctx: &'a $crate::request::RequestContext,
+                body: bytes::Bytes,
+            ) -> $crate::handlers::HandlerFuture<'a> {
+                Box::pin(async move { handle(self, ctx, body) })
+            }
+        }
+    };
+    (@define $key:expr, $min:expr, $max:expr, $name:ident { $($field:ident: $ty:ty),* }) => {
+        /// This API's handler: the services it uses.
+        pub struct $name {
+            $(pub(crate) $field: std::sync::Arc<$ty>,)*
+        }
+
+        pub const SPEC: $crate::handlers::Spec = $crate::handlers::Spec {
             api_key: $key,
             min_version: $min,
             max_version: $max,
-            handle: |broker, ctx, body| Box::pin(async move { $handle(broker, ctx, body) }),
+            build: |_services| {
+                std::sync::Arc::new($name {
+                    $($field: std::sync::Arc::clone(&_services.$field),)*
+                })
+            },
         };
     };
 }
@@ -76,127 +104,135 @@ pub mod sync_group;
 pub mod txn_offset_commit;
 pub mod write_txn_markers;
 
-/// Per-partition outcomes grouped by topic, topics in first-seen order (how per-partition
-/// responses are laid out on the wire).
-pub(crate) fn by_topic<R>(outcomes: Vec<(String, i32, R)>) -> Vec<(String, Vec<(i32, R)>)> {
-    let mut out: Vec<(String, Vec<(i32, R)>)> = Vec::new();
-    for (topic, partition, r) in outcomes {
-        match out.iter_mut().find(|(t, _)| *t == topic) {
-            Some((_, ps)) => ps.push((partition, r)),
-            None => out.push((topic, vec![(partition, r)])),
-        }
-    }
-    out
-}
-
 pub type HandlerFuture<'a> =
     Pin<Box<dyn Future<Output = Result<Response, HandlerError>> + Send + 'a>>;
-pub type HandlerFn = for<'a> fn(&'a Broker, &'a RequestContext, Bytes) -> HandlerFuture<'a>;
 
-/// A registered API: its key, the versions served and the entry point.
+/// A request handler, built once with the services it uses.
+pub trait ApiHandler: Send + Sync {
+    fn handle<'a>(&'a self, ctx: &'a RequestContext, body: Bytes) -> HandlerFuture<'a>;
+}
+
+/// A handler's declaration: its API, the versions it serves, how to build it.
 #[derive(Clone, Copy)]
-pub struct Handler {
+pub struct Spec {
     pub api_key: ApiKey,
     pub min_version: i16,
     pub max_version: i16,
-    pub handle: HandlerFn,
+    pub build: fn(&Services) -> Arc<dyn ApiHandler>,
 }
 
-impl Handler {
+impl Spec {
     pub fn supports(&self, version: i16) -> bool {
         (self.min_version..=self.max_version).contains(&version)
     }
 }
 
+/// Every API this broker serves, sorted by key (what ApiVersions advertises).
+pub fn specs() -> Vec<Spec> {
+    let mut specs = vec![
+        produce::SPEC,
+        fetch::SPEC,
+        list_offsets::SPEC,
+        elect_leaders::SPEC,
+        alter_partition_reassignments::SPEC,
+        list_partition_reassignments::SPEC,
+        offset_for_leader_epoch::SPEC,
+        metadata::SPEC,
+        api_versions::SPEC,
+        create_topics::SPEC,
+        delete_topics::SPEC,
+        describe_configs::SPEC,
+        create_partitions::SPEC,
+        describe_cluster::SPEC,
+        describe_log_dirs::SPEC,
+        describe_producers::SPEC,
+        init_producer_id::SPEC,
+        delete_records::SPEC,
+        alter_configs::SPEC,
+        incremental_alter_configs::SPEC,
+        find_coordinator::SPEC,
+        join_group::SPEC,
+        sync_group::SPEC,
+        heartbeat::SPEC,
+        leave_group::SPEC,
+        offset_commit::SPEC,
+        offset_fetch::SPEC,
+        list_groups::SPEC,
+        describe_groups::SPEC,
+        delete_groups::SPEC,
+        offset_delete::SPEC,
+        add_partitions_to_txn::SPEC,
+        add_offsets_to_txn::SPEC,
+        end_txn::SPEC,
+        write_txn_markers::SPEC,
+        txn_offset_commit::SPEC,
+        describe_transactions::SPEC,
+        list_transactions::SPEC,
+        sasl::handshake::SPEC,
+        sasl::authenticate::SPEC,
+        describe_user_scram_credentials::SPEC,
+        alter_user_scram_credentials::SPEC,
+        acls::create::SPEC,
+        acls::describe::SPEC,
+        acls::delete::SPEC,
+        client_quotas::describe::SPEC,
+        client_quotas::alter::SPEC,
+    ];
+    specs.sort_by_key(|h| h.api_key as i16);
+    for h in &specs {
+        let lib = h.api_key.valid_versions();
+        assert!(
+            h.min_version >= lib.min && h.max_version <= lib.max,
+            "{:?} advertises versions the codec lacks",
+            h.api_key
+        );
+    }
+    specs
+}
+
+/// A routed API: its declaration and its handler.
+pub struct Route {
+    pub spec: Spec,
+    pub handler: Arc<dyn ApiHandler>,
+}
+
 /// Routes requests by api key.
-#[derive(Clone)]
 pub struct HandlerTable {
-    handlers: Vec<Handler>,
-    /// Each handler's request counter and latency histogram (`/metrics`).
+    routes: Vec<Route>,
+    /// Each route's request counter and latency histogram (`/metrics`).
     meters: Vec<(metrics::Counter, metrics::Histogram)>,
 }
 
 impl HandlerTable {
-    /// Every API this broker serves.
-    pub fn standard() -> Self {
-        let mut handlers = vec![
-            produce::HANDLER,
-            fetch::HANDLER,
-            list_offsets::HANDLER,
-            elect_leaders::HANDLER,
-            alter_partition_reassignments::HANDLER,
-            list_partition_reassignments::HANDLER,
-            offset_for_leader_epoch::HANDLER,
-            metadata::HANDLER,
-            api_versions::HANDLER,
-            create_topics::HANDLER,
-            delete_topics::HANDLER,
-            describe_configs::HANDLER,
-            create_partitions::HANDLER,
-            describe_cluster::HANDLER,
-            describe_log_dirs::HANDLER,
-            describe_producers::HANDLER,
-            init_producer_id::HANDLER,
-            delete_records::HANDLER,
-            alter_configs::HANDLER,
-            incremental_alter_configs::HANDLER,
-            find_coordinator::HANDLER,
-            join_group::HANDLER,
-            sync_group::HANDLER,
-            heartbeat::HANDLER,
-            leave_group::HANDLER,
-            offset_commit::HANDLER,
-            offset_fetch::HANDLER,
-            list_groups::HANDLER,
-            describe_groups::HANDLER,
-            delete_groups::HANDLER,
-            offset_delete::HANDLER,
-            add_partitions_to_txn::HANDLER,
-            add_offsets_to_txn::HANDLER,
-            end_txn::HANDLER,
-            write_txn_markers::HANDLER,
-            txn_offset_commit::HANDLER,
-            describe_transactions::HANDLER,
-            list_transactions::HANDLER,
-            sasl::handshake::HANDLER,
-            sasl::authenticate::HANDLER,
-            describe_user_scram_credentials::HANDLER,
-            alter_user_scram_credentials::HANDLER,
-            acls::create::HANDLER,
-            acls::describe::HANDLER,
-            acls::delete::HANDLER,
-            client_quotas::describe::HANDLER,
-            client_quotas::alter::HANDLER,
-        ];
-        handlers.sort_by_key(|h| h.api_key as i16);
-        for h in &handlers {
-            let lib = h.api_key.valid_versions();
-            assert!(
-                h.min_version >= lib.min && h.max_version <= lib.max,
-                "{:?} advertises versions the codec lacks",
-                h.api_key
-            );
-        }
+    /// Every API this broker serves, each handler built with its services.
+    pub fn new(services: &Services) -> Self {
+        let routes: Vec<Route> = specs()
+            .into_iter()
+            .map(|spec| Route {
+                spec,
+                handler: (spec.build)(services),
+            })
+            .collect();
         // Resolved once per API, so counting a request is only an add.
-        let meters = handlers
+        let meters = routes
             .iter()
-            .map(|h| {
-                let api = format!("{:?}", h.api_key);
+            .map(|r| {
+                let api = format!("{:?}", r.spec.api_key);
                 (
                     metrics::counter!("sluice_requests_total", "api" => api.clone()),
                     metrics::histogram!("sluice_request_duration_seconds", "api" => api),
                 )
             })
             .collect();
-        Self { handlers, meters }
+        Self { routes, meters }
     }
 
     /// Count one request of `api_key` that took `seconds`.
     pub fn record(&self, api_key: i16, seconds: f64) {
         if let Some((count, latency)) = self
-            .handlers
+            .routes
             .iter()
-            .position(|h| h.api_key as i16 == api_key)
+            .position(|r| r.spec.api_key as i16 == api_key)
             .and_then(|i| self.meters.get(i))
         {
             count.increment(1);
@@ -204,11 +240,9 @@ impl HandlerTable {
         }
     }
 
-    pub fn get(&self, api_key: i16) -> Option<&Handler> {
-        self.handlers.iter().find(|h| h.api_key as i16 == api_key)
-    }
-
-    pub fn iter(&self) -> impl Iterator<Item = &Handler> {
-        self.handlers.iter()
+    pub fn get(&self, api_key: i16) -> Option<&Route> {
+        self.routes
+            .iter()
+            .find(|r| r.spec.api_key as i16 == api_key)
     }
 }

@@ -10,21 +10,28 @@ use kafka_protocol::messages::{ApiKey, OffsetCommitRequest, OffsetCommitResponse
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use super::find_coordinator::ensure_offsets_topic;
-use crate::broker::Broker;
 use crate::group::coordinator::CommitRequest;
 use crate::request::{HandlerError, RequestContext, Response};
 
-handler!(ApiKey::OffsetCommit, 2, 9, handle);
+handler!(
+    ApiKey::OffsetCommit,
+    2,
+    9,
+    OffsetCommit {
+        access: crate::authorizer::Access,
+        topics: crate::services::topics::TopicCreator,
+        groups: crate::group::coordinator::GroupCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &OffsetCommit,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: OffsetCommitRequest = ctx.decode(body)?;
     // READ on the group, and on each topic (partitions of others are not committed).
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let group_denied = !acl.group(op::READ, &req.group_id);
     let allowed: Vec<bool> = req
         .topics
@@ -55,13 +62,12 @@ async fn handle(
     let ensured = if group_denied {
         Err(ErrorCode::GroupAuthorizationFailed)
     } else {
-        ensure_offsets_topic(broker).await
+        h.topics.ensure_offsets_topic().await
     };
     let result = match ensured {
         Ok(()) if offsets.is_empty() => Ok(Vec::new()),
         Ok(()) => {
-            broker
-                .groups
+            h.groups
                 .commit(CommitRequest {
                     group_id: req.group_id.to_string(),
                     generation: req.generation_id_or_member_epoch,

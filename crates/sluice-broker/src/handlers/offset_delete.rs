@@ -8,19 +8,26 @@ use kafka_protocol::messages::{ApiKey, OffsetDeleteRequest, OffsetDeleteResponse
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
 
-handler!(ApiKey::OffsetDelete, 0, 0, handle);
+handler!(
+    ApiKey::OffsetDelete,
+    0,
+    0,
+    OffsetDelete {
+        access: crate::authorizer::Access,
+        groups: crate::group::coordinator::GroupCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &OffsetDelete,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: OffsetDeleteRequest = ctx.decode(body)?;
     // DELETE on the group, READ on each topic (others' partitions are not touched).
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let partitions: Vec<(String, i32)> = req
         .topics
         .iter()
@@ -36,8 +43,7 @@ async fn handle(
     } else if partitions.is_empty() {
         Ok(Vec::new())
     } else {
-        broker
-            .groups
+        h.groups
             .delete_offsets(req.group_id.to_string(), partitions)
             .await
     };

@@ -11,12 +11,19 @@ use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
 use crate::authorizer::Check;
-use crate::broker::Broker;
 use crate::group::coordinator::CommittedRow;
 use crate::group::records::OffsetValue;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::OffsetFetch, 1, 9, handle);
+handler!(
+    ApiKey::OffsetFetch,
+    1,
+    9,
+    OffsetFetch {
+        access: crate::authorizer::Access,
+        groups: crate::group::coordinator::GroupCoordinator
+    }
+);
 
 type Fetched = Result<Vec<CommittedRow>, ErrorCode>;
 type PartitionValues = Vec<(i32, Option<OffsetValue>)>;
@@ -37,7 +44,7 @@ fn by_topic(rows: Vec<CommittedRow>) -> Vec<(String, PartitionValues)> {
 /// (else GROUP_AUTHORIZATION_FAILED) and on each topic — other topics are left out of an
 /// "all topics" answer and marked TOPIC_AUTHORIZATION_FAILED when named (`denied`).
 async fn fetch(
-    broker: &Broker,
+    h: &OffsetFetch,
     acl: &Check<'_>,
     group: String,
     topics: Option<Vec<(String, Vec<i32>)>>,
@@ -62,7 +69,7 @@ async fn fetch(
         Some(ts) if ts.is_empty() => Vec::new(),
         topics => {
             let all = topics.is_none();
-            let rows: Fetched = broker.groups.fetch(group, topics, require_stable).await;
+            let rows: Fetched = h.groups.fetch(group, topics, require_stable).await;
             let mut rows = rows?;
             if all {
                 rows.retain(|(t, _, _)| acl.topic(op::DESCRIBE, t));
@@ -74,13 +81,13 @@ async fn fetch(
 }
 
 async fn handle(
-    broker: &Broker,
+    h: &OffsetFetch,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: OffsetFetchRequest = ctx.decode(body)?;
     let v = ctx.api_version;
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let mut resp = OffsetFetchResponse::default();
     if v >= 8 {
         for g in &req.groups {
@@ -91,15 +98,7 @@ async fn handle(
             });
             let mut out = OffsetFetchResponseGroup::default();
             out.group_id = g.group_id.clone();
-            match fetch(
-                broker,
-                &acl,
-                g.group_id.to_string(),
-                topics,
-                req.require_stable,
-            )
-            .await
-            {
+            match fetch(h, &acl, g.group_id.to_string(), topics, req.require_stable).await {
                 Ok((rows, denied)) => {
                     for (t, parts) in by_topic(rows) {
                         let mut topic = OffsetFetchResponseTopics::default();
@@ -144,7 +143,7 @@ async fn handle(
             .collect()
     });
     match fetch(
-        broker,
+        h,
         &acl,
         req.group_id.to_string(),
         topics,

@@ -10,19 +10,31 @@ use kafka_protocol::messages::offset_for_leader_epoch_response::{
 };
 use kafka_protocol::messages::{ApiKey, OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse};
 use sluice_metadata::acl::op;
-use sluice_protocol::types::TopicPartition;
+use sluice_protocol::types::{LeaderEpoch, TopicPartition};
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{HandlerError, RequestContext, Response};
 
-handler!(ApiKey::OffsetForLeaderEpoch, 2, 4, sync handle);
+handler!(
+    ApiKey::OffsetForLeaderEpoch,
+    2,
+    4,
+    OffsetForLeaderEpoch {
+        replicas: crate::replica::ReplicaManager,
+        access: crate::authorizer::Access
+    },
+    sync
+);
 
-fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+fn handle(
+    h: &OffsetForLeaderEpoch,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
     let req: OffsetForLeaderEpochRequest = ctx.decode(body)?;
     let mut resp = OffsetForLeaderEpochResponse::default();
     // Followers need CLUSTER_ACTION on the cluster, consumers DESCRIBE on each topic.
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let follower = ctx.api_version >= 3 && req.replica_id.0 >= 0;
     let follower_denied = follower && !acl.cluster(op::CLUSTER_ACTION);
     for topic in req.topics {
@@ -35,18 +47,19 @@ fn handle(broker: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response
             r.leader_epoch = -1;
             r.end_offset = -1;
             let tp = TopicPartition::new(topic.topic.to_string(), part.partition);
-            let answer = match broker.replicas.get(&tp) {
-                _ if denied => Err(ErrorCode::TopicAuthorizationFailed),
-                None => Err(ErrorCode::UnknownTopicOrPartition),
-                Some(p) if !p.is_leader() => Err(ErrorCode::NotLeaderOrFollower),
-                Some(p) => p
-                    .check_leader_epoch(part.current_leader_epoch)
-                    .map(|()| p.end_offset_for(part.leader_epoch)),
+            let answer = if denied {
+                Err(ErrorCode::TopicAuthorizationFailed)
+            } else {
+                h.replicas.end_offset_for_epoch(
+                    &tp,
+                    LeaderEpoch(part.current_leader_epoch),
+                    LeaderEpoch(part.leader_epoch),
+                )
             };
             match answer {
                 Ok(Some((epoch, end))) => {
-                    r.leader_epoch = epoch;
-                    r.end_offset = end;
+                    r.leader_epoch = epoch.0;
+                    r.end_offset = end.0;
                 }
                 Ok(None) => {}
                 Err(code) => r.error_code = code.code(),

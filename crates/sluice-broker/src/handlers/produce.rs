@@ -17,14 +17,24 @@ use sluice_metadata::acl::op;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::quota::QuotaKind;
 use crate::replica::append::AppendEntry;
-use crate::replica::partition::AppendError;
+use crate::replica::AppendError;
 use crate::replica::{Acks, AppendOrigin};
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::Produce, 3, 13, handle);
+handler!(
+    ApiKey::Produce,
+    3,
+    13,
+    Produce {
+        metadata: crate::metadata_cache::MetadataCache,
+        replicas: crate::replica::ReplicaManager,
+        access: crate::authorizer::Access,
+        quotas: crate::quota::ClientQuotas,
+        topics: crate::services::topics::TopicCreator
+    }
+);
 
 fn partition_error(index: i32, e: &AppendError, version: i16) -> PartitionProduceResponse {
     let mut p = PartitionProduceResponse::default();
@@ -61,23 +71,19 @@ enum Slot {
     Appended(usize),
 }
 
-async fn handle(
-    broker: &Broker,
-    ctx: &RequestContext,
-    body: Bytes,
-) -> Result<Response, HandlerError> {
+async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let request_bytes = body.len();
     let req: ProduceRequest = ctx.decode(body)?;
     let acks = Acks::from_wire(req.acks);
     let by_id = ctx.api_version >= 13;
     // WRITE on each topic, and on the transactional id of a transactional batch.
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let txn_denied = req
         .transactional_id
         .as_ref()
         .is_some_and(|id| !acl.transactional_id(op::WRITE, id));
     if !by_id {
-        let image = broker.metadata.current();
+        let image = h.metadata.current();
         let unknown: Vec<String> = req
             .topic_data
             .iter()
@@ -89,9 +95,9 @@ async fn handle(
                     && (acl.cluster(op::CREATE) || acl.topic(op::CREATE, n))
             })
             .collect();
-        super::metadata::auto_create(broker, unknown).await;
+        h.topics.auto_create(unknown).await;
     }
-    let image = broker.metadata.current();
+    let image = h.metadata.current();
     let mut entries = Vec::new();
     let mut topics = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
@@ -139,10 +145,7 @@ async fn handle(
     let results = if entries.is_empty() {
         Vec::new()
     } else {
-        broker
-            .replicas
-            .append(AppendOrigin::Client, acks, entries)
-            .await
+        h.replicas.append(AppendOrigin::Client, acks, entries).await
     };
     // The records are in the log: the request's bytes are no longer held.
     ctx.release_budget();
@@ -151,7 +154,7 @@ async fn handle(
         let waiting: Vec<_> = results.iter().filter_map(|r| r.as_ref().ok()).collect();
         if !waiting.is_empty() {
             let timeout = Duration::from_millis(req.timeout_ms.max(0) as u64);
-            let mut settled = broker
+            let mut settled = h
                 .replicas
                 .await_replication(&waiting, timeout)
                 .await
@@ -192,7 +195,9 @@ async fn handle(
     }
     // producer_byte_rate: the request's bytes; over the quota, the answer says how long to
     // back off and the connection is muted for as long (acks=0 included).
-    resp.throttle_time_ms = broker.record_quota(ctx, QuotaKind::Produce, request_bytes as f64);
+    resp.throttle_time_ms = h
+        .quotas
+        .record(ctx, QuotaKind::Produce, request_bytes as f64);
     if req.acks == 0 {
         if any_error {
             return Err(HandlerError::Malformed(

@@ -12,14 +12,17 @@ use kafka_protocol::messages::{
 };
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
 pub mod handshake {
     use super::*;
-    handler!(ApiKey::SaslHandshake, 0, 1, sync handle);
+    handler!(ApiKey::SaslHandshake, 0, 1, SaslHandshake {}, sync);
 
-    fn handle(_: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+    fn handle(
+        _: &SaslHandshake,
+        ctx: &RequestContext,
+        body: Bytes,
+    ) -> Result<Response, HandlerError> {
         let _: SaslHandshakeRequest = ctx.decode(body)?;
         let mut resp = SaslHandshakeResponse::default();
         resp.error_code = ErrorCode::IllegalSaslState.code();
@@ -29,9 +32,13 @@ pub mod handshake {
 
 pub mod authenticate {
     use super::*;
-    handler!(ApiKey::SaslAuthenticate, 0, 2, sync handle);
+    handler!(ApiKey::SaslAuthenticate, 0, 2, SaslAuthenticate {}, sync);
 
-    fn handle(_: &Broker, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+    fn handle(
+        _: &SaslAuthenticate,
+        ctx: &RequestContext,
+        body: Bytes,
+    ) -> Result<Response, HandlerError> {
         let _: SaslAuthenticateRequest = ctx.decode(body)?;
         let mut resp = SaslAuthenticateResponse::default();
         resp.error_code = ErrorCode::IllegalSaslState.code();

@@ -6,24 +6,31 @@ use kafka_protocol::messages::{ApiKey, SyncGroupRequest, SyncGroupResponse};
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::broker::Broker;
 use crate::group::coordinator::SyncRequest;
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::SyncGroup, 0, 5, handle);
+handler!(
+    ApiKey::SyncGroup,
+    0,
+    5,
+    SyncGroup {
+        access: crate::authorizer::Access,
+        groups: crate::group::coordinator::GroupCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &SyncGroup,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: SyncGroupRequest = ctx.decode(body)?;
-    if !broker.acl(ctx).group(op::READ, &req.group_id) {
+    if !h.access.check(ctx).group(op::READ, &req.group_id) {
         let mut resp = SyncGroupResponse::default();
         resp.error_code = ErrorCode::GroupAuthorizationFailed.code();
         return ctx.respond(&resp);
     }
-    let out = broker
+    let out = h
         .groups
         .sync(SyncRequest {
             group_id: req.group_id.to_string(),

@@ -12,22 +12,29 @@ use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitRe
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use super::add_partitions_to_txn::fenced_as;
-use super::find_coordinator::ensure_offsets_topic;
-use crate::broker::Broker;
 use crate::group::coordinator::TxnCommitRequest;
 use crate::request::{HandlerError, RequestContext, Response};
+use crate::txn::fenced_as;
 
-handler!(ApiKey::TxnOffsetCommit, 0, 3, handle);
+handler!(
+    ApiKey::TxnOffsetCommit,
+    0,
+    3,
+    TxnOffsetCommit {
+        access: crate::authorizer::Access,
+        topics: crate::services::topics::TopicCreator,
+        groups: crate::group::coordinator::GroupCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &TxnOffsetCommit,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: TxnOffsetCommitRequest = ctx.decode(body)?;
     // WRITE on the transactional id, READ on the group and on each topic.
-    let acl = broker.acl(ctx);
+    let acl = h.access.check(ctx);
     let refused = if !acl.transactional_id(op::WRITE, &req.transactional_id) {
         Some(ErrorCode::TransactionalIdAuthorizationFailed)
     } else if !acl.group(op::READ, &req.group_id) {
@@ -63,13 +70,12 @@ async fn handle(
         .collect();
     let ensured = match refused {
         Some(code) => Err(code),
-        None => ensure_offsets_topic(broker).await,
+        None => h.topics.ensure_offsets_topic().await,
     };
     let result = match ensured {
         Ok(()) if offsets.is_empty() => Ok(Vec::new()),
         Ok(()) => {
-            broker
-                .groups
+            h.groups
                 .txn_commit(TxnCommitRequest {
                     group_id: req.group_id.to_string(),
                     producer_id: req.producer_id.0,

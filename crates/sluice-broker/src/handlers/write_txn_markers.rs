@@ -18,23 +18,32 @@ use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 use sluice_storage::Marker;
 
-use crate::broker::Broker;
 use crate::group::coordinator::OFFSETS_TOPIC;
-use crate::replica::partition::AppendError;
+use crate::replica::AppendError;
 use crate::replica::{Appended, ReplicationOutcome};
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::WriteTxnMarkers, 1, 1, handle);
+handler!(
+    ApiKey::WriteTxnMarkers,
+    1,
+    1,
+    WriteTxnMarkers {
+        config: sluice_metadata::config::BrokerConfig,
+        replicas: crate::replica::ReplicaManager,
+        access: crate::authorizer::Access,
+        groups: crate::group::coordinator::GroupCoordinator
+    }
+);
 
 async fn handle(
-    broker: &Broker,
+    h: &WriteTxnMarkers,
     ctx: &RequestContext,
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: WriteTxnMarkersRequest = ctx.decode(body)?;
-    let timeout = Duration::from_millis(broker.config.number("request.timeout.ms").max(1) as u64);
+    let timeout = Duration::from_millis(h.config.settings().request_timeout_ms);
     // Brokers only: CLUSTER_ACTION on the cluster.
-    let denied = !broker.acl(ctx).cluster(op::CLUSTER_ACTION);
+    let denied = !h.access.check(ctx).cluster(op::CLUSTER_ACTION);
     let mut resp = WriteTxnMarkersResponse::default();
     for m in req.markers {
         let marker = Marker {
@@ -66,17 +75,12 @@ async fn handle(
                 })
                 .collect()
         } else {
-            broker
-                .replicas
+            h.replicas
                 .append_markers(targets.iter().map(|tp| (tp.clone(), marker)).collect())
                 .await
         };
         let ok: Vec<&Appended> = appended.iter().filter_map(|a| a.as_ref().ok()).collect();
-        let mut settled = broker
-            .replicas
-            .await_replication(&ok, timeout)
-            .await
-            .into_iter();
+        let mut settled = h.replicas.await_replication(&ok, timeout).await.into_iter();
         let mut outcomes = Vec::new();
         for (tp, a) in targets.into_iter().zip(&appended) {
             let (code, marker_offset) = match a {
@@ -97,8 +101,7 @@ async fn handle(
                 },
             };
             if code.is_none() && tp.topic == OFFSETS_TOPIC {
-                broker
-                    .groups
+                h.groups
                     .complete_txn(
                         marker.producer_id,
                         tp.partition.0,
@@ -109,7 +112,7 @@ async fn handle(
             }
             outcomes.push((tp.topic, tp.partition.0, code));
         }
-        for (topic, partitions) in crate::handlers::by_topic(outcomes) {
+        for (topic, partitions) in crate::request::by_topic(outcomes) {
             let mut tr = WritableTxnMarkerTopicResult::default();
             tr.name = TopicName(str_bytes(topic));
             for (index, code) in partitions {

@@ -29,13 +29,29 @@ use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
 
-use crate::broker::Broker;
+use crate::connection_quotas::ConnectionQuotas;
 use crate::handlers::api_versions::unsupported_version_response;
-use crate::quota::QuotaKind;
+use crate::handlers::HandlerTable;
+use crate::metadata_cache::MetadataCache;
+use crate::quota::{ClientQuotas, QuotaKind};
 use crate::request::{RequestContext, Response};
 use crate::sasl::{Outcome, SaslSession, SaslSettings};
-use budget::Reservation;
+use budget::{RequestBudget, Reservation};
 use writer::{Reply, ResponseWriter, Transport};
+
+/// What connections are served with: the router, and what every request meets on the way
+/// in (connection limits, the request budget, request-time quotas).
+pub struct Frontend {
+    pub node_id: i32,
+    pub config: Arc<sluice_metadata::config::BrokerConfig>,
+    pub metadata: Arc<MetadataCache>,
+    pub handlers: HandlerTable,
+    pub quotas: Arc<ClientQuotas>,
+    /// `max.connections` and `max.connections.per.ip`, over every listener.
+    pub connections: Arc<ConnectionQuotas>,
+    /// `queued.max.requests` / `queued.max.request.bytes`, over every connection.
+    pub budget: Arc<RequestBudget>,
+}
 
 /// Connection limits, from the broker config.
 #[derive(Clone, Copy, Debug)]
@@ -92,7 +108,7 @@ pub async fn serve(
     inter_broker: bool,
     tls: Option<Arc<crate::tls::ListenerTls>>,
     sasl: Option<Arc<SaslSettings>>,
-    broker: Arc<Broker>,
+    broker: Arc<Frontend>,
     limits: NetworkLimits,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -205,7 +221,7 @@ impl Auth {
     /// Handle one frame: the SASL exchange until it completes, then ordinary requests.
     async fn process(
         &mut self,
-        broker: &Broker,
+        broker: &Frontend,
         listener: &str,
         peer: SocketAddr,
         frame: Bytes,
@@ -241,7 +257,7 @@ async fn connection<S: Transport>(
     peer: SocketAddr,
     listener: &str,
     mut auth: Auth,
-    broker: &Broker,
+    broker: &Frontend,
     limits: NetworkLimits,
     mut shutdown: watch::Receiver<bool>,
 ) {
@@ -376,7 +392,7 @@ impl std::future::Future for Timed<'_> {
 
 /// Route one frame to its handler; the answer and how long to mute the connection (ms).
 async fn process(
-    broker: &Broker,
+    broker: &Frontend,
     listener: &str,
     principal: &Arc<str>,
     peer: SocketAddr,
@@ -384,12 +400,13 @@ async fn process(
     reservation: Reservation,
 ) -> Result<(Response, i32), String> {
     let peek = frame::peek_request(&frame).map_err(|e| e.to_string())?;
-    let Some(handler) = broker.handlers.get(peek.api_key) else {
+    let Some(route) = broker.handlers.get(peek.api_key) else {
         return Err(format!("unknown api key {}", peek.api_key));
     };
+    let handler = &route.spec;
     if !handler.supports(peek.api_version) {
         if peek.api_key == ApiKey::ApiVersions as i16 {
-            return unsupported_version_response(&broker.handlers, peek.correlation_id)
+            return unsupported_version_response(peek.correlation_id)
                 .map(|r| (Some(Reply::Frame(r)), 0))
                 .map_err(|e| e.to_string());
         }
@@ -413,7 +430,7 @@ async fn process(
         reservation: Arc::new(std::sync::Mutex::new(reservation)),
     };
     let timed = Timed {
-        inner: (handler.handle)(broker, &ctx, body),
+        inner: route.handler.handle(&ctx, body),
         busy: Duration::ZERO,
     };
     let started = std::time::Instant::now();
@@ -423,7 +440,9 @@ async fn process(
         .record(peek.api_key, started.elapsed().as_secs_f64());
     let answer = answer.map_err(|e| format!("{:?} v{}: {e}", ctx.api_key, ctx.api_version))?;
     // request_percentage: seconds of handling × 100, as a rate per second.
-    broker.record_quota(&ctx, QuotaKind::Request, busy.as_secs_f64() * 100.0);
+    broker
+        .quotas
+        .record(&ctx, QuotaKind::Request, busy.as_secs_f64() * 100.0);
     Ok((answer, ctx.throttled_ms()))
 }
 

@@ -44,17 +44,12 @@ pub struct FetcherConfig {
 
 impl FetcherConfig {
     pub fn from_broker(c: &BrokerConfig) -> Self {
+        let r = &c.settings().replica;
         Self {
-            max_bytes_per_partition: c
-                .number("replica.fetch.max.bytes")
-                .clamp(1, i32::MAX as i64) as i32,
-            max_bytes: c
-                .number("replica.fetch.response.max.bytes")
-                .clamp(1, i32::MAX as i64) as i32,
-            max_wait_ms: c.number("replica.fetch.wait.max.ms").clamp(0, 60_000) as i32,
-            backoff: Duration::from_millis(
-                c.number("replica.fetch.backoff.ms").clamp(10, 60_000) as u64
-            ),
+            max_bytes_per_partition: r.fetch_max_bytes,
+            max_bytes: r.fetch_response_max_bytes,
+            max_wait_ms: r.fetch_wait_max_ms,
+            backoff: Duration::from_millis(r.fetch_backoff_ms),
         }
     }
 }

@@ -23,7 +23,6 @@ use crate::replica::purgatory::Purgatory;
 pub struct ReplicaManager {
     node_id: i32,
     logs: Arc<LogManager>,
-    broker_config: Arc<BrokerConfig>,
     metadata: Arc<MetadataCache>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
     /// acks=all appends waiting for their high watermark.
@@ -109,7 +108,7 @@ pub fn log_config(
             get("min.cleanable.dirty.ratio"),
             d.min_cleanable_dirty_ratio,
         ),
-        producer_id_expiration_ms: broker.number("producer.id.expiration.ms"),
+        producer_id_expiration_ms: broker.settings().producer_id_expiration_ms,
     };
     let settings = PartitionSettings {
         min_insync_replicas: num(get("min.insync.replicas"), 1),
@@ -126,19 +125,16 @@ impl ReplicaManager {
         broker_config: Arc<BrokerConfig>,
         metadata: Arc<MetadataCache>,
     ) -> Self {
+        let r = &broker_config.settings().replica;
         let window = Window {
-            samples: broker_config.number("replication.quota.window.num").max(1) as usize,
-            size_ms: broker_config
-                .number("replication.quota.window.size.seconds")
-                .clamp(1, 3600)
-                * 1000,
+            samples: r.quota_window.samples,
+            size_ms: r.quota_window.size_ms,
         };
         let replication_quotas = Arc::new(ReplicationQuotas::new(window));
-        let fetchers = broker_config.number("num.replica.fetchers").max(1) as usize;
+        let fetchers = r.fetchers;
         Self {
             node_id,
             logs,
-            broker_config,
             metadata,
             partitions: RwLock::new(HashMap::new()),
             produce_purgatory: Purgatory::new("produce"),
@@ -162,14 +158,12 @@ impl ReplicaManager {
     /// Apply the replication settings of `config` (static and dynamic together): the
     /// throttle rates and the number of fetchers per leader.
     fn apply_broker_settings(&self, config: &BrokerConfig) {
-        let fetchers = config.number("num.replica.fetchers").max(1) as usize;
+        let r = &config.settings().replica;
         self.replica_fetchers
-            .store(fetchers, std::sync::atomic::Ordering::Relaxed);
+            .store(r.fetchers, std::sync::atomic::Ordering::Relaxed);
         let q = &self.replication_quotas;
-        q.leader
-            .set_bound(config.number("leader.replication.throttled.rate"));
-        q.follower
-            .set_bound(config.number("follower.replication.throttled.rate"));
+        q.leader.set_bound(r.leader_throttled_rate);
+        q.follower.set_bound(r.follower_throttled_rate);
     }
 
     pub fn node_id(&self) -> i32 {
@@ -192,13 +186,13 @@ impl ReplicaManager {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub fn get(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
+    pub(crate) fn get(&self, tp: &TopicPartition) -> Option<Arc<Partition>> {
         self.read().get(tp).cloned()
     }
 
     /// The partition if this broker hosts it; else why not, as Kafka answers: a partition
     /// metadata knows is led elsewhere (NOT_LEADER_OR_FOLLOWER), otherwise it does not exist.
-    pub fn hosted(&self, tp: &TopicPartition) -> Result<Arc<Partition>, ErrorCode> {
+    pub(crate) fn hosted(&self, tp: &TopicPartition) -> Result<Arc<Partition>, ErrorCode> {
         if let Some(p) = self.get(tp) {
             return Ok(p);
         }
@@ -244,19 +238,15 @@ impl ReplicaManager {
     }
 
     /// The static broker config with the image's dynamic broker configs applied.
-    fn effective(&self, image: &MetadataImage) -> BrokerConfig {
-        self.broker_config
-            .with_dynamic(&DynamicBrokerConfigs::from_image(image, self.node_id))
-    }
-
-    pub fn all(&self) -> Vec<Arc<Partition>> {
+    pub(crate) fn all(&self) -> Vec<Arc<Partition>> {
         self.read().values().cloned().collect()
     }
 
     /// At startup: open the logs on disk that metadata still knows (with the same topic id);
     /// delete the strays (topics deleted or re-created while this node was down).
     pub fn load_existing(&self, image: &MetadataImage, now_ms: i64) -> Result<(), LogError> {
-        self.apply_broker_settings(&self.effective(image));
+        let effective = self.metadata.config_for(image).1;
+        self.apply_broker_settings(&effective);
         for found in self.logs.scan()? {
             let topic = image.topic(&found.tp.topic);
             let hosted =
@@ -267,7 +257,7 @@ impl ReplicaManager {
                         && reg.replicas.contains(&self.node_id) =>
                 {
                     let overrides = image.topic_configs(&t.name);
-                    let (config, settings) = log_config(&self.effective(image), &overrides);
+                    let (config, settings) = log_config(&effective, &overrides);
                     let settings = replica_settings(settings, &overrides, &found.tp, self.node_id);
                     let log = self.logs.load(&found.tp, config, now_ms)?;
                     let p = Arc::new(Partition::new(
@@ -291,10 +281,12 @@ impl ReplicaManager {
 
     /// React to a metadata change: create logs for new partitions hosted here, update
     /// leadership and configs, delete logs of deleted topics and of replicas moved away.
+    /// `effective` is the broker configuration in effect with `new`.
     pub fn apply_delta(
         &self,
         old: &MetadataImage,
         new: &MetadataImage,
+        effective: &BrokerConfig,
         now_ms: i64,
     ) -> Result<(), LogError> {
         let delta = PartitionDelta::between(old, new);
@@ -320,22 +312,21 @@ impl ReplicaManager {
             }
             let partition = match self.get(&tp) {
                 Some(p) => p,
-                None => self.create_partition(&tp, *id, new, now_ms)?,
+                None => self.create_partition(&tp, *id, new, effective, now_ms)?,
             };
             partition.update_registration(reg);
         }
         // Dynamic broker configs changed: every topic's defaults may have.
         let broker_changed = DynamicBrokerConfigs::from_image(old, self.node_id)
             .differs(&DynamicBrokerConfigs::from_image(new, self.node_id));
-        let effective = self.effective(new);
         let mut changed_topics = delta.config_changed.clone();
         if broker_changed {
-            self.apply_broker_settings(&effective);
+            self.apply_broker_settings(effective);
             changed_topics = new.topics.keys().cloned().collect();
         }
         for name in &changed_topics {
             let overrides = new.topic_configs(name);
-            let (config, settings) = log_config(&effective, &overrides);
+            let (config, settings) = log_config(effective, &overrides);
             for p in self.all().into_iter().filter(|p| &p.tp.topic == name) {
                 p.set_settings(replica_settings(settings, &overrides, &p.tp, self.node_id));
                 p.log
@@ -352,10 +343,11 @@ impl ReplicaManager {
         tp: &TopicPartition,
         id: Uuid,
         image: &MetadataImage,
+        effective: &BrokerConfig,
         now_ms: i64,
     ) -> Result<Arc<Partition>, LogError> {
         let overrides = image.topic_configs(&tp.topic);
-        let (config, settings) = log_config(&self.effective(image), &overrides);
+        let (config, settings) = log_config(effective, &overrides);
         let settings = replica_settings(settings, &overrides, tp, self.node_id);
         let log = self
             .logs

@@ -10,6 +10,8 @@
 //! - [`read`]: `ReplicaManager::fetch`: consumers' and followers' reads as whole-batch file
 //!   ranges, completed by the purgatory when `min_bytes` are not there yet, with the leader
 //!   side of replication throttling.
+//! - [`queries`]: what the offset and admin APIs ask of partitions (ListOffsets,
+//!   OffsetForLeaderEpoch, DescribeProducers, DeleteRecords, DescribeLogDirs).
 //! - [`partition`]: [`partition::Partition`], one hosted partition: log, replica state,
 //!   watchers.
 //! - [`state`]: the pure LEO/HW/ISR state machine of one partition.
@@ -21,11 +23,13 @@ pub mod append;
 pub mod fetcher;
 pub mod isr;
 pub mod manager;
-pub mod partition;
+pub(crate) mod partition;
 pub mod purgatory;
+pub mod queries;
 pub mod read;
 pub mod state;
 
 pub use append::{Acks, AppendOrigin, Appended, ReplicationOutcome};
 pub use manager::ReplicaManager;
+pub use partition::AppendError;
 pub use read::{FetchParams, FetchPartitionRequest, FetchedPartition};

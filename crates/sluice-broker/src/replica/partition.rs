@@ -210,7 +210,7 @@ impl Partition {
         lock(&self.state).leader_epoch()
     }
 
-    fn read_log(&self) -> std::sync::RwLockReadGuard<'_, sluice_storage::Log> {
+    pub(super) fn read_log(&self) -> std::sync::RwLockReadGuard<'_, sluice_storage::Log> {
         self.log
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -449,6 +449,32 @@ impl Partition {
         drop(log);
         self.watchers.fire();
         Ok(())
+    }
+
+    /// DeleteRecords as leader: move the log start offset to `offset` (-1: the high
+    /// watermark), no further than the high watermark, and delete the whole segments below
+    /// it. Returns the new log start offset.
+    pub fn delete_records_below(&self, offset: i64) -> Result<i64, ErrorCode> {
+        let hw = self.high_watermark();
+        let target = if offset == -1 { hw } else { offset };
+        if target < 0 || target > hw {
+            return Err(ErrorCode::OffsetOutOfRange);
+        }
+        let mut log = self
+            .log
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        log.advance_log_start_offset(target)
+            .map_err(|e| log_error_code(&e))?;
+        log.delete_old_segments(hw, crate::now_ms())
+            .map_err(|e| log_error_code(&e))?;
+        let start = log.log_start_offset();
+        let io = log.take_pending_io();
+        drop(log);
+        self.watchers.fire();
+        sluice_storage::log_manager::run_pending_io(&self.log, io)
+            .map_err(|e| log_error_code(&e))?;
+        Ok(start)
     }
 
     /// Leader: the ISR change this partition needs now, as a request for the controller.

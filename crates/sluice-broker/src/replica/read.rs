@@ -65,10 +65,10 @@ pub struct FetchPartitionRequest {
 pub struct FetchedPartition {
     /// None: no error.
     pub error: Option<ErrorCode>,
-    /// -1 where unknown (an error before the partition was found).
-    pub high_watermark: i64,
-    pub last_stable_offset: i64,
-    pub log_start_offset: i64,
+    /// NONE where unknown (an error before the partition was found).
+    pub high_watermark: Offset,
+    pub last_stable_offset: Offset,
+    pub log_start_offset: Offset,
     /// Whole batches, as a range of a segment file.
     pub records: Option<FileSlice>,
     /// read_committed: the aborted transactions in the range read.
@@ -82,9 +82,9 @@ impl FetchedPartition {
     pub fn error(code: ErrorCode) -> Self {
         Self {
             error: Some(code),
-            high_watermark: -1,
-            last_stable_offset: -1,
-            log_start_offset: -1,
+            high_watermark: Offset::NONE,
+            last_stable_offset: Offset::NONE,
+            log_start_offset: Offset::NONE,
             records: None,
             aborted: None,
             bytes_out: None,
@@ -100,9 +100,9 @@ impl FetchedPartition {
     fn offsets_only(p: &Partition, error: Option<ErrorCode>) -> Self {
         Self {
             error,
-            high_watermark: p.high_watermark(),
-            last_stable_offset: p.last_stable_offset(),
-            log_start_offset: p.log_start_offset(),
+            high_watermark: Offset(p.high_watermark()),
+            last_stable_offset: Offset(p.last_stable_offset()),
+            log_start_offset: Offset(p.log_start_offset()),
             records: None,
             aborted: None,
             bytes_out: None,
@@ -238,9 +238,9 @@ fn read_target(
     match p.read(t.request.fetch_offset.0, budget, isolation, first) {
         Ok(read) => FetchedPartition {
             error: None,
-            high_watermark: read.high_watermark,
-            last_stable_offset: read.last_stable_offset,
-            log_start_offset: read.log_start_offset,
+            high_watermark: Offset(read.high_watermark),
+            last_stable_offset: Offset(read.last_stable_offset),
+            log_start_offset: Offset(read.log_start_offset),
             records: read.slice,
             aborted: (isolation == FetchIsolation::TxnCommitted).then_some(read.aborted),
             bytes_out: Some(if isolation == FetchIsolation::LogEnd {

@@ -75,14 +75,13 @@ impl TxnConfig {
         c: &sluice_metadata::BrokerConfig,
         inter: InterBroker,
     ) -> Self {
+        let t = &c.settings().txn;
         Self {
             node_id,
-            partitions: c.number("transaction.state.log.num.partitions").max(1) as i32,
-            max_timeout_ms: c.number("transaction.max.timeout.ms").max(1),
-            abort_check_ms: c
-                .number("transaction.abort.timed.out.transaction.cleanup.interval.ms")
-                .max(1) as u64,
-            id_expiration_ms: c.number("transactional.id.expiration.ms").max(1),
+            partitions: t.partitions,
+            max_timeout_ms: t.max_timeout_ms.max(1),
+            abort_check_ms: t.abort_check_interval_ms.max(1) as u64,
+            id_expiration_ms: t.id_expiration_ms.max(1),
             inter,
         }
     }
@@ -362,11 +361,8 @@ fn now_ms() -> i64 {
 
 /// Read one `__transaction_state` partition: the latest state of each transactional id.
 fn load(replicas: &ReplicaManager, partition: i32) -> Vec<TxnMetadata> {
-    let Some(p) = replicas.get(&TopicPartition::new(TXN_TOPIC, partition)) else {
-        return Vec::new();
-    };
     let mut latest: HashMap<String, Option<TxnMetadata>> = HashMap::new();
-    p.scan(|h, bytes| {
+    replicas.scan(&TopicPartition::new(TXN_TOPIC, partition), |h, bytes| {
         if h.is_control() {
             return;
         }

@@ -155,7 +155,7 @@ impl MarkerWriter {
         marker.producer_epoch = job.epoch;
         marker.transaction_result = job.commit;
         marker.coordinator_epoch = job.coordinator_epoch;
-        for (topic, ps) in crate::handlers::by_topic(
+        for (topic, ps) in crate::request::by_topic(
             partitions
                 .iter()
                 .map(|(t, p)| (t.clone(), *p, ()))

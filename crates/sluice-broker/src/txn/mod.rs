@@ -10,3 +10,17 @@ pub mod coordinator;
 pub mod markers;
 pub mod records;
 pub mod state;
+
+/// PRODUCER_FENCED is new in a request's version `fenced_since`; older clients are told
+/// INVALID_PRODUCER_EPOCH.
+pub fn fenced_as(
+    code: sluice_protocol::ErrorCode,
+    version: i16,
+    fenced_since: i16,
+) -> sluice_protocol::ErrorCode {
+    if code == sluice_protocol::ErrorCode::ProducerFenced && version < fenced_since {
+        sluice_protocol::ErrorCode::InvalidProducerEpoch
+    } else {
+        code
+    }
+}

@@ -298,6 +298,18 @@ pub enum Effect {
     Persist(String),
 }
 
+/// A SyncGroup request, decoded.
+#[derive(Clone, Debug)]
+pub struct SyncRequest {
+    pub group_id: String,
+    pub generation: i32,
+    pub member_id: String,
+    pub instance_id: Option<String>,
+    pub protocol_type: Option<String>,
+    pub protocol_name: Option<String>,
+    pub assignments: Vec<(String, Bytes)>,
+}
+
 /// Every group of one coordinator.
 #[derive(Debug, Default)]
 pub struct GroupMachine {
@@ -380,15 +392,14 @@ impl GroupMachine {
         self.groups.remove(id);
     }
 
-    fn new_member_id(&mut self, client_id: &str) -> String {
+    /// A member id no member had before: the client id, a counter and the time given (the
+    /// machine reads no clock; ids stay unique across restarts through the time).
+    fn new_member_id(&mut self, client_id: &str, now_ms: i64) -> String {
         self.next_member += 1;
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
         format!(
             "{client_id}-{:08x}-{:016x}",
             self.next_member,
-            nanos as u64 ^ self.next_member.rotate_left(32)
+            (now_ms as u64) ^ self.next_member.rotate_left(32)
         )
     }
 
@@ -416,7 +427,7 @@ impl GroupMachine {
                 .insert(req.group_id.clone(), Group::new(&req.group_id, now));
         }
         let new_member_id = if req.member_id.is_empty() {
-            Some(self.new_member_id(&req.client_id))
+            Some(self.new_member_id(&req.client_id, now))
         } else {
             None
         };
@@ -530,12 +541,7 @@ impl GroupMachine {
         fx
     }
 
-    pub fn sync(
-        &mut self,
-        req: &super::coordinator::SyncRequest,
-        token: Token,
-        now: i64,
-    ) -> Vec<Effect> {
+    pub fn sync(&mut self, req: &SyncRequest, token: Token, now: i64) -> Vec<Effect> {
         let (group_id, generation, member_id) = (
             req.group_id.as_str(),
             req.generation,

@@ -35,8 +35,8 @@ fn sr(
     protocol_type: Option<&str>,
     protocol_name: Option<&str>,
     assignments: Vec<(String, Bytes)>,
-) -> super::super::coordinator::SyncRequest {
-    super::super::coordinator::SyncRequest {
+) -> SyncRequest {
+    SyncRequest {
         group_id: "g".into(),
         generation,
         member_id: member.into(),

@@ -1,0 +1,215 @@
+//! What the admin and offset APIs ask of hosted partitions: offsets by time (ListOffsets),
+//! where an epoch ends (OffsetForLeaderEpoch), active producers (DescribeProducers), moving
+//! the log start (DeleteRecords) and the log directory's contents (DescribeLogDirs). Each
+//! answers with Kafka's error for a partition not hosted, not led, or asked about under a
+//! stale leader epoch.
+
+use std::sync::Arc;
+
+use sluice_protocol::types::{LeaderEpoch, Offset, TopicPartition};
+use sluice_protocol::ErrorCode;
+use sluice_storage::producer_state::ProducerEntry;
+
+use super::manager::ReplicaManager;
+use super::partition::Partition;
+use crate::error_map::log_error_code;
+
+/// Which offset ListOffsets asks for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OffsetSpec {
+    /// -1: the high watermark (the last stable offset for read_committed).
+    Latest,
+    /// -2 (and -4, earliest local: there is no remote tier): the log start.
+    Earliest,
+    /// -3: the record with the largest timestamp.
+    MaxTimestamp,
+    /// -5: the end of the remote tier (none: no offset).
+    LatestTiered,
+    /// The first record whose timestamp is at or after this one.
+    Timestamp(i64),
+}
+
+impl OffsetSpec {
+    /// From ListOffsets' `timestamp` field; None for an unknown negative value.
+    pub fn from_wire(timestamp: i64) -> Option<Self> {
+        Some(match timestamp {
+            -1 => OffsetSpec::Latest,
+            -2 | -4 => OffsetSpec::Earliest,
+            -3 => OffsetSpec::MaxTimestamp,
+            -5 => OffsetSpec::LatestTiered,
+            t if t >= 0 => OffsetSpec::Timestamp(t),
+            _ => return None,
+        })
+    }
+}
+
+/// A ListOffsets answer: offset, timestamp, leader epoch (-1 where none).
+pub type FoundOffset = (Offset, i64, LeaderEpoch);
+
+/// One hosted partition as DescribeLogDirs lists it.
+#[derive(Clone, Debug)]
+pub struct HostedReplica {
+    pub tp: TopicPartition,
+    pub size_bytes: u64,
+    /// How far this replica's log end is from the high watermark.
+    pub offset_lag: i64,
+}
+
+impl ReplicaManager {
+    fn led(&self, tp: &TopicPartition) -> Result<Arc<Partition>, ErrorCode> {
+        let p = self.hosted(tp)?;
+        if p.is_leader() {
+            Ok(p)
+        } else {
+            Err(ErrorCode::NotLeaderOrFollower)
+        }
+    }
+
+    /// ListOffsets for one partition.
+    pub fn list_offset(
+        &self,
+        tp: &TopicPartition,
+        spec: OffsetSpec,
+        current_leader_epoch: LeaderEpoch,
+        read_committed: bool,
+    ) -> Result<FoundOffset, ErrorCode> {
+        let p = self.hosted(tp)?;
+        p.check_leader_epoch(current_leader_epoch.0)?;
+        let epoch = p.leader_epoch();
+        let none = (Offset::NONE, -1, LeaderEpoch::NONE);
+        let log = p.read_log();
+        // What a reader of this isolation level may see.
+        let hw = p.high_watermark();
+        let visible = if read_committed {
+            log.last_stable_offset(hw)
+        } else {
+            hw
+        };
+        let epoch_of = |offset: i64| {
+            LeaderEpoch(
+                log.leader_epoch_cache()
+                    .epoch_for_offset(offset)
+                    .unwrap_or(epoch),
+            )
+        };
+        let found = |hit: Option<(i64, i64, Option<i32>)>, below: i64| match hit {
+            Some((offset, ts, e)) if offset < below => {
+                (Offset(offset), ts, LeaderEpoch(e.unwrap_or(epoch)))
+            }
+            _ => none,
+        };
+        Ok(match spec {
+            OffsetSpec::Latest => (Offset(visible), -1, LeaderEpoch(epoch)),
+            OffsetSpec::Earliest => {
+                let start = log.log_start_offset();
+                (Offset(start), -1, epoch_of(start))
+            }
+            OffsetSpec::LatestTiered => none,
+            OffsetSpec::MaxTimestamp => found(
+                log.offset_of_max_timestamp()
+                    .map_err(|e| log_error_code(&e))?,
+                i64::MAX,
+            ),
+            OffsetSpec::Timestamp(t) => found(
+                log.offset_for_timestamp(t)
+                    .map_err(|e| log_error_code(&e))?,
+                visible,
+            ),
+        })
+    }
+
+    /// OffsetForLeaderEpoch on the leader: (epoch, end offset) for a follower or consumer at
+    /// `epoch`; None when this log knows no such epoch.
+    pub fn end_offset_for_epoch(
+        &self,
+        tp: &TopicPartition,
+        current_leader_epoch: LeaderEpoch,
+        epoch: LeaderEpoch,
+    ) -> Result<Option<(LeaderEpoch, Offset)>, ErrorCode> {
+        let p = match self.get(tp) {
+            Some(p) => p,
+            None => return Err(ErrorCode::UnknownTopicOrPartition),
+        };
+        if !p.is_leader() {
+            return Err(ErrorCode::NotLeaderOrFollower);
+        }
+        p.check_leader_epoch(current_leader_epoch.0)?;
+        Ok(p.end_offset_for(epoch.0)
+            .map(|(e, end)| (LeaderEpoch(e), Offset(end))))
+    }
+
+    /// DescribeProducers: the idempotent producers the leader knows, by id.
+    pub fn producers(&self, tp: &TopicPartition) -> Result<Vec<(i64, ProducerEntry)>, ErrorCode> {
+        let mut producers = self.led(tp)?.producers();
+        producers.sort_by_key(|(id, _)| *id);
+        Ok(producers)
+    }
+
+    /// DeleteRecords: move the log start offset to `offset` (-1: the high watermark) and
+    /// delete the whole segments below it, on a blocking thread. Returns the new log start.
+    pub async fn delete_records(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+    ) -> Result<Offset, ErrorCode> {
+        let p = self.led(tp)?;
+        match tokio::task::spawn_blocking(move || p.delete_records_below(offset)).await {
+            Ok(r) => r.map(Offset),
+            Err(_) => Err(ErrorCode::UnknownServerError),
+        }
+    }
+
+    /// Every hosted replica, by topic and partition.
+    pub fn hosted_replicas(&self) -> Vec<HostedReplica> {
+        let mut out: Vec<HostedReplica> = self
+            .all()
+            .into_iter()
+            .map(|p| HostedReplica {
+                tp: p.tp.clone(),
+                size_bytes: p.size_bytes(),
+                offset_lag: (p.high_watermark() - p.log_end_offset()).max(0),
+            })
+            .collect();
+        out.sort_by(|a, b| a.tp.cmp(&b.tp));
+        out
+    }
+
+    /// The high watermark of a partition this broker leads.
+    pub fn led_high_watermark(&self, tp: &TopicPartition) -> Option<Offset> {
+        self.led(tp).ok().map(|p| Offset(p.high_watermark()))
+    }
+
+    /// Every batch of `tp` from its log start to its log end, with its bytes (coordinators
+    /// loading their state), on the calling thread (a blocking one). Stops at the first
+    /// unreadable chunk; nothing when the partition is not hosted.
+    pub fn scan(
+        &self,
+        tp: &TopicPartition,
+        visit: impl FnMut(&sluice_protocol::batch::BatchHeader, &[u8]),
+    ) {
+        if let Some(p) = self.get(tp) {
+            p.scan(visit);
+        }
+    }
+
+    /// (partitions led here, those of them whose ISR is short of their replicas).
+    pub fn leadership_counts(&self) -> (usize, usize) {
+        let mut leaders = 0;
+        let mut under_replicated = 0;
+        for p in self.all() {
+            if p.is_leader() {
+                leaders += 1;
+                let state = p.state();
+                if state.isr().len() < state.replicas().len() {
+                    under_replicated += 1;
+                }
+            }
+        }
+        (leaders, under_replicated)
+    }
+
+    /// The log directory.
+    pub fn log_dir(&self) -> &std::path::Path {
+        self.log_manager().dir()
+    }
+}

@@ -1,0 +1,137 @@
+//! [`TopicCreator`]: topics created on a client's behalf — auto-creation of unknown topics
+//! (`auto.create.topics.enable`) and the internal topics the coordinators live in, created on
+//! first use with Kafka's settings.
+
+use std::sync::Arc;
+
+use sluice_metadata::config::BrokerConfig;
+use sluice_metadata::controller_types::CreateTopicSpec;
+use sluice_protocol::ErrorCode;
+
+use super::controller::ControllerClient;
+use crate::group::coordinator::OFFSETS_TOPIC;
+use crate::metadata_cache::MetadataCache;
+use crate::txn::coordinator::TXN_TOPIC;
+
+pub struct TopicCreator {
+    config: Arc<BrokerConfig>,
+    metadata: Arc<MetadataCache>,
+    controller: Arc<ControllerClient>,
+}
+
+impl TopicCreator {
+    pub fn new(
+        config: Arc<BrokerConfig>,
+        metadata: Arc<MetadataCache>,
+        controller: Arc<ControllerClient>,
+    ) -> Self {
+        Self {
+            config,
+            metadata,
+            controller,
+        }
+    }
+
+    /// Auto-create the named topics with the broker's defaults; failures are left for the
+    /// caller to report as unknown topics.
+    pub async fn auto_create(&self, names: Vec<String>) {
+        if names.is_empty() || !self.config.settings().auto_create_topics {
+            return;
+        }
+        let specs: Vec<CreateTopicSpec> = names
+            .into_iter()
+            .map(|name| CreateTopicSpec {
+                name,
+                num_partitions: -1,
+                replication_factor: -1,
+                ..CreateTopicSpec::default()
+            })
+            .collect();
+        let _ = self
+            .controller
+            .call(move |c| c.create_topics(&specs, false))
+            .await;
+    }
+
+    /// Create `__consumer_offsets` if it does not exist yet (Kafka's settings: compacted,
+    /// `offsets.topic.num.partitions` partitions, replication capped by live brokers).
+    pub async fn ensure_offsets_topic(&self) -> Result<(), ErrorCode> {
+        let partitions = self.config.settings().group.offsets_partitions;
+        self.ensure_internal(
+            OFFSETS_TOPIC,
+            partitions,
+            "offsets.topic.replication.factor",
+            "offsets.topic.segment.bytes",
+            None,
+        )
+        .await
+    }
+
+    /// Create `__transaction_state` if it does not exist yet (compacted,
+    /// `transaction.state.log.*` settings; its `min.insync.replicas` is capped by its
+    /// replication factor so a single broker can run transactions).
+    pub async fn ensure_transaction_topic(&self) -> Result<(), ErrorCode> {
+        let partitions = self.config.settings().txn.partitions;
+        self.ensure_internal(
+            TXN_TOPIC,
+            partitions,
+            "transaction.state.log.replication.factor",
+            "transaction.state.log.segment.bytes",
+            Some("transaction.state.log.min.isr"),
+        )
+        .await
+    }
+
+    async fn ensure_internal(
+        &self,
+        name: &str,
+        partitions: i32,
+        replication_key: &str,
+        segment_key: &str,
+        min_isr_key: Option<&str>,
+    ) -> Result<(), ErrorCode> {
+        let image = self.metadata.current();
+        if image.topic(name).is_some() {
+            return Ok(());
+        }
+        let brokers = image.live_brokers().count().max(1) as i16;
+        let rf = self
+            .config
+            .value(replication_key)
+            .and_then(|v| v.parse::<i16>().ok())
+            .unwrap_or(3)
+            .min(brokers);
+        let segment = self
+            .config
+            .value(segment_key)
+            .unwrap_or_else(|| "104857600".into());
+        let mut configs = vec![
+            ("cleanup.policy".into(), Some("compact".into())),
+            ("compression.type".into(), Some("producer".into())),
+            ("segment.bytes".into(), Some(segment)),
+        ];
+        if let Some(key) = min_isr_key {
+            let min_isr = self.config.number(key).clamp(1, i64::from(rf));
+            configs.push(("min.insync.replicas".into(), Some(min_isr.to_string())));
+        }
+        let spec = CreateTopicSpec {
+            name: name.into(),
+            num_partitions: partitions,
+            replication_factor: rf,
+            assignments: Vec::new(),
+            configs,
+        };
+        match self
+            .controller
+            .call(move |c| c.create_topics(&[spec], false))
+            .await
+        {
+            Ok(results) => match results.into_iter().next() {
+                Some(Ok(_)) => Ok(()),
+                Some(Err(e)) if e.code == ErrorCode::TopicAlreadyExists => Ok(()),
+                _ => Err(ErrorCode::CoordinatorNotAvailable),
+            },
+            Err(_) => Err(ErrorCode::CoordinatorNotAvailable),
+        }
+    }
+}

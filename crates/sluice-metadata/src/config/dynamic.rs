@@ -1,0 +1,69 @@
+//! Dynamic broker configs: which keys may change at runtime, as stored in metadata (the
+//! cluster-wide defaults and each broker's own), and a config with them applied.
+
+use super::*;
+
+/// Broker keys AlterConfigs may change at runtime: the broker-wide defaults of topic configs
+/// (`log.retention.ms`, `message.max.bytes`, ...), which every partition re-reads when they
+/// change, the replication throttles and the connection limits. Other broker keys are read
+/// at startup only.
+pub fn dynamic_broker_key(key: &str) -> bool {
+    RUNTIME_BROKER_KEYS.contains(&key)
+        || listener_store_key(key).is_some()
+        || listener_max_connections_key(key)
+        || TOPIC_CONFIGS
+            .iter()
+            .any(|t| t.broker_synonyms.iter().any(|(s, _)| *s == key))
+}
+
+/// A listener's TLS store setting that can change at runtime, per broker only (as in Kafka,
+/// for certificate rotation): `listener.name.<listener>.ssl.keystore.location` or
+/// `….ssl.truststore.location`. Returns (listener, setting).
+pub fn listener_store_key(key: &str) -> Option<(&str, &'static str)> {
+    let (listener, def) = listener_override(key)?;
+    ["ssl.keystore.location", "ssl.truststore.location"]
+        .contains(&def.name)
+        .then_some((listener, def.name))
+}
+
+/// `listener.name.<listener>.max.connections`: one listener's connection limit.
+pub fn listener_max_connections_key(key: &str) -> bool {
+    listener_override(key).is_some_and(|(_, d)| d.name == "max.connections")
+}
+
+/// Broker keys (not topic defaults) the broker applies at runtime when they change.
+pub(crate) const RUNTIME_BROKER_KEYS: &[&str] = &[
+    "num.replica.fetchers",
+    "leader.replication.throttled.rate",
+    "follower.replication.throttled.rate",
+    "max.connections",
+    "max.connections.per.ip",
+    "max.connections.per.ip.overrides",
+];
+
+/// Dynamic broker configs as stored: the cluster-wide defaults and one broker's own.
+#[derive(Clone, Debug, Default)]
+pub struct DynamicBrokerConfigs {
+    pub cluster_default: BTreeMap<String, String>,
+    pub broker: BTreeMap<String, String>,
+}
+
+impl DynamicBrokerConfigs {
+    pub fn differs(&self, other: &Self) -> bool {
+        self.cluster_default != other.cluster_default || self.broker != other.broker
+    }
+
+    pub fn from_image(image: &crate::MetadataImage, node_id: i32) -> Self {
+        let get = |name: String| {
+            image
+                .configs
+                .get(&(crate::image::RESOURCE_BROKER, name))
+                .cloned()
+                .unwrap_or_default()
+        };
+        Self {
+            cluster_default: get(String::new()),
+            broker: get(node_id.to_string()),
+        }
+    }
+}

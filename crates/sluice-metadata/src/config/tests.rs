@@ -1,0 +1,238 @@
+use super::*;
+
+#[test]
+fn throttled_replica_lists_and_per_ip_overrides() {
+    let check = |k: &str, v: &str| validate_topic_configs([(k, Some(v))]);
+    let key = "leader.replication.throttled.replicas";
+    for ok in ["", "*", "0:1", "0:1, 1:2,2:3"] {
+        assert!(check(key, ok).is_ok(), "{ok}");
+    }
+    for bad in ["0", "a:1", "0:1,x", "*,0:1"] {
+        assert!(check(key, bad).is_err(), "{bad}");
+    }
+    assert!(names_replica("*", 5, 9));
+    assert!(names_replica("0:1, 1:2", 1, 2));
+    assert!(!names_replica("0:1,1:2", 1, 1));
+    assert!(!names_replica("", 0, 1));
+    let d = broker_def("max.connections.per.ip.overrides").unwrap();
+    assert!(validate(d, "127.0.0.1:5,host.example:0").is_ok());
+    for bad in ["127.0.0.1", ":3", "h:-1", "h:x"] {
+        assert!(validate(d, bad).is_err(), "{bad}");
+    }
+    assert_eq!(
+        parse_per_ip_overrides("::1:4, a:2"),
+        Some(vec![("::1".to_string(), 4), ("a".to_string(), 2)])
+    );
+    for k in [
+        "leader.replication.throttled.rate",
+        "max.connections.per.ip",
+        "log.retention.ms",
+    ] {
+        assert!(dynamic_broker_key(k), "{k}");
+    }
+    assert!(!dynamic_broker_key("num.io.threads"));
+}
+
+fn build(pairs: &[(Origin, &str, &str)]) -> Result<(BrokerConfig, Vec<String>), ConfigError> {
+    let owned: Vec<(Origin, String, String)> = pairs
+        .iter()
+        .map(|(o, k, v)| (*o, k.to_string(), v.to_string()))
+        .collect();
+    BrokerConfig::build(&owned)
+}
+
+#[test]
+fn defaults_are_kafkas() {
+    let (c, w) = build(&[]).unwrap();
+    assert!(w.is_empty());
+    assert_eq!(c.node_id(), 0);
+    assert_eq!(c.num_partitions(), 1);
+    assert!(c.auto_create_topics());
+    assert_eq!(c.socket_request_max_bytes(), 104_857_600);
+    assert_eq!(c.value("log.segment.bytes").as_deref(), Some("1073741824"));
+    assert_eq!(c.value("log.index.interval.bytes").as_deref(), Some("4096"));
+    assert_eq!(c.topic_default("retention.ms").unwrap().0, "604800000");
+    assert_eq!(c.listeners()[0].port, 9092);
+    assert_eq!(c.log_dirs(), vec![PathBuf::from("./sluice-data")]);
+}
+
+#[test]
+fn ssl_settings_may_be_given_per_listener() {
+    let o = Origin::Override;
+    let (c, w) = build(&[
+        (o, "listeners", "PLAINTEXT://:0,INTERNAL://:0,EXTERNAL://:0"),
+        (
+            o,
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,INTERNAL:SSL,EXTERNAL:SSL",
+        ),
+        (o, "ssl.keystore.location", "shared.pem"),
+        (o, "listener.name.external.ssl.keystore.location", "ext.pem"),
+        (o, "listener.name.external.ssl.client.auth", "required"),
+        (
+            o,
+            "listener.name.external.ssl.truststore.location",
+            "ca.pem",
+        ),
+    ])
+    .unwrap();
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(
+        c.security_protocol("EXTERNAL").unwrap(),
+        SecurityProtocol::Ssl
+    );
+    let v = |l: &str, k: &str| c.listener_value(l, k).unwrap_or_default();
+    assert_eq!(v("EXTERNAL", "ssl.keystore.location"), "ext.pem");
+    assert_eq!(v("INTERNAL", "ssl.keystore.location"), "shared.pem");
+    assert_eq!(v("EXTERNAL", "ssl.client.auth"), "required");
+    assert_eq!(v("INTERNAL", "ssl.client.auth"), "none");
+    // A per-listener value is checked like the broker-wide one.
+    let e = build(&[(o, "listener.name.x.ssl.client.auth", "sometimes")]).unwrap_err();
+    assert_eq!(e.key, "listener.name.x.ssl.client.auth");
+    // Only ssl.* settings are per listener here.
+    let (_, w) = build(&[(o, "listener.name.x.num.partitions", "3")]).unwrap();
+    assert_eq!(w.len(), 1);
+}
+
+#[test]
+fn sasl_listeners_need_supported_mechanisms_and_plain_users() {
+    let o = Origin::Override;
+    let base = [
+        (o, "listeners", "PLAINTEXT://:0,SECURE://:0,INNER://:0"),
+        (
+            o,
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL,INNER:SASL_PLAINTEXT",
+        ),
+        (o, "ssl.keystore.location", "server.pem"),
+    ];
+    let with = |extra: &[(Origin, &'static str, &'static str)]| {
+        let mut v = base.to_vec();
+        v.extend_from_slice(extra);
+        build(&v)
+    };
+    // Kafka's default mechanism (GSSAPI) is refused with the supported list.
+    let e = with(&[]).unwrap_err();
+    assert_eq!(e.key, "sasl.enabled.mechanisms");
+    assert!(e.message.contains("GSSAPI is not supported"), "{e}");
+    let jaas = r#"org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="a" user_admin="a" user_alice="al\"ice";"#;
+    let (c, w) = with(&[
+        (o, "sasl.enabled.mechanisms", "SCRAM-SHA-512"),
+        (
+            o,
+            "listener.name.inner.sasl.enabled.mechanisms",
+            "PLAIN,SCRAM-SHA-256",
+        ),
+        (o, "listener.name.inner.plain.sasl.jaas.config", jaas),
+    ])
+    .unwrap();
+    assert!(w.is_empty(), "{w:?}");
+    assert_eq!(c.sasl_mechanisms("SECURE"), vec!["SCRAM-SHA-512"]);
+    assert_eq!(c.sasl_mechanisms("INNER"), vec!["PLAIN", "SCRAM-SHA-256"]);
+    let users = c.plain_users("INNER").unwrap();
+    assert_eq!(users["alice"], "al\"ice");
+    assert_eq!(users.len(), 2);
+    // PLAIN without its users, a broken JAAS entry, and the SSL half of SASL_SSL.
+    let e = with(&[(o, "sasl.enabled.mechanisms", "PLAIN")]).unwrap_err();
+    assert_eq!(e.key, "listener.name.secure.plain.sasl.jaas.config");
+    let e = with(&[
+        (o, "sasl.enabled.mechanisms", "PLAIN"),
+        (
+            o,
+            "listener.name.secure.plain.sasl.jaas.config",
+            "Foo required",
+        ),
+        (o, "listener.name.inner.plain.sasl.jaas.config", jaas),
+    ])
+    .unwrap_err();
+    assert!(e.message.contains("';'"), "{e}");
+    let e = build(&[
+        (o, "listeners", "PLAINTEXT://:0,SECURE://:0"),
+        (
+            o,
+            "listener.security.protocol.map",
+            "PLAINTEXT:PLAINTEXT,SECURE:SASL_SSL",
+        ),
+        (o, "sasl.enabled.mechanisms", "SCRAM-SHA-256"),
+    ])
+    .unwrap_err();
+    assert_eq!(e.key, "ssl.keystore.location");
+    let e = with(&[
+        (o, "sasl.enabled.mechanisms", "SCRAM-SHA-256"),
+        (o, "connections.max.reauth.ms", "3600000"),
+    ])
+    .unwrap_err();
+    assert!(e.message.contains("KIP-368"), "{e}");
+}
+
+#[test]
+fn precedence_unknown_keys_and_invalid_values() {
+    let (c, w) = build(&[
+        (Origin::Override, "num.partitions", "6"),
+        (Origin::File, "num.partitions", "3"),
+        (Origin::File, "zookeeper.connect", "x"),
+        (Origin::Env, "log.retention.hours", "2"),
+    ])
+    .unwrap();
+    assert_eq!(c.num_partitions(), 6);
+    assert_eq!(
+        w,
+        vec!["unknown configuration key 'zookeeper.connect' is ignored".to_string()]
+    );
+    assert_eq!(c.topic_default("retention.ms").unwrap().0, "7200000");
+    let err = build(&[(Origin::File, "num.partitions", "zero")]).unwrap_err();
+    assert_eq!(err.key, "num.partitions");
+    assert!(err.to_string().contains("num.partitions"), "{err}");
+    assert!(build(&[(Origin::File, "num.partitions", "0")]).is_err());
+    assert!(build(&[(Origin::File, "listeners", "nonsense")]).is_err());
+    assert!(build(&[(Origin::File, "auto.create.topics.enable", "yes")]).is_err());
+}
+
+#[test]
+fn env_names_map_like_kafka_images() {
+    assert_eq!(
+        env_key_to_config("SLUICE_LOG_SEGMENT_BYTES").as_deref(),
+        Some("log.segment.bytes")
+    );
+    assert_eq!(
+        env_key_to_config("SLUICE_A__B___C").as_deref(),
+        Some("a_b-c")
+    );
+    assert_eq!(env_key_to_config("SLUICE_BOOTSTRAP"), None);
+    assert_eq!(env_key_to_config("OTHER"), None);
+}
+
+#[test]
+fn topic_config_validation_and_description() {
+    assert!(validate_topic_configs([("retention.ms", Some("1000"))]).is_ok());
+    assert_eq!(
+        validate_topic_configs([("nope", Some("1"))]).unwrap_err(),
+        "Unknown topic config name: nope"
+    );
+    assert!(validate_topic_configs([("retention.ms", Some("x"))])
+        .unwrap_err()
+        .contains("Not a number"));
+    assert!(validate_topic_configs([("cleanup.policy", Some("compact,delete"))]).is_ok());
+    assert!(validate_topic_configs([("cleanup.policy", Some("shred"))]).is_err());
+    assert!(validate_topic_configs([("compression.type", Some("brotli"))]).is_err());
+    let (broker, _) = build(&[(Origin::File, "log.segment.bytes", "2048")]).unwrap();
+    let mut overrides = BTreeMap::new();
+    overrides.insert("retention.ms".to_string(), "5".to_string());
+    let d = describe_topic(&broker, &overrides);
+    assert_eq!(d.len(), TOPIC_CONFIGS.len());
+    let r = d.iter().find(|e| e.name == "retention.ms").unwrap();
+    assert_eq!(
+        (r.value.as_deref(), r.source),
+        (Some("5"), ConfigSource::TopicConfig)
+    );
+    let s = d.iter().find(|e| e.name == "segment.bytes").unwrap();
+    assert_eq!(
+        (s.value.as_deref(), s.source),
+        (Some("2048"), ConfigSource::StaticBrokerConfig)
+    );
+    let m = d.iter().find(|e| e.name == "max.message.bytes").unwrap();
+    assert_eq!(
+        (m.value.as_deref(), m.source),
+        (Some("1048588"), ConfigSource::DefaultConfig)
+    );
+}
