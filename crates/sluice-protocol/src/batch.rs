@@ -239,15 +239,20 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
         .copy_from_slice(&epoch.to_be_bytes());
 }
 
-/// Rewrite the timestamp type and max timestamp, then the CRC (both are in the CRC'd range).
-pub fn set_max_timestamp(batch: &mut [u8], timestamp_type: TimestampType, max_timestamp: i64) {
-    let mut attrs = be_i16(batch, ATTRIBUTES_AT);
+/// Write the timestamp type and max timestamp into a batch header (not the CRC).
+fn stamp_max_timestamp(header: &mut [u8], timestamp_type: TimestampType, max_timestamp: i64) {
+    let mut attrs = be_i16(header, ATTRIBUTES_AT);
     match timestamp_type {
         TimestampType::LogAppendTime => attrs |= attributes::LOG_APPEND_TIME,
         TimestampType::CreateTime => attrs &= !attributes::LOG_APPEND_TIME,
     }
-    batch[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attrs.to_be_bytes());
-    batch[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    header[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attrs.to_be_bytes());
+    header[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+}
+
+/// Rewrite the timestamp type and max timestamp, then the CRC (both are in the CRC'd range).
+pub fn set_max_timestamp(batch: &mut [u8], timestamp_type: TimestampType, max_timestamp: i64) {
+    stamp_max_timestamp(batch, timestamp_type, max_timestamp);
     let crc = compute_crc(batch);
     batch[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }
@@ -260,13 +265,7 @@ pub fn set_max_timestamp_split(
     timestamp_type: TimestampType,
     max_timestamp: i64,
 ) {
-    let mut attrs = be_i16(header, ATTRIBUTES_AT);
-    match timestamp_type {
-        TimestampType::LogAppendTime => attrs |= attributes::LOG_APPEND_TIME,
-        TimestampType::CreateTime => attrs &= !attributes::LOG_APPEND_TIME,
-    }
-    header[ATTRIBUTES_AT..ATTRIBUTES_AT + 2].copy_from_slice(&attrs.to_be_bytes());
-    header[MAX_TIMESTAMP_AT..MAX_TIMESTAMP_AT + 8].copy_from_slice(&max_timestamp.to_be_bytes());
+    stamp_max_timestamp(header, timestamp_type, max_timestamp);
     let crc = crc32c::crc32c_append(crc32c::crc32c(&header[ATTRIBUTES_AT..]), body);
     header[CRC_AT..CRC_AT + 4].copy_from_slice(&crc.to_be_bytes());
 }

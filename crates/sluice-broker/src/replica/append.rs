@@ -121,23 +121,10 @@ impl ReplicaManager {
             .into_iter()
             .map(|e| (self.leader_partition(&e.tp), e.records))
             .collect();
-        let work = move || {
-            let now = crate::now_ms();
-            targets
-                .into_iter()
-                .map(|(target, records)| {
-                    let p = target.map_err(|code| AppendError::Code(code, String::new()))?;
-                    append_one(&p, origin, acks, records, now)
-                })
-                .collect()
-        };
-        match tokio::task::spawn_blocking(work).await {
-            Ok(results) => results,
-            Err(e) => vec![Err(AppendError::Code(
-                ErrorCode::UnknownServerError,
-                format!("append task failed: {e}"),
-            ))],
-        }
+        on_blocking_thread(targets, move |p, records, now| {
+            append_one(&p, origin, acks, records, now)
+        })
+        .await
     }
 
     /// The same as [`Self::append`], on the calling thread: for callers that are already off
@@ -165,28 +152,15 @@ impl ReplicaManager {
             .into_iter()
             .map(|(tp, m)| (self.leader_partition(&tp), m))
             .collect();
-        let work = move || {
-            let now = crate::now_ms();
-            targets
-                .into_iter()
-                .map(|(target, marker)| {
-                    let p = target.map_err(|code| AppendError::Code(code, String::new()))?;
-                    let (info, epoch) = p.append_marker(&marker, now)?;
-                    Ok(Appended {
-                        partition: p,
-                        info,
-                        leader_epoch: LeaderEpoch(epoch),
-                    })
-                })
-                .collect()
-        };
-        match tokio::task::spawn_blocking(work).await {
-            Ok(results) => results,
-            Err(e) => vec![Err(AppendError::Code(
-                ErrorCode::UnknownServerError,
-                format!("marker task failed: {e}"),
-            ))],
-        }
+        on_blocking_thread(targets, |p, marker, now| {
+            let (info, epoch) = p.append_marker(&marker, now)?;
+            Ok(Appended {
+                partition: p,
+                info,
+                leader_epoch: LeaderEpoch(epoch),
+            })
+        })
+        .await
     }
 
     /// Wait until every append is committed, its replica is deposed, or `timeout` passes
@@ -235,6 +209,36 @@ impl ReplicaManager {
                 (look == Look::Expired || p.watchers.version() != seen).then_some(())
             })
             .await
+    }
+}
+
+/// Run `write` for each partition found (in order) on one blocking thread: disk work never
+/// runs on the async workers. A partition not found is answered with its error.
+async fn on_blocking_thread<T: Send + 'static>(
+    targets: Vec<(Result<Arc<Partition>, ErrorCode>, T)>,
+    write: impl Fn(Arc<Partition>, T, i64) -> Result<Appended, AppendError> + Send + 'static,
+) -> Vec<Result<Appended, AppendError>> {
+    let n = targets.len();
+    let work = move || {
+        let now = crate::now_ms();
+        targets
+            .into_iter()
+            .map(|(target, input)| {
+                let p = target.map_err(|code| AppendError::Code(code, String::new()))?;
+                write(p, input, now)
+            })
+            .collect()
+    };
+    match tokio::task::spawn_blocking(work).await {
+        Ok(results) => results,
+        Err(e) => (0..n)
+            .map(|_| {
+                Err(AppendError::Code(
+                    ErrorCode::UnknownServerError,
+                    format!("append task failed: {e}"),
+                ))
+            })
+            .collect(),
     }
 }
 
