@@ -47,7 +47,7 @@ mod tests {
         let caller = std::thread::current().id();
         let (tx, rx) = tokio::sync::oneshot::channel();
         let t = super::spawn("test-own-thread", async move {
-            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            tokio::task::yield_now().await;
             let _ = tx.send(std::thread::current().id());
         })
         .unwrap();

@@ -153,12 +153,14 @@ impl ReplicaManager {
                     // Only partitions that changed since they were last read are read again
                     // (until something is found: then the budget is settled in order).
                     // A held follower is looked at every time: the quota frees by itself.
-                    if answers[i].is_none() || seen[i] != version || t.holdable {
+                    if seen[i] != version || t.holdable {
+                        answers[i] = None;
+                    }
+                    let a = answers[i].get_or_insert_with(|| {
                         seen[i] = version;
                         let budget = params.max_bytes.saturating_sub(total);
-                        answers[i] = Some(read_target(t, budget, isolation, hold, total == 0));
-                    }
-                    let a = answers[i].as_ref().expect("read above");
+                        read_target(t, budget, isolation, hold, total == 0)
+                    });
                     total += a.records_len();
                     error |= a.error.is_some();
                 }
