@@ -277,7 +277,7 @@ impl SaslSession {
 }
 
 /// PLAIN (RFC 4616): `authzid NUL authcid NUL password`; the user if the password matches.
-fn plain(users: &BTreeMap<String, String>, token: &[u8]) -> Result<String, String> {
+pub fn plain(users: &BTreeMap<String, String>, token: &[u8]) -> Result<String, String> {
     let text = std::str::from_utf8(token)
         .map_err(|_| "Authentication failed: PLAIN message is not UTF-8".to_string())?;
     let parts: Vec<&str> = text.split('\0').collect();

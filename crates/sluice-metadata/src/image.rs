@@ -167,7 +167,7 @@ impl MetadataImage {
                         .as_ref()
                         .is_some_and(|a| p.replicas.iter().any(|r| !a.replicas.contains(r)));
                     if p.leader != *leader || shrinks {
-                        p.leader_epoch += 1;
+                        p.leader_epoch = p.leader_epoch.saturating_add(1);
                     }
                     p.leader = *leader;
                     p.isr = isr.clone();
@@ -176,7 +176,7 @@ impl MetadataImage {
                         p.adding = a.adding.clone();
                         p.removing = a.removing.clone();
                     }
-                    p.partition_epoch += 1;
+                    p.partition_epoch = p.partition_epoch.saturating_add(1);
                 }
             }
             MetadataRecord::Topic { name, id } => {

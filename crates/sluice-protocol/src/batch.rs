@@ -172,11 +172,14 @@ impl BatchHeader {
     }
 
     pub fn last_offset(&self) -> i64 {
-        self.base_offset + i64::from(self.last_offset_delta)
+        // Wrapping, as Kafka's Java does: the base offset is outside the CRC, so a damaged
+        // one must not panic; offset checks downstream refuse the result.
+        self.base_offset
+            .wrapping_add(i64::from(self.last_offset_delta))
     }
 
     pub fn next_offset(&self) -> i64 {
-        self.last_offset() + 1
+        self.last_offset().wrapping_add(1)
     }
 
     pub fn compression(&self) -> Result<Compression, CompressionError> {
@@ -567,7 +570,7 @@ pub fn decode_records(batch: &[u8], limits: RecordLimits) -> Result<Vec<Record>,
     let mut out = Vec::with_capacity((header.record_count.max(0) as usize).min(batch.len()));
     for_each_record(batch, limits, |r| {
         out.push(Record {
-            offset: header.base_offset + i64::from(r.offset_delta),
+            offset: header.base_offset.wrapping_add(i64::from(r.offset_delta)),
             timestamp: match header.timestamp_type() {
                 TimestampType::LogAppendTime => header.max_timestamp,
                 TimestampType::CreateTime => header.base_timestamp.wrapping_add(r.timestamp_delta),
@@ -847,6 +850,20 @@ mod tests {
         verify_crc(&batch).unwrap();
         let records = decode_records(&batch, RecordLimits::default()).unwrap();
         assert!(records.iter().all(|r| r.timestamp == 9_999));
+    }
+
+    /// Found by the `records` fuzz target: the base offset is outside the CRC, so a damaged
+    /// one near i64::MAX still passes the check, and adding the deltas overflowed (a panic
+    /// with overflow checks on). Offsets wrap as in Kafka's Java; nothing panics.
+    #[test]
+    fn a_base_offset_at_the_end_of_the_range_does_not_panic() {
+        let mut batch = sample(Compression::None, 3);
+        set_base_offset(&mut batch, i64::MAX);
+        verify_crc(&batch).unwrap();
+        let h = BatchHeader::parse(&batch).unwrap();
+        assert_eq!(h.last_offset(), i64::MIN + 1);
+        let records = decode_records(&batch, RecordLimits::default()).unwrap();
+        assert_eq!(records[1].offset, i64::MIN);
     }
 
     #[test]

@@ -185,6 +185,9 @@ impl Read for Limited<'_> {
     }
 }
 
+/// The most one byte of a snappy block can decompress to (a 3-byte copy of 64 bytes), rounded up.
+const SNAPPY_MAX_EXPANSION: usize = 22;
+
 /// Reads xerial-framed snappy block by block, or a single raw snappy block.
 struct SnappyReader<'a> {
     input: &'a [u8],
@@ -240,6 +243,15 @@ impl<'a> SnappyReader<'a> {
             std::mem::take(&mut self.input)
         };
         let size = snap::raw::decompress_len(raw).map_err(|e| Self::corrupt(e.to_string()))?;
+        // The block is decompressed into a buffer of the size it claims, so a claim no block
+        // of this length can make good is refused before the buffer is zero-filled: snappy's
+        // densest element turns 3 bytes into 64.
+        if size > raw.len().saturating_mul(SNAPPY_MAX_EXPANSION) {
+            return Err(Self::corrupt(format!(
+                "a {}-byte snappy block claims {size} bytes",
+                raw.len()
+            )));
+        }
         if size as u64 > self.limit_bytes {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
@@ -318,6 +330,44 @@ mod tests {
             decompress(Compression::Snappy, &raw, 1 << 20).unwrap(),
             data
         );
+    }
+
+    /// The densest a real snappy block gets (long runs of one byte) stays within the bound
+    /// that refuses impossible size claims.
+    #[test]
+    fn real_snappy_blocks_stay_within_the_expansion_bound() {
+        for data in [vec![0u8; 4 << 20], b"ab".repeat(1 << 20)] {
+            let raw = snap::raw::Encoder::new().compress_vec(&data).unwrap();
+            assert!(
+                data.len() <= raw.len() * SNAPPY_MAX_EXPANSION,
+                "{} from {}",
+                data.len(),
+                raw.len()
+            );
+            assert_eq!(
+                decompress(Compression::Snappy, &raw, 8 << 20).unwrap(),
+                data
+            );
+        }
+    }
+
+    /// Found by the `records` fuzz target: a 53-byte block claiming ~172 MB (within the
+    /// broker's 256 MiB limit) made the reader zero-fill that much before failing. The claim
+    /// is refused now, before any buffer is sized.
+    #[test]
+    fn a_snappy_block_claiming_more_than_it_can_hold_is_refused() {
+        let mut block = vec![0xaf, 0xaf, 0xaf, 0x52];
+        block.extend_from_slice(&[0x88; 49]);
+        let mut framed = XERIAL_MAGIC.to_vec();
+        framed.extend_from_slice(&[0, 0, 0, 1, 0, 0, 0, 1]);
+        framed.extend_from_slice(&(block.len() as u32).to_be_bytes());
+        framed.extend_from_slice(&block);
+        match decompress(Compression::Snappy, &framed, 256 << 20) {
+            Err(CompressionError::Corrupt { source, .. }) => {
+                assert!(source.to_string().contains("claims"), "{source}");
+            }
+            other => panic!("expected a corrupt block, got {other:?}"),
+        }
     }
 
     proptest! {

@@ -112,7 +112,7 @@ fn build_offset_map(input: &CompactionInput) -> Result<HashMap<Vec<u8>, i64>, Lo
                 continue;
             }
             batch::for_each_record(bytes, RecordLimits::default(), |r| {
-                let offset = h.base_offset + i64::from(r.offset_delta);
+                let offset = h.base_offset.wrapping_add(i64::from(r.offset_delta));
                 if offset >= input.first_dirty_offset && offset < input.end_offset {
                     if let Some(k) = r.key {
                         map.insert(k.to_vec(), offset);
@@ -139,7 +139,7 @@ fn rewrite_batch(
         .with_timestamp_type(h.timestamp_type());
     let mut dropped = 0u64;
     batch::for_each_record(bytes, RecordLimits::default(), |r| {
-        let offset = h.base_offset + i64::from(r.offset_delta);
+        let offset = h.base_offset.wrapping_add(i64::from(r.offset_delta));
         let ts = match h.timestamp_type() {
             TimestampType::LogAppendTime => h.max_timestamp,
             TimestampType::CreateTime => h.base_timestamp.wrapping_add(r.timestamp_delta),

@@ -189,7 +189,8 @@ impl OffsetIndex {
     }
 
     fn relative(&self, entry: &[u8]) -> i64 {
-        self.base_offset + i64::from(be_u32(&entry[0..4]))
+        self.base_offset
+            .wrapping_add(i64::from(be_u32(&entry[0..4])))
     }
 
     /// The (offset, position) of entry `i`.
@@ -318,7 +319,7 @@ impl TimeIndex {
         let e = self.inner.entry(i);
         (
             be_i64(&e[0..8]),
-            self.base_offset + i64::from(be_u32(&e[8..12])),
+            self.base_offset.wrapping_add(i64::from(be_u32(&e[8..12]))),
         )
     }
 

@@ -161,7 +161,14 @@ impl Log {
             .next_back()
             .expect("at least one segment");
         last.make_active(&config)?;
-        let next_offset = last.next_offset()?.unwrap_or(last_base);
+        let mut next_offset = last.next_offset()?.unwrap_or(last_base);
+        if next_offset < last_base {
+            // Batches below the segment's own base offset: not what any shutdown leaves (a
+            // damaged or foreign file, trusted because the shutdown looked clean). Recovery
+            // keeps the valid prefix.
+            warn!(partition = %tp, segment = last_base, "the active segment's offsets are below its base: recovering it");
+            next_offset = last.recover(&config)?.1.unwrap_or(last_base);
+        }
         let first_base = *segments.keys().next().expect("at least one segment");
         let log_start_offset = opts.log_start_offset.clamp(first_base, next_offset);
         let mut epoch_cache = LeaderEpochCache::load(dir)?;

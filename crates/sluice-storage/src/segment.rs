@@ -513,7 +513,7 @@ impl LogSegment {
             self.read_batch(pos, &h, &mut buf)?;
             let mut found = None;
             let walk = batch::for_each_record(&buf, RecordLimits::default(), |r| {
-                let offset = h.base_offset + i64::from(r.offset_delta);
+                let offset = h.base_offset.wrapping_add(i64::from(r.offset_delta));
                 let ts = match h.timestamp_type() {
                     TimestampType::LogAppendTime => h.max_timestamp,
                     TimestampType::CreateTime => h.base_timestamp.wrapping_add(r.timestamp_delta),

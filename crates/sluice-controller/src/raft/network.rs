@@ -198,7 +198,7 @@ pub fn encode_append_response(resp: &AppendEntriesResponse<u64>) -> Vec<u8> {
     w.0
 }
 
-fn decode_append_response(buf: &[u8]) -> Result<AppendEntriesResponse<u64>, WireError> {
+pub fn decode_append_response(buf: &[u8]) -> Result<AppendEntriesResponse<u64>, WireError> {
     let mut r = Reader::new(buf);
     Ok(match r.u8()? {
         0 => AppendEntriesResponse::Success,
@@ -232,7 +232,7 @@ pub fn encode_vote_response(resp: &VoteResponse<u64>) -> Vec<u8> {
     w.0
 }
 
-fn decode_vote_response(buf: &[u8]) -> Result<VoteResponse<u64>, WireError> {
+pub fn decode_vote_response(buf: &[u8]) -> Result<VoteResponse<u64>, WireError> {
     let mut r = Reader::new(buf);
     Ok(VoteResponse {
         vote: get_vote(&mut r)?,

@@ -448,19 +448,22 @@ pub struct StateMachine {
     snapshots_built: u64,
 }
 
-fn snapshot_name(id: &Option<RaftLogId>) -> String {
+/// A snapshot file's name: last included index and term.
+pub fn snapshot_name(id: &Option<RaftLogId>) -> String {
     let (index, term) = id.map_or((0, 0), |l| (l.index, l.leader_id.term));
     format!("{index:020}-{term:010}.checkpoint")
 }
 
-fn snapshot_bytes(image: &MetadataImage) -> Vec<u8> {
+/// A snapshot's data: the image's offset and the records that rebuild it.
+pub fn snapshot_bytes(image: &MetadataImage) -> Vec<u8> {
     let mut w = Writer::default();
     w.i64(image.offset);
     put_records(&mut w, &image.to_records());
     w.0
 }
 
-fn image_from(bytes: &[u8]) -> Result<MetadataImage, String> {
+/// The image a snapshot's data rebuilds (what a restarting or lagging controller loads).
+pub fn image_from(bytes: &[u8]) -> Result<MetadataImage, String> {
     let mut r = Reader::new(bytes);
     let offset = r.i64().map_err(|e| e.to_string())?;
     let records = get_records(&mut r).map_err(|e| e.to_string())?;
