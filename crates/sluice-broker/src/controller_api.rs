@@ -1,6 +1,10 @@
-//! What the broker asks of the controller. The node implements this over the in-process
-//! controller; calls block (they append to the metadata log), so handlers run them on the
-//! blocking pool. A call returns once the change is committed and published to this broker.
+//! What the broker asks of the controller. The node implements this over the controller
+//! quorum (in-process or over the network). Calls are futures: they append to the metadata
+//! log and resolve once the change is committed and published to this broker, so no thread
+//! is held while they wait. A call takes what it needs from its arguments when it is made.
+
+use std::future::Future;
+use std::pin::Pin;
 
 use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
@@ -10,6 +14,14 @@ use sluice_metadata::controller_types::{
 
 /// A controller failure that is not the request's fault (e.g. the metadata log's disk).
 pub type ControllerFailure = String;
+
+/// What a call returns.
+pub type Call<'a, T> = Pin<Box<dyn Future<Output = Result<T, ControllerFailure>> + Send + 'a>>;
+
+/// A call this controller does not take.
+fn refused<'a, T: Send + 'a>(what: &'static str) -> Call<'a, T> {
+    Box::pin(async move { Err(format!("this controller does not {what}")) })
+}
 
 pub trait ControllerApi: Send + Sync + 'static {
     /// The active controller's node id, when known.
@@ -21,9 +33,9 @@ pub trait ControllerApi: Send + Sync + 'static {
         &self,
         specs: &[CreateTopicSpec],
         validate_only: bool,
-    ) -> Result<Vec<Result<CreatedTopic, ApiError>>, ControllerFailure>;
+    ) -> Call<'_, Vec<Result<CreatedTopic, ApiError>>>;
 
-    fn delete_topics(&self, targets: &[TopicRef]) -> Result<Vec<DeleteOutcome>, ControllerFailure>;
+    fn delete_topics(&self, targets: &[TopicRef]) -> Call<'_, Vec<DeleteOutcome>>;
 
     fn create_partitions(
         &self,
@@ -31,17 +43,17 @@ pub trait ControllerApi: Send + Sync + 'static {
         count: i32,
         assignments: Option<&[Vec<i32>]>,
         validate_only: bool,
-    ) -> Result<Result<(), ApiError>, ControllerFailure>;
+    ) -> Call<'_, Result<(), ApiError>>;
 
     /// Reserve `count` producer ids for this broker; returns the first.
-    fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerFailure>;
+    fn allocate_producer_ids(&self, count: i64) -> Call<'_, i64>;
 
     fn alter_topic_configs(
         &self,
         topic: &str,
         changes: &[(String, Option<String>)],
         validate_only: bool,
-    ) -> Result<Result<(), ApiError>, ControllerFailure>;
+    ) -> Call<'_, Result<(), ApiError>>;
 
     /// Set or remove dynamic broker configs of `broker` ("" = cluster-wide defaults).
     fn alter_broker_configs(
@@ -49,18 +61,15 @@ pub trait ControllerApi: Send + Sync + 'static {
         broker: &str,
         changes: &[(String, Option<String>)],
         validate_only: bool,
-    ) -> Result<Result<(), ApiError>, ControllerFailure> {
+    ) -> Call<'_, Result<(), ApiError>> {
         let _ = (broker, changes, validate_only);
-        Err("this controller does not take dynamic broker configs".into())
+        refused("take dynamic broker configs")
     }
 
     /// AlterPartition: commit a leader's ISR change.
-    fn alter_partition(
-        &self,
-        change: &IsrChange,
-    ) -> Result<Result<(), ApiError>, ControllerFailure> {
+    fn alter_partition(&self, change: &IsrChange) -> Call<'_, Result<(), ApiError>> {
         let _ = change;
-        Err("this controller does not take ISR changes".into())
+        refused("take ISR changes")
     }
 
     /// ElectLeaders: preferred or unclean, for `partitions` (None = all).
@@ -68,9 +77,9 @@ pub trait ControllerApi: Send + Sync + 'static {
         &self,
         preferred: bool,
         partitions: Option<&[(String, i32)]>,
-    ) -> Result<Vec<ElectionOutcome>, ControllerFailure> {
+    ) -> Call<'_, Vec<ElectionOutcome>> {
         let _ = (preferred, partitions);
-        Err("this controller does not elect leaders on request".into())
+        refused("elect leaders on request")
     }
 
     /// AlterPartitionReassignments: start, replace or (None) cancel reassignments.
@@ -78,18 +87,15 @@ pub trait ControllerApi: Send + Sync + 'static {
         &self,
         targets: &[ReassignTarget],
         allow_rf_change: bool,
-    ) -> Result<Vec<PartitionOutcome>, ControllerFailure> {
+    ) -> Call<'_, Vec<PartitionOutcome>> {
         let _ = (targets, allow_rf_change);
-        Err("this controller does not reassign partitions".into())
+        refused("reassign partitions")
     }
 
     /// AlterUserScramCredentials: store or delete SCRAM credentials; one outcome per user.
-    fn alter_scram_credentials(
-        &self,
-        changes: &[ScramChange],
-    ) -> Result<Vec<UserOutcome>, ControllerFailure> {
+    fn alter_scram_credentials(&self, changes: &[ScramChange]) -> Call<'_, Vec<UserOutcome>> {
         let _ = changes;
-        Err("this controller does not store SCRAM credentials".into())
+        refused("store SCRAM credentials")
     }
 
     /// AlterClientQuotas: one outcome per entity.
@@ -97,26 +103,23 @@ pub trait ControllerApi: Send + Sync + 'static {
         &self,
         changes: &[QuotaChange],
         validate_only: bool,
-    ) -> Result<Vec<Result<(), ApiError>>, ControllerFailure> {
+    ) -> Call<'_, Vec<Result<(), ApiError>>> {
         let _ = (changes, validate_only);
-        Err("this controller does not store client quotas".into())
+        refused("store client quotas")
     }
 
     /// CreateAcls: one outcome per binding.
-    fn create_acls(
-        &self,
-        bindings: &[AclBinding],
-    ) -> Result<Vec<Result<(), ApiError>>, ControllerFailure> {
+    fn create_acls(&self, bindings: &[AclBinding]) -> Call<'_, Vec<Result<(), ApiError>>> {
         let _ = bindings;
-        Err("this controller does not store ACLs".into())
+        refused("store ACLs")
     }
 
     /// DeleteAcls: per filter the ACLs deleted.
     fn delete_acls(
         &self,
         filters: &[AclFilter],
-    ) -> Result<Vec<Result<Vec<AclBinding>, ApiError>>, ControllerFailure> {
+    ) -> Call<'_, Vec<Result<Vec<AclBinding>, ApiError>>> {
         let _ = filters;
-        Err("this controller does not store ACLs".into())
+        refused("store ACLs")
     }
 }

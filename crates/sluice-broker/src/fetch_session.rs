@@ -435,7 +435,7 @@ fn new_id(shard: &Shard, index: usize) -> i32 {
 }
 
 fn random_u32() -> u32 {
-    uuid::Uuid::new_v4().as_u128() as u32
+    sluice_rt::random_u128() as u32
 }
 
 #[cfg(test)]

@@ -26,7 +26,6 @@
 //! - [`quota`]: client quotas: windowed rates and throttle times.
 //! - [`error_map`]: storage errors to Kafka error codes, in one place.
 //! - [`fetch_session`]: incremental fetch sessions (KIP-227).
-//! - [`own_thread`]: a task on a thread of its own (the coordinators).
 
 pub mod authorizer;
 pub mod broker_conn;
@@ -39,7 +38,6 @@ pub mod handlers;
 pub mod loggers;
 pub mod metadata_cache;
 pub mod network;
-pub mod own_thread;
 pub mod quota;
 pub mod replica;
 pub mod request;
@@ -52,7 +50,5 @@ pub use replica::ReplicaManager;
 
 /// Milliseconds since the Unix epoch: the broker's clock, passed into the pure layers.
 pub fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    sluice_rt::wall_ms()
 }

@@ -120,7 +120,7 @@ impl Connection {
             })?;
         match stream {
             // Plain TCP splits into owned halves (no lock between reader and writer).
-            Stream::Plain(tcp) => {
+            Stream::Plain(sluice_rt::net::Stream::Tcp(tcp)) => {
                 let (rd, wr) = tcp.into_split();
                 Self::start(addr, client_id, rd, wr, request_timeout).await
             }

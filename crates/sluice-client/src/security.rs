@@ -28,8 +28,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
 use sluice_protocol::scram::{ClientFirst, Mechanism};
 use sluice_protocol::{frame, jaas};
+use sluice_rt::net::Stream as TcpStream;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
-use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
@@ -228,8 +228,7 @@ impl Connector {
     /// TCP connect to `addr` (`host:port`), then TLS and SASL as configured. The caller
     /// bounds the time it takes.
     pub async fn connect(&self, addr: &str, client_id: &str) -> io::Result<Stream> {
-        let tcp = TcpStream::connect(addr).await?;
-        let _ = tcp.set_nodelay(true);
+        let tcp = sluice_rt::net::connect(addr).await?;
         let mut stream = match &self.tls {
             None => Stream::Plain(tcp),
             Some(tls) => {

@@ -41,7 +41,7 @@ pub struct Controller {
 /// `Uuid.randomUuid` guarantees, so ids never look like command-line flags).
 pub fn random_topic_id() -> Uuid {
     loop {
-        let id = Uuid::new_v4();
+        let id = sluice_rt::random_uuid();
         if !sluice_protocol::base64::encode(id.as_bytes()).starts_with('-') {
             return id;
         }
@@ -955,7 +955,7 @@ impl Controller {
             if !image.acls.values().any(|a| a == b) && !added.contains(&b) {
                 added.push(b);
                 records.push(MetadataRecord::Acl {
-                    id: Uuid::new_v4(),
+                    id: sluice_rt::random_uuid(),
                     binding: b.clone(),
                 });
             }

@@ -33,7 +33,7 @@ pub fn random_start(n: usize) -> usize {
     if n == 0 {
         return 0;
     }
-    (uuid::Uuid::new_v4().as_u128() % n as u128) as usize
+    (sluice_rt::random_u128() % n as u128) as usize
 }
 
 #[cfg(test)]

@@ -12,12 +12,14 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, SnapshotPolicy};
 use sluice_metadata::{MetadataImage, MetadataRecord, Uuid};
-use tokio::net::TcpListener;
+use sluice_rt::net::Listener as TcpListener;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
 
@@ -81,9 +83,11 @@ struct Active {
 
 /// openraft 0.9 draws each voter's election timeout once, at start, and checks it on a
 /// tick, so voters started together can time out in the same tick round after round and
-/// split the vote for as long (seen: 45 terms, 20 s, on a busy 2-core machine). As KRaft
-/// backs off randomly after a failed election, a voter whose term moved on with no
-/// leader known holds its next election back for a random time below `max`.
+/// split the vote for as long (seen: 45 terms, 20 s, on a busy 2-core machine; and in the
+/// simulator, seed 143, forever: three voters whose timeouts all fell in the same tick).
+/// As KRaft backs off randomly after a failed election, a voter whose term moved on with no
+/// leader known holds its timer's elections back and stands itself at a random moment below
+/// `max` (not on a tick), unless a leader turned up meanwhile.
 async fn election_backoff(raft: Raft, max: Duration) {
     let mut metrics = raft.metrics();
     let mut term = metrics.borrow().current_term;
@@ -100,7 +104,14 @@ async fn election_backoff(raft: Raft, max: Duration) {
             let ms = max.as_millis().max(1) as usize;
             let pause = crate::placement::random_start(ms) as u64;
             tokio::time::sleep(Duration::from_millis(pause)).await;
+            if raft.metrics().borrow().current_leader.is_none() {
+                let _ = raft.trigger().elect().await;
+            }
             raft.runtime_config().elect(true);
+            // This node's own election moved the term on: not a reason to back off again.
+            let m = metrics.borrow_and_update();
+            term = term.max(m.current_term);
+            continue;
         }
         term = term.max(now_term);
     }

@@ -7,8 +7,8 @@ use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
 
+use sluice_rt::net::Stream as TcpStream;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::TcpStream;
 
 /// A connection, plain or secured.
 pub trait Stream: AsyncRead + AsyncWrite + Unpin + Send + Sync + 'static {}
@@ -30,8 +30,7 @@ pub struct Tcp;
 impl Transport for Tcp {
     fn connect<'a>(&'a self, addr: &'a str) -> BoxFuture<'a, io::Result<BoxStream>> {
         Box::pin(async move {
-            let s = TcpStream::connect(addr).await?;
-            let _ = s.set_nodelay(true);
+            let s = sluice_rt::net::connect(addr).await?;
             Ok(Box::new(s) as BoxStream)
         })
     }

@@ -44,7 +44,7 @@ async fn start(id: i32, voters: &BTreeMap<u64, String>, dir: &std::path::Path) -
         .await
         .unwrap();
     let (stop, rx) = watch::channel(false);
-    tokio::spawn(Arc::clone(&q).serve(listener, rx.clone()));
+    tokio::spawn(Arc::clone(&q).serve(listener.into(), rx.clone()));
     q.spawn_liveness(rx);
     Node { q, stop }
 }

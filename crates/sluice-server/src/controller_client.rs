@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sluice_broker::controller_api::{ControllerApi, ControllerFailure};
+use sluice_broker::controller_api::{Call, ControllerApi, ControllerFailure};
 use sluice_broker::metadata_cache::MetadataCache;
 use sluice_controller::raft::network::{Conn, KIND_CONTROLLER, KIND_FETCH};
 use sluice_controller::rpc::{
@@ -44,7 +44,6 @@ pub struct ControllerClient {
     /// unanswered one (a paused controller) never holds up the others.
     idle: Mutex<Vec<(String, Conn)>>,
     cache: Arc<MetadataCache>,
-    runtime: tokio::runtime::Handle,
     /// Plain TCP or TLS, as the controller listener is.
     transport: Arc<dyn Transport>,
 }
@@ -67,7 +66,6 @@ impl ControllerClient {
             next: AtomicUsize::new(0),
             idle: Mutex::new(Vec::new()),
             cache,
-            runtime: tokio::runtime::Handle::current(),
             transport,
         })
     }
@@ -188,10 +186,15 @@ impl ControllerClient {
         }
     }
 
-    /// A request from the blocking pool: forward it, then wait until this broker's
-    /// metadata includes the change, so the caller sees its own write.
-    fn blocking(&self, req: ControllerRequest) -> Result<ReplyBody, ControllerFailure> {
-        self.runtime.block_on(async {
+    /// Forward a request, then wait until this broker's metadata includes the change, so
+    /// the caller sees its own write; `pick` takes the answer apart (or hands it back when
+    /// it is not the expected kind).
+    fn ask<T: Send + 'static>(
+        &self,
+        req: ControllerRequest,
+        pick: fn(ReplyBody) -> Result<T, ReplyBody>,
+    ) -> Call<'_, T> {
+        Box::pin(async move {
             let (offset, body) = self.request(req).await?;
             if !self
                 .cache
@@ -200,7 +203,7 @@ impl ControllerClient {
             {
                 warn!(offset, "metadata did not reach this broker in time");
             }
-            Ok(body)
+            pick(body).map_err(unexpected)
         })
     }
 
@@ -239,21 +242,27 @@ impl ControllerApi for ControllerClient {
         &self,
         specs: &[CreateTopicSpec],
         validate_only: bool,
-    ) -> Result<Vec<Result<CreatedTopic, ApiError>>, ControllerFailure> {
-        match self.blocking(ControllerRequest::CreateTopics {
-            specs: specs.to_vec(),
-            validate_only,
-        })? {
-            ReplyBody::Created(v) => Ok(v),
-            other => Err(unexpected(other)),
-        }
+    ) -> Call<'_, Vec<Result<CreatedTopic, ApiError>>> {
+        self.ask(
+            ControllerRequest::CreateTopics {
+                specs: specs.to_vec(),
+                validate_only,
+            },
+            |b| match b {
+                ReplyBody::Created(v) => Ok(v),
+                other => Err(other),
+            },
+        )
     }
 
-    fn delete_topics(&self, targets: &[TopicRef]) -> Result<Vec<DeleteOutcome>, ControllerFailure> {
-        match self.blocking(ControllerRequest::DeleteTopics(targets.to_vec()))? {
-            ReplyBody::Deleted(v) => Ok(v),
-            other => Err(unexpected(other)),
-        }
+    fn delete_topics(&self, targets: &[TopicRef]) -> Call<'_, Vec<DeleteOutcome>> {
+        self.ask(
+            ControllerRequest::DeleteTopics(targets.to_vec()),
+            |b| match b {
+                ReplyBody::Deleted(v) => Ok(v),
+                other => Err(other),
+            },
+        )
     }
 
     fn create_partitions(
@@ -262,108 +271,126 @@ impl ControllerApi for ControllerClient {
         count: i32,
         assignments: Option<&[Vec<i32>]>,
         validate_only: bool,
-    ) -> Result<Result<(), ApiError>, ControllerFailure> {
-        match self.blocking(ControllerRequest::CreatePartitions {
-            topic: topic.into(),
-            count,
-            assignments: assignments.map(<[Vec<i32>]>::to_vec),
-            validate_only,
-        })? {
-            ReplyBody::Done(r) => Ok(r),
-            other => Err(unexpected(other)),
-        }
+    ) -> Call<'_, Result<(), ApiError>> {
+        self.ask(
+            ControllerRequest::CreatePartitions {
+                topic: topic.into(),
+                count,
+                assignments: assignments.map(<[Vec<i32>]>::to_vec),
+                validate_only,
+            },
+            |b| match b {
+                ReplyBody::Done(r) => Ok(r),
+                other => Err(other),
+            },
+        )
     }
 
-    fn allocate_producer_ids(&self, count: i64) -> Result<i64, ControllerFailure> {
-        match self.blocking(ControllerRequest::AllocateProducerIds {
-            node_id: self.node_id,
-            count,
-        })? {
-            ReplyBody::ProducerIds(first) => Ok(first),
-            other => Err(unexpected(other)),
-        }
+    fn allocate_producer_ids(&self, count: i64) -> Call<'_, i64> {
+        self.ask(
+            ControllerRequest::AllocateProducerIds {
+                node_id: self.node_id,
+                count,
+            },
+            |b| match b {
+                ReplyBody::ProducerIds(first) => Ok(first),
+                other => Err(other),
+            },
+        )
     }
 
     fn elect_leaders(
         &self,
         preferred: bool,
         partitions: Option<&[(String, i32)]>,
-    ) -> Result<Vec<ElectionOutcome>, ControllerFailure> {
-        match self.blocking(ControllerRequest::ElectLeaders {
-            preferred,
-            partitions: partitions.map(<[(String, i32)]>::to_vec),
-        })? {
-            ReplyBody::PerPartition(v) => Ok(v),
-            other => Err(unexpected(other)),
-        }
+    ) -> Call<'_, Vec<ElectionOutcome>> {
+        self.ask(
+            ControllerRequest::ElectLeaders {
+                preferred,
+                partitions: partitions.map(<[(String, i32)]>::to_vec),
+            },
+            |b| match b {
+                ReplyBody::PerPartition(v) => Ok(v),
+                other => Err(other),
+            },
+        )
     }
 
     fn alter_reassignments(
         &self,
         targets: &[ReassignTarget],
         allow_rf_change: bool,
-    ) -> Result<Vec<PartitionOutcome>, ControllerFailure> {
-        match self.blocking(ControllerRequest::AlterReassignments {
-            targets: targets.to_vec(),
-            allow_rf_change,
-        })? {
-            ReplyBody::PerPartition(v) => Ok(v),
-            other => Err(unexpected(other)),
-        }
+    ) -> Call<'_, Vec<PartitionOutcome>> {
+        self.ask(
+            ControllerRequest::AlterReassignments {
+                targets: targets.to_vec(),
+                allow_rf_change,
+            },
+            |b| match b {
+                ReplyBody::PerPartition(v) => Ok(v),
+                other => Err(other),
+            },
+        )
     }
 
     fn alter_client_quotas(
         &self,
         changes: &[QuotaChange],
         validate_only: bool,
-    ) -> Result<Vec<Result<(), ApiError>>, ControllerFailure> {
-        match self.blocking(ControllerRequest::AlterClientQuotas {
-            changes: changes.to_vec(),
-            validate_only,
-        })? {
-            ReplyBody::PerItem(v) => Ok(v),
-            other => Err(unexpected(other)),
-        }
+    ) -> Call<'_, Vec<Result<(), ApiError>>> {
+        self.ask(
+            ControllerRequest::AlterClientQuotas {
+                changes: changes.to_vec(),
+                validate_only,
+            },
+            |b| match b {
+                ReplyBody::PerItem(v) => Ok(v),
+                other => Err(other),
+            },
+        )
     }
 
-    fn create_acls(
-        &self,
-        bindings: &[AclBinding],
-    ) -> Result<Vec<Result<(), ApiError>>, ControllerFailure> {
-        match self.blocking(ControllerRequest::CreateAcls(bindings.to_vec()))? {
-            ReplyBody::PerItem(v) => Ok(v),
-            other => Err(unexpected(other)),
-        }
+    fn create_acls(&self, bindings: &[AclBinding]) -> Call<'_, Vec<Result<(), ApiError>>> {
+        self.ask(
+            ControllerRequest::CreateAcls(bindings.to_vec()),
+            |b| match b {
+                ReplyBody::PerItem(v) => Ok(v),
+                other => Err(other),
+            },
+        )
     }
 
     fn delete_acls(
         &self,
         filters: &[AclFilter],
-    ) -> Result<Vec<Result<Vec<AclBinding>, ApiError>>, ControllerFailure> {
-        match self.blocking(ControllerRequest::DeleteAcls(filters.to_vec()))? {
-            ReplyBody::AclsDeleted(v) => Ok(v),
-            other => Err(unexpected(other)),
-        }
+    ) -> Call<'_, Vec<Result<Vec<AclBinding>, ApiError>>> {
+        self.ask(
+            ControllerRequest::DeleteAcls(filters.to_vec()),
+            |b| match b {
+                ReplyBody::AclsDeleted(v) => Ok(v),
+                other => Err(other),
+            },
+        )
     }
 
-    fn alter_scram_credentials(
-        &self,
-        changes: &[ScramChange],
-    ) -> Result<Vec<UserOutcome>, ControllerFailure> {
-        match self.blocking(ControllerRequest::AlterScramCredentials(changes.to_vec()))? {
-            ReplyBody::PerUser(v) => Ok(v),
-            other => Err(unexpected(other)),
-        }
+    fn alter_scram_credentials(&self, changes: &[ScramChange]) -> Call<'_, Vec<UserOutcome>> {
+        self.ask(
+            ControllerRequest::AlterScramCredentials(changes.to_vec()),
+            |b| match b {
+                ReplyBody::PerUser(v) => Ok(v),
+                other => Err(other),
+            },
+        )
     }
 
-    fn alter_partition(
-        &self,
-        change: &IsrChange,
-    ) -> Result<Result<(), ApiError>, ControllerFailure> {
-        match self.blocking(ControllerRequest::AlterPartition(change.clone()))? {
-            ReplyBody::Done(r) => Ok(r),
-            other => Err(unexpected(other)),
-        }
+    fn alter_partition(&self, change: &IsrChange) -> Call<'_, Result<(), ApiError>> {
+        self.ask(
+            ControllerRequest::AlterPartition(change.clone()),
+            |b| match b {
+                ReplyBody::Done(r) => Ok(r),
+                other => Err(other),
+            },
+        )
     }
 
     fn alter_broker_configs(
@@ -371,15 +398,18 @@ impl ControllerApi for ControllerClient {
         broker: &str,
         changes: &[(String, Option<String>)],
         validate_only: bool,
-    ) -> Result<Result<(), ApiError>, ControllerFailure> {
-        match self.blocking(ControllerRequest::AlterBrokerConfigs {
-            broker: broker.into(),
-            changes: changes.to_vec(),
-            validate_only,
-        })? {
-            ReplyBody::Done(r) => Ok(r),
-            other => Err(unexpected(other)),
-        }
+    ) -> Call<'_, Result<(), ApiError>> {
+        self.ask(
+            ControllerRequest::AlterBrokerConfigs {
+                broker: broker.into(),
+                changes: changes.to_vec(),
+                validate_only,
+            },
+            |b| match b {
+                ReplyBody::Done(r) => Ok(r),
+                other => Err(other),
+            },
+        )
     }
 
     fn alter_topic_configs(
@@ -387,15 +417,18 @@ impl ControllerApi for ControllerClient {
         topic: &str,
         changes: &[(String, Option<String>)],
         validate_only: bool,
-    ) -> Result<Result<(), ApiError>, ControllerFailure> {
-        match self.blocking(ControllerRequest::AlterTopicConfigs {
-            topic: topic.into(),
-            changes: changes.to_vec(),
-            validate_only,
-        })? {
-            ReplyBody::Done(r) => Ok(r),
-            other => Err(unexpected(other)),
-        }
+    ) -> Call<'_, Result<(), ApiError>> {
+        self.ask(
+            ControllerRequest::AlterTopicConfigs {
+                topic: topic.into(),
+                changes: changes.to_vec(),
+                validate_only,
+            },
+            |b| match b {
+                ReplyBody::Done(r) => Ok(r),
+                other => Err(other),
+            },
+        )
     }
 }
 

@@ -98,7 +98,7 @@ struct BrokerParts {
 /// a standalone node.
 fn fresh_cluster_id(voters: &[(i32, String)]) -> Uuid {
     if voters.is_empty() {
-        return Uuid::new_v4();
+        return sluice_rt::random_uuid();
     }
     let mut sorted: Vec<String> = voters.iter().map(|(id, a)| format!("{id}@{a}")).collect();
     sorted.sort();
@@ -129,7 +129,7 @@ fn identity(
             let meta = MetaProperties {
                 cluster_id: sluice_protocol::base64::encode(fresh_cluster_id(voters).as_bytes()),
                 node_id,
-                directory_id: sluice_protocol::base64::encode(Uuid::new_v4().as_bytes()),
+                directory_id: sluice_protocol::base64::encode(sluice_rt::random_uuid().as_bytes()),
             };
             meta.write(dir)?;
             Ok(meta)
@@ -158,7 +158,7 @@ async fn bind_admin(
 
 async fn bind_listeners(
     config: &BrokerConfig,
-) -> Result<Vec<(BoundListener, tokio::net::TcpListener)>, NodeError> {
+) -> Result<Vec<(BoundListener, sluice_rt::net::Listener)>, NodeError> {
     let (send, recv) = config.socket_buffer_bytes();
     let backlog = config
         .value("socket.listen.backlog.size")
@@ -186,7 +186,14 @@ async fn bind_listeners(
                     "no address",
                 ))
             })?;
-        let listener = network::bind(addr, send, recv, backlog).map_err(bind_err)?;
+        let options = sluice_rt::net::ListenOptions {
+            send_buffer: send,
+            recv_buffer: recv,
+            backlog,
+        };
+        let listener = sluice_rt::net::bind(addr, options)
+            .await
+            .map_err(bind_err)?;
         let local = listener.local_addr().map_err(bind_err)?;
         out.push((
             BoundListener {
@@ -230,7 +237,7 @@ fn advertised(config: &BrokerConfig, bound: &[BoundListener]) -> Vec<Endpoint> {
 
 impl Node {
     pub async fn start(config: BrokerConfig) -> Result<Node, NodeError> {
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         let config = Arc::new(config);
         let node_id = config.node_id();
         let (is_broker, is_controller) = config.roles();
@@ -396,7 +403,7 @@ impl Node {
         };
         let heartbeat = Heartbeat {
             node_id,
-            incarnation_id: Uuid::new_v4(),
+            incarnation_id: sluice_rt::random_uuid(),
             endpoints: advertised(&config, &listeners),
             rack: config.explicit("broker.rack").map(str::to_owned),
             metadata_offset: -1,
@@ -645,7 +652,7 @@ impl Node {
             }
             let _ = self.chores.await;
             let replicas = b.replicas;
-            result = tokio::task::spawn_blocking(move || -> Result<(), NodeError> {
+            result = sluice_rt::task::spawn_blocking(move || -> Result<(), NodeError> {
                 replicas.shutdown(now_ms())?;
                 Ok(())
             })
@@ -675,7 +682,7 @@ async fn publish_loop(
         }
         let image = (**images.borrow_and_update()).clone();
         let p = Arc::clone(&publisher);
-        let result = tokio::task::spawn_blocking(move || p.publish(image, now_ms())).await;
+        let result = sluice_rt::task::spawn_blocking(move || p.publish(image, now_ms())).await;
         if let Ok(Err(e)) = result {
             warn!(error = %e, "applying metadata failed");
         }
@@ -715,6 +722,6 @@ async fn run_chores(
             _ = cleaner.tick(), if cleaner_enabled => Box::new(|r: &ReplicaManager| { r.run_cleaner(now_ms()); }),
         };
         let r = Arc::clone(&replicas);
-        let _ = tokio::task::spawn_blocking(move || job(&r)).await;
+        let _ = sluice_rt::task::spawn_blocking(move || job(&r)).await;
     }
 }

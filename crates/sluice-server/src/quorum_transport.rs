@@ -12,7 +12,7 @@ use sluice_client::security::Connector;
 use sluice_controller::transport::{BoxFuture, BoxStream, Transport};
 use sluice_metadata::config::SecurityProtocol;
 use sluice_metadata::BrokerConfig;
-use tokio::net::TcpStream;
+use sluice_rt::net::Stream as TcpStream;
 
 pub struct TlsTransport {
     connector: Connector,

@@ -182,7 +182,7 @@ struct LoadResult {
 /// Handle to the coordinator task; cheap to share.
 pub struct GroupCoordinator {
     tx: mpsc::Sender<Command>,
-    task: std::sync::Mutex<Option<crate::own_thread::OwnThread>>,
+    task: std::sync::Mutex<Option<sluice_rt::task::Dedicated>>,
     pub config: CoordinatorConfig,
 }
 
@@ -201,7 +201,7 @@ impl GroupCoordinator {
     ) -> Arc<GroupCoordinator> {
         let (tx, rx) = mpsc::channel(1024);
         // On a thread of its own: it appends to `__consumer_offsets` inline.
-        let task = crate::own_thread::spawn(
+        let task = sluice_rt::task::spawn_dedicated(
             "group-coordinator",
             run(config.clone(), replicas, metadata, rx, tx.clone()),
         )
@@ -727,7 +727,7 @@ impl Coordinator {
             let replicas = Arc::clone(&self.replicas);
             let tx = self.tx.clone();
             tokio::spawn(async move {
-                let result = tokio::task::spawn_blocking(move || load(&replicas, partition))
+                let result = sluice_rt::task::spawn_blocking(move || load(&replicas, partition))
                     .await
                     .unwrap_or_default();
                 let _ = tx

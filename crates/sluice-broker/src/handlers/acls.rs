@@ -92,7 +92,7 @@ pub mod create {
         let n = bindings.len();
         let outcomes: Vec<Result<(), ApiError>> = match refused(&h.access, ctx, op::ALTER) {
             Some(e) => vec![Err(e); n],
-            None => match h.controller.call(move |c| c.create_acls(&bindings)).await {
+            None => match h.controller.api().create_acls(&bindings).await {
                 Ok(v) if v.len() == n => v,
                 Ok(_) => vec![Err(ApiError::new(ErrorCode::UnknownServerError, "bad answer")); n],
                 Err(e) => vec![Err(ApiError::new(ErrorCode::UnknownServerError, e)); n],
@@ -212,7 +212,7 @@ pub mod delete {
         let outcomes: Vec<Result<Vec<AclBinding>, ApiError>> =
             match refused(&h.access, ctx, op::ALTER) {
                 Some(e) => vec![Err(e); n],
-                None => match h.controller.call(move |c| c.delete_acls(&filters)).await {
+                None => match h.controller.api().delete_acls(&filters).await {
                     Ok(v) if v.len() == n => v,
                     Ok(_) => {
                         vec![Err(ApiError::new(ErrorCode::UnknownServerError, "bad answer")); n]

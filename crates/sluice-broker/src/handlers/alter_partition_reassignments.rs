@@ -55,7 +55,8 @@ async fn handle(
     }
     match h
         .controller
-        .call(move |c| c.alter_reassignments(&targets, allow_rf_change))
+        .api()
+        .alter_reassignments(&targets, allow_rf_change)
         .await
     {
         Ok(outcomes) => {

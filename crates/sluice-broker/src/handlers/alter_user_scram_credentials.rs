@@ -114,9 +114,7 @@ async fn handle(
     let mut stored = if changes.is_empty() {
         Ok(Vec::new())
     } else {
-        h.controller
-            .call(move |c| c.alter_scram_credentials(&changes))
-            .await
+        h.controller.api().alter_scram_credentials(&changes).await
     };
     let mut resp = AlterUserScramCredentialsResponse::default();
     for (user, outcome) in users {

@@ -121,7 +121,8 @@ pub mod alter {
             let validate_only = req.validate_only;
             let answers = match h
                 .controller
-                .call(move |c| c.alter_client_quotas(&changes, validate_only))
+                .api()
+                .alter_client_quotas(&changes, validate_only)
                 .await
             {
                 Ok(v) if v.len() == n => v,

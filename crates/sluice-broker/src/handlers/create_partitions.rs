@@ -71,7 +71,8 @@ async fn handle(
             });
             let verdict = h
                 .controller
-                .call(move |c| c.create_partitions(&topic, count, checked.as_deref(), true))
+                .api()
+                .create_partitions(&topic, count, checked.as_deref(), true)
                 .await;
             if !matches!(verdict, Ok(Ok(()))) {
                 charged = 0;
@@ -96,7 +97,8 @@ async fn handle(
         let (count, validate_only) = (t.count, req.validate_only);
         let outcome = h
             .controller
-            .call(move |c| c.create_partitions(&name, count, assignments.as_deref(), validate_only))
+            .api()
+            .create_partitions(&name, count, assignments.as_deref(), validate_only)
             .await;
         if !matches!(outcome, Ok(Ok(()))) {
             // Refused: nothing was created, so nothing is spent (Kafka charges only what

@@ -78,7 +78,8 @@ async fn handle(
             .collect();
         let verdicts = h
             .controller
-            .call(move |c| c.create_topics(&checked, true))
+            .api()
+            .create_topics(&checked, true)
             .await
             .unwrap_or_default();
         let mut verdicts = verdicts.iter();
@@ -115,7 +116,8 @@ async fn handle(
         Ok(Vec::new())
     } else {
         h.controller
-            .call(move |c| c.create_topics(&call_specs, validate_only))
+            .api()
+            .create_topics(&call_specs, validate_only)
             .await
     };
     let mut resp = CreateTopicsResponse::default();

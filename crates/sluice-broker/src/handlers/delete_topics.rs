@@ -82,9 +82,7 @@ async fn handle(
     let outcomes = if call_targets.is_empty() {
         Ok(Vec::new())
     } else {
-        h.controller
-            .call(move |c| c.delete_topics(&call_targets))
-            .await
+        h.controller.api().delete_topics(&call_targets).await
     };
     let mut resp = DeleteTopicsResponse::default();
     let mut j = 0;

@@ -42,7 +42,8 @@ async fn handle(
     }
     match h
         .controller
-        .call(move |c| c.elect_leaders(preferred, targets.as_deref()))
+        .api()
+        .elect_leaders(preferred, targets.as_deref())
         .await
     {
         Ok(outcomes) => {

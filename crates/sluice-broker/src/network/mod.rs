@@ -23,8 +23,8 @@ use std::time::Duration;
 use bytes::{Buf, Bytes, BytesMut};
 use kafka_protocol::messages::ApiKey;
 use sluice_protocol::frame::{self, SIZE_PREFIX_LEN};
+use sluice_rt::net::Listener as TcpListener;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpSocket};
 use tokio::sync::watch;
 use tokio::task::JoinSet;
 use tracing::{debug, info, warn};
@@ -70,29 +70,6 @@ const READ_CHUNK_BYTES: usize = 1024 * 1024;
 const READ_BUFFER_BYTES: usize = 8 * 1024;
 /// How long a client of an SSL listener has to complete its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Bind a listening socket; `send_buffer`/`recv_buffer` of -1 keep the OS defaults.
-pub fn bind(
-    addr: SocketAddr,
-    send_buffer: i32,
-    recv_buffer: i32,
-    backlog: u32,
-) -> std::io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() {
-        TcpSocket::new_v4()?
-    } else {
-        TcpSocket::new_v6()?
-    };
-    socket.set_reuseaddr(true)?;
-    if send_buffer > 0 {
-        socket.set_send_buffer_size(send_buffer as u32)?;
-    }
-    if recv_buffer > 0 {
-        socket.set_recv_buffer_size(recv_buffer as u32)?;
-    }
-    socket.bind(addr)?;
-    socket.listen(backlog)
-}
 
 /// Accept connections until `shutdown` flips, then wait for every connection to finish its
 /// in-flight request and close. With `tls` (an SSL or SASL_SSL listener) each connection
@@ -383,7 +360,7 @@ impl std::future::Future for Timed<'_> {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Self::Output> {
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         let polled = self.inner.as_mut().poll(cx);
         self.busy += started.elapsed();
         polled.map(|r| (r, self.busy))
@@ -433,7 +410,7 @@ async fn process(
         inner: route.handler.handle(&ctx, body),
         busy: Duration::ZERO,
     };
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let (answer, busy) = timed.await;
     broker
         .handlers

@@ -90,6 +90,15 @@ impl Transport for TcpStream {
     }
 }
 
+impl Transport for sluice_rt::net::Stream {
+    async fn send_file(&mut self, slice: &FileSlice) -> io::Result<()> {
+        match self {
+            sluice_rt::net::Stream::Tcp(s) => s.send_file(slice).await,
+            sluice_rt::net::Stream::Sim(s) => copy_through_buffer(s, slice).await,
+        }
+    }
+}
+
 impl<S> Transport for tokio_rustls::server::TlsStream<S>
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,

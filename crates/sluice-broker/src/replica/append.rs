@@ -229,7 +229,7 @@ async fn on_blocking_thread<T: Send + 'static>(
             })
             .collect()
     };
-    match tokio::task::spawn_blocking(work).await {
+    match sluice_rt::task::spawn_blocking(work).await {
         Ok(results) => results,
         Err(e) => (0..n)
             .map(|_| {

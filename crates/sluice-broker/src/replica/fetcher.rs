@@ -427,7 +427,7 @@ impl ReplicaFetcherManager {
                 if target < leo {
                     info!(partition = %tp, from = leo, to = target, leader_epoch = r.leader_epoch, "truncating to the leader's epoch end");
                     let p = Arc::clone(p);
-                    tokio::task::spawn_blocking(move || p.truncate_to(target, now))
+                    sluice_rt::task::spawn_blocking(move || p.truncate_to(target, now))
                         .await
                         .map_err(std::io::Error::other)?
                         .map_err(std::io::Error::other)?;
@@ -556,7 +556,7 @@ impl ReplicaFetcherManager {
                     {
                         // The leader deleted what we still miss: start over at its log start.
                         let (p, start) = (Arc::clone(p), d.log_start_offset);
-                        tokio::task::spawn_blocking(move || {
+                        sluice_rt::task::spawn_blocking(move || {
                             p.truncate_fully_and_start_at(start, now)
                         })
                         .await
@@ -579,7 +579,7 @@ impl ReplicaFetcherManager {
                 }
             }
         }
-        let appended = tokio::task::spawn_blocking(move || {
+        let appended = sluice_rt::task::spawn_blocking(move || {
             appends
                 .into_iter()
                 .map(|(p, records, hw, fetched)| {

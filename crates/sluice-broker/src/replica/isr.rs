@@ -53,8 +53,8 @@ pub async fn run_isr_checks(
             let controller = Arc::clone(&controller);
             let in_flight = Arc::clone(&in_flight);
             let tp = p.tp.clone();
-            tokio::task::spawn_blocking(move || {
-                match controller.alter_partition(&change) {
+            tokio::spawn(async move {
+                match controller.alter_partition(&change).await {
                     Ok(Ok(())) => {
                         info!(partition = %tp, isr = ?change.isr, "ISR changed");
                         let which = if shrink {

@@ -153,7 +153,7 @@ impl ReplicaManager {
         offset: i64,
     ) -> Result<Offset, ErrorCode> {
         let p = self.led(tp)?;
-        match tokio::task::spawn_blocking(move || p.delete_records_below(offset)).await {
+        match sluice_rt::task::spawn_blocking(move || p.delete_records_below(offset)).await {
             Ok(r) => r.map(Offset),
             Err(_) => Err(ErrorCode::UnknownServerError),
         }

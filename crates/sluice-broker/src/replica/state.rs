@@ -202,13 +202,16 @@ impl ReplicaState {
         if !self.is_leader() {
             return false;
         }
-        let candidate = self
+        let mut candidate = self
             .isr
             .iter()
             .map(|id| self.leo_of(*id))
             .min()
             .unwrap_or(self.log_end_offset)
             .min(self.log_end_offset);
+        if sluice_rt::broken(sluice_rt::Broken::HighWatermarkIgnoresIsr) {
+            candidate = self.log_end_offset;
+        }
         if candidate > self.high_watermark {
             self.high_watermark = candidate;
             true

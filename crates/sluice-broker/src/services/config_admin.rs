@@ -64,7 +64,8 @@ impl ConfigAdmin {
     ) -> Result<(), ConfigError> {
         match self
             .controller
-            .call(move |c| c.alter_topic_configs(&topic, &changes, validate_only))
+            .api()
+            .alter_topic_configs(&topic, &changes, validate_only)
             .await
         {
             Ok(Ok(())) => Ok(()),
@@ -83,7 +84,8 @@ impl ConfigAdmin {
         let reload = self.check_listener_stores(&name, &changes)?;
         match self
             .controller
-            .call(move |c| c.alter_broker_configs(&name, &changes, validate_only))
+            .api()
+            .alter_broker_configs(&name, &changes, validate_only)
             .await
         {
             Ok(Ok(())) => {

@@ -1,7 +1,6 @@
-//! [`ControllerClient`]: the broker's way to the controller. Calls block (they append to the
-//! metadata log and return once the change is committed and published here), so they run
-//! on the blocking pool. It also hands out producer ids, reserved from the controller in
-//! blocks.
+//! [`ControllerClient`]: the broker's way to the controller (calls resolve once the change
+//! is committed and published here). It also hands out producer ids, reserved from the
+//! controller in blocks.
 
 use std::sync::Arc;
 
@@ -28,22 +27,9 @@ impl ControllerClient {
         }
     }
 
-    /// The controller itself (for tasks that call it from blocking threads already).
+    /// The controller's calls.
     pub fn api(&self) -> &Arc<dyn ControllerApi> {
         &self.api
-    }
-
-    /// Run a controller call on the blocking pool.
-    pub async fn call<T, F>(&self, f: F) -> Result<T, String>
-    where
-        T: Send + 'static,
-        F: FnOnce(&dyn ControllerApi) -> Result<T, String> + Send + 'static,
-    {
-        let api = Arc::clone(&self.api);
-        match tokio::task::spawn_blocking(move || f(api.as_ref())).await {
-            Ok(r) => r,
-            Err(e) => Err(format!("controller call failed: {e}")),
-        }
     }
 
     /// A producer id never handed out before, in this process or any earlier one.
@@ -51,7 +37,8 @@ impl ControllerClient {
         let mut block = self.producer_ids.lock().await;
         if block.0 >= block.1 {
             let first = self
-                .call(|c| c.allocate_producer_ids(PRODUCER_ID_BLOCK_SIZE))
+                .api
+                .allocate_producer_ids(PRODUCER_ID_BLOCK_SIZE)
                 .await?;
             *block = (first, first + PRODUCER_ID_BLOCK_SIZE);
         }

@@ -47,10 +47,7 @@ impl TopicCreator {
                 ..CreateTopicSpec::default()
             })
             .collect();
-        let _ = self
-            .controller
-            .call(move |c| c.create_topics(&specs, false))
-            .await;
+        let _ = self.controller.api().create_topics(&specs, false).await;
     }
 
     /// Create `__consumer_offsets` if it does not exist yet (Kafka's settings: compacted,
@@ -121,11 +118,7 @@ impl TopicCreator {
             assignments: Vec::new(),
             configs,
         };
-        match self
-            .controller
-            .call(move |c| c.create_topics(&[spec], false))
-            .await
-        {
+        match self.controller.api().create_topics(&[spec], false).await {
             Ok(results) => match results.into_iter().next() {
                 Some(Ok(_)) => Ok(()),
                 Some(Err(e)) if e.code == ErrorCode::TopicAlreadyExists => Ok(()),

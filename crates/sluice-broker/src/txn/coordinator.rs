@@ -158,7 +158,7 @@ impl Reply {
 /// Handle to the coordinator task; cheap to share.
 pub struct TxnCoordinator {
     tx: mpsc::Sender<Command>,
-    task: std::sync::Mutex<Option<crate::own_thread::OwnThread>>,
+    task: std::sync::Mutex<Option<sluice_rt::task::Dedicated>>,
     pub config: TxnConfig,
 }
 
@@ -183,7 +183,7 @@ impl TxnCoordinator {
         let markers =
             MarkerWriter::new(config.node_id, Arc::clone(&metadata), config.inter.clone());
         // On a thread of its own: it appends to `__transaction_state` inline.
-        let task = crate::own_thread::spawn(
+        let task = sluice_rt::task::spawn_dedicated(
             "txn-coordinator",
             run(
                 Coordinator {
@@ -402,7 +402,7 @@ impl Coordinator {
                 let replicas = Arc::clone(&self.replicas);
                 let tx = self.tx.clone();
                 tokio::spawn(async move {
-                    let txns = tokio::task::spawn_blocking(move || load(&replicas, partition))
+                    let txns = sluice_rt::task::spawn_blocking(move || load(&replicas, partition))
                         .await
                         .unwrap_or_default();
                     let _ = tx

@@ -4,7 +4,9 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use sluice_protocol::batch::BatchBuilder;
 use sluice_protocol::types::TopicPartition;
@@ -238,7 +240,7 @@ impl Accumulator {
                 }
             }
         }
-        self.pending -= expired.len();
+        // Expired batches still count as pending until `done` settles them.
         (ready, next, expired)
     }
 
@@ -257,10 +259,14 @@ impl Accumulator {
         }
     }
 
-    /// A batch is finished (acknowledged or failed for good).
-    pub fn done(&mut self, tp: &TopicPartition) {
-        if let Some(q) = self.queue(tp) {
-            q.in_flight = false;
+    /// A batch is finished (acknowledged or failed for good). `in_flight`: it was the
+    /// partition's batch in flight (not one that expired in the queue while another batch of
+    /// the partition may be in flight).
+    pub fn done(&mut self, tp: &TopicPartition, in_flight: bool) {
+        if in_flight {
+            if let Some(q) = self.queue(tp) {
+                q.in_flight = false;
+            }
         }
         self.pending = self.pending.saturating_sub(1);
     }
@@ -319,7 +325,7 @@ mod tests {
             none.is_empty(),
             "nothing else goes while a batch is in flight"
         );
-        acc.done(&TopicPartition::new("t", 0));
+        acc.done(&TopicPartition::new("t", 0), true);
         let (next, _, _) = acc.drain_ready(
             now,
             config.linger,
@@ -333,5 +339,47 @@ mod tests {
             "{}",
             next[0].builder.record_count()
         );
+    }
+
+    /// Found by the simulator (seed 13): a batch that expired in the queue was taken off the
+    /// pending count twice (a debug build panicked on the subtraction; a release build would
+    /// wrap it and `flush`/`close` would never see the producer idle) and cleared its
+    /// partition's in-flight flag while the next batch was in flight.
+    #[test]
+    fn a_batch_expiring_in_the_queue_is_settled_once_and_leaves_the_batch_in_flight_alone() {
+        let config = ClientConfig::new("x:1").set("batch.size", "1").unwrap();
+        let mut acc = Accumulator::new(PartitionerKind::Default);
+        let size = record().size_estimate();
+        for _ in 0..3 {
+            acc.append(record(), Some(0), 1, 0, size, &config);
+        }
+        let tp = TopicPartition::new("t", 0);
+        let now = Instant::now();
+        acc.queue(&tp).unwrap().batches[0].created =
+            now - config.delivery_timeout - Duration::from_secs(1);
+        let drain = |acc: &mut Accumulator| {
+            acc.drain_ready(
+                now,
+                config.linger,
+                config.delivery_timeout,
+                false,
+                config.batch_size,
+            )
+        };
+        let (ready, _, expired) = drain(&mut acc);
+        assert_eq!((ready.len(), expired.len()), (1, 1));
+        acc.done(&tp, false);
+        assert!(!acc.is_idle());
+        let (ready, _, expired) = drain(&mut acc);
+        assert!(
+            ready.is_empty() && expired.is_empty(),
+            "the second batch is still in flight"
+        );
+        acc.done(&tp, true);
+        let (ready, _, _) = drain(&mut acc);
+        assert_eq!(ready.len(), 1);
+        assert!(!acc.is_idle());
+        acc.done(&tp, true);
+        assert!(acc.is_idle());
     }
 }

@@ -434,7 +434,5 @@ impl Drop for Producer {
 }
 
 pub(crate) fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    sluice_rt::wall_ms()
 }

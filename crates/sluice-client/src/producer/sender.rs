@@ -5,7 +5,9 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
@@ -45,7 +47,7 @@ pub(crate) async fn run(shared: Arc<Shared>) {
                 b.tp,
                 config.delivery_timeout.as_millis()
             ));
-            finish(&shared, b, Err(err));
+            settle(&shared, b, Err(err), false);
         }
         if !ready.is_empty() {
             dispatch(&shared, ready, &mut in_flight, &mut requests).await;
@@ -373,8 +375,14 @@ fn retry_with(shared: &Shared, mut b: ProducerBatch, error: Error, retriable: bo
     shared.wake.notify_one();
 }
 
-/// Settle a batch for good: wake its records' futures, run interceptors, free its memory.
+/// Settle a batch that was sent, for good.
 fn finish(shared: &Shared, b: ProducerBatch, result: Result<(i64, i64)>) {
+    settle(shared, b, result, true);
+}
+
+/// Settle a batch for good: wake its records' futures, run interceptors, free its memory.
+/// `in_flight`: it was its partition's batch in flight (else it expired in the queue).
+fn settle(shared: &Shared, b: ProducerBatch, result: Result<(i64, i64)>, in_flight: bool) {
     if let (Err(e), Some(_)) = (&result, &shared.config.transactional_id) {
         let mut failure = shared
             .txn_failure
@@ -398,6 +406,6 @@ fn finish(shared: &Shared, b: ProducerBatch, result: Result<(i64, i64)>) {
     // Interceptors see the acknowledgement before the record's future resolves, as in Kafka.
     b.complete(result);
     shared.memory.add_permits(b.reserved_bytes);
-    shared.lock().done(&b.tp);
+    shared.lock().done(&b.tp, in_flight);
     shared.progress.notify_waiters();
 }

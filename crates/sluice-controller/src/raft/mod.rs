@@ -14,7 +14,7 @@ use std::io::Cursor;
 
 use openraft::{
     BasicNode, CommittedLeaderId, Entry, EntryPayload, LogId, Membership, SnapshotMeta,
-    StoredMembership, Vote,
+    StoredMembership, TokioRuntime, Vote,
 };
 use sluice_metadata::MetadataRecord;
 
@@ -32,7 +32,72 @@ openraft::declare_raft_types!(
         Node = BasicNode,
         Entry = openraft::Entry<TypeConfig>,
         SnapshotData = Cursor<Vec<u8>>,
+        AsyncRuntime = Runtime,
 );
+
+/// openraft's runtime: tokio, except that the randomness of the election timeout (drawn once
+/// per node start) comes through `sluice_rt`, so the simulator's seed decides it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Runtime;
+
+impl openraft::AsyncRuntime for Runtime {
+    type JoinError = <TokioRuntime as openraft::AsyncRuntime>::JoinError;
+    type JoinHandle<T: openraft::OptionalSend + 'static> =
+        <TokioRuntime as openraft::AsyncRuntime>::JoinHandle<T>;
+    type Sleep = <TokioRuntime as openraft::AsyncRuntime>::Sleep;
+    type Instant = <TokioRuntime as openraft::AsyncRuntime>::Instant;
+    type TimeoutError = <TokioRuntime as openraft::AsyncRuntime>::TimeoutError;
+    type Timeout<R, T: std::future::Future<Output = R> + openraft::OptionalSend> =
+        <TokioRuntime as openraft::AsyncRuntime>::Timeout<R, T>;
+    type ThreadLocalRng = rand::rngs::StdRng;
+    type OneshotSender<T: openraft::OptionalSend> =
+        <TokioRuntime as openraft::AsyncRuntime>::OneshotSender<T>;
+    type OneshotReceiverError = <TokioRuntime as openraft::AsyncRuntime>::OneshotReceiverError;
+    type OneshotReceiver<T: openraft::OptionalSend> =
+        <TokioRuntime as openraft::AsyncRuntime>::OneshotReceiver<T>;
+
+    fn spawn<T>(future: T) -> Self::JoinHandle<T::Output>
+    where
+        T: std::future::Future + openraft::OptionalSend + 'static,
+        T::Output: openraft::OptionalSend + 'static,
+    {
+        TokioRuntime::spawn(future)
+    }
+
+    fn sleep(duration: std::time::Duration) -> Self::Sleep {
+        TokioRuntime::sleep(duration)
+    }
+
+    fn sleep_until(deadline: Self::Instant) -> Self::Sleep {
+        TokioRuntime::sleep_until(deadline)
+    }
+
+    fn timeout<R, F: std::future::Future<Output = R> + openraft::OptionalSend>(
+        duration: std::time::Duration,
+        future: F,
+    ) -> Self::Timeout<R, F> {
+        TokioRuntime::timeout(duration, future)
+    }
+
+    fn timeout_at<R, F: std::future::Future<Output = R> + openraft::OptionalSend>(
+        deadline: Self::Instant,
+        future: F,
+    ) -> Self::Timeout<R, F> {
+        TokioRuntime::timeout_at(deadline, future)
+    }
+
+    fn is_panic(join_error: &Self::JoinError) -> bool {
+        TokioRuntime::is_panic(join_error)
+    }
+
+    fn thread_rng() -> Self::ThreadLocalRng {
+        rand::SeedableRng::seed_from_u64(sluice_rt::random_u128() as u64)
+    }
+
+    fn oneshot<T: openraft::OptionalSend>() -> (Self::OneshotSender<T>, Self::OneshotReceiver<T>) {
+        TokioRuntime::oneshot()
+    }
+}
 
 pub type Raft = openraft::Raft<TypeConfig>;
 pub type RaftLogId = LogId<u64>;

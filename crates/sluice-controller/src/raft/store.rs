@@ -38,9 +38,7 @@ fn serr(subject: ErrorSubject<u64>, verb: ErrorVerb, e: impl ToString) -> SErr {
 }
 
 fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis() as i64)
+    sluice_rt::wall_ms()
 }
 
 fn metadata_log_config(segment_bytes: u64) -> LogConfig {

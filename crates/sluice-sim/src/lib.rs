@@ -1,0 +1,1 @@
+//! See `tests/simulation.rs` and the README section "What each test covers".
