@@ -626,6 +626,14 @@ impl Node {
         &self.listeners
     }
 
+    /// This node's own high watermark of a partition it hosts (tools and the simulator's
+    /// checkers).
+    pub fn high_watermark(&self, topic: &str, partition: i32) -> Option<i64> {
+        let tp = sluice_protocol::types::TopicPartition::new(topic, partition);
+        let b = self.broker.as_ref()?;
+        b.replicas.high_watermark(&tp).map(|o| o.0)
+    }
+
     /// The controller quorum member on this node, if it has the controller role.
     pub fn quorum(&self) -> Option<&Arc<QuorumController>> {
         self.quorum.as_ref()

@@ -179,6 +179,11 @@ impl ReplicaManager {
         self.led(tp).ok().map(|p| Offset(p.high_watermark()))
     }
 
+    /// This replica's own high watermark of `tp` (leader or follower), if it hosts `tp`.
+    pub fn high_watermark(&self, tp: &TopicPartition) -> Option<Offset> {
+        self.get(tp).map(|p| Offset(p.high_watermark()))
+    }
+
     /// Every batch of `tp` from its log start to its log end, with its bytes (coordinators
     /// loading their state), on the calling thread (a blocking one). Stops at the first
     /// unreadable chunk; nothing when the partition is not hosted.
