@@ -219,6 +219,13 @@ impl QuorumController {
         self.shared.current()
     }
 
+    /// The Raft term in which this node is the active controller, if it is.
+    pub fn leading_term(&self) -> Option<u64> {
+        let metrics = self.raft.metrics();
+        let m = metrics.borrow();
+        (m.state == openraft::ServerState::Leader).then_some(m.current_term)
+    }
+
     /// The active controller: (id, controller address), when one is known.
     pub fn leader(&self) -> Option<(i32, String)> {
         let m = self.raft.metrics().borrow().clone();

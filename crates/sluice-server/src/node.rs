@@ -634,6 +634,12 @@ impl Node {
         b.replicas.high_watermark(&tp).map(|o| o.0)
     }
 
+    /// The leader epoch under which this node leads a partition, if it believes it does.
+    pub fn leading_epoch(&self, topic: &str, partition: i32) -> Option<i32> {
+        let tp = sluice_protocol::types::TopicPartition::new(topic, partition);
+        self.broker.as_ref()?.replicas.leading_epoch(&tp)
+    }
+
     /// The controller quorum member on this node, if it has the controller role.
     pub fn quorum(&self) -> Option<&Arc<QuorumController>> {
         self.quorum.as_ref()

@@ -42,6 +42,9 @@
 //!   but what was read there.
 //! - **liveness**: after the faults heal, the cluster takes the final read to its end within
 //!   the simulated time limit (an election or a client that never recovers fails the seed).
+//! - **one-controller-per-term**: never two nodes acting as the active controller in one Raft
+//!   term; **one-leader-per-epoch**: never two nodes leading a partition (taking acks=all
+//!   writes) under one leader epoch. Both sampled every 5 ms of simulated time.
 //!
 //! The anomalies Jepsen reported for Kafka and Kafka-compatible systems, and the invariant
 //! that catches each (those marked *not yet* need a workload this simulator does not run yet:
@@ -61,10 +64,9 @@
 //!   itself, a delayed commit or abort marker committing or aborting a later transaction
 //!   (lost writes, aborted reads, torn transactions; what KIP-890 closes): the read_committed
 //!   invariant (*not yet*).
-//! - Committed offsets of a group going backwards under a live generation (*not yet*); two
-//!   active controllers in one epoch, or two leaders of a partition accepting acks=all writes
-//!   in one leader epoch (*not yet* as direct checks; a second leader that accepted writes
-//!   shows up as **acked-readable** or **replicas-agree** failures).
+//! - Split brain, in the controller or in a partition (Redpanda 21.10's and Kafka 0.8's
+//!   root causes were of this kind): **one-controller-per-term**, **one-leader-per-epoch**.
+//! - Committed offsets of a group going backwards under a live generation (*not yet*).
 
 #![allow(unsafe_code)]
 
@@ -640,6 +642,48 @@ fn check_replicas(h: &History, hws: &BTreeMap<(usize, i32), i64>) -> (Vec<String
     (anomalies, compared)
 }
 
+/// one-controller-per-term and one-leader-per-epoch, sampled while the run goes: never two
+/// nodes acting as the active controller in one Raft term, never two nodes leading a
+/// partition (so taking acks=all writes) under one leader epoch. Sampled every 5 ms of
+/// simulated time, between steps, so each sample is one instant of the whole cluster.
+#[derive(Default)]
+struct Leaderships {
+    /// Raft term -> the node seen as active controller in it.
+    controllers: BTreeMap<u64, usize>,
+    /// (partition, leader epoch) -> the node seen leading it.
+    leaders: BTreeMap<(i32, i32), usize>,
+    /// Terms and epochs already reported (once each).
+    reported: std::collections::BTreeSet<(i32, i64)>,
+}
+
+impl Leaderships {
+    fn sample(&mut self, nodes: &NodeSlots, at: Duration, anomalies: &mut Vec<String>) {
+        for (i, n) in nodes.borrow().iter().enumerate() {
+            let Some(n) = n else { continue };
+            if let Some(term) = n.quorum().and_then(|q| q.leading_term()) {
+                match self.controllers.insert(term, i) {
+                    Some(j) if j != i && self.reported.insert((-1, term as i64)) => anomalies.push(format!(
+                        "one-controller-per-term: {} and {} both active controller in term {term} (at {:.3}s)",
+                        NODES[j], NODES[i], at.as_secs_f64()
+                    )),
+                    _ => {}
+                }
+            }
+            for p in 0..PARTITIONS {
+                if let Some(epoch) = n.leading_epoch(TOPIC, p) {
+                    match self.leaders.insert((p, epoch), i) {
+                        Some(j) if j != i && self.reported.insert((p, i64::from(epoch))) => anomalies.push(format!(
+                            "one-leader-per-epoch: {} and {} both lead {TOPIC}-{p} in leader epoch {epoch} (at {:.3}s)",
+                            NODES[j], NODES[i], at.as_secs_f64()
+                        )),
+                        _ => {}
+                    }
+                }
+            }
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // One seed.
 
@@ -651,6 +695,9 @@ struct Outcome {
     fingerprint: u64,
     /// Replica records compared by replicas-agree.
     compared: usize,
+    /// Controller terms and partition leader epochs the leadership checkers saw.
+    terms: usize,
+    epochs: usize,
 }
 
 fn run_seed(seed: u64) -> Outcome {
@@ -697,8 +744,13 @@ fn run_seed(seed: u64) -> Outcome {
     let next = Cell::new(Duration::from_secs(8));
     let mut count = 0;
     let mut failure = None;
+    let mut leaderships = Leaderships::default();
+    let mut running_anomalies = Vec::new();
     loop {
         let now = sim.elapsed();
+        if now.as_millis() % 5 == 0 {
+            leaderships.sample(&nodes, now, &mut running_anomalies);
+        }
         if now >= next.get() {
             if now < WRITE_PHASE {
                 if faults.active > 0 && faults.rng.chance(50) {
@@ -724,6 +776,7 @@ fn run_seed(seed: u64) -> Outcome {
     }
     let h = history.borrow();
     let mut anomalies = check(&h);
+    anomalies.extend(running_anomalies);
     let mut hws = BTreeMap::new();
     for (i, n) in nodes.borrow().iter().enumerate() {
         for p in 0..PARTITIONS {
@@ -747,6 +800,8 @@ fn run_seed(seed: u64) -> Outcome {
         faults: count,
         fingerprint: fingerprint(&h),
         compared,
+        terms: leaderships.controllers.len(),
+        epochs: leaderships.leaders.len(),
     }
 }
 
@@ -916,8 +971,8 @@ fn run_one(seed: u64) {
         }
     }
     println!(
-        "SEED {seed} acked={} faults={} compared={} fingerprint={:016x}",
-        o.acked, o.faults, o.compared, o.fingerprint
+        "SEED {seed} acked={} faults={} compared={} terms={} epochs={} fingerprint={:016x}",
+        o.acked, o.faults, o.compared, o.terms, o.epochs, o.fingerprint
     );
     let shown = 20;
     let more = o.anomalies.len().saturating_sub(shown);

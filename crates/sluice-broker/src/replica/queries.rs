@@ -184,6 +184,12 @@ impl ReplicaManager {
         self.get(tp).map(|p| Offset(p.high_watermark()))
     }
 
+    /// The leader epoch under which this broker leads `tp`, if it believes it does.
+    pub fn leading_epoch(&self, tp: &TopicPartition) -> Option<i32> {
+        let s = self.get(tp)?.state();
+        s.is_leader().then(|| s.leader_epoch())
+    }
+
     /// Every batch of `tp` from its log start to its log end, with its bytes (coordinators
     /// loading their state), on the calling thread (a blocking one). Stops at the first
     /// unreadable chunk; nothing when the partition is not hosted.
