@@ -4,10 +4,8 @@
 
 use std::io;
 use std::net::SocketAddr;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 
 use crate::BoxFuture;
@@ -49,69 +47,82 @@ impl Stream {
     }
 }
 
-impl AsyncRead for Stream {
-    #[inline]
-    fn poll_read(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_read(cx, buf),
-            Stream::Sim(s) => Pin::new(s).poll_read(cx, buf),
+/// Implement `AsyncRead` and `AsyncWrite` for an enum whose every variant holds a stream, by
+/// passing each call to the variant's stream (a branch, no virtual call).
+/// `delegate_io!(Stream { Stream::Tcp, Stream::Sim });`
+#[macro_export]
+macro_rules! delegate_io {
+    ($ty:ty { $($variant:path),+ $(,)? }) => {
+        impl $crate::net::__io::AsyncRead for $ty {
+            #[inline]
+            fn poll_read(
+                self: ::std::pin::Pin<&mut Self>,
+                cx: &mut ::std::task::Context<'_>,
+                buf: &mut $crate::net::__io::ReadBuf<'_>,
+            ) -> ::std::task::Poll<::std::io::Result<()>> {
+                match self.get_mut() {
+                    $($variant(s) => $crate::net::__io::AsyncRead::poll_read(::std::pin::Pin::new(s), cx, buf),)+
+                }
+            }
         }
-    }
+
+        impl $crate::net::__io::AsyncWrite for $ty {
+            #[inline]
+            fn poll_write(
+                self: ::std::pin::Pin<&mut Self>,
+                cx: &mut ::std::task::Context<'_>,
+                buf: &[u8],
+            ) -> ::std::task::Poll<::std::io::Result<usize>> {
+                match self.get_mut() {
+                    $($variant(s) => $crate::net::__io::AsyncWrite::poll_write(::std::pin::Pin::new(s), cx, buf),)+
+                }
+            }
+
+            #[inline]
+            fn poll_write_vectored(
+                self: ::std::pin::Pin<&mut Self>,
+                cx: &mut ::std::task::Context<'_>,
+                bufs: &[::std::io::IoSlice<'_>],
+            ) -> ::std::task::Poll<::std::io::Result<usize>> {
+                match self.get_mut() {
+                    $($variant(s) => $crate::net::__io::AsyncWrite::poll_write_vectored(::std::pin::Pin::new(s), cx, bufs),)+
+                }
+            }
+
+            #[inline]
+            fn is_write_vectored(&self) -> bool {
+                match self {
+                    $($variant(s) => $crate::net::__io::AsyncWrite::is_write_vectored(s),)+
+                }
+            }
+
+            #[inline]
+            fn poll_flush(
+                self: ::std::pin::Pin<&mut Self>,
+                cx: &mut ::std::task::Context<'_>,
+            ) -> ::std::task::Poll<::std::io::Result<()>> {
+                match self.get_mut() {
+                    $($variant(s) => $crate::net::__io::AsyncWrite::poll_flush(::std::pin::Pin::new(s), cx),)+
+                }
+            }
+
+            #[inline]
+            fn poll_shutdown(
+                self: ::std::pin::Pin<&mut Self>,
+                cx: &mut ::std::task::Context<'_>,
+            ) -> ::std::task::Poll<::std::io::Result<()>> {
+                match self.get_mut() {
+                    $($variant(s) => $crate::net::__io::AsyncWrite::poll_shutdown(::std::pin::Pin::new(s), cx),)+
+                }
+            }
+        }
+    };
 }
 
-impl AsyncWrite for Stream {
-    #[inline]
-    fn poll_write(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_write(cx, buf),
-            Stream::Sim(s) => Pin::new(s).poll_write(cx, buf),
-        }
-    }
+#[doc(hidden)]
+pub use tokio::io as __io;
 
-    #[inline]
-    fn poll_write_vectored(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Stream::Sim(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-        }
-    }
-
-    #[inline]
-    fn is_write_vectored(&self) -> bool {
-        match self {
-            Stream::Tcp(s) => s.is_write_vectored(),
-            Stream::Sim(s) => s.is_write_vectored(),
-        }
-    }
-
-    #[inline]
-    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_flush(cx),
-            Stream::Sim(s) => Pin::new(s).poll_flush(cx),
-        }
-    }
-
-    #[inline]
-    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Tcp(s) => Pin::new(s).poll_shutdown(cx),
-            Stream::Sim(s) => Pin::new(s).poll_shutdown(cx),
-        }
-    }
-}
+delegate_io!(Stream { Stream::Tcp, Stream::Sim });
 
 /// How a listening socket is set up (the real one; the simulated network ignores these).
 #[derive(Clone, Copy, Debug)]

@@ -849,36 +849,30 @@ fn run_child(seed: u64, env: &[(&str, &str)]) -> Report {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("start a simulation process");
-    // A seed is bounded in simulated time; this bounds it in real time too (a livelock).
-    let deadline = std::time::Instant::now() + Duration::from_secs(600);
     let mut stdout = child.stdout.take().expect("stdout");
     let mut stderr = child.stderr.take().expect("stderr");
-    let out = std::thread::spawn(move || {
+    // stdout closes when the process ends: that is the event awaited.
+    let (out_tx, out_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
         let mut s = String::new();
         let _ = std::io::Read::read_to_string(&mut stdout, &mut s);
-        s
+        let _ = out_tx.send(s);
     });
     let err = std::thread::spawn(move || {
         let mut s = String::new();
         let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
         s
     });
-    let status = loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            break Some(status);
-        }
-        if std::time::Instant::now() > deadline {
+    // A seed is bounded in simulated time; this bounds it in real time too (a livelock).
+    let (out, status) = match out_rx.recv_timeout(Duration::from_secs(600)) {
+        Ok(out) => (out, child.wait().ok()),
+        Err(_) => {
             let _ = child.kill();
             let _ = child.wait();
-            break None;
+            (out_rx.recv().unwrap_or_default(), None)
         }
-        std::thread::sleep(Duration::from_millis(20));
     };
-    let output = format!(
-        "{}{}",
-        out.join().unwrap_or_default(),
-        err.join().unwrap_or_default()
-    );
+    let output = format!("{out}{}", err.join().unwrap_or_default());
     let field = |name: &str| {
         output
             .lines()
