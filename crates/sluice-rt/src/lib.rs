@@ -1,14 +1,16 @@
 //! The seams between Sluice and the world it runs in: sockets ([`net`]), blocking work and
-//! dedicated threads ([`task`]), the wall clock ([`wall_ms`]) and randomness
-//! ([`random_u128`]).
+//! dedicated threads ([`task`]), the disk's durability points ([`disk`]), the wall clock
+//! ([`wall_ms`]) and randomness ([`random_u128`]).
 //!
 //! A server process uses the real world: each seam is a direct call to tokio, the OS or
 //! `uuid`, after one check that no simulated world is installed (a single atomic load; the
 //! calls behind it, a socket operation or a thread hand-off, cost thousands of times more).
 //! The deterministic simulator (`crates/sluice-sim`) installs a [`World`] before it starts
 //! any node: its sockets run on a simulated network, blocking work runs inline as a task of
-//! the node's own (simulated) runtime, the wall clock follows simulated time (with a
-//! per-node offset the simulator can jump), and randomness comes from the run's seed.
+//! the node's own (simulated) runtime (after the node's simulated disk latency), fsyncs
+//! and writes are recorded or failed by the simulated disk, the wall clock follows
+//! simulated time (with a per-node offset the simulator can jump), and randomness comes from
+//! the run's seed.
 //! Monotonic time needs no seam: Sluice reads it through `tokio::time::Instant`, which the
 //! simulator's paused runtimes already control.
 
@@ -18,6 +20,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::OnceLock;
 
+pub mod disk;
 pub mod net;
 pub mod task;
 
@@ -33,6 +36,15 @@ pub trait World: Send + Sync + 'static {
     fn wall_ms(&self) -> i64;
     /// 128 random bits from the run's seed.
     fn random_u128(&self) -> u128;
+    /// Whether the disk may do `op` (see [`disk`]): record an fsync, or fail it or a write.
+    fn disk(&self, op: disk::DiskOp<'_>) -> io::Result<()> {
+        let _ = op;
+        Ok(())
+    }
+    /// How long blocking (disk) work of the calling node waits before it runs: a slow disk.
+    fn disk_latency(&self) -> std::time::Duration {
+        std::time::Duration::ZERO
+    }
     /// Whether the simulator switched on a deliberately broken behaviour (to show that its
     /// checkers catch it).
     fn broken(&self, what: Broken) -> bool {

@@ -7,7 +7,8 @@ use std::future::Future;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-/// `tokio::task::spawn_blocking`, or (simulated) a task of the current runtime that runs `f`.
+/// `tokio::task::spawn_blocking`, or (simulated) a task of the current runtime that runs `f`
+/// after the calling node's simulated disk latency.
 pub fn spawn_blocking<F, T>(f: F) -> JoinHandle<T>
 where
     F: FnOnce() -> T + Send + 'static,
@@ -15,7 +16,15 @@ where
 {
     match crate::simulated() {
         None => tokio::task::spawn_blocking(f),
-        Some(_) => tokio::spawn(async move { f() }),
+        Some(w) => {
+            let latency = w.disk_latency();
+            tokio::spawn(async move {
+                if !latency.is_zero() {
+                    tokio::time::sleep(latency).await;
+                }
+                f()
+            })
+        }
     }
 }
 

@@ -20,6 +20,8 @@ use std::path::Path;
 
 use sluice_protocol::types::TopicPartition;
 
+use sluice_rt::disk::{self, DiskOp};
+
 use crate::error::{IoContext, LogError};
 
 /// Replace `path` with `contents` so that a crash leaves either the old or the new file.
@@ -29,17 +31,22 @@ pub fn write_atomically(path: &Path, contents: &[u8]) -> Result<(), LogError> {
         None => "tmp".to_string(),
     });
     {
+        disk::check(DiskOp::Write {
+            path: &tmp,
+            len: contents.len() as u64,
+        })
+        .at(&tmp)?;
         let mut f = File::create(&tmp).at(&tmp)?;
         f.write_all(contents).at(&tmp)?;
-        f.sync_all().at(&tmp)?;
+        disk::sync_all(&f, &tmp).at(&tmp)?;
     }
-    fs::rename(&tmp, path).at(path)?;
+    disk::rename(&tmp, path).at(path)?;
     sync_dir(path.parent().unwrap_or(Path::new(".")))
 }
 
 /// fsync a directory so a create/rename/delete inside it is durable.
 pub fn sync_dir(dir: &Path) -> Result<(), LogError> {
-    File::open(dir).and_then(|d| d.sync_all()).at(dir)
+    disk::sync_dir(dir).at(dir)
 }
 
 fn invalid(path: &Path, msg: impl Into<String>) -> LogError {

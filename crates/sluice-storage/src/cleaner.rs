@@ -225,9 +225,14 @@ pub fn compact(input: &CompactionInput, now_ms: i64) -> Result<CompactionOutput,
         }
         let write = |ext: &str, bytes: &[u8]| -> Result<(), LogError> {
             let path = cleaned_path(&input.dir, seg.base_offset, ext);
+            sluice_rt::disk::check(sluice_rt::disk::DiskOp::Write {
+                path: &path,
+                len: bytes.len() as u64,
+            })
+            .at(&path)?;
             let f = File::create(&path).at(&path)?;
             f.write_all_at(bytes, 0).at(&path)?;
-            f.sync_all().at(&path)
+            sluice_rt::disk::sync_all(&f, &path).at(&path)
         };
         write("log", &cleaned)?;
         write("index", &index)?;

@@ -444,8 +444,14 @@ impl Log {
     fn write_producer_snapshot(&mut self) -> Result<(), LogError> {
         let path = self.snapshot_path(self.next_offset);
         let tmp = path.with_extension("snapshot.tmp");
-        fs::write(&tmp, self.producers.to_snapshot()).at(&tmp)?;
-        fs::rename(&tmp, &path).at(&path)?;
+        let snapshot = self.producers.to_snapshot();
+        sluice_rt::disk::check(sluice_rt::disk::DiskOp::Write {
+            path: &tmp,
+            len: snapshot.len() as u64,
+        })
+        .at(&tmp)?;
+        fs::write(&tmp, snapshot).at(&tmp)?;
+        sluice_rt::disk::rename(&tmp, &path).at(&path)?;
         let offsets = self.snapshot_offsets()?;
         let keep_from = offsets.len().saturating_sub(2);
         for (i, off) in offsets.iter().enumerate() {
@@ -985,7 +991,7 @@ impl Log {
             }
             for ext in ["log", "index", "timeindex"] {
                 let to = self.dir.join(segment::file_name(*base, ext));
-                fs::rename(cleaned(ext), &to).at(&to)?;
+                sluice_rt::disk::rename(&cleaned(ext), &to).at(&to)?;
             }
             checkpoint::sync_dir(&self.dir)?;
             let mut seg = LogSegment::open(&self.dir, *base, now_ms)?;

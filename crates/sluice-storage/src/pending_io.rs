@@ -49,7 +49,7 @@ impl PendingIo {
     /// Do the work: fsync the files, then the directory.
     pub fn run(&self) -> Result<(), LogError> {
         for (path, file) in &self.files {
-            file.sync_data().at(path)?;
+            sluice_rt::disk::sync_data(file, path).at(path)?;
         }
         if let Some(dir) = &self.dir_sync {
             checkpoint::sync_dir(dir)?;

@@ -6,6 +6,8 @@
 //! `Arc<File>` never disturb the writer (and keep a deleted segment readable until done).
 
 use std::fs::{File, OpenOptions};
+
+use sluice_rt::disk::{self, DiskOp};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -355,6 +357,11 @@ impl LogSegment {
 
     /// Append already validated batches (with offsets assigned) and index them.
     pub fn append(&mut self, batches: &[u8], config: &LogConfig) -> Result<(), LogError> {
+        disk::check(DiskOp::Write {
+            path: &self.log_path,
+            len: batches.len() as u64,
+        })
+        .at(&self.log_path)?;
         self.log
             .write_all_at(batches, self.size)
             .at(&self.log_path)?;
@@ -372,6 +379,11 @@ impl LogSegment {
         header: &BatchHeader,
         config: &LogConfig,
     ) -> Result<(), LogError> {
+        disk::check(DiskOp::Write {
+            path: &self.log_path,
+            len: (BATCH_HEADER_LEN + body.len()) as u64,
+        })
+        .at(&self.log_path)?;
         write_all_vectored(&self.log, &[header_bytes, body], self.size).at(&self.log_path)?;
         let position = self.size;
         self.index_batch(header, position, config);
@@ -613,7 +625,7 @@ impl LogSegment {
     }
 
     pub fn flush(&self) -> Result<(), LogError> {
-        self.log.sync_data().at(&self.log_path)?;
+        disk::sync_data(&self.log, &self.log_path).at(&self.log_path)?;
         self.offset_index.flush()?;
         self.time_index.flush()
     }

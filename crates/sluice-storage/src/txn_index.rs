@@ -165,8 +165,13 @@ impl TxnIndex {
             };
         }
         let tmp = path.with_extension("txnindex.tmp");
+        sluice_rt::disk::check(sluice_rt::disk::DiskOp::Write {
+            path: &tmp,
+            len: bytes.len() as u64,
+        })
+        .at(&tmp)?;
         fs::write(&tmp, &bytes).at(&tmp)?;
-        fs::rename(&tmp, &path).at(&path)
+        sluice_rt::disk::rename(&tmp, &path).at(&path)
     }
 }
 
