@@ -77,6 +77,30 @@ struct PartitionState {
     last_committed: Option<i64>,
 }
 
+impl PartitionState {
+    /// Move buffered records to `out` (until it holds `max`), advancing the position past
+    /// each. Once the buffer is empty the position is the next fetch offset: past the
+    /// control batches and aborted transactions the fetch skipped, as Kafka's consumer
+    /// moves it (a partition ending in a commit marker is read to its end, not to one
+    /// short of it).
+    fn drain_into(&mut self, out: &mut Vec<ConsumerRecord>, max: usize) {
+        while out.len() < max {
+            let Some(r) = self.buffered.pop_front() else {
+                break;
+            };
+            self.position = Some(r.offset + 1);
+            out.push(r);
+        }
+        if self.buffered.is_empty() {
+            if let Some(next) = self.fetch_position {
+                if self.position.is_some_and(|p| p < next) {
+                    self.position = Some(next);
+                }
+            }
+        }
+    }
+}
+
 type FetchOutcome = (i32, Vec<(TopicPartition, u64, i64)>, Result<FetchResponse>);
 
 type JoinResult = std::result::Result<Result<Joined>, tokio::task::JoinError>;
@@ -750,13 +774,7 @@ impl Consumer {
             if state.paused {
                 continue;
             }
-            while out.len() < self.config.max_poll_records {
-                let Some(r) = state.buffered.pop_front() else {
-                    break;
-                };
-                state.position = Some(r.offset + 1);
-                out.push(r);
-            }
+            state.drain_into(&mut out, self.config.max_poll_records);
             if out.len() >= self.config.max_poll_records {
                 break;
             }
@@ -1248,5 +1266,43 @@ impl futures_core::Stream for RecordStream {
                 StreamState::Gone => return Poll::Ready(None),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(offset: i64) -> ConsumerRecord {
+        ConsumerRecord {
+            topic: Arc::from("t"),
+            partition: 0,
+            offset,
+            timestamp: 0,
+            key: None,
+            value: None,
+            headers: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn the_position_passes_a_trailing_control_batch_once_the_records_are_returned() {
+        // Records 0 and 1, then a commit marker at 2: the next fetch starts at 3.
+        let mut state = PartitionState {
+            position: Some(0),
+            fetch_position: Some(3),
+            buffered: [record(0), record(1)].into_iter().collect(),
+            ..PartitionState::default()
+        };
+        let mut out = Vec::new();
+        state.drain_into(&mut out, 1);
+        assert_eq!((out.len(), state.position), (1, Some(1)));
+        state.drain_into(&mut out, 10);
+        assert_eq!((out.len(), state.position), (2, Some(3)));
+        // A seek back behind the fetch position is not undone.
+        state.position = Some(0);
+        state.fetch_position = Some(0);
+        state.drain_into(&mut out, 10);
+        assert_eq!(state.position, Some(0));
     }
 }
