@@ -31,6 +31,8 @@ pub struct ControllerDefaults {
     pub delete_topic_enable: bool,
     /// The broker default of `unclean.leader.election.enable`.
     pub unclean_leader_election: bool,
+    /// The broker default of `min.insync.replicas`.
+    pub min_insync_replicas: i32,
 }
 
 pub struct Controller {
@@ -60,7 +62,11 @@ impl Controller {
 
     /// A (re)registration: a new incarnation gets a new epoch and starts fenced. A broker
     /// re-registering while it still leads partitions (it restarted faster than its
-    /// session expired) is fenced first so those partitions move or go offline.
+    /// session expired) is fenced first so those partitions move or go offline. A new
+    /// incarnation may have lost what its last one had not fsynced (a power loss), so it
+    /// also leaves every ISR it is not the last member of, even below
+    /// `min.insync.replicas`: another member holds every committed record, it may not (as
+    /// Kafka's KIP-966 takes a broker back from an unclean shutdown out of the ISR).
     pub fn register_broker(
         &self,
         image: &MetadataImage,
@@ -69,10 +75,7 @@ impl Controller {
         endpoints: Vec<Endpoint>,
         rack: Option<String>,
     ) -> Vec<MetadataRecord> {
-        let mut records = match image.brokers.get(&node_id) {
-            Some(b) if !b.fenced => self.fence_broker(image, node_id),
-            _ => Vec::new(),
-        };
+        let mut records = self.fence(image, node_id, true);
         let epoch = image.brokers.get(&node_id).map_or(0, |b| b.epoch + 1);
         records.push(MetadataRecord::RegisterBroker {
             node_id,
@@ -85,6 +88,15 @@ impl Controller {
         records
     }
 
+    fn min_isr(&self, image: &MetadataImage, topic: &str) -> usize {
+        image
+            .topic_configs(topic)
+            .get("min.insync.replicas")
+            .and_then(|v| v.parse::<i32>().ok())
+            .unwrap_or(self.defaults.min_insync_replicas)
+            .max(1) as usize
+    }
+
     fn unclean(&self, image: &MetadataImage, topic: &str) -> bool {
         image
             .topic_configs(topic)
@@ -94,25 +106,47 @@ impl Controller {
             })
     }
 
-    /// Fence `node_id` (session expired, controlled shutdown, re-registration): it leaves
-    /// every ISR (but never empties one) and each partition it led gets a new leader from
-    /// the ISR, or none.
+    /// Fence `node_id` (session expired, controlled shutdown): each partition it led gets a
+    /// new leader from the ISR, or none, and it leaves every ISR that keeps
+    /// `min.insync.replicas` members without it. Where it would not, it stays in the ISR,
+    /// fenced (leading nothing): the remaining members alone need not hold everything
+    /// acknowledged to disk (a leader fsyncs its log only when it shrinks the ISR to itself),
+    /// and if they lose power before the leader, alive, takes the fenced replica out itself,
+    /// the fenced one is the replica with every committed record (what Kafka's KIP-966
+    /// keeps as an eligible leader replica). Found by the simulator (seed 319 of the
+    /// batch that found it): a power loss of the last remaining member after the other was
+    /// fenced lost acknowledged records.
     pub fn fence_broker(&self, image: &MetadataImage, node_id: i32) -> Vec<MetadataRecord> {
+        self.fence(image, node_id, false)
+    }
+
+    /// [`Self::fence_broker`]; with `restarted` (a new incarnation registering) it leaves
+    /// every ISR but one it is the last member of.
+    fn fence(&self, image: &MetadataImage, node_id: i32, restarted: bool) -> Vec<MetadataRecord> {
         let Some(b) = image.brokers.get(&node_id) else {
             return Vec::new();
         };
-        let mut records = vec![MetadataRecord::FenceBroker {
-            node_id,
-            epoch: b.epoch,
-        }];
+        let mut records = Vec::new();
+        if !b.fenced {
+            records.push(MetadataRecord::FenceBroker {
+                node_id,
+                epoch: b.epoch,
+            });
+        }
         let is_live = |r: i32| r != node_id && image.is_live(r);
         for t in image.topics.values() {
             let unclean = self.unclean(image, &t.name);
+            let min_isr = self.min_isr(image, &t.name);
             for (p, reg) in &t.partitions {
                 if !reg.replicas.contains(&node_id) {
                     continue;
                 }
-                let isr = isr_without(&reg.isr, node_id);
+                let rest = isr_without(&reg.isr, node_id);
+                let isr = if !restarted && rest.len() < reg.isr.len() && rest.len() < min_isr {
+                    reg.isr.clone()
+                } else {
+                    rest
+                };
                 let (leader, isr) = if reg.leader == node_id || reg.leader < 0 {
                     let e = elect(&reg.replicas, &isr, is_live, unclean);
                     (e.leader, e.isr)
@@ -1101,6 +1135,7 @@ mod tests {
                     replication_factor: 1,
                     delete_topic_enable: true,
                     unclean_leader_election: false,
+                    min_insync_replicas: 1,
                 }),
                 image: MetadataImage::empty(),
             };
@@ -1273,6 +1308,46 @@ mod tests {
         assert_eq!(k.partition("c", 0).leader, -1);
         let u = k.partition("u", 0);
         assert_eq!((u.leader, u.isr), (2, vec![2]));
+    }
+
+    #[test]
+    fn a_fenced_replica_stays_in_an_isr_at_min_insync_until_a_restart_takes_the_other_out() {
+        let mut k = Cluster::new(&[1, 2, 3]);
+        k.create(&[CreateTopicSpec {
+            name: "t".into(),
+            num_partitions: -1,
+            replication_factor: -1,
+            assignments: vec![(0, vec![1, 2, 3])],
+            configs: vec![("min.insync.replicas".into(), Some("2".into()))],
+        }]);
+        k.create(&[spec("u", 1, 3)]);
+        // Broker 2's session expires: the ISR keeps two members without it.
+        let r = k.c.fence_broker(&k.image, 2);
+        k.apply(r);
+        assert_eq!(k.partition("t", 0).isr, vec![1, 3]);
+        // With the default min.insync.replicas=1 it leaves as before.
+        let r = k.c.fence_broker(&k.image, 3);
+        let mut u = k.image.clone();
+        for rec in &r {
+            u.apply(u.offset + 1, rec);
+        }
+        assert_eq!(u.topic("u").unwrap().partitions[&0].isr.len(), 1);
+        // Then broker 3's: leaving broker 1 alone would drop below min.insync.replicas,
+        // so 3 stays (fenced), still eligible.
+        k.apply(r);
+        let p = k.partition("t", 0);
+        assert_eq!((p.leader, p.isr), (1, vec![1, 3]));
+        // Broker 1 (the leader) comes back as a new incarnation, which may have lost its
+        // unsynced tail: it leaves the ISR, and broker 3, which has every committed
+        // record, leads once it is back.
+        let r =
+            k.c.register_broker(&k.image, 1, Uuid::new_v4(), vec![], None);
+        k.apply(r);
+        let p = k.partition("t", 0);
+        assert_eq!((p.leader, p.isr), (-1, vec![3]));
+        let r = k.c.unfence_broker(&k.image, 3);
+        k.apply(r);
+        assert_eq!(k.partition("t", 0).leader, 3);
     }
 
     #[test]

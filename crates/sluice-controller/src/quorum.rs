@@ -79,6 +79,10 @@ struct Active {
     /// The term this state belongs to: a new term starts afresh.
     term: u64,
     sessions: HashMap<i32, Session>,
+    /// This controller lost touch with its quorum (a majority did not confirm its
+    /// leadership within two election timeouts): brokers' heartbeats may not have reached
+    /// it either.
+    cut_off: bool,
 }
 
 /// openraft 0.9 draws each voter's election timeout once, at start, and checks it on a
@@ -127,6 +131,9 @@ pub struct QuorumController {
     /// Fault injection: when set, Raft traffic to and from this node is dropped.
     isolated: Arc<AtomicBool>,
     session_timeout: Duration,
+    /// How long this controller waits for a quorum to confirm its leadership before it
+    /// counts itself cut off.
+    quorum_gap: Duration,
     rebalance: Option<(Duration, i64)>,
     /// This node's `controller.quorum.voters` addresses.
     voters: BTreeMap<u64, String>,
@@ -201,6 +208,7 @@ impl QuorumController {
             active: tokio::sync::Mutex::new(Active::default()),
             isolated,
             session_timeout: Duration::from_millis(config.session_timeout_ms.max(1)),
+            quorum_gap: Duration::from_millis(election * 2),
             rebalance: config.auto_leader_rebalance.then(|| {
                 (
                     Duration::from_millis(config.imbalance_check_ms.max(1)),
@@ -506,6 +514,39 @@ impl QuorumController {
             return;
         };
         let now = Instant::now();
+        // Cut off from its quorum, this controller heard no heartbeats, and none could
+        // reach it: that says nothing of the brokers. Before it fences anyone it makes sure
+        // a quorum still answers it; while none does it fences nobody, and once one does
+        // again it starts every session afresh, as a newly elected controller does, rather
+        // than fence them all for its own isolation (seen in the simulator, seed 405: a
+        // controller isolated for 4 s fenced every broker at the heal, which left a replica
+        // back from a power loss the last of an ISR).
+        let image = self.shared.current();
+        let expired = image.live_brokers().any(|b| {
+            active
+                .sessions
+                .get(&b.node_id)
+                .is_some_and(|s| now.duration_since(s.last_seen) > self.session_timeout)
+        });
+        if expired {
+            let confirmed =
+                tokio::time::timeout(self.quorum_gap, self.raft.ensure_linearizable()).await;
+            if !matches!(confirmed, Ok(Ok(_))) {
+                active.cut_off = true;
+                return;
+            }
+        }
+        if std::mem::take(&mut active.cut_off) {
+            info!(
+                node_id = self.node_id,
+                "in touch with the quorum again: broker sessions start afresh"
+            );
+            let now = Instant::now();
+            for s in active.sessions.values_mut() {
+                s.last_seen = now;
+            }
+            return;
+        }
         let image = self.shared.current();
         for b in image.live_brokers() {
             let s = active.sessions.entry(b.node_id).or_insert(Session {
@@ -521,13 +562,20 @@ impl QuorumController {
                     "broker session expired: fencing it"
                 );
                 let latest = self.shared.current();
-                if let Err(e) = self
+                let started = Instant::now();
+                let written = self
                     .write(self.planner.fence_broker(&latest, b.node_id))
-                    .await
-                {
+                    .await;
+                if let Err(e) = written {
                     warn!(broker = b.node_id, error = ?e, "could not fence broker");
-                    return;
                 }
+                // One broker per round: heartbeats wait for this state while the write
+                // does, so the others' sessions are looked at again once they are in. A
+                // write that waited long for its quorum means this controller was cut off.
+                if started.elapsed() > self.quorum_gap {
+                    active.cut_off = true;
+                }
+                return;
             }
         }
     }
@@ -709,6 +757,22 @@ impl QuorumController {
                 Ok(self.fetch(offset, wait).await.encode())
             }
             other => Err(format!("unknown internal request kind {other}")),
+        }
+    }
+
+    /// Resolves, with the error, once the Raft core has stopped on a fatal error (a write or
+    /// fsync of the metadata log failed): the node must stop, as Kafka's process exits,
+    /// rather than go on with metadata it can no longer keep (it would lead partitions on a
+    /// view of the cluster that never changes again). Never resolves otherwise.
+    pub async fn fatal(&self) -> String {
+        let mut m = self.raft.metrics();
+        loop {
+            if let Err(e) = &m.borrow_and_update().running_state {
+                return e.to_string();
+            }
+            if m.changed().await.is_err() {
+                std::future::pending::<()>().await;
+            }
         }
     }
 

@@ -321,6 +321,10 @@ impl Node {
                     unclean_leader_election: config
                         .value("unclean.leader.election.enable")
                         .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+                    min_insync_replicas: config
+                        .value("min.insync.replicas")
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(1),
                 },
             })
             .await
@@ -643,6 +647,17 @@ impl Node {
     /// The controller quorum member on this node, if it has the controller role.
     pub fn quorum(&self) -> Option<&Arc<QuorumController>> {
         self.quorum.as_ref()
+    }
+
+    /// Resolves, with the error, once the node can no longer go on: its controller quorum
+    /// member stopped on a fatal error (its metadata log cannot be written). The process
+    /// should exit then, without a controlled shutdown, as Kafka's does. Never resolves on a
+    /// node without the controller role.
+    pub async fn fatal(&self) -> String {
+        match &self.quorum {
+            Some(q) => q.fatal().await,
+            None => std::future::pending().await,
+        }
     }
 
     /// Controlled shutdown (leaderships move away first), then stop accepting, finish

@@ -200,7 +200,14 @@ fn run_server(config_file: Option<PathBuf>, overrides: Vec<String>, json_logs: b
                 return ExitCode::FAILURE;
             }
         };
-        wait_for_signal().await;
+        tokio::select! {
+            () = wait_for_signal() => {}
+            e = node.fatal() => {
+                error!("fatal error, exiting: {e}");
+                eprintln!("sluice: fatal error, exiting: {e}");
+                return ExitCode::FAILURE;
+            }
+        }
         match node.shutdown().await {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {

@@ -25,6 +25,7 @@ use super::state::{
     Effect, GroupConfig, GroupMachine, GroupState, JoinOutcome, JoinRequest, SyncOutcome, Token,
 };
 use crate::metadata_cache::MetadataCache;
+use crate::replica::append::Appended;
 use crate::replica::manager::ReplicaManager;
 use crate::replica::{Acks, AppendOrigin};
 
@@ -616,7 +617,8 @@ impl Coordinator {
                 let _ = tx.send(Ok(results));
             }
             Command::Commit(req, tx) => {
-                let _ = tx.send(self.commit(req, now));
+                let written = self.commit(req, now);
+                answer_when_replicated(&self.replicas, written, tx);
             }
             Command::Fetch(group, topics, require_stable, tx) => {
                 if require_stable && self.has_pending(&group, topics.as_deref()) {
@@ -673,7 +675,8 @@ impl Coordinator {
                 let _ = tx.send(Ok(results));
             }
             Command::TxnCommit(req, tx) => {
-                let _ = tx.send(self.txn_commit(req, now));
+                let written = self.txn_commit(req, now);
+                answer_when_replicated(&self.replicas, written, tx);
             }
             Command::CompleteTxn(producer_id, partition, commit, marker_offset, tx) => {
                 if self
@@ -727,6 +730,10 @@ impl Coordinator {
             let replicas = Arc::clone(&self.replicas);
             let tx = self.tx.clone();
             tokio::spawn(async move {
+                let tp = TopicPartition::new(OFFSETS_TOPIC, partition);
+                if !replicas.await_committed_log(&tp, epoch).await {
+                    return; // deposed before its log was committed: the next leader loads
+                }
                 let result = sluice_rt::task::spawn_blocking(move || load(&replicas, partition))
                     .await
                     .unwrap_or_default();
@@ -898,7 +905,7 @@ impl Coordinator {
         group: &str,
         records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
     ) -> Result<(), ErrorCode> {
-        self.append_batch(group, records, None)
+        self.append_batch(group, records, None).map(drop)
     }
 
     /// Append records to the group's `__consumer_offsets` partition; with `producer`, as
@@ -908,7 +915,7 @@ impl Coordinator {
         group: &str,
         records: Vec<(Vec<u8>, Option<Vec<u8>>)>,
         producer: Option<(i64, i16)>,
-    ) -> Result<(), ErrorCode> {
+    ) -> Result<Appended, ErrorCode> {
         let tp = TopicPartition::new(
             OFFSETS_TOPIC,
             partition_for(group, self.config.offsets_partitions),
@@ -929,7 +936,6 @@ impl Coordinator {
         };
         self.replicas
             .append_blocking(origin, Acks::All, &tp, bytes.into())
-            .map(|_| ())
             .map_err(|e| match e.code() {
                 ErrorCode::NotLeaderOrFollower | ErrorCode::UnknownTopicOrPartition => {
                     ErrorCode::NotCoordinator
@@ -979,11 +985,9 @@ impl Coordinator {
         (results, records, accepted)
     }
 
-    fn commit(
-        &mut self,
-        req: CommitRequest,
-        now: i64,
-    ) -> Result<Vec<Option<ErrorCode>>, ErrorCode> {
+    /// OffsetCommit: the offsets are written (and remembered) now; the answer waits for the
+    /// write to be replicated (see [`answer_when_replicated`]).
+    fn commit(&mut self, req: CommitRequest, now: i64) -> Result<CommitWritten, ErrorCode> {
         self.machine.check_commit(
             &req.group_id,
             req.generation,
@@ -993,25 +997,28 @@ impl Coordinator {
             now,
         )?;
         let (results, records, accepted) = self.offset_records(&req.group_id, &req.offsets, now);
+        let mut written = None;
         if !records.is_empty() {
-            if let Err(code) = self.append(&req.group_id, records) {
-                return Ok(results.into_iter().map(|r| r.or(Some(code))).collect());
+            match self.append_batch(&req.group_id, records, None) {
+                Ok(a) => written = Some(a),
+                Err(code) => {
+                    return Ok((
+                        results.into_iter().map(|r| r.or(Some(code))).collect(),
+                        None,
+                    ))
+                }
             }
         }
         let committed = self.offsets.entry(req.group_id.clone()).or_default();
         for (k, v) in accepted {
             committed.insert(k, v);
         }
-        Ok(results)
+        Ok((results, written))
     }
 
     /// TxnOffsetCommit: written now as the producer's transactional batch, visible (to
     /// OffsetFetch) only once the commit marker arrives.
-    fn txn_commit(
-        &mut self,
-        req: TxnCommitRequest,
-        now: i64,
-    ) -> Result<Vec<Option<ErrorCode>>, ErrorCode> {
+    fn txn_commit(&mut self, req: TxnCommitRequest, now: i64) -> Result<CommitWritten, ErrorCode> {
         self.machine.check_txn_commit(
             &req.group_id,
             req.generation,
@@ -1020,10 +1027,17 @@ impl Coordinator {
             now,
         )?;
         let (results, records, accepted) = self.offset_records(&req.group_id, &req.offsets, now);
+        let mut written = None;
         if !records.is_empty() {
             let producer = Some((req.producer_id, req.producer_epoch));
-            if let Err(code) = self.append_batch(&req.group_id, records, producer) {
-                return Ok(results.into_iter().map(|r| r.or(Some(code))).collect());
+            match self.append_batch(&req.group_id, records, producer) {
+                Ok(a) => written = Some(a),
+                Err(code) => {
+                    return Ok((
+                        results.into_iter().map(|r| r.or(Some(code))).collect(),
+                        None,
+                    ))
+                }
             }
         }
         let pending = self
@@ -1035,7 +1049,7 @@ impl Coordinator {
         for (k, v) in accepted {
             pending.insert(k, v);
         }
-        Ok(results)
+        Ok((results, written))
     }
 
     /// A marker for `producer_id` in `partition`: its pending offsets of the groups there
@@ -1207,6 +1221,45 @@ impl Coordinator {
             }
         }
     }
+}
+
+/// An offset commit's per-partition results, and its write to `__consumer_offsets` (None
+/// when nothing was written).
+type CommitWritten = (Vec<Option<ErrorCode>>, Option<Appended>);
+
+/// How long an offset commit waits for its write to be replicated (Kafka's
+/// `offsets.commit.timeout.ms` default).
+const OFFSETS_COMMIT_TIMEOUT: Duration = Duration::from_millis(5000);
+
+/// Answer an offset commit once its write is committed in `__consumer_offsets` (replicated
+/// to the ISR, as Kafka's coordinator appends with acks=all), without holding up the
+/// coordinator: an acknowledged commit survives the coordinator's failover. Replication
+/// errors become the codes Kafka's coordinator answers (COORDINATOR_NOT_AVAILABLE, or
+/// NOT_COORDINATOR when this replica was deposed), which clients retry.
+fn answer_when_replicated(
+    replicas: &Arc<ReplicaManager>,
+    written: Result<CommitWritten, ErrorCode>,
+    tx: oneshot::Sender<Result<Vec<Option<ErrorCode>>, ErrorCode>>,
+) {
+    let (results, appended) = match written {
+        Ok((results, Some(appended))) => (results, appended),
+        Ok((results, None)) => return drop(tx.send(Ok(results))),
+        Err(code) => return drop(tx.send(Err(code))),
+    };
+    let replicas = Arc::clone(replicas);
+    tokio::spawn(async move {
+        let outcome = replicas
+            .await_replication(&[&appended], OFFSETS_COMMIT_TIMEOUT)
+            .await;
+        let code = outcome
+            .first()
+            .and_then(|o| o.error())
+            .map(|code| match code {
+                ErrorCode::NotLeaderOrFollower => ErrorCode::NotCoordinator,
+                _ => ErrorCode::CoordinatorNotAvailable,
+            });
+        let _ = tx.send(Ok(results.into_iter().map(|r| r.or(code)).collect()));
+    });
 }
 
 /// Whether a consumer-protocol subscription (v0+: version i16, topics [string], ...) names

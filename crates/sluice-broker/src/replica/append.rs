@@ -196,6 +196,27 @@ impl ReplicaManager {
 }
 
 impl ReplicaManager {
+    /// Wait until this broker's log of `tp`, which it leads in `epoch`, is committed to its
+    /// end (the high watermark at the log end). True then; false once it no longer leads
+    /// `tp` in `epoch`. A coordinator loads its partition only after this: a new leader's
+    /// tail past the high watermark is lost if it is deposed before its followers have it,
+    /// and what a coordinator does on a loaded state (transaction markers written to other
+    /// partitions) cannot be undone. Raft's leaders wait likewise for an entry of their own
+    /// term before they act on their log.
+    pub async fn await_committed_log(&self, tp: &TopicPartition, epoch: i32) -> bool {
+        loop {
+            let Some(p) = self.get(tp) else { return false };
+            let s = p.state();
+            if !s.is_leader() || s.leader_epoch() != epoch {
+                return false;
+            }
+            if s.high_watermark() >= p.log_end_offset() {
+                return true;
+            }
+            self.await_change(tp, Duration::from_millis(500)).await;
+        }
+    }
+
     /// Wait until `tp` changes (an append, a new high watermark or leader), at most
     /// `timeout`.
     pub async fn await_change(&self, tp: &TopicPartition, timeout: Duration) {

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use sluice_protocol::types::TopicPartition;
 use tokio::sync::watch;
-use tracing::{debug, info};
+use tracing::{debug, info, warn};
 
 use crate::controller_api::ControllerApi;
 use crate::metadata_cache::MetadataCache;
@@ -54,6 +54,20 @@ pub async fn run_isr_checks(
             let in_flight = Arc::clone(&in_flight);
             let tp = p.tp.clone();
             tokio::spawn(async move {
+                if change.isr.len() == 1 {
+                    // Left alone in the ISR, this leader's disk will hold the only copy of
+                    // what acks=all acknowledged: make it durable first (see flush_log).
+                    let flushed =
+                        sluice_rt::task::spawn_blocking(move || p.flush_log(crate::now_ms())).await;
+                    if !matches!(flushed, Ok(Ok(()))) {
+                        warn!(partition = %tp, "not shrinking the ISR to the leader alone: its log cannot be fsynced");
+                        in_flight
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner)
+                            .remove(&tp);
+                        return;
+                    }
+                }
                 match controller.alter_partition(&change).await {
                     Ok(Ok(())) => {
                         info!(partition = %tp, isr = ?change.isr, "ISR changed");

@@ -314,7 +314,14 @@ impl ReplicaManager {
                 Some(p) => p,
                 None => self.create_partition(&tp, *id, new, effective, now_ms)?,
             };
+            let isr_before = partition.state().isr().len();
             partition.update_registration(reg);
+            if reg.leader == self.node_id && reg.isr.len() == 1 && isr_before > 1 {
+                // This leader's disk now holds the only copy the cluster promises to keep.
+                if let Err(e) = partition.flush_log(now_ms) {
+                    warn!(partition = %tp, error = %e, "cannot fsync the log of a leader left alone in its ISR");
+                }
+            }
         }
         // Dynamic broker configs changed: every topic's defaults may have.
         let broker_changed = DynamicBrokerConfigs::from_image(old, self.node_id)

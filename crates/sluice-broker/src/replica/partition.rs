@@ -185,6 +185,10 @@ impl Partition {
             let epoch_changed = s.leader_epoch() != reg.leader_epoch || s.leader_id() != reg.leader;
             s.set_partition_epoch(reg.partition_epoch);
             // Waiters learn of a new HW, and of a new leader (acks=all answers at once).
+            let isr_changed = s.isr() != reg.isr.as_slice();
+            if epoch_changed || isr_changed {
+                tracing::debug!(partition = %self.tp, leader = reg.leader, leader_epoch = reg.leader_epoch, isr = ?reg.isr, "partition registration changed");
+            }
             s.update_registration(reg.leader, reg.leader_epoch, &reg.replicas, &reg.isr)
                 || epoch_changed
         };
@@ -475,6 +479,19 @@ impl Partition {
         sluice_storage::log_manager::run_pending_io(&self.log, io)
             .map_err(|e| log_error_code(&e))?;
         Ok(start)
+    }
+
+    /// fsync everything this replica holds. A leader does this before its ISR shrinks to
+    /// itself alone, and again when the controller's metadata says it has: from then on its
+    /// disk holds the only copy of what acks=all acknowledged, and a power loss must not
+    /// take that copy's unsynced tail with it (the replica would come back as the last
+    /// member of the ISR, so the leader, and the others would truncate to it). Kafka closes
+    /// the same hole with KIP-966's eligible leader replicas.
+    pub fn flush_log(&self, now_ms: i64) -> Result<(), LogError> {
+        self.log
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .flush(now_ms)
     }
 
     /// Leader: the ISR change this partition needs now, as a request for the controller.

@@ -90,7 +90,10 @@ impl ReplicaState {
             .isr
             .iter()
             .copied()
-            .filter(|r| *r == self.node_id || caught_up(r))
+            // A fenced replica goes at once: the controller leaves it in an ISR that would
+            // otherwise drop below min.insync.replicas, for the leader to take it out after
+            // making its own log durable (see flush_log).
+            .filter(|r| *r == self.node_id || (caught_up(r) && live(*r)))
             .collect();
         for r in &self.replicas {
             let reached = self

@@ -402,6 +402,9 @@ impl Coordinator {
                 let replicas = Arc::clone(&self.replicas);
                 let tx = self.tx.clone();
                 tokio::spawn(async move {
+                    if !replicas.await_committed_log(&tp, epoch).await {
+                        return; // deposed before its log was committed: the next leader loads
+                    }
                     let txns = sluice_rt::task::spawn_blocking(move || load(&replicas, partition))
                         .await
                         .unwrap_or_default();
