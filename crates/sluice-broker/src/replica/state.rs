@@ -24,6 +24,13 @@ pub struct ReplicaState {
     follower_times: BTreeMap<i32, (i64, i64, i64)>,
     /// When this replica last became leader (set by the first ISR check after).
     leader_since: Option<i64>,
+    /// The ISR change this leader proposed and the partition epoch it was computed from,
+    /// until metadata moves past that epoch. Until then the HW counts the proposed ISR's
+    /// new members too (Kafka's "maximal ISR", KIP-497): the controller may already have
+    /// committed them, and an ISR member must hold everything below the HW, or its
+    /// election loses acknowledged records (seen in the simulator, seed 1848: a replica
+    /// joined at HW 1320 while the leader, not yet told, took the HW to 1352 without it).
+    pending_isr: Option<(i32, Vec<i32>)>,
 }
 
 impl ReplicaState {
@@ -40,11 +47,20 @@ impl ReplicaState {
             partition_epoch: -1,
             follower_times: BTreeMap::new(),
             leader_since: None,
+            pending_isr: None,
         }
     }
 
     pub fn set_partition_epoch(&mut self, epoch: i32) {
         self.partition_epoch = epoch;
+        // Committed, or refused as stale: either way metadata now says what the ISR is.
+        if self
+            .pending_isr
+            .as_ref()
+            .is_some_and(|(base, _)| *base != epoch)
+        {
+            self.pending_isr = None;
+        }
     }
 
     pub fn partition_epoch(&self) -> i32 {
@@ -107,6 +123,9 @@ impl ReplicaState {
         let (mut a, mut b) = (isr.clone(), self.isr.clone());
         a.sort_unstable();
         b.sort_unstable();
+        // The caller sends the proposal; no other is made for this partition while it is
+        // in flight, so the last one made is the one pending.
+        self.pending_isr = (a != b).then(|| (self.partition_epoch, isr.clone()));
         (a != b).then_some(isr)
     }
 
@@ -132,6 +151,7 @@ impl ReplicaState {
             self.follower_leos.clear();
             self.follower_times.clear();
             self.leader_since = None;
+            self.pending_isr = None;
         }
         self.maybe_advance_hw()
     }
@@ -205,9 +225,15 @@ impl ReplicaState {
         if !self.is_leader() {
             return false;
         }
+        let joining = self
+            .pending_isr
+            .iter()
+            .flat_map(|(_, isr)| isr)
+            .filter(|id| !self.isr.contains(id));
         let mut candidate = self
             .isr
             .iter()
+            .chain(joining)
             .map(|id| self.leo_of(*id))
             .min()
             .unwrap_or(self.log_end_offset)
@@ -305,6 +331,43 @@ mod tests {
         s.on_follower_fetch_at(1, 15, 2_500);
         s.on_follower_fetch_at(2, 30, 2_500);
         assert_eq!(s.isr_proposal(2_500, 500, live), Some(vec![0, 2]));
+    }
+
+    /// A replica proposed to join the ISR holds the HW back from the moment the leader
+    /// proposes it: the controller may commit it before the leader hears, and a member of
+    /// the ISR missing records below the HW could be elected and lose them.
+    #[test]
+    fn a_proposed_isr_member_holds_the_hw_back_until_metadata_says() {
+        let live = |_: i32| true;
+        let mut s = ReplicaState::new(0, 0, 0);
+        s.set_partition_epoch(4);
+        s.update_registration(0, 1, &[0, 1, 2], &[0, 1]);
+        s.on_local_append(20);
+        s.on_follower_fetch_at(1, 20, 1_000);
+        assert_eq!(s.high_watermark(), 20);
+        s.on_follower_fetch_at(2, 20, 1_000);
+        assert_eq!(s.isr_proposal(1_000, 500, live), Some(vec![0, 1, 2]));
+        s.on_local_append(30);
+        s.on_follower_fetch_at(1, 30, 1_100);
+        assert_eq!(
+            s.high_watermark(),
+            20,
+            "replica 2 may already be in the ISR"
+        );
+        s.on_follower_fetch_at(2, 30, 1_200);
+        assert_eq!(s.high_watermark(), 30);
+        // Committed: metadata at the next partition epoch; the ISR is what it says.
+        s.set_partition_epoch(5);
+        s.update_registration(0, 1, &[0, 1, 2], &[0, 1, 2]);
+        assert_eq!(s.isr_proposal(1_300, 500, live), None);
+        // A shrink proposal keeps the leaving member counted until it is committed.
+        s.on_local_append(40);
+        s.on_follower_fetch_at(1, 40, 1_900);
+        assert_eq!(s.isr_proposal(1_900, 500, live), Some(vec![0, 1]));
+        assert_eq!(s.high_watermark(), 30);
+        s.set_partition_epoch(6);
+        s.update_registration(0, 1, &[0, 1, 2], &[0, 1]);
+        assert_eq!(s.high_watermark(), 40);
     }
 
     #[test]

@@ -26,6 +26,7 @@ use sluice_protocol::compression::Compression;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
 use tracing::{debug, info, warn};
 
 use super::markers::{MarkerJob, MarkerWriter};
@@ -316,6 +317,41 @@ struct Entry {
     before: Option<Option<TxnMetadata>>,
     /// Markers are being written.
     writing_markers: bool,
+    /// The open transaction this coordinator has seen (its `txn_start_ms`) and the
+    /// monotonic instant it counts as its start. The timeout runs on this clock: a
+    /// transaction begun while the wall clock was stepped forward would otherwise stay
+    /// open, holding back every read_committed consumer, until the wall clock caught up.
+    opened: Option<(i64, Instant)>,
+}
+
+impl Entry {
+    fn new(meta: TxnMetadata, before: Option<Option<TxnMetadata>>) -> Self {
+        Entry {
+            meta,
+            before,
+            writing_markers: false,
+            opened: None,
+        }
+    }
+
+    /// How long the open transaction has been open, by the monotonic clock. First seen
+    /// here (begun, or loaded after a failover), it counts as open for as long as the
+    /// wall clock says, within 0..=its timeout.
+    fn open_ms(&mut self, now_ms: i64, now: Instant) -> i64 {
+        let start = self.meta.txn_start_ms;
+        let since = match self.opened {
+            Some((seen, since)) if seen == start => since,
+            _ => {
+                let by_wall = (now_ms - start).clamp(0, self.meta.timeout_ms.max(0));
+                let since = now
+                    .checked_sub(Duration::from_millis(by_wall as u64))
+                    .unwrap_or(now);
+                self.opened = Some((start, since));
+                since
+            }
+        };
+        now.duration_since(since).as_millis() as i64
+    }
 }
 
 struct Coordinator {
@@ -484,14 +520,8 @@ impl Coordinator {
                     if matches!(meta.state, TxnState::PrepareCommit | TxnState::PrepareAbort) {
                         resume.push(meta.transactional_id.clone());
                     }
-                    self.txns.insert(
-                        meta.transactional_id.clone(),
-                        Entry {
-                            meta,
-                            before: None,
-                            writing_markers: false,
-                        },
-                    );
+                    self.txns
+                        .insert(meta.transactional_id.clone(), Entry::new(meta, None));
                 }
                 for id in resume {
                     self.start_markers(&id);
@@ -699,14 +729,7 @@ impl Coordinator {
                 e.before = Some(Some(std::mem::replace(&mut e.meta, next)));
             }
             None => {
-                self.txns.insert(
-                    id.clone(),
-                    Entry {
-                        meta: next,
-                        before: Some(None),
-                        writing_markers: false,
-                    },
-                );
+                self.txns.insert(id.clone(), Entry::new(next, Some(None)));
             }
         }
         let tx = self.tx.clone();
@@ -784,13 +807,17 @@ impl Coordinator {
 
     fn abort_timed_out(&mut self) {
         let now = now_ms();
-        let expired: Vec<String> = self
+        let instant = Instant::now();
+        let expired: Vec<(String, i64)> = self
             .txns
-            .iter()
-            .filter(|(_, e)| e.before.is_none() && e.meta.timed_out(now))
-            .map(|(id, _)| id.clone())
+            .iter_mut()
+            .filter(|(_, e)| e.before.is_none() && e.meta.state == TxnState::Ongoing)
+            .filter_map(|(id, e)| {
+                let open_ms = e.open_ms(now, instant);
+                e.meta.timed_out(open_ms).then(|| (id.clone(), open_ms))
+            })
             .collect();
-        for id in expired {
+        for (id, open_ms) in expired {
             let Some(current) = self.txns.get(&id).map(|e| e.meta.clone()) else {
                 continue;
             };
@@ -798,7 +825,7 @@ impl Coordinator {
                 continue;
             }
             let mut meta = current.clone();
-            if meta.abort_timed_out(now).is_ok() {
+            if meta.abort_timed_out(open_ms, now).is_ok() {
                 info!(
                     transactional_id = id,
                     producer_id = meta.producer_id,
@@ -863,4 +890,34 @@ fn same_durable_state(a: &TxnMetadata, b: &TxnMetadata) -> bool {
         && a.partitions == b.partitions
         && a.timeout_ms == b.timeout_ms
         && a.txn_start_ms == b.txn_start_ms
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_transactions_age_follows_the_monotonic_clock_not_the_wall_clock() {
+        let mut meta = TxnMetadata::new("tx", 7, 60_000, 0);
+        meta.init_producer_id(60_000, None, 0, || 0).unwrap();
+        // Begun while this node's wall clock was stepped 242 s ahead.
+        let ahead = 1_000_000 + 242_000;
+        meta.add_partitions(7, 0, &[("out".to_string(), 0)], ahead)
+            .unwrap();
+        let mut e = Entry::new(meta, None);
+        let t0 = Instant::now();
+        assert_eq!(e.open_ms(ahead + 5, t0), 5);
+        // The wall clock steps back: the transaction still ages, and times out on time.
+        let later = t0 + Duration::from_millis(60_001);
+        assert_eq!(e.open_ms(1_000_000 + 60_001, later), 60_006);
+        let open_ms = e.open_ms(1_000_000, later);
+        assert!(e.meta.timed_out(open_ms));
+        // First seen after a failover: the wall clock's age, at most the timeout.
+        let mut loaded = Entry::new(e.meta.clone(), None);
+        assert_eq!(loaded.open_ms(ahead + 2_000, t0), 2_000);
+        let mut far = Entry::new(e.meta.clone(), None);
+        assert_eq!(far.open_ms(ahead + 900_000, later), 60_000);
+        let mut behind = Entry::new(e.meta, None);
+        assert_eq!(behind.open_ms(0, later), 0);
+    }
 }

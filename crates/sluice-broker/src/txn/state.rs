@@ -262,14 +262,16 @@ impl TxnMetadata {
         Ok(())
     }
 
-    /// An open transaction older than its timeout (`transaction.timeout.ms`).
-    pub fn timed_out(&self, now_ms: i64) -> bool {
-        self.state == TxnState::Ongoing && now_ms - self.txn_start_ms > self.timeout_ms
+    /// An open transaction that has been open for longer than its timeout
+    /// (`transaction.timeout.ms`). The caller measures `open_ms` on a monotonic clock:
+    /// `txn_start_ms` is wall-clock time, which a clock step would stretch or shrink.
+    pub fn timed_out(&self, open_ms: i64) -> bool {
+        self.state == TxnState::Ongoing && open_ms > self.timeout_ms
     }
 
-    /// Abort a timed-out transaction, fencing its producer's epoch.
-    pub fn abort_timed_out(&mut self, now_ms: i64) -> Result<(), TxnError> {
-        if !self.timed_out(now_ms) {
+    /// Abort a timed-out transaction (open for `open_ms`), fencing its producer's epoch.
+    pub fn abort_timed_out(&mut self, open_ms: i64, now_ms: i64) -> Result<(), TxnError> {
+        if !self.timed_out(open_ms) {
             return Err(TxnError::InvalidTxnState);
         }
         self.fence_and_abort(now_ms)
@@ -390,10 +392,13 @@ mod tests {
         let mut t = TxnMetadata::new("tx", 100, 1_000, 0);
         t.init_producer_id(1_000, None, 0, || 0).unwrap();
         t.add_partitions(100, 0, &[tp(0)], 10).unwrap();
-        assert!(!t.timed_out(1_010));
-        assert_eq!(t.abort_timed_out(1_010), Err(TxnError::InvalidTxnState));
-        assert!(t.timed_out(1_011));
-        t.abort_timed_out(1_011).unwrap();
+        assert!(!t.timed_out(1_000));
+        assert_eq!(
+            t.abort_timed_out(1_000, 1_010),
+            Err(TxnError::InvalidTxnState)
+        );
+        assert!(t.timed_out(1_001));
+        t.abort_timed_out(1_001, 1_011).unwrap();
         assert_eq!((t.state, t.producer_epoch), (TxnState::PrepareAbort, 1));
         t.complete(1_012).unwrap();
         // At the last epoch, the next init hands out a new producer id.
