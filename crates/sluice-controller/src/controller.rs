@@ -39,6 +39,19 @@ pub struct Controller {
     defaults: ControllerDefaults,
 }
 
+/// Where a new cluster starts handing out producer ids: a random block boundary between
+/// 2^32 and 2^42 rather than 0 (as Kafka), so that a mirror topic's producer ids, copied
+/// with its batches from another cluster (which, Kafka or Sluice, counts from its own start),
+/// do not collide with the ids this cluster gives its own producers once the mirror is
+/// promoted. A producer id whose state a partition already holds at a later sequence would
+/// otherwise be refused (OUT_OF_ORDER_SEQUENCE, which librdkafka treats as fatal).
+fn first_producer_id(random: u128) -> i64 {
+    // 2^32 rounded up to a whole block.
+    const LOW: i64 = (1 << 32) / 1000 * 1000 + 1000;
+    const BLOCKS: u128 = ((1u128 << 42) - LOW as u128) / 1000;
+    LOW + (random % BLOCKS) as i64 * 1000
+}
+
 /// A random topic id whose printed form does not start with '-' (as Kafka's
 /// `Uuid.randomUuid` guarantees, so ids never look like command-line flags).
 pub fn random_topic_id() -> Uuid {
@@ -879,7 +892,10 @@ impl Controller {
         node_id: i32,
         count: i64,
     ) -> (i64, Vec<MetadataRecord>) {
-        let first = image.next_producer_id;
+        let first = match image.next_producer_id {
+            0 => first_producer_id(sluice_rt::random_u128()),
+            next => next,
+        };
         (
             first,
             vec![MetadataRecord::ProducerIds {
@@ -1121,6 +1137,30 @@ fn validate_assignment(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn producer_ids_start_at_a_random_block_far_from_zero_and_then_count_up() {
+        for r in [0u128, 1, 12_345, u128::MAX] {
+            let first = first_producer_id(r);
+            assert!((1i64 << 32..1i64 << 42).contains(&first), "{first}");
+            assert_eq!(first % 1000, 0);
+        }
+        let c = Controller::new(ControllerDefaults {
+            num_partitions: 1,
+            replication_factor: 1,
+            delete_topic_enable: true,
+            unclean_leader_election: false,
+            min_insync_replicas: 1,
+        });
+        let mut image = MetadataImage::empty();
+        let (first, records) = c.allocate_producer_ids(&image, 1, 1000);
+        assert!(first >= 1 << 32);
+        for r in records {
+            image.apply(0, &r);
+        }
+        let (second, _) = c.allocate_producer_ids(&image, 2, 1000);
+        assert_eq!(second, first + 1000);
+    }
 
     struct Cluster {
         c: Controller,

@@ -210,7 +210,13 @@ async fn a_partitioned_leader_cannot_commit_and_its_write_is_discarded() {
     let pids = |count| ControllerRequest::AllocateProducerIds { node_id: 1, count };
     // The leader serves a write, so it is fully established as the active controller.
     let r = nodes[&old].q.handle(pids(1)).await;
-    assert!(matches!(r, ControllerResponse::Ok { .. }), "{r:?}");
+    let ControllerResponse::Ok {
+        body: ReplyBody::ProducerIds(first),
+        ..
+    } = r
+    else {
+        panic!("{r:?}");
+    };
     // Partition the leader away; the majority elects another.
     nodes[&old].q.set_isolated(true);
     let rest: BTreeMap<i32, Node> = BTreeMap::new();
@@ -238,19 +244,19 @@ async fn a_partitioned_leader_cannot_commit_and_its_write_is_discarded() {
         matches!(
             r,
             ControllerResponse::Ok {
-                body: ReplyBody::ProducerIds(1),
+                body: ReplyBody::ProducerIds(next),
                 ..
-            }
+            } if next == first + 1
         ),
         "{r:?}"
     );
     // Heal: the old leader learns the newer term, drops its uncommitted entry and catches
     // up (it may later win an election again; that is fine).
     deposed.q.set_isolated(false);
-    wait_for(&deposed.q, |i| i.next_producer_id == 1001).await;
-    // Nothing of the deposed leader's write survives anywhere (it would show as 1008).
+    wait_for(&deposed.q, |i| i.next_producer_id == first + 1001).await;
+    // Nothing of the deposed leader's write survives anywhere (it would show as first + 1008).
     for q in [&deposed.q, &majority[&new].q] {
-        assert_eq!(q.image().next_producer_id, 1001);
+        assert_eq!(q.image().next_producer_id, first + 1001);
     }
     for n in majority.values().chain([&deposed]) {
         let _ = n.stop.send(true);
