@@ -66,6 +66,17 @@ pub trait ControllerApi: Send + Sync + 'static {
         refused("take dynamic broker configs")
     }
 
+    /// Set or remove configs of cluster link `link` (removing every one deletes it).
+    fn alter_link_configs(
+        &self,
+        link: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Call<'_, Result<(), ApiError>> {
+        let _ = (link, changes, validate_only);
+        refused("keep cluster links")
+    }
+
     /// AlterPartition: commit a leader's ISR change.
     fn alter_partition(&self, change: &IsrChange) -> Call<'_, Result<(), ApiError>> {
         let _ = change;

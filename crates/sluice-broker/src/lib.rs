@@ -19,6 +19,8 @@
 //!   coordinator task.
 //! - [`txn`]: transactions: the coordinator's pure per-transactional-id state machine,
 //!   `__transaction_state` records, the coordinator task and its marker writer.
+//! - [`mirror`]: mirror topics: the leaders' copy of partitions of another cluster through
+//!   a cluster link, with their offsets.
 //! - [`broker_conn`]: broker-to-broker Kafka-protocol connections.
 //! - [`tls`]: SSL listeners' TLS acceptor and the principal of a TLS connection.
 //! - [`sasl`]: SASL authentication of a connection (PLAIN, SCRAM-SHA-256/512).
@@ -37,6 +39,7 @@ pub mod group;
 pub mod handlers;
 pub mod loggers;
 pub mod metadata_cache;
+pub mod mirror;
 pub mod network;
 pub mod quota;
 pub mod replica;

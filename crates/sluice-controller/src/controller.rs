@@ -9,7 +9,10 @@
 use std::collections::{BTreeMap, HashSet};
 
 use sluice_metadata::acl::{self, AclBinding, AclFilter};
-use sluice_metadata::config::validate_topic_configs;
+use sluice_metadata::config::{
+    is_mirror_key, validate_link_changes, validate_mirror_changes, validate_topic_configs,
+    RESOURCE_CLUSTER_LINK,
+};
 use sluice_metadata::image::RESOURCE_TOPIC;
 use sluice_metadata::image::{QuotaEntity, QuotaValue};
 use sluice_metadata::record::Endpoint;
@@ -280,7 +283,14 @@ impl Controller {
                 format!("Topic '{name}' collides with existing topic: {other}"),
             ));
         }
-        validate_topic_configs(spec.configs.iter().map(|(k, v)| (k.as_str(), v.as_deref())))
+        validate_topic_configs(
+            spec.configs
+                .iter()
+                .filter(|(k, _)| !is_mirror_key(k))
+                .map(|(k, v)| (k.as_str(), v.as_deref())),
+        )
+        .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
+        validate_mirror_changes(image, &BTreeMap::new(), &spec.configs)
             .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
         let brokers = live(image);
         let assignments = if spec.assignments.is_empty() {
@@ -473,10 +483,13 @@ impl Controller {
         }
         let sets = changes
             .iter()
+            .filter(|(k, _)| !is_mirror_key(k))
             .filter_map(|(k, v)| v.as_deref().map(|v| (k.as_str(), Some(v))));
         validate_topic_configs(sets).map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
+        validate_mirror_changes(image, &image.topic_configs(name), changes)
+            .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
         for (k, _) in changes {
-            if sluice_metadata::config::topic_def(k).is_none() {
+            if sluice_metadata::config::topic_def(k).is_none() && !is_mirror_key(k) {
                 return Err(ApiError::new(
                     ErrorCode::InvalidConfig,
                     format!("Unknown topic config name: {k}"),
@@ -491,6 +504,30 @@ impl Controller {
             .map(|(k, v)| MetadataRecord::Config {
                 resource_type: RESOURCE_TOPIC,
                 resource_name: name.to_string(),
+                name: k.clone(),
+                value: v.clone(),
+            })
+            .collect())
+    }
+
+    /// Set or remove configs of cluster link `link` (removing every one deletes the link).
+    pub fn alter_link_configs(
+        &self,
+        image: &MetadataImage,
+        link: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Result<Vec<MetadataRecord>, ApiError> {
+        validate_link_changes(image, link, changes)
+            .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
+        if validate_only {
+            return Ok(Vec::new());
+        }
+        Ok(changes
+            .iter()
+            .map(|(k, v)| MetadataRecord::Config {
+                resource_type: RESOURCE_CLUSTER_LINK,
+                resource_name: link.to_string(),
                 name: k.clone(),
                 value: v.clone(),
             })

@@ -56,6 +56,12 @@ pub enum ControllerRequest {
         changes: Vec<(String, Option<String>)>,
         validate_only: bool,
     },
+    /// The configs of a cluster link (removing every one deletes it).
+    AlterLinkConfigs {
+        link: String,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    },
     Heartbeat(Heartbeat),
     AlterPartition(IsrChange),
     /// ElectLeaders: preferred (true) or unclean; None = every partition.
@@ -248,6 +254,14 @@ impl ControllerRequest {
                 w.u8(14).str(broker).bool(*validate_only);
                 put_changes(&mut w, changes);
             }
+            ControllerRequest::AlterLinkConfigs {
+                link,
+                changes,
+                validate_only,
+            } => {
+                w.u8(15).str(link).bool(*validate_only);
+                put_changes(&mut w, changes);
+            }
             ControllerRequest::Heartbeat(h) => {
                 w.u8(6)
                     .i32(h.node_id)
@@ -434,6 +448,11 @@ impl ControllerRequest {
             },
             14 => ControllerRequest::AlterBrokerConfigs {
                 broker: r.str()?,
+                validate_only: r.bool()?,
+                changes: get_changes(&mut r)?,
+            },
+            15 => ControllerRequest::AlterLinkConfigs {
+                link: r.str()?,
                 validate_only: r.bool()?,
                 changes: get_changes(&mut r)?,
             },
@@ -865,6 +884,11 @@ mod tests {
                     ("x".into(), None),
                 ],
                 validate_only: true,
+            },
+            ControllerRequest::AlterLinkConfigs {
+                link: "dr".into(),
+                changes: vec![("bootstrap.servers".into(), Some("a:1".into()))],
+                validate_only: false,
             },
             ControllerRequest::Heartbeat(Heartbeat {
                 node_id: 1,

@@ -13,6 +13,8 @@ use crate::record::{Endpoint, MetadataRecord};
 pub const RESOURCE_TOPIC: i8 = 2;
 pub const RESOURCE_BROKER: i8 = 4;
 pub const RESOURCE_BROKER_LOGGER: i8 = 8;
+/// A cluster link (Sluice's mirroring; the code Confluent's clients use for the same).
+pub const RESOURCE_CLUSTER_LINK: i8 = 64;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct BrokerRegistration {
@@ -396,6 +398,22 @@ impl MetadataImage {
             .get(&(RESOURCE_TOPIC, name.to_string()))
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// Whether cluster link `name` exists (it has its `bootstrap.servers`).
+    pub fn link_exists(&self, name: &str) -> bool {
+        self.configs
+            .get(&(RESOURCE_CLUSTER_LINK, name.to_string()))
+            .is_some_and(|c| c.contains_key("bootstrap.servers"))
+    }
+
+    /// Every cluster link: its name and configs.
+    pub fn links(&self) -> impl Iterator<Item = (&str, &BTreeMap<String, String>)> {
+        self.configs
+            .range((RESOURCE_CLUSTER_LINK, String::new())..)
+            .take_while(|((t, _), _)| *t == RESOURCE_CLUSTER_LINK)
+            .filter(|(_, c)| c.contains_key("bootstrap.servers"))
+            .map(|((_, n), c)| (n.as_str(), c))
     }
 }
 

@@ -242,6 +242,20 @@ pub fn set_partition_leader_epoch(batch: &mut [u8], epoch: i32) {
         .copy_from_slice(&epoch.to_be_bytes());
 }
 
+/// Stamp the leader epoch of every whole batch in `batches` (a fetched run of batches; a
+/// partial batch at the end, as a fetch may return, is left alone). Stops at a length
+/// that cannot be a batch: the append that follows checks what is there.
+pub fn set_leader_epochs(batches: &mut [u8], epoch: i32) {
+    let mut at = 0usize;
+    while let Ok(Some((_, size))) = peek_offset_and_size(&batches[at..]) {
+        if at + size > batches.len() || size < BATCH_HEADER_LEN {
+            return;
+        }
+        set_partition_leader_epoch(&mut batches[at..at + size], epoch);
+        at += size;
+    }
+}
+
 /// Write the timestamp type and max timestamp into a batch header (not the CRC).
 fn stamp_max_timestamp(header: &mut [u8], timestamp_type: TimestampType, max_timestamp: i64) {
     let mut attrs = be_i16(header, ATTRIBUTES_AT);
@@ -813,6 +827,29 @@ mod tests {
             );
         }
         b.build(100).unwrap()
+    }
+
+    #[test]
+    fn leader_epochs_are_stamped_on_whole_batches_without_touching_the_crc() {
+        let mut run = sample(Compression::None, 3);
+        let second = sample(Compression::Zstd, 2);
+        run.extend_from_slice(&second);
+        let whole = run.len();
+        run.extend_from_slice(&second[..20]); // a partial batch, as a fetch may end
+        set_leader_epochs(&mut run, 42);
+        let first = BatchHeader::parse(&run).unwrap();
+        assert_eq!(first.partition_leader_epoch, 42);
+        verify_crc(&run[..first.total_size()]).unwrap();
+        let next = BatchHeader::parse(&run[first.total_size()..]).unwrap();
+        assert_eq!(next.partition_leader_epoch, 42);
+        assert_eq!(
+            &run[whole..],
+            &second[..20],
+            "the partial tail is left alone"
+        );
+        // Garbage stops it quietly; the append that follows reports it.
+        let mut junk = vec![0u8; 30];
+        set_leader_epochs(&mut junk, 1);
     }
 
     #[test]

@@ -412,6 +412,25 @@ impl ControllerApi for ControllerClient {
         )
     }
 
+    fn alter_link_configs(
+        &self,
+        link: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Call<'_, Result<(), ApiError>> {
+        self.ask(
+            ControllerRequest::AlterLinkConfigs {
+                link: link.into(),
+                changes: changes.to_vec(),
+                validate_only,
+            },
+            |b| match b {
+                ReplyBody::Done(r) => Ok(r),
+                other => Err(other),
+            },
+        )
+    }
+
     fn alter_topic_configs(
         &self,
         topic: &str,

@@ -503,6 +503,13 @@ impl Node {
             ),
             Arc::clone(&cache),
         ));
+        let mirrors = sluice_broker::mirror::MirrorManager::new(
+            node_id,
+            Arc::clone(&replicas),
+            Arc::clone(&cache),
+            Arc::clone(&controller),
+        );
+        tokio::spawn(Arc::clone(&mirrors).run(shutdown_rx.clone()));
         let services = Arc::new(Services {
             identity: Arc::new(Identity {
                 node_id,
@@ -534,6 +541,7 @@ impl Node {
             fetch_sessions: Arc::new(sluice_broker::fetch_session::FetchSessionCache::new(
                 settings.fetch_session_cache_slots,
             )),
+            mirrors,
         });
         let frontend = Arc::new(network::Frontend {
             node_id,

@@ -62,6 +62,9 @@ enum Command {
     Users(cli::users::UsersArgs),
     /// Add, list and remove ACLs (kafka-acls.sh).
     Acls(cli::acls::AclsArgs),
+    /// Cluster links and offset-preserving mirror topics (kafka-cluster-links and
+    /// kafka-mirrors).
+    Mirror(cli::mirror::MirrorArgs),
     /// Print partition offsets (kafka-get-offsets.sh).
     Offsets(cli::offsets::OffsetsArgs),
     /// Print the contents of log segment and index files (kafka-dump-log.sh).
@@ -165,6 +168,7 @@ fn run_tool(command: Command) -> ExitCode {
             Command::Users(a) => cli::users::run(a).await,
             Command::Acls(a) => cli::acls::run(a).await,
             Command::Groups(a) => cli::groups::run(a).await,
+            Command::Mirror(a) => cli::mirror::run(a).await,
             Command::Perf(a) => cli::perf::run(a).await,
             Command::Server { .. } | Command::DumpLog(_) => Ok(()),
         }

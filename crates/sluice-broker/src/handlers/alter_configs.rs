@@ -44,8 +44,11 @@ async fn handle(
                 .iter()
                 .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
                 .collect();
+            // The whole set is replaced, except a mirror topic's own keys (the mirror tool's).
             for existing in image.topic_configs(&name).keys() {
-                if !changes.iter().any(|(k, _)| k == existing) {
+                if !changes.iter().any(|(k, _)| k == existing)
+                    && !sluice_metadata::config::is_mirror_key(existing)
+                {
                     changes.push((existing.clone(), None));
                 }
             }

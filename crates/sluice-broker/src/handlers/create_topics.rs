@@ -1,5 +1,6 @@
 //! CreateTopics (key 19): validated and committed by the controller; v5+ answers carry the
-//! new topic's partition count, replication factor and full config.
+//! new topic's partition count, replication factor and full config. A topic created with
+//! `mirror.link` is a mirror topic: its partition count is its source topic's.
 
 use bytes::Bytes;
 use kafka_protocol::messages::create_topics_response::{
@@ -21,7 +22,8 @@ handler!(
         config: sluice_metadata::config::BrokerConfig,
         controller: crate::services::controller::ControllerClient,
         access: crate::authorizer::Access,
-        quotas: crate::quota::ClientQuotas
+        quotas: crate::quota::ClientQuotas,
+        metadata: crate::metadata_cache::MetadataCache
     }
 );
 
@@ -31,7 +33,7 @@ async fn handle(
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: CreateTopicsRequest = ctx.decode(body)?;
-    let specs: Vec<CreateTopicSpec> = req
+    let mut specs: Vec<CreateTopicSpec> = req
         .topics
         .iter()
         .map(|t| CreateTopicSpec {
@@ -62,6 +64,19 @@ async fn handle(
     let authorized: Vec<bool> = specs
         .iter()
         .map(|s| may_create || acl.topic(op::CREATE, &s.name))
+        .collect();
+    // A mirror topic takes its partition count from its source topic, asked through the link.
+    let mut prepared: Vec<Option<(ErrorCode, String)>> = vec![None; specs.len()];
+    let image = h.metadata.current();
+    for (i, spec) in specs.iter_mut().enumerate() {
+        if authorized[i] && crate::mirror::is_mirror_spec(spec) {
+            prepared[i] = crate::mirror::prepare_mirror_spec(&image, spec).await.err();
+        }
+    }
+    let authorized: Vec<bool> = authorized
+        .iter()
+        .zip(&prepared)
+        .map(|(ok, p)| *ok && p.is_none())
         .collect();
     // controller_mutation_rate counts the partitions of each topic to create (strict from
     // v6: once the quota is spent, topics are refused until it refills). As in Kafka only
@@ -127,6 +142,12 @@ async fn handle(
         r.name = t.name.clone();
         r.num_partitions = -1;
         r.replication_factor = -1;
+        if let Some((code, message)) = &prepared[i] {
+            r.error_code = code.code();
+            r.error_message = Some(str_bytes(message.clone()));
+            resp.topics.push(r);
+            continue;
+        }
         if !authorized[i] {
             r.error_code = ErrorCode::TopicAuthorizationFailed.code();
             r.error_message = Some(str_bytes("Authorization failed."));

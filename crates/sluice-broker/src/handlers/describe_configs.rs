@@ -1,5 +1,6 @@
 //! DescribeConfigs (key 32): topic configs (override > broker synonym > default, with
-//! sources and synonyms) and this broker's static configs.
+//! sources and synonyms), this broker's static configs, and cluster links (see
+//! [`crate::mirror::describe_link`]).
 
 use bytes::Bytes;
 use kafka_protocol::messages::describe_configs_response::{
@@ -8,10 +9,12 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 use sluice_metadata::acl::op;
 use sluice_metadata::config::{
-    describe_broker_with, describe_topic_with, ConfigSource, ConfigType, DescribedConfig,
-    DynamicBrokerConfigs,
+    describe_broker_with, describe_topic_with, is_mirror_key, ConfigSource, ConfigType,
+    DescribedConfig, DynamicBrokerConfigs,
 };
-use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC};
+use sluice_metadata::image::{
+    RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLUSTER_LINK, RESOURCE_TOPIC,
+};
 use sluice_metadata::topic;
 use sluice_protocol::ErrorCode;
 
@@ -25,7 +28,8 @@ handler!(
         identity: crate::services::Identity,
         config: sluice_metadata::config::BrokerConfig,
         metadata: crate::metadata_cache::MetadataCache,
-        access: crate::authorizer::Access
+        access: crate::authorizer::Access,
+        mirrors: crate::mirror::MirrorManager
     },
     sync
 );
@@ -114,11 +118,22 @@ fn handle(
                     ))
                 } else {
                     let dynamic = DynamicBrokerConfigs::from_image(&image, h.identity.node_id);
-                    Ok(describe_topic_with(
-                        &h.config,
-                        &dynamic,
-                        &image.topic_configs(&name),
-                    ))
+                    let overrides = image.topic_configs(&name);
+                    let mut rows = describe_topic_with(&h.config, &dynamic, &overrides);
+                    // A mirror topic's own keys, read-only (the mirror tool changes them).
+                    rows.extend(overrides.iter().filter(|(k, _)| is_mirror_key(k)).map(
+                        |(k, v)| DescribedConfig {
+                            name: k.clone(),
+                            value: Some(v.clone()),
+                            source: ConfigSource::TopicConfig,
+                            read_only: true,
+                            sensitive: false,
+                            ty: ConfigType::String,
+                            doc: "Mirror topic: the cluster link, source topic and state.",
+                            synonyms: Vec::new(),
+                        },
+                    ));
+                    Ok(rows)
                 }
             }
             // The cluster-wide default: its dynamic values only.
@@ -144,6 +159,7 @@ fn handle(
                     format!("Unexpected broker id, expected {}", h.identity.node_id),
                 )),
             },
+            RESOURCE_CLUSTER_LINK => crate::mirror::describe_link(&image, &h.mirrors, &name),
             other => Err((
                 ErrorCode::InvalidRequest,
                 format!("Unsupported resource type {other}"),

@@ -1,6 +1,7 @@
 //! IncrementalAlterConfigs (key 44): SET / DELETE / APPEND / SUBTRACT on topic configs and
 //! SET / DELETE on dynamic broker configs, committed by the controller; SET / DELETE on this
-//! broker's log levels (BROKER_LOGGER, applied here and now, see [`crate::loggers`]).
+//! broker's log levels (BROKER_LOGGER, applied here and now, see [`crate::loggers`]); SET /
+//! DELETE on cluster links (removing every config deletes the link).
 
 use bytes::Bytes;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -9,7 +10,9 @@ use kafka_protocol::messages::{
 };
 use sluice_metadata::acl::op;
 use sluice_metadata::config::{topic_value, ConfigType};
-use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_TOPIC};
+use sluice_metadata::image::{
+    RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLUSTER_LINK, RESOURCE_TOPIC,
+};
 use sluice_protocol::ErrorCode;
 
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
@@ -137,6 +140,28 @@ async fn handle(
                         .alter_broker(name, changes, req.validate_only)
                         .await
                 }
+            }
+        } else if res.resource_type == RESOURCE_CLUSTER_LINK {
+            let mut changes = Vec::new();
+            let mut bad = None;
+            for c in &res.configs {
+                match c.config_operation {
+                    SET => {
+                        changes.push((c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+                    }
+                    DELETE => changes.push((c.name.to_string(), None)),
+                    other => {
+                        bad = Some((
+                            ErrorCode::InvalidRequest,
+                            format!("config operation {other} is not supported for cluster links"),
+                        ));
+                        break;
+                    }
+                }
+            }
+            match bad {
+                Some(e) => Err(e),
+                None => h.configs.alter_link(name, changes, req.validate_only).await,
             }
         } else if res.resource_type == RESOURCE_BROKER_LOGGER {
             alter_loggers(h.identity.node_id, &name, &res.configs, req.validate_only)

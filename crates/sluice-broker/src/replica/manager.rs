@@ -114,6 +114,11 @@ pub fn log_config(
         min_insync_replicas: num(get("min.insync.replicas"), 1),
         leader_throttled: false,
         follower_throttled: false,
+        read_only_mirror: overrides.contains_key(sluice_metadata::config::MIRROR_LINK)
+            && overrides
+                .get(sluice_metadata::config::MIRROR_STATE)
+                .and_then(|s| sluice_metadata::config::MirrorState::parse(s))
+                .is_none_or(|s| s.read_only()),
     };
     (log, settings)
 }

@@ -31,6 +31,8 @@ pub struct PartitionSettings {
     /// `follower.replication.throttled.replicas` names this replica: while out of sync,
     /// what it fetches counts against `follower.replication.throttled.rate`.
     pub follower_throttled: bool,
+    /// A mirror topic not yet promoted: only the copy from the source cluster appends.
+    pub read_only_mirror: bool,
 }
 
 /// Why an append was refused.
@@ -299,7 +301,48 @@ impl Partition {
         acks_all: bool,
         append: impl FnOnce(&mut sluice_storage::Log, i32) -> Result<T, LogError>,
     ) -> Result<(T, i32), AppendError> {
-        let min_isr = self.settings().min_insync_replicas;
+        let settings = self.settings();
+        if settings.read_only_mirror {
+            return Err(AppendError::Code(
+                ErrorCode::InvalidRequest,
+                format!(
+                    "Cannot append records to read-only mirror topic '{}'",
+                    self.tp.topic
+                ),
+            ));
+        }
+        self.leader_append_unchecked(acks_all, settings.min_insync_replicas, append)
+    }
+
+    /// Mirror leader: append batches copied from the source cluster's partition, keeping
+    /// their offsets (stamped with this leader's epoch, outside the CRC, as any leader's
+    /// append is, so that this cluster's replicas and truncation follow its own epochs).
+    /// `expected_end` is the offset they were fetched from: if the log no longer ends
+    /// there (a truncation, another leader), the answer is stale and nothing is appended
+    /// (None), as when the topic was promoted meanwhile. Returns the new log end offset.
+    pub fn append_as_mirror(
+        &self,
+        mut batches: bytes::BytesMut,
+        expected_end: i64,
+        now_ms: i64,
+    ) -> Result<Option<i64>, AppendError> {
+        self.leader_append_unchecked(false, 0, |log, epoch| {
+            // Promoted since the fetch: the source's records no longer come in.
+            if !self.settings().read_only_mirror || log.log_end_offset() != expected_end {
+                return Ok(None);
+            }
+            sluice_protocol::batch::set_leader_epochs(&mut batches, epoch);
+            log.append_as_follower(&batches, now_ms).map(Some)
+        })
+        .map(|(leo, _)| leo)
+    }
+
+    fn leader_append_unchecked<T>(
+        &self,
+        acks_all: bool,
+        min_isr: i32,
+        append: impl FnOnce(&mut sluice_storage::Log, i32) -> Result<T, LogError>,
+    ) -> Result<(T, i32), AppendError> {
         let mut log = self
             .log
             .write()
@@ -632,6 +675,7 @@ mod tests {
             min_insync_replicas: 1,
             leader_throttled: false,
             follower_throttled: false,
+            read_only_mirror: false,
         };
         Partition::new(tp, Uuid::nil(), log, 3, settings)
     }

@@ -74,6 +74,36 @@ impl ConfigAdmin {
         }
     }
 
+    /// Commit cluster link config changes. Client settings (all but the link's own) are
+    /// checked here as a client would take them; the controller checks the rest.
+    pub async fn alter_link(
+        &self,
+        name: String,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    ) -> Result<(), ConfigError> {
+        for (k, v) in &changes {
+            let Some(v) = v else { continue };
+            if sluice_metadata::config::link_def(k).is_some() {
+                continue;
+            }
+            // The message names the key, never the value (it may be a secret).
+            sluice_client::ClientConfig::new("localhost:9092")
+                .set(k, v)
+                .map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
+        }
+        match self
+            .controller
+            .api()
+            .alter_link_configs(&name, &changes, validate_only)
+            .await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err((e.code, e.message)),
+            Err(e) => Err((ErrorCode::UnknownServerError, e)),
+        }
+    }
+
     /// Commit dynamic broker config changes (`name` "" = the cluster-wide defaults).
     pub async fn alter_broker(
         &self,

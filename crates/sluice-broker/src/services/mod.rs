@@ -11,7 +11,8 @@
 //!
 //! The others live with what they serve: [`crate::authorizer::Access`],
 //! [`crate::quota::ClientQuotas`], [`crate::replica::ReplicaManager`],
-//! [`crate::metadata_cache::MetadataCache`], the coordinators, the fetch session cache.
+//! [`crate::metadata_cache::MetadataCache`], the coordinators, the fetch session cache, the
+//! mirror manager.
 
 use std::sync::Arc;
 
@@ -50,4 +51,5 @@ pub struct Services {
     pub groups: Arc<GroupCoordinator>,
     pub txns: Arc<TxnCoordinator>,
     pub fetch_sessions: Arc<FetchSessionCache>,
+    pub mirrors: Arc<crate::mirror::MirrorManager>,
 }

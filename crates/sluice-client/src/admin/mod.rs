@@ -1,12 +1,15 @@
 //! [`Admin`]: topic, cluster and consumer-group administration.
 
 mod acls;
+
 mod groups;
+mod mirrors;
 mod quotas;
 mod transactions;
 mod users;
 
 pub use groups::{GroupDescription, GroupListing, GroupMemberDescription};
+pub use mirrors::{LinkDescription, MirrorPartitionLag, MirrorTopicInfo};
 pub use quotas::{QuotaEntity, QuotaMatch};
 pub use transactions::{TransactionDescription, TransactionListing};
 pub use users::{ScramAlteration, UserScramCredentials};
@@ -69,6 +72,10 @@ pub enum ConfigResource {
     BrokerDefault,
     /// A broker's log levels (KIP-412).
     BrokerLogger(i32),
+    /// A Sluice cluster link (resource type 64; "" lists every link).
+    ClusterLink(String),
+    /// A cluster link as one broker describes it: with the mirror partitions it copies.
+    ClusterLinkOn(String, i32),
 }
 
 impl ConfigResource {
@@ -78,14 +85,19 @@ impl ConfigResource {
             ConfigResource::Broker(b) => (4, b.to_string()),
             ConfigResource::BrokerDefault => (4, String::new()),
             ConfigResource::BrokerLogger(b) => (8, b.to_string()),
+            ConfigResource::ClusterLink(l) | ConfigResource::ClusterLinkOn(l, _) => (64, l.clone()),
         }
     }
 
     /// The broker that must answer for this resource, if one must.
     fn broker(&self) -> Option<i32> {
         match self {
-            ConfigResource::Broker(b) | ConfigResource::BrokerLogger(b) => Some(*b),
-            ConfigResource::Topic(_) | ConfigResource::BrokerDefault => None,
+            ConfigResource::Broker(b)
+            | ConfigResource::BrokerLogger(b)
+            | ConfigResource::ClusterLinkOn(_, b) => Some(*b),
+            ConfigResource::Topic(_)
+            | ConfigResource::BrokerDefault
+            | ConfigResource::ClusterLink(_) => None,
         }
     }
 }
@@ -186,6 +198,12 @@ impl Admin {
         Ok(Admin {
             core: ClusterCore::new(config)?,
         })
+    }
+
+    /// The cluster connections and metadata this admin client works with (for requests it
+    /// has no method for, e.g. a broker's mirror fetches).
+    pub fn core(&self) -> &Arc<ClusterCore> {
+        &self.core
     }
 
     /// Create topics; one result per topic, in order.

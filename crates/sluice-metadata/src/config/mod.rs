@@ -12,6 +12,7 @@
 //! - [`topic`]: topic overrides validated and resolved.
 //! - [`dynamic`]: [`DynamicBrokerConfigs`] and the keys that may change at runtime.
 //! - [`describe`]: [`DescribedConfig`] rows for DescribeConfigs.
+//! - [`mirror`]: cluster links and mirror topics as configs.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -23,6 +24,7 @@ pub mod defs;
 pub mod describe;
 pub mod dynamic;
 pub mod listeners;
+pub mod mirror;
 pub mod settings;
 pub mod topic;
 pub mod topic_defs;
@@ -33,6 +35,7 @@ pub use defs::*;
 pub use describe::*;
 pub use dynamic::*;
 pub use listeners::*;
+pub use mirror::*;
 pub use settings::*;
 pub use topic::*;
 pub use topic_defs::*;

@@ -225,6 +225,9 @@ pub async fn run(args: ConfigsArgs) -> CliResult {
             ConfigResource::Broker(b) => ("broker", b.to_string()),
             ConfigResource::BrokerDefault => ("the cluster-wide broker", "default".to_string()),
             ConfigResource::BrokerLogger(b) => ("broker-logger", b.to_string()),
+            ConfigResource::ClusterLink(l) | ConfigResource::ClusterLinkOn(l, _) => {
+                ("cluster-link", l.clone())
+            }
         };
         println!(
             "{} configs for {what} {name} are:",

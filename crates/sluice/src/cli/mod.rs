@@ -6,7 +6,7 @@
 //!   (`kafka-get-offsets.sh`), [`groups`] (`kafka-consumer-groups.sh`), [`dump_log`]
 //!   (`kafka-dump-log.sh`), [`producers`] (`kafka-transactions.sh describe-producers`), [`transactions`]
 //!   (`kafka-transactions.sh list/describe`), [`users`] (`kafka-configs.sh --entity-type
-//!   users` for SCRAM credentials), [`perf`]
+//!   users` for SCRAM credentials), [`mirror`] (cluster links and mirror topics), [`perf`]
 //!   (`kafka-producer-perf-test.sh` and friends).
 //! - This module: the shared connection flags and the error type that decides the exit code
 //!   (2 for wrong arguments, 1 for everything else).
@@ -16,6 +16,7 @@ pub mod configs;
 pub mod consume;
 pub mod dump_log;
 pub mod groups;
+pub mod mirror;
 pub mod offsets;
 pub mod perf;
 pub mod produce;

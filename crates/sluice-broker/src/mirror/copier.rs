@@ -1,0 +1,445 @@
+//! One cluster link's copy loop, run by the broker for the mirror partitions it leads:
+//! each round fetches from every source leader at once (as a consumer: replica id -1,
+//! read_uncommitted, so below the source's high watermark), appends what came at the
+//! offsets it came with, and records each partition's lag. Every `topic.config.sync.ms`
+//! it also grows mirror topics whose source gained partitions and copies the synced
+//! topic configs.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::protocol::StrBytes;
+use sluice_client::admin::{ConfigResource, OffsetSpec};
+use sluice_client::{Admin, ClientConfig};
+use sluice_metadata::config::{LinkSettings, SYNCED_TOPIC_CONFIGS};
+use sluice_protocol::types::TopicPartition;
+use sluice_protocol::ErrorCode;
+use tokio::sync::watch;
+use tracing::{debug, info, warn};
+
+use super::{LinkWork, MirrorManager, Mirrored};
+
+/// Fetch parameters (Kafka's replica fetcher defaults).
+const FETCH_MAX_WAIT_MS: i32 = 500;
+const FETCH_MAX_BYTES: i32 = 10 * 1024 * 1024;
+const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
+/// The newest Fetch version that names topics (13 and later name them by id).
+const FETCH_VERSION_MAX: i16 = 12;
+/// Wait after a round that failed (source unreachable, leaders moving).
+const RETRY_BACKOFF: Duration = Duration::from_millis(500);
+/// Source metadata is looked up again at least this often.
+const METADATA_MAX_AGE: Duration = Duration::from_secs(30);
+
+/// The client that reaches the link's source cluster.
+pub(super) fn source_admin(settings: &LinkSettings) -> Result<Admin, String> {
+    let bootstrap = settings
+        .client
+        .iter()
+        .find(|(k, _)| k == "bootstrap.servers")
+        .map(|(_, v)| v.as_str())
+        .unwrap_or_default();
+    let config = ClientConfig::new(bootstrap)
+        .set("client.id", &format!("sluice-link-{}", settings.name))
+        .and_then(|c| {
+            c.set_all(
+                settings
+                    .client
+                    .iter()
+                    .filter(|(k, _)| k != "bootstrap.servers")
+                    .map(|(k, v)| (k.as_str(), v.as_str())),
+            )
+        })
+        .map_err(|e| e.to_string())?;
+    Admin::new(config).map_err(|e| e.to_string())
+}
+
+pub(super) async fn run(
+    manager: Arc<MirrorManager>,
+    settings: LinkSettings,
+    mut work: watch::Receiver<LinkWork>,
+) {
+    let admin = match source_admin(&settings) {
+        Ok(a) => a,
+        Err(e) => {
+            warn!(link = settings.name, error = %e, "cluster link settings do not make a client");
+            for m in work.borrow().partitions.iter() {
+                manager.update_status(&m.tp, &settings.name, |s| s.error = Some(e.clone()));
+            }
+            return;
+        }
+    };
+    let mut copier = Copier {
+        manager,
+        settings,
+        admin,
+        refreshed: None,
+        started: HashSet::new(),
+        synced: None,
+    };
+    info!(link = copier.settings.name, "cluster link copier started");
+    loop {
+        let current = work.borrow_and_update().clone();
+        if current.partitions.is_empty() && current.topics.is_empty() {
+            if work.changed().await.is_err() {
+                return;
+            }
+            continue;
+        }
+        copier.maybe_sync_topics(&current.topics).await;
+        match copier.round(&current.partitions).await {
+            Ok(()) => {}
+            Err(e) => {
+                debug!(link = copier.settings.name, error = %e, "cluster link round failed");
+                for m in &current.partitions {
+                    copier
+                        .manager
+                        .update_status(&m.tp, &copier.settings.name, |s| s.error = Some(e.clone()));
+                }
+                copier.refreshed = None;
+                tokio::time::sleep(RETRY_BACKOFF).await;
+            }
+        }
+    }
+}
+
+struct Copier {
+    manager: Arc<MirrorManager>,
+    settings: LinkSettings,
+    admin: Admin,
+    /// When source metadata was last looked up (None: look it up before the next round).
+    refreshed: Option<tokio::time::Instant>,
+    /// Partitions whose start was settled (`mirror.start.offset.spec`).
+    started: HashSet<TopicPartition>,
+    /// When topics were last synced.
+    synced: Option<tokio::time::Instant>,
+}
+
+impl Copier {
+    async fn refresh(&mut self, partitions: &[Mirrored]) -> Result<(), String> {
+        let stale = self
+            .refreshed
+            .is_none_or(|t| t.elapsed() >= METADATA_MAX_AGE);
+        if !stale {
+            return Ok(());
+        }
+        let mut topics: Vec<String> = partitions.iter().map(|m| m.source_topic.clone()).collect();
+        topics.sort();
+        topics.dedup();
+        self.admin
+            .core()
+            .refresh(&topics)
+            .await
+            .map_err(|e| format!("source metadata: {e}"))?;
+        self.refreshed = Some(tokio::time::Instant::now());
+        Ok(())
+    }
+
+    /// A mirror that starts at the source's end (`mirror.start.offset.spec=latest`) and has
+    /// copied nothing yet starts there.
+    async fn settle_start(&mut self, m: &Mirrored) -> Result<(), String> {
+        if !self.started.insert(m.tp.clone()) || !self.settings.start_at_latest {
+            return Ok(());
+        }
+        let Some(p) = self.manager.replicas.get(&m.tp) else {
+            return Ok(());
+        };
+        if p.log_end_offset() != 0 || p.log_start_offset() != 0 {
+            return Ok(());
+        }
+        let source = TopicPartition::new(m.source_topic.clone(), m.tp.partition.0);
+        let end = self.source_offset(&source, OffsetSpec::Latest).await?;
+        let now = crate::now_ms();
+        sluice_rt::task::spawn_blocking(move || p.truncate_fully_and_start_at(end, now))
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|e| e.to_string())
+    }
+
+    async fn source_offset(&self, tp: &TopicPartition, spec: OffsetSpec) -> Result<i64, String> {
+        let got = self
+            .admin
+            .list_offsets(&[(tp.clone(), spec)])
+            .await
+            .map_err(|e| format!("source offsets: {e}"))?;
+        match got.into_iter().next() {
+            Some((_, Ok(o))) => Ok(o.offset),
+            Some((_, Err(e))) => Err(format!("source offsets of {tp}: {e}")),
+            None => Err(format!("no source offsets for {tp}")),
+        }
+    }
+
+    /// One fetch from every source leader at once, and the appends.
+    async fn round(&mut self, partitions: &[Mirrored]) -> Result<(), String> {
+        self.refresh(partitions).await?;
+        let mut by_leader: BTreeMap<i32, Vec<(Mirrored, i64)>> = BTreeMap::new();
+        for m in partitions {
+            self.settle_start(m).await?;
+            let source = TopicPartition::new(m.source_topic.clone(), m.tp.partition.0);
+            let Some(leader) = self.admin.core().leader(&source).filter(|l| *l >= 0) else {
+                self.refreshed = None;
+                self.manager.update_status(&m.tp, &self.settings.name, |s| {
+                    s.error = Some(format!("the source has no leader for {source}"))
+                });
+                continue;
+            };
+            let Some(p) = self.manager.replicas.get(&m.tp) else {
+                continue;
+            };
+            by_leader
+                .entry(leader)
+                .or_default()
+                .push((m.clone(), p.log_end_offset()));
+        }
+        if by_leader.is_empty() {
+            tokio::time::sleep(RETRY_BACKOFF).await;
+            return Ok(());
+        }
+        let mut fetches = tokio::task::JoinSet::new();
+        for (leader, wanted) in by_leader {
+            let core = Arc::clone(self.admin.core());
+            fetches.spawn(async move {
+                let r = fetch(&core, leader, &wanted).await;
+                (wanted, r)
+            });
+        }
+        let mut failed = None;
+        while let Some(joined) = fetches.join_next().await {
+            let Ok((wanted, r)) = joined else { continue };
+            match r {
+                Ok(resp) => self.apply(&wanted, resp).await,
+                Err(e) => failed = Some(e),
+            }
+        }
+        failed.map_or(Ok(()), Err)
+    }
+
+    /// Append what one leader answered, and note each partition's lag.
+    async fn apply(&mut self, wanted: &[(Mirrored, i64)], resp: FetchResponse) {
+        let now = crate::now_ms();
+        let mut answers: HashMap<(String, i32), _> = HashMap::new();
+        for t in resp.responses {
+            for p in t.partitions {
+                answers.insert((t.topic.0.to_string(), p.partition_index), p);
+            }
+        }
+        for (m, offset) in wanted {
+            let Some(d) = answers.remove(&(m.source_topic.clone(), m.tp.partition.0)) else {
+                continue;
+            };
+            let Some(p) = self.manager.replicas.get(&m.tp) else {
+                continue;
+            };
+            let link = self.settings.name.clone();
+            match ErrorCode::try_from_code(d.error_code) {
+                None => {
+                    let records = d.records.unwrap_or_default();
+                    let (p2, offset) = (Arc::clone(&p), *offset);
+                    let appended = if records.is_empty() {
+                        Ok(Some(offset))
+                    } else {
+                        let buf = BytesMut::from(&records[..]);
+                        sluice_rt::task::spawn_blocking(move || {
+                            p2.append_as_mirror(buf, offset, now)
+                        })
+                        .await
+                        .unwrap_or_else(|e| {
+                            Err(crate::replica::partition::AppendError::Code(
+                                ErrorCode::UnknownServerError,
+                                e.to_string(),
+                            ))
+                        })
+                    };
+                    match appended {
+                        Ok(Some(_)) => {
+                            let end = p.log_end_offset();
+                            self.manager.update_status(&m.tp, &link, |s| {
+                                s.fetched(d.high_watermark, end, now)
+                            });
+                        }
+                        Ok(None) => debug!(partition = %m.tp, "dropping a stale mirror fetch"),
+                        Err(e) => {
+                            warn!(partition = %m.tp, error = %e.message(), "cannot append mirrored records");
+                            self.manager
+                                .update_status(&m.tp, &link, |s| s.error = Some(e.message()));
+                        }
+                    }
+                }
+                Some(ErrorCode::OffsetOutOfRange) => {
+                    self.out_of_range(m, &p, *offset, d.log_start_offset).await
+                }
+                Some(code) => {
+                    // Leaders moved, a topic is being created: new metadata next round.
+                    self.refreshed = None;
+                    self.manager.update_status(&m.tp, &link, |s| {
+                        s.error = Some(format!("the source answered {code:?}"))
+                    });
+                }
+            }
+        }
+    }
+
+    /// The source no longer has the offset this mirror would copy next: behind its log
+    /// start (retention), start over there; beyond its end (a source truncated or
+    /// recreated), stop with an error rather than lose or mix records.
+    async fn out_of_range(
+        &mut self,
+        m: &Mirrored,
+        p: &Arc<crate::replica::partition::Partition>,
+        offset: i64,
+        source_start: i64,
+    ) {
+        let link = self.settings.name.clone();
+        if source_start >= 0 && offset < source_start {
+            info!(partition = %m.tp, from = offset, to = source_start, "the source deleted what the mirror still misses: starting at its log start");
+            let (p, now) = (Arc::clone(p), crate::now_ms());
+            let r = sluice_rt::task::spawn_blocking(move || {
+                p.truncate_fully_and_start_at(source_start, now)
+            })
+            .await;
+            if !matches!(r, Ok(Ok(()))) {
+                warn!(partition = %m.tp, "cannot restart the mirror partition at the source's log start");
+            }
+            return;
+        }
+        let message = format!(
+            "the source partition ends below offset {offset} that this mirror already has: was the source topic truncated or recreated?"
+        );
+        warn!(partition = %m.tp, "{message}");
+        self.manager
+            .update_status(&m.tp, &link, |s| s.error = Some(message));
+        tokio::time::sleep(RETRY_BACKOFF).await;
+    }
+
+    /// Every `topic.config.sync.ms`: mirror topics grow with their source's partition count,
+    /// and take the source's synced topic configs.
+    async fn maybe_sync_topics(&mut self, topics: &[(String, String)]) {
+        let due = self
+            .synced
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(self.settings.config_sync_ms));
+        if !due || topics.is_empty() {
+            return;
+        }
+        self.synced = Some(tokio::time::Instant::now());
+        let names: Vec<String> = topics.iter().map(|(_, s)| s.clone()).collect();
+        let Ok(cluster) = self.admin.core().refresh(&names).await else {
+            return;
+        };
+        let image = self.manager.metadata.current();
+        for (topic, source) in topics {
+            let Some(src) = cluster.topics.get(source).filter(|t| t.error.is_none()) else {
+                continue;
+            };
+            let have = image.topic(topic).map_or(0, |t| t.partitions.len()) as i32;
+            let want = src.partitions.len() as i32;
+            if want > have {
+                info!(
+                    topic,
+                    from = have,
+                    to = want,
+                    "the source topic grew: adding partitions to its mirror"
+                );
+                let r = self
+                    .manager
+                    .controller
+                    .api()
+                    .create_partitions(topic, want, None, false)
+                    .await;
+                if !matches!(r, Ok(Ok(()))) {
+                    warn!(topic, result = ?r, "could not add partitions to the mirror topic");
+                }
+            }
+            self.sync_configs(topic, source, &image.topic_configs(topic))
+                .await;
+        }
+    }
+
+    async fn sync_configs(&self, topic: &str, source: &str, local: &BTreeMap<String, String>) {
+        let described = self
+            .admin
+            .describe_configs(&[ConfigResource::Topic(source.to_string())])
+            .await;
+        let Ok(Some(Ok(entries))) = described.map(|v| v.into_iter().next()) else {
+            return;
+        };
+        let mut changes = Vec::new();
+        for key in SYNCED_TOPIC_CONFIGS {
+            // Only what the source sets on the topic itself; its broker defaults are its own.
+            let theirs = entries
+                .iter()
+                .find(|e| e.name == *key && e.source == 1)
+                .and_then(|e| e.value.clone());
+            if theirs.as_ref() != local.get(*key) {
+                changes.push((key.to_string(), theirs));
+            }
+        }
+        if changes.is_empty() {
+            return;
+        }
+        debug!(topic, ?changes, "syncing topic configs from the source");
+        let r = self
+            .manager
+            .controller
+            .api()
+            .alter_topic_configs(topic, &changes, false)
+            .await;
+        if !matches!(r, Ok(Ok(()))) {
+            warn!(topic, result = ?r, "could not sync the mirror topic's configs");
+        }
+    }
+}
+
+/// One Fetch to a source leader for `wanted` (partition, offset to copy from).
+async fn fetch(
+    core: &Arc<sluice_client::cluster::ClusterCore>,
+    leader: i32,
+    wanted: &[(Mirrored, i64)],
+) -> Result<FetchResponse, String> {
+    let conn = core
+        .connection_to_node(leader)
+        .await
+        .map_err(|e| format!("source broker {leader}: {e}"))?;
+    let version = conn
+        .version_for(ApiKey::Fetch)
+        .map_err(|e| e.to_string())?
+        .min(FETCH_VERSION_MAX);
+    let mut topics: Vec<FetchTopic> = Vec::new();
+    for (m, offset) in wanted {
+        let part = FetchPartition::default()
+            .with_partition(m.tp.partition.0)
+            .with_current_leader_epoch(-1)
+            .with_fetch_offset(*offset)
+            .with_log_start_offset(-1)
+            .with_partition_max_bytes(PARTITION_MAX_BYTES);
+        match topics
+            .iter_mut()
+            .find(|t| t.topic.0.as_str() == m.source_topic)
+        {
+            Some(t) => t.partitions.push(part),
+            None => topics.push(
+                FetchTopic::default()
+                    .with_topic(TopicName(StrBytes::from_string(m.source_topic.clone())))
+                    .with_partitions(vec![part]),
+            ),
+        }
+    }
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(FETCH_MAX_WAIT_MS)
+        .with_min_bytes(1)
+        .with_max_bytes(FETCH_MAX_BYTES)
+        .with_isolation_level(0)
+        .with_session_epoch(-1)
+        .with_topics(topics);
+    let resp: FetchResponse = conn
+        .call_at(&req, version)
+        .await
+        .map_err(|e| format!("fetch from source broker {leader}: {e}"))?;
+    if let Some(code) = ErrorCode::try_from_code(resp.error_code) {
+        return Err(format!("source broker {leader} answered {code:?}"));
+    }
+    Ok(resp)
+}

@@ -1,0 +1,476 @@
+//! Cluster links and mirror topics: what the metadata log keeps of them.
+//!
+//! A **cluster link** is a config resource of type [`RESOURCE_CLUSTER_LINK`] (64, the code
+//! Confluent's clients use for it) named by the link: its configs are the client settings
+//! that reach the source cluster (`bootstrap.servers`, `security.protocol`, `sasl.*`,
+//! `ssl.*`, checked by the broker as a client would) and the link settings of
+//! [`LINK_CONFIGS`]. A link exists while it has `bootstrap.servers`.
+//!
+//! A **mirror topic** is a topic with the configs [`MIRROR_LINK`] and [`MIRROR_SOURCE_TOPIC`]:
+//! its leaders copy the source partition's batches with their offsets, and it refuses
+//! writes until [`MIRROR_STATE`] says `stopped` (promoted). These keys are Sluice's own,
+//! set by CreateTopics and changed only as the mirror tool does (state transitions).
+
+use super::*;
+use crate::image::RESOURCE_CLUSTER_LINK as LINK;
+use Check::*;
+use ConfigType as T;
+
+pub use crate::image::RESOURCE_CLUSTER_LINK;
+
+/// The link a mirror topic copies through.
+pub const MIRROR_LINK: &str = "mirror.link";
+/// The topic on the source cluster it copies (by default, the same name).
+pub const MIRROR_SOURCE_TOPIC: &str = "mirror.source.topic";
+/// `active`, `paused` or `stopped` (promoted: an ordinary writable topic).
+pub const MIRROR_STATE: &str = "mirror.state";
+
+/// Where a mirror topic stands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum MirrorState {
+    /// Copying from the source; read-only here.
+    Active,
+    /// Not copying for now; still read-only.
+    Paused,
+    /// Promoted: no longer copied, writable as any topic.
+    Stopped,
+}
+
+impl MirrorState {
+    pub fn parse(v: &str) -> Option<Self> {
+        match v.trim().to_ascii_lowercase().as_str() {
+            "active" => Some(Self::Active),
+            "paused" => Some(Self::Paused),
+            "stopped" => Some(Self::Stopped),
+            _ => None,
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Self::Active => "active",
+            Self::Paused => "paused",
+            Self::Stopped => "stopped",
+        }
+    }
+
+    /// Whether producers are refused (everything but a promoted mirror).
+    pub fn read_only(self) -> bool {
+        self != Self::Stopped
+    }
+}
+
+/// A topic's mirror configs, when it is (or was) a mirror.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MirrorTopic {
+    pub link: String,
+    pub source_topic: String,
+    pub state: MirrorState,
+}
+
+impl MirrorTopic {
+    /// From a topic's config overrides; None for an ordinary topic.
+    pub fn of(topic: &str, overrides: &BTreeMap<String, String>) -> Option<Self> {
+        let link = overrides.get(MIRROR_LINK)?.clone();
+        Some(Self {
+            link,
+            source_topic: overrides
+                .get(MIRROR_SOURCE_TOPIC)
+                .cloned()
+                .unwrap_or_else(|| topic.to_string()),
+            state: overrides
+                .get(MIRROR_STATE)
+                .and_then(|s| MirrorState::parse(s))
+                .unwrap_or(MirrorState::Active),
+        })
+    }
+}
+
+/// Whether `key` is one of the mirror topic keys.
+pub fn is_mirror_key(key: &str) -> bool {
+    matches!(key, MIRROR_LINK | MIRROR_SOURCE_TOPIC | MIRROR_STATE)
+}
+
+/// Check the mirror keys among a topic's overrides (`current` before, `changes` to apply):
+/// a link that exists, a known state, and no way back once promoted.
+pub fn validate_mirror_changes(
+    image: &crate::image::MetadataImage,
+    current: &BTreeMap<String, String>,
+    changes: &[(String, Option<String>)],
+) -> Result<(), String> {
+    let was = current
+        .get(MIRROR_STATE)
+        .and_then(|s| MirrorState::parse(s));
+    for (k, v) in changes.iter().filter(|(k, _)| is_mirror_key(k)) {
+        match (k.as_str(), v.as_deref()) {
+            (MIRROR_LINK, Some(link)) => {
+                if current.get(MIRROR_LINK).is_some_and(|l| l != link) {
+                    return Err("the link of a mirror topic cannot change".into());
+                }
+                if !image.link_exists(link) {
+                    return Err(format!("cluster link {link} does not exist"));
+                }
+            }
+            (MIRROR_SOURCE_TOPIC, Some(s))
+                if current.get(MIRROR_SOURCE_TOPIC).is_some_and(|c| c != s) =>
+            {
+                return Err("the source topic of a mirror topic cannot change".into());
+            }
+            (MIRROR_STATE, Some(s)) => {
+                let Some(state) = MirrorState::parse(s) else {
+                    return Err(format!(
+                        "Invalid value {s} for configuration {MIRROR_STATE}: must be active, paused or stopped"
+                    ));
+                };
+                if was == Some(MirrorState::Stopped) && state != MirrorState::Stopped {
+                    return Err(
+                        "a promoted mirror topic is an ordinary topic and cannot mirror again"
+                            .into(),
+                    );
+                }
+            }
+            (k, None) => return Err(format!("{k} cannot be removed from a mirror topic")),
+            _ => {}
+        }
+    }
+    let linked = current.contains_key(MIRROR_LINK) || changes.iter().any(|(k, _)| k == MIRROR_LINK);
+    if !linked && changes.iter().any(|(k, _)| is_mirror_key(k)) {
+        return Err(format!(
+            "{MIRROR_SOURCE_TOPIC} and {MIRROR_STATE} apply to mirror topics only (set {MIRROR_LINK} when the topic is created)"
+        ));
+    }
+    Ok(())
+}
+
+/// The link settings besides the client settings that reach the source.
+pub static LINK_CONFIGS: &[ConfigDef] = &[
+    def(
+        "cluster.link.paused",
+        T::Boolean,
+        Some("false"),
+        Any,
+        "Stop copying on every mirror topic of the link, and syncing its group offsets.",
+    ),
+    def(
+        "consumer.offset.sync.enable",
+        T::Boolean,
+        Some("false"),
+        Any,
+        "Copy the committed offsets of the chosen groups from the source.",
+    ),
+    def(
+        "consumer.offset.sync.ms",
+        T::Long,
+        Some("30000"),
+        AtLeast(1000),
+        "How often group offsets are copied.",
+    ),
+    def(
+        "consumer.offset.group.filters",
+        T::List,
+        Some("*"),
+        Any,
+        "The groups whose offsets are copied: names, or * for all.",
+    ),
+    def(
+        "topic.config.sync.ms",
+        T::Long,
+        Some("5000"),
+        AtLeast(1000),
+        "How often the source's partition count and topic configs are looked up.",
+    ),
+    def(
+        "mirror.start.offset.spec",
+        T::String,
+        Some("earliest"),
+        OneOf(&["earliest", "latest"]),
+        "Where a new mirror topic starts copying: the source's log start or its end.",
+    ),
+];
+
+/// The definition of a link setting.
+pub fn link_def(key: &str) -> Option<&'static ConfigDef> {
+    LINK_CONFIGS.iter().find(|d| d.name == key)
+}
+
+/// A link config whose value is secret: never shown by DescribeConfigs.
+pub fn link_sensitive(key: &str) -> bool {
+    key.contains("password") || key.contains("jaas") || key.contains("secret")
+}
+
+/// Topic configs copied from the source topic onto its mirror (when the source sets them).
+pub const SYNCED_TOPIC_CONFIGS: &[&str] = &[
+    "cleanup.policy",
+    "max.message.bytes",
+    "message.timestamp.type",
+    "compression.type",
+    "retention.ms",
+    "retention.bytes",
+    "delete.retention.ms",
+    "min.compaction.lag.ms",
+    "max.compaction.lag.ms",
+    "segment.bytes",
+    "segment.ms",
+];
+
+/// A link's settings, parsed once.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LinkSettings {
+    pub name: String,
+    pub paused: bool,
+    pub offset_sync: bool,
+    pub offset_sync_ms: u64,
+    /// Empty or `*`: every group.
+    pub groups: Vec<String>,
+    pub config_sync_ms: u64,
+    pub start_at_latest: bool,
+    /// The client settings (`bootstrap.servers`, security) that reach the source.
+    pub client: Vec<(String, String)>,
+}
+
+impl LinkSettings {
+    /// From the link's configs (values already validated when they were set).
+    pub fn from_configs(name: &str, configs: &BTreeMap<String, String>) -> Self {
+        let get = |k: &str| {
+            configs
+                .get(k)
+                .map(String::as_str)
+                .or_else(|| link_def(k).and_then(|d| d.default))
+                .unwrap_or_default()
+        };
+        let num = |k: &str, d: u64| get(k).trim().parse().unwrap_or(d);
+        Self {
+            name: name.to_string(),
+            paused: get("cluster.link.paused").eq_ignore_ascii_case("true"),
+            offset_sync: get("consumer.offset.sync.enable").eq_ignore_ascii_case("true"),
+            offset_sync_ms: num("consumer.offset.sync.ms", 30_000),
+            groups: get("consumer.offset.group.filters")
+                .split(',')
+                .map(str::trim)
+                .filter(|g| !g.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            config_sync_ms: num("topic.config.sync.ms", 5_000),
+            start_at_latest: get("mirror.start.offset.spec") == "latest",
+            client: configs
+                .iter()
+                .filter(|(k, _)| link_def(k).is_none())
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect(),
+        }
+    }
+
+    /// Whether the offsets of `group` are copied.
+    pub fn syncs_group(&self, group: &str) -> bool {
+        self.offset_sync
+            && (self.groups.is_empty() || self.groups.iter().any(|g| g == "*" || g == group))
+    }
+}
+
+/// Check a change to link `name`'s configs against what it has: link settings by their
+/// definitions (client settings are the broker's to check), `bootstrap.servers` required
+/// while the link exists; removing every config deletes the link, refused while a mirror
+/// topic still copies through it.
+pub fn validate_link_changes(
+    image: &crate::image::MetadataImage,
+    name: &str,
+    changes: &[(String, Option<String>)],
+) -> Result<(), String> {
+    if name.is_empty()
+        || name.len() > 249
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "._-".contains(c))
+    {
+        return Err(format!(
+            "invalid cluster link name '{name}': use letters, digits, '.', '_' and '-'"
+        ));
+    }
+    let mut after = image
+        .configs
+        .get(&(LINK, name.to_string()))
+        .cloned()
+        .unwrap_or_default();
+    for (k, v) in changes {
+        if let (Some(d), Some(v)) = (link_def(k), v) {
+            validate(d, v)?;
+        }
+        match v {
+            Some(v) => after.insert(k.clone(), v.clone()),
+            None => after.remove(k),
+        };
+    }
+    if after.is_empty() {
+        let users: Vec<&str> = image
+            .topics
+            .keys()
+            .filter(|t| {
+                MirrorTopic::of(t, &image.topic_configs(t))
+                    .is_some_and(|m| m.link == name && m.state != MirrorState::Stopped)
+            })
+            .map(String::as_str)
+            .collect();
+        if !users.is_empty() {
+            return Err(format!(
+                "cluster link {name} is in use by the mirror topics {}: promote or delete them first",
+                users.join(", ")
+            ));
+        }
+        return Ok(());
+    }
+    if after
+        .get("bootstrap.servers")
+        .is_none_or(|b| b.trim().is_empty())
+    {
+        return Err(format!("cluster link {name} needs bootstrap.servers"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::image::{MetadataImage, RESOURCE_TOPIC};
+    use crate::record::MetadataRecord;
+
+    fn set(image: &mut MetadataImage, t: i8, name: &str, k: &str, v: Option<&str>) {
+        let offset = image.offset + 1;
+        image.apply(
+            offset,
+            &MetadataRecord::Config {
+                resource_type: t,
+                resource_name: name.into(),
+                name: k.into(),
+                value: v.map(str::to_owned),
+            },
+        );
+    }
+
+    fn changes(items: &[(&str, Option<&str>)]) -> Vec<(String, Option<String>)> {
+        items
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.map(str::to_owned)))
+            .collect()
+    }
+
+    #[test]
+    fn a_link_needs_its_source_and_valid_settings_and_stays_while_a_mirror_uses_it() {
+        let mut image = MetadataImage::empty();
+        let bad_name = validate_link_changes(
+            &image,
+            "a b",
+            &changes(&[("bootstrap.servers", Some("x:1"))]),
+        );
+        assert!(bad_name.is_err());
+        let no_source = validate_link_changes(
+            &image,
+            "dr",
+            &changes(&[("cluster.link.paused", Some("true"))]),
+        );
+        assert_eq!(
+            no_source.unwrap_err(),
+            "cluster link dr needs bootstrap.servers"
+        );
+        let bad_value = validate_link_changes(
+            &image,
+            "dr",
+            &changes(&[
+                ("bootstrap.servers", Some("x:1")),
+                ("consumer.offset.sync.ms", Some("10")),
+            ]),
+        );
+        assert!(bad_value.unwrap_err().contains("consumer.offset.sync.ms"));
+        validate_link_changes(
+            &image,
+            "dr",
+            &changes(&[("bootstrap.servers", Some("x:1"))]),
+        )
+        .unwrap();
+        set(&mut image, LINK, "dr", "bootstrap.servers", Some("x:1"));
+        assert!(image.link_exists("dr"));
+        assert_eq!(image.links().map(|(n, _)| n).collect::<Vec<_>>(), ["dr"]);
+        // A mirror topic on it: the link cannot go; once promoted, it can.
+        image.apply(
+            image.offset + 1,
+            &MetadataRecord::Topic {
+                name: "orders".into(),
+                id: uuid::Uuid::from_u128(7),
+            },
+        );
+        set(
+            &mut image,
+            RESOURCE_TOPIC,
+            "orders",
+            MIRROR_LINK,
+            Some("dr"),
+        );
+        let delete = changes(&[("bootstrap.servers", None)]);
+        assert!(validate_link_changes(&image, "dr", &delete)
+            .unwrap_err()
+            .contains("orders"));
+        set(
+            &mut image,
+            RESOURCE_TOPIC,
+            "orders",
+            MIRROR_STATE,
+            Some("stopped"),
+        );
+        validate_link_changes(&image, "dr", &delete).unwrap();
+        let settings = LinkSettings::from_configs("dr", &image.configs[&(LINK, "dr".to_string())]);
+        assert!(!settings.paused && !settings.offset_sync && settings.config_sync_ms == 5_000);
+        assert_eq!(
+            settings.client,
+            [("bootstrap.servers".to_string(), "x:1".to_string())]
+        );
+    }
+
+    #[test]
+    fn mirror_topic_keys_move_forward_only() {
+        let mut image = MetadataImage::empty();
+        set(&mut image, LINK, "dr", "bootstrap.servers", Some("x:1"));
+        let none = BTreeMap::new();
+        validate_mirror_changes(&image, &none, &changes(&[(MIRROR_LINK, Some("dr"))])).unwrap();
+        assert!(
+            validate_mirror_changes(&image, &none, &changes(&[(MIRROR_LINK, Some("nope"))]))
+                .is_err()
+        );
+        assert!(
+            validate_mirror_changes(&image, &none, &changes(&[(MIRROR_STATE, Some("paused"))]))
+                .is_err(),
+            "an ordinary topic cannot become a mirror by its state"
+        );
+        let mirror: BTreeMap<String, String> = [
+            (MIRROR_LINK.to_string(), "dr".to_string()),
+            (MIRROR_STATE.to_string(), "active".to_string()),
+        ]
+        .into();
+        validate_mirror_changes(&image, &mirror, &changes(&[(MIRROR_STATE, Some("paused"))]))
+            .unwrap();
+        assert!(validate_mirror_changes(
+            &image,
+            &mirror,
+            &changes(&[(MIRROR_STATE, Some("gone"))])
+        )
+        .is_err());
+        assert!(
+            validate_mirror_changes(&image, &mirror, &changes(&[(MIRROR_LINK, None)])).is_err()
+        );
+        let promoted: BTreeMap<String, String> = [
+            (MIRROR_LINK.to_string(), "dr".to_string()),
+            (MIRROR_STATE.to_string(), "stopped".to_string()),
+        ]
+        .into();
+        assert!(validate_mirror_changes(
+            &image,
+            &promoted,
+            &changes(&[(MIRROR_STATE, Some("active"))])
+        )
+        .is_err());
+        let m = MirrorTopic::of("orders", &mirror).unwrap();
+        assert_eq!(
+            (m.source_topic.as_str(), m.state),
+            ("orders", MirrorState::Active)
+        );
+        assert!(MirrorTopic::of("orders", &none).is_none());
+    }
+}

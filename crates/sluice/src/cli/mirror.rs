@@ -1,0 +1,237 @@
+//! `sluice mirror` — cluster links and mirror topics (Sluice's offset-preserving mirroring;
+//! the flags follow Confluent's `kafka-cluster-links` / `kafka-mirrors`). Run against the
+//! destination cluster.
+
+use std::time::Duration;
+
+use clap::{ArgGroup, Args};
+use sluice_client::Admin;
+
+use super::{config_items, properties_file, usage, CliError, CliResult, ConnArgs};
+
+#[derive(Args, Debug)]
+#[command(
+    group(ArgGroup::new("action").required(true).args([
+        "create", "delete", "add", "describe", "list", "pause", "resume", "promote", "failover",
+        "alter"
+    ])),
+    after_help = "Examples:\n  sluice mirror --create --link dr --source-bootstrap-server src:9092 --consumer-groups '*'\n  sluice mirror --add --link dr --topic orders\n  sluice mirror --describe --link dr\n  sluice mirror --promote --topic orders\n  sluice mirror --failover --topic orders\n  sluice mirror --delete --link dr"
+)]
+pub struct MirrorArgs {
+    #[command(flatten)]
+    pub conn: ConnArgs,
+    /// Create a cluster link (--link, --source-bootstrap-server).
+    #[arg(long)]
+    pub create: bool,
+    /// Delete a cluster link (its mirror topics must be promoted or deleted first).
+    #[arg(long)]
+    pub delete: bool,
+    /// Change a link's settings (--link, --link-config).
+    #[arg(long)]
+    pub alter: bool,
+    /// Add a mirror topic on a link (--link, --topic, optionally --source-topic).
+    #[arg(long)]
+    pub add: bool,
+    /// Show links, their mirror topics and each partition's lag.
+    #[arg(long)]
+    pub describe: bool,
+    /// List the links.
+    #[arg(long)]
+    pub list: bool,
+    /// Stop copying to a mirror topic for now (it stays read-only).
+    #[arg(long)]
+    pub pause: bool,
+    /// Copy again to a paused mirror topic.
+    #[arg(long)]
+    pub resume: bool,
+    /// Make a mirror topic writable once it has everything the source has (waits up to
+    /// --wait-ms for the lag to reach zero).
+    #[arg(long)]
+    pub promote: bool,
+    /// Make a mirror topic writable now, whatever its lag (the source may be gone).
+    #[arg(long)]
+    pub failover: bool,
+    /// The cluster link.
+    #[arg(long, value_name = "NAME")]
+    pub link: Option<String>,
+    /// The source cluster (with --create).
+    #[arg(long = "source-bootstrap-server", value_name = "HOST:PORT")]
+    pub source_bootstrap_server: Option<String>,
+    /// Client settings that reach the source (security.protocol, sasl.*, ssl.*).
+    #[arg(long = "source-command-config", value_name = "FILE")]
+    pub source_command_config: Option<std::path::PathBuf>,
+    /// Copy these groups' committed offsets from the source: names, or '*' for all.
+    #[arg(long = "consumer-groups", value_name = "G1,G2|*")]
+    pub consumer_groups: Option<String>,
+    /// Link settings, k=v[,k=v] (e.g. mirror.start.offset.spec=latest).
+    #[arg(long = "link-config", value_name = "K=V,...")]
+    pub link_config: Option<String>,
+    /// The mirror topic (comma-separated for --pause, --resume, --promote, --failover).
+    #[arg(long, value_name = "TOPIC")]
+    pub topic: Option<String>,
+    /// The topic on the source (default: the same name as the mirror topic).
+    #[arg(long = "source-topic", value_name = "TOPIC")]
+    pub source_topic: Option<String>,
+    /// Replication factor of a new mirror topic (default: the broker's).
+    #[arg(long = "replication-factor", default_value_t = -1)]
+    pub replication_factor: i16,
+    /// How long --promote waits for the lag to reach zero.
+    #[arg(long = "wait-ms", default_value_t = 30_000)]
+    pub wait_ms: u64,
+}
+
+fn need<'a>(v: &'a Option<String>, flag: &str, action: &str) -> Result<&'a str, CliError> {
+    v.as_deref()
+        .filter(|s| !s.is_empty())
+        .ok_or_else(|| usage(format!("{action} needs {flag}")))
+}
+
+pub async fn run(args: MirrorArgs) -> CliResult {
+    let admin = Admin::new(args.conn.client_config()?)?;
+    if args.create {
+        let link = need(&args.link, "--link", "--create")?;
+        let bootstrap = need(
+            &args.source_bootstrap_server,
+            "--source-bootstrap-server",
+            "--create",
+        )?;
+        let mut configs = vec![("bootstrap.servers".to_string(), bootstrap.to_string())];
+        if let Some(path) = &args.source_command_config {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| usage(format!("--source-command-config {}: {e}", path.display())))?;
+            configs.extend(properties_file(&text));
+        }
+        if let Some(groups) = &args.consumer_groups {
+            configs.push(("consumer.offset.sync.enable".into(), "true".into()));
+            configs.push(("consumer.offset.group.filters".into(), groups.clone()));
+        }
+        if let Some(items) = &args.link_config {
+            configs.extend(config_items(items, "--link-config")?);
+        }
+        admin.create_link(link, &configs).await?;
+        println!("Cluster link '{link}' created.");
+    } else if args.alter {
+        let link = need(&args.link, "--link", "--alter")?;
+        let items = need(&args.link_config, "--link-config", "--alter")?;
+        admin
+            .alter_link(link, &config_items(items, "--link-config")?, &[])
+            .await?;
+        println!("Cluster link '{link}' altered.");
+    } else if args.delete {
+        let link = need(&args.link, "--link", "--delete")?;
+        admin.delete_link(link).await?;
+        println!("Cluster link '{link}' deleted.");
+    } else if args.add {
+        let link = need(&args.link, "--link", "--add")?;
+        let topic = need(&args.topic, "--topic", "--add")?;
+        admin
+            .create_mirror_topic(
+                topic,
+                link,
+                args.source_topic.as_deref(),
+                args.replication_factor,
+            )
+            .await?;
+        println!("Created mirror topic {topic} on link '{link}'.");
+    } else if args.list {
+        for (name, bootstrap) in admin.list_links().await? {
+            println!("Link name: '{name}', source: '{bootstrap}'");
+        }
+    } else if args.describe {
+        describe(&admin, args.link.as_deref()).await?;
+    } else {
+        let topics = need(&args.topic, "--topic", "this action")?;
+        for topic in topics.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+            if args.promote {
+                wait_for_zero_lag(&admin, topic, Duration::from_millis(args.wait_ms)).await?;
+            }
+            let (state, done) = if args.pause {
+                ("paused", "paused")
+            } else if args.resume {
+                ("active", "resumed")
+            } else {
+                ("stopped", "promoted: it is now writable")
+            };
+            admin.set_mirror_state(topic, state).await?;
+            println!("Mirror topic {topic} {done}.");
+        }
+    }
+    Ok(())
+}
+
+async fn describe(admin: &Admin, link: Option<&str>) -> CliResult {
+    let links: Vec<String> = match link {
+        Some(l) => vec![l.to_string()],
+        None => admin
+            .list_links()
+            .await?
+            .into_iter()
+            .map(|(n, _)| n)
+            .collect(),
+    };
+    for name in links {
+        let d = admin.describe_link(&name).await?;
+        let source = d
+            .configs
+            .iter()
+            .find(|(k, _)| k == "bootstrap.servers")
+            .and_then(|(_, v)| v.clone())
+            .unwrap_or_default();
+        println!("Link name: '{name}'  Source: '{source}'");
+        for t in &d.topics {
+            println!(
+                "Topic: {}\tLinkName: {name}\tSourceTopic: {}\tState: {}",
+                t.topic,
+                t.source_topic,
+                t.state.to_ascii_uppercase()
+            );
+            for p in d.partitions.iter().filter(|p| p.topic == t.topic) {
+                println!(
+                    "\tPartition: {}\tBroker: {}\tLocalLogEndOffset: {}\tLastFetchSourceHighWatermark: {}\tLag: {}\tLagMs: {}{}",
+                    p.partition,
+                    p.broker,
+                    p.log_end_offset,
+                    p.source_high_watermark,
+                    p.lag_records,
+                    p.lag_ms,
+                    p.error.as_ref().map_or(String::new(), |e| format!("\tError: {e}"))
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Wait until every partition of mirror topic `topic` has what the source has.
+async fn wait_for_zero_lag(admin: &Admin, topic: &str, limit: Duration) -> CliResult {
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        let mut link = None;
+        for (name, _) in admin.list_links().await? {
+            let d = admin.describe_link(&name).await?;
+            if d.topics.iter().any(|t| t.topic == topic) {
+                link = Some(d);
+                break;
+            }
+        }
+        let d = link.ok_or_else(|| CliError::Failed(format!("{topic} is not a mirror topic")))?;
+        let partitions = admin
+            .describe_topics(&[topic])
+            .await?
+            .first()
+            .map_or(0, |t| t.partitions.len());
+        let lags: Vec<_> = d.partitions.iter().filter(|p| p.topic == topic).collect();
+        let caught_up = lags.len() == partitions
+            && lags.iter().all(|p| p.lag_records == 0 && p.error.is_none());
+        if caught_up {
+            return Ok(());
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Err(CliError::Failed(format!(
+                "{topic} still lags its source after {} ms (use --failover to promote it anyway)",
+                limit.as_millis()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
