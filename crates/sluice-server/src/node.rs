@@ -508,6 +508,7 @@ impl Node {
             Arc::clone(&replicas),
             Arc::clone(&cache),
             Arc::clone(&controller),
+            Arc::clone(&groups),
         );
         tokio::spawn(Arc::clone(&mirrors).run(shutdown_rx.clone()));
         let services = Arc::new(Services {

@@ -4,6 +4,7 @@
 //!
 //! # Layout
 //! - [`TestServer`]: one node process and its captured log.
+//! - [`combined_nodes`]: the configs of a three-node combined cluster.
 
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
@@ -46,6 +47,32 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
         .expect("a free loopback port")
+}
+
+/// The overrides of three combined broker + controller nodes (ids 1-3) on loopback ports
+/// picked now, each with `extra` added: one entry per node, for [`TestServer::start_all`].
+pub fn combined_nodes(extra: &[&str]) -> Vec<Vec<String>> {
+    let ids = [1, 2, 3];
+    let ports: Vec<(u16, u16)> = ids.iter().map(|_| (free_port(), free_port())).collect();
+    let voters: Vec<String> = ids
+        .iter()
+        .zip(&ports)
+        .map(|(id, (_, c))| format!("{id}@127.0.0.1:{c}"))
+        .collect();
+    ids.iter()
+        .zip(&ports)
+        .map(|(id, (p, c))| {
+            let mut o = vec![
+                "process.roles=broker,controller".to_string(),
+                format!("node.id={id}"),
+                format!("listeners=PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"),
+                "controller.listener.names=CONTROLLER".into(),
+                format!("controller.quorum.voters={}", voters.join(",")),
+            ];
+            o.extend(extra.iter().map(|s| s.to_string()));
+            o
+        })
+        .collect()
 }
 
 /// How long a node may take to start listening before the test fails.

@@ -29,7 +29,7 @@ use rdkafka::ClientConfig;
 use sluice_protocol::batch::BatchBuilder;
 use sluice_protocol::compression::Compression;
 use sluice_protocol::ErrorCode;
-use sluice_testkit::{free_port, TestServer};
+use sluice_testkit::{combined_nodes as combined, free_port, TestServer};
 use wire::Wire;
 
 fn sluice_bin() -> &'static Path {
@@ -319,31 +319,6 @@ fn three_controllers_and_three_brokers() {
     converge(&nodes[3].bootstrap, "metadata after a full restart", |m| {
         brokers(m) == live && partitions(m, "t").len() == 3 && partitions(m, "after").len() == 1
     });
-}
-
-/// Three combined nodes' overrides, with `extra` settings.
-fn combined(extra: &[&str]) -> Vec<Vec<String>> {
-    let ids = [1, 2, 3];
-    let ports: Vec<(u16, u16)> = ids.iter().map(|_| (free_port(), free_port())).collect();
-    let voters: Vec<String> = ids
-        .iter()
-        .zip(&ports)
-        .map(|(id, (_, c))| format!("{id}@127.0.0.1:{c}"))
-        .collect();
-    ids.iter()
-        .zip(&ports)
-        .map(|(id, (p, c))| {
-            let mut o = vec![
-                "process.roles=broker,controller".to_string(),
-                format!("node.id={id}"),
-                format!("listeners=PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"),
-                "controller.listener.names=CONTROLLER".into(),
-                format!("controller.quorum.voters={}", voters.join(",")),
-            ];
-            o.extend(extra.iter().map(|s| s.to_string()));
-            o
-        })
-        .collect()
 }
 
 /// The network between three combined nodes: a proxy for each direction of each pair, for

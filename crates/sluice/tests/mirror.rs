@@ -184,6 +184,19 @@ async fn a_mirror_topic_keeps_the_sources_offsets_and_becomes_writable_when_prom
         }
     }
 
+    // A consumer group's position on the source (committed from outside, as a stopped
+    // application's would be).
+    let positions: Vec<(TopicPartition, i64)> = (0..3)
+        .map(|p| (TopicPartition::new("orders", p), 100 + 50 * p as i64))
+        .collect();
+    for (_, r) in src_admin
+        .alter_group_offsets("app", &positions)
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+
     // The link and the mirror topics, through the CLI as an operator would.
     sluice_tool(
         "mirror",
@@ -194,6 +207,10 @@ async fn a_mirror_topic_keeps_the_sources_offsets_and_becomes_writable_when_prom
             "dr",
             "--source-bootstrap-server",
             &source.bootstrap,
+            "--consumer-groups",
+            "*",
+            "--link-config",
+            "consumer.offset.sync.ms=1000",
         ],
     );
     sluice_tool(
@@ -220,16 +237,30 @@ async fn a_mirror_topic_keeps_the_sources_offsets_and_becomes_writable_when_prom
         &read_all(&source.bootstrap, "orders", 3, "read_uncommitted").await,
         &read_all(&dest.bootstrap, "orders", 3, "read_uncommitted").await,
     );
-    let committed = read_all(&dest.bootstrap, "payments", 3, "read_committed").await;
+    let committed_txns = read_all(&dest.bootstrap, "payments", 3, "read_committed").await;
     same_records(
         &read_all(&source.bootstrap, "payments", 3, "read_committed").await,
-        &committed,
+        &committed_txns,
     );
-    assert_eq!(committed.len(), 200, "four committed transactions of 50");
-    assert!(committed
+    assert_eq!(
+        committed_txns.len(),
+        200,
+        "four committed transactions of 50"
+    );
+    assert!(committed_txns
         .iter()
         .all(|r| !r.value.as_ref().unwrap().starts_with(b"t2-")
             && !r.value.as_ref().unwrap().starts_with(b"t5-")));
+    // A transaction left open on the source (its producer gone before the end): copied,
+    // it holds the mirror's last stable offset until the mirror is promoted.
+    txp.begin_transaction().await.unwrap();
+    for i in 0..10 {
+        txp.send(ProducerRecord::new("payments").value(Bytes::from(format!("open-{i}"))))
+            .await
+            .unwrap();
+    }
+    txp.flush().await;
+    wait_caught_up(&dest.bootstrap, &source.bootstrap, "dr", "payments", 3).await;
 
     // New records keep flowing while the mirror is active.
     for i in 3_000..3_100i64 {
@@ -273,6 +304,30 @@ async fn a_mirror_topic_keeps_the_sources_offsets_and_becomes_writable_when_prom
         ),
         "{refused}"
     );
+    // The group's offsets were copied as they are.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let copied: Vec<(TopicPartition, i64)> = dest_admin
+            .list_group_offsets("app", None)
+            .await
+            .map(|rows| {
+                let mut rows: Vec<_> = rows
+                    .into_iter()
+                    .filter_map(|(tp, c)| c.map(|c| (tp, c.offset)))
+                    .collect();
+                rows.sort_by_key(|(tp, _)| tp.partition.0);
+                rows
+            })
+            .unwrap_or_default();
+        if copied == positions {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "group offsets not copied: {copied:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     // A link with an active mirror topic cannot be deleted.
     assert!(dest_admin.delete_link("dr").await.is_err());
 
@@ -314,11 +369,179 @@ async fn a_mirror_topic_keeps_the_sources_offsets_and_becomes_writable_when_prom
         written.offset, src_end,
         "the promoted topic continues the source's offsets"
     );
+    // The group resumes on this cluster exactly where it was on the source.
+    let mut app = Consumer::new(
+        ClientConfig::new(&dest.bootstrap)
+            .set("group.id", "app")
+            .unwrap()
+            .set("enable.auto.commit", "false")
+            .unwrap(),
+    )
+    .unwrap();
+    app.subscribe(&["orders"]).await.unwrap();
+    let mut first: std::collections::BTreeMap<i32, i64> = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while first.len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "the group did not resume: {first:?}"
+        );
+        for r in app.poll(Duration::from_millis(200)).await.unwrap() {
+            first.entry(r.partition).or_insert(r.offset);
+        }
+    }
+    let resumed: Vec<(TopicPartition, i64)> = first
+        .into_iter()
+        .map(|(p, o)| (TopicPartition::new("orders", p), o))
+        .collect();
+    assert_eq!(resumed, positions);
     sluice_tool(
         "mirror",
         &dest.bootstrap,
         &["--failover", "--topic", "payments"],
     );
+    // Promoted, the mirror aborts the source's open transaction: read_committed reads to the
+    // end and sees the committed transactions only.
+    let after = read_all(&dest.bootstrap, "payments", 3, "read_committed").await;
+    same_records(&committed_txns, &after);
     sluice_tool("mirror", &dest.bootstrap, &["--delete", "--link", "dr"]);
     assert!(dest_admin.list_links().await.unwrap().is_empty());
+}
+
+/// Three combined nodes with failure detection on second-scale timeouts.
+fn three_nodes() -> Vec<TestServer> {
+    TestServer::start_all(
+        sluice_bin(),
+        &sluice_testkit::combined_nodes(&[
+            "broker.session.timeout.ms=2000",
+            "broker.heartbeat.interval.ms=250",
+            "controller.quorum.election.timeout.ms=500",
+            "default.replication.factor=3",
+            "min.insync.replicas=2",
+            "offsets.topic.replication.factor=3",
+        ]),
+    )
+}
+
+/// The index of the node that leads `topic`-`partition` (by node id 1-3).
+async fn leader_index(bootstrap: &str, topic: &str, partition: i32) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let leader = admin(bootstrap)
+            .describe_topics(&[topic])
+            .await
+            .ok()
+            .and_then(|t| t.first().cloned())
+            .and_then(|t| t.partitions.into_iter().find(|p| p.partition == partition))
+            .map(|p| p.leader)
+            .filter(|l| *l > 0);
+        if let Some(l) = leader {
+            return l as usize - 1;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{topic}-{partition} has no leader"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Under a steady produce load, kill -9 the source partition's leader and then the mirror
+/// partition's leader (the broker that copies it), each restarted after: the mirror ends
+/// with exactly the source's records at the source's offsets, none missing, none twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mirror_resumes_without_gaps_or_duplicates_after_kill_9_on_either_side() {
+    const RECORDS: u64 = 10_000;
+    let mut source = three_nodes();
+    let mut dest = three_nodes();
+    let src_boot: Vec<String> = source.iter().map(|n| n.bootstrap.clone()).collect();
+    let src_boot = src_boot.join(",");
+    let dest_boot = dest[0].bootstrap.clone();
+    let r = admin(&src_boot)
+        .create_topics(&[NewTopic::new("load", 2, 3)], false)
+        .await
+        .unwrap();
+    r[0].1.as_ref().unwrap();
+    admin(&dest_boot)
+        .create_link("dr", &[("bootstrap.servers".to_string(), src_boot.clone())])
+        .await
+        .unwrap();
+    admin(&dest_boot)
+        .create_mirror_topic("load", "dr", None, 3)
+        .await
+        .unwrap();
+
+    // A steady load on the source: acks=all, idempotent, with retries through failovers.
+    let producing = {
+        let boot = src_boot.clone();
+        tokio::spawn(async move {
+            let p = Producer::new(
+                ClientConfig::new(&boot)
+                    .set("delivery.timeout.ms", "60000")
+                    .unwrap(),
+            )
+            .unwrap();
+            let mut pending = Vec::new();
+            for i in 0..RECORDS {
+                pending.push(
+                    p.send(ProducerRecord::new("load").value(Bytes::from(format!("v{i}"))))
+                        .await
+                        .unwrap(),
+                );
+                if i % 100 == 99 {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+            let mut acked = 0u64;
+            for f in pending {
+                f.await.unwrap();
+                acked += 1;
+            }
+            acked
+        })
+    };
+    // Once the mirror is copying, the source leader dies.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !admin(&dest_boot).describe_link("dr").await.is_ok_and(|d| {
+        d.partitions
+            .iter()
+            .map(|p| p.log_end_offset.max(0))
+            .sum::<i64>()
+            > 500
+    }) {
+        assert!(
+            Instant::now() < deadline,
+            "the mirror never started copying"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let s = leader_index(&src_boot, "load", 0).await;
+    source[s].kill();
+    let other = source[(s + 1) % 3].bootstrap.clone();
+    while leader_index(&other, "load", 0).await == s {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    source[s].restart();
+    // Then the broker that copies into the mirror's partition 0.
+    let d = leader_index(&dest_boot, "load", 0).await;
+    dest[d].kill();
+    let dest_boot = dest[(d + 1) % 3].bootstrap.clone();
+    while leader_index(&dest_boot, "load", 0).await == d {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    dest[d].restart();
+    assert_eq!(producing.await.unwrap(), RECORDS);
+
+    wait_caught_up(&dest_boot, &src_boot, "dr", "load", 2).await;
+    let from_source = read_all(&src_boot, "load", 2, "read_uncommitted").await;
+    let mirrored = read_all(&dest_boot, "load", 2, "read_uncommitted").await;
+    same_records(&from_source, &mirrored);
+    let mut values: Vec<&Bytes> = mirrored.iter().filter_map(|r| r.value.as_ref()).collect();
+    values.sort();
+    values.dedup();
+    assert_eq!(
+        values.len() as u64,
+        RECORDS,
+        "every record once, none twice"
+    );
 }

@@ -79,12 +79,16 @@ pub(super) async fn run(
         refreshed: None,
         started: HashSet::new(),
         synced: None,
+        groups_synced: None,
     };
     info!(link = copier.settings.name, "cluster link copier started");
     loop {
         let current = work.borrow_and_update().clone();
+        copier.maybe_sync_groups(&current.mirrors).await;
         if current.partitions.is_empty() && current.topics.is_empty() {
-            if work.changed().await.is_err() {
+            // Nothing to copy here: wait for work, or the next group offset sync.
+            let wait = Duration::from_millis(copier.settings.offset_sync_ms);
+            if let Ok(Err(_)) = tokio::time::timeout(wait, work.changed()).await {
                 return;
             }
             continue;
@@ -116,6 +120,8 @@ struct Copier {
     started: HashSet<TopicPartition>,
     /// When topics were last synced.
     synced: Option<tokio::time::Instant>,
+    /// When group offsets were last synced.
+    groups_synced: Option<tokio::time::Instant>,
 }
 
 impl Copier {
@@ -141,22 +147,23 @@ impl Copier {
     /// A mirror that starts at the source's end (`mirror.start.offset.spec=latest`) and has
     /// copied nothing yet starts there.
     async fn settle_start(&mut self, m: &Mirrored) -> Result<(), String> {
-        if !self.started.insert(m.tp.clone()) || !self.settings.start_at_latest {
+        if self.started.contains(&m.tp) {
             return Ok(());
         }
         let Some(p) = self.manager.replicas.get(&m.tp) else {
             return Ok(());
         };
-        if p.log_end_offset() != 0 || p.log_start_offset() != 0 {
-            return Ok(());
+        if self.settings.start_at_latest && p.log_end_offset() == 0 && p.log_start_offset() == 0 {
+            let source = TopicPartition::new(m.source_topic.clone(), m.tp.partition.0);
+            let end = self.source_offset(&source, OffsetSpec::Latest).await?;
+            let now = crate::now_ms();
+            sluice_rt::task::spawn_blocking(move || p.truncate_fully_and_start_at(end, now))
+                .await
+                .map_err(|e| e.to_string())?
+                .map_err(|e| e.to_string())?;
         }
-        let source = TopicPartition::new(m.source_topic.clone(), m.tp.partition.0);
-        let end = self.source_offset(&source, OffsetSpec::Latest).await?;
-        let now = crate::now_ms();
-        sluice_rt::task::spawn_blocking(move || p.truncate_fully_and_start_at(end, now))
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|e| e.to_string())
+        self.started.insert(m.tp.clone());
+        Ok(())
     }
 
     async fn source_offset(&self, tp: &TopicPartition, spec: OffsetSpec) -> Result<i64, String> {
@@ -207,19 +214,27 @@ impl Copier {
             });
         }
         let mut failed = None;
+        let mut errors = false;
         while let Some(joined) = fetches.join_next().await {
             let Ok((wanted, r)) = joined else { continue };
             match r {
-                Ok(resp) => self.apply(&wanted, resp).await,
+                Ok(resp) => errors |= self.apply(&wanted, resp).await,
                 Err(e) => failed = Some(e),
             }
+        }
+        if errors && failed.is_none() {
+            // Some partitions answered an error (leaders moving, a topic being made): not
+            // again at once.
+            tokio::time::sleep(RETRY_BACKOFF).await;
         }
         failed.map_or(Ok(()), Err)
     }
 
-    /// Append what one leader answered, and note each partition's lag.
-    async fn apply(&mut self, wanted: &[(Mirrored, i64)], resp: FetchResponse) {
+    /// Append what one leader answered, and note each partition's lag. Returns whether a
+    /// partition failed.
+    async fn apply(&mut self, wanted: &[(Mirrored, i64)], resp: FetchResponse) -> bool {
         let now = crate::now_ms();
+        let mut errors = false;
         let mut answers: HashMap<(String, i32), _> = HashMap::new();
         for t in resp.responses {
             for p in t.partitions {
@@ -263,6 +278,7 @@ impl Copier {
                         Ok(None) => debug!(partition = %m.tp, "dropping a stale mirror fetch"),
                         Err(e) => {
                             warn!(partition = %m.tp, error = %e.message(), "cannot append mirrored records");
+                            errors = true;
                             self.manager
                                 .update_status(&m.tp, &link, |s| s.error = Some(e.message()));
                         }
@@ -273,6 +289,7 @@ impl Copier {
                 }
                 Some(code) => {
                     // Leaders moved, a topic is being created: new metadata next round.
+                    errors = true;
                     self.refreshed = None;
                     self.manager.update_status(&m.tp, &link, |s| {
                         s.error = Some(format!("the source answered {code:?}"))
@@ -280,6 +297,7 @@ impl Copier {
                 }
             }
         }
+        errors
     }
 
     /// The source no longer has the offset this mirror would copy next: behind its log
@@ -312,6 +330,111 @@ impl Copier {
         self.manager
             .update_status(&m.tp, &link, |s| s.error = Some(message));
         tokio::time::sleep(RETRY_BACKOFF).await;
+    }
+
+    /// Every `consumer.offset.sync.ms` (with `consumer.offset.sync.enable`): the committed
+    /// offsets of the chosen source groups on the link's mirror topics, copied as they are
+    /// (the offsets are the same here), for the groups this broker coordinates. The commit
+    /// is made from outside the group (generation -1), which the coordinator refuses while
+    /// the group has members here: once consumers run on this cluster, their offsets are
+    /// theirs.
+    async fn maybe_sync_groups(&mut self, mirrors: &[(String, String)]) {
+        let period = Duration::from_millis(self.settings.offset_sync_ms);
+        if !self.settings.offset_sync
+            || mirrors.is_empty()
+            || self.groups_synced.is_some_and(|t| t.elapsed() < period)
+        {
+            return;
+        }
+        self.groups_synced = Some(tokio::time::Instant::now());
+        let image = self.manager.metadata.current();
+        let Some(offsets_partitions) = image
+            .topic(crate::group::coordinator::OFFSETS_TOPIC)
+            .map(|t| t.partitions.len() as i32)
+            .filter(|n| *n > 0)
+        else {
+            return;
+        };
+        let coordinated = |group: &str| {
+            let p = crate::group::coordinator::partition_for(group, offsets_partitions);
+            self.manager
+                .replicas
+                .get(&TopicPartition::new(
+                    crate::group::coordinator::OFFSETS_TOPIC,
+                    p,
+                ))
+                .is_some_and(|p| p.is_leader())
+        };
+        let Ok(listed) = self.admin.list_groups(&[]).await else {
+            return;
+        };
+        for g in listed {
+            if !self.settings.syncs_group(&g.group_id) || !coordinated(&g.group_id) {
+                continue;
+            }
+            let Ok(rows) = self.admin.list_group_offsets(&g.group_id, None).await else {
+                continue;
+            };
+            let mut wanted: Vec<(String, i32, i64, i32, Option<String>)> = Vec::new();
+            for (tp, committed) in rows {
+                let Some(c) = committed else { continue };
+                for (mirror, _) in mirrors.iter().filter(|(_, s)| *s == tp.topic) {
+                    wanted.push((
+                        mirror.clone(),
+                        tp.partition.0,
+                        c.offset,
+                        -1,
+                        c.metadata.clone(),
+                    ));
+                }
+            }
+            if wanted.is_empty() {
+                continue;
+            }
+            let topics: Vec<(String, Vec<i32>)> = {
+                let mut by: BTreeMap<String, Vec<i32>> = BTreeMap::new();
+                for (t, p, ..) in &wanted {
+                    by.entry(t.clone()).or_default().push(*p);
+                }
+                by.into_iter().collect()
+            };
+            let have = self
+                .manager
+                .groups
+                .fetch(g.group_id.clone(), Some(topics), false)
+                .await
+                .unwrap_or_default();
+            wanted.retain(|(t, p, o, ..)| {
+                !have.iter().any(|(ht, hp, v)| {
+                    ht == t && hp == p && v.as_ref().is_some_and(|v| v.offset == *o)
+                })
+            });
+            if wanted.is_empty() {
+                continue;
+            }
+            let count = wanted.len();
+            let r = self
+                .manager
+                .groups
+                .commit(crate::group::coordinator::CommitRequest {
+                    group_id: g.group_id.clone(),
+                    generation: -1,
+                    member_id: String::new(),
+                    instance_id: None,
+                    version: 8,
+                    offsets: wanted,
+                })
+                .await;
+            match r {
+                Ok(codes) if codes.iter().all(Option::is_none) => {
+                    debug!(
+                        group = g.group_id,
+                        count, "copied group offsets from the source"
+                    )
+                }
+                other => debug!(group = g.group_id, result = ?other, "group offsets not copied"),
+            }
+        }
     }
 
     /// Every `topic.config.sync.ms`: mirror topics grow with their source's partition count,

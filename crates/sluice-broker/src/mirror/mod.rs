@@ -43,12 +43,15 @@ pub struct Mirrored {
     pub source_topic: String,
 }
 
-/// What one link's copier does: the partitions it copies, and the topics whose partition
-/// count and configs it keeps in step (those whose partition 0 this broker leads).
+/// What one link's copier does: the partitions it copies, the topics whose partition
+/// count and configs it keeps in step (those whose partition 0 this broker leads), and every
+/// active mirror topic of the link with its source topic (whose groups' offsets it copies,
+/// for the groups this broker coordinates).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LinkWork {
     pub partitions: Vec<Mirrored>,
     pub topics: Vec<(String, String)>,
+    pub mirrors: Vec<(String, String)>,
 }
 
 /// Where one mirror partition stands, as its copier last saw it.
@@ -106,6 +109,7 @@ pub struct MirrorManager {
     replicas: Arc<ReplicaManager>,
     metadata: Arc<MetadataCache>,
     controller: Arc<ControllerClient>,
+    groups: Arc<crate::group::coordinator::GroupCoordinator>,
     status: Mutex<BTreeMap<TopicPartition, PartitionStatus>>,
 }
 
@@ -115,12 +119,14 @@ impl MirrorManager {
         replicas: Arc<ReplicaManager>,
         metadata: Arc<MetadataCache>,
         controller: Arc<ControllerClient>,
+        groups: Arc<crate::group::coordinator::GroupCoordinator>,
     ) -> Arc<Self> {
         Arc::new(Self {
             node_id,
             replicas,
             metadata,
             controller,
+            groups,
             status: Mutex::new(BTreeMap::new()),
         })
     }
@@ -167,6 +173,7 @@ impl MirrorManager {
             if m.state != MirrorState::Active || settings.paused {
                 continue;
             }
+            work.mirrors.push((name.clone(), m.source_topic.clone()));
             for (id, reg) in &t.partitions {
                 if reg.leader != self.node_id {
                     continue;
@@ -192,6 +199,10 @@ impl MirrorManager {
         let mut images = self.metadata.subscribe();
         let mut tick = tokio::time::interval(RESCAN);
         let mut links: HashMap<String, LinkTask> = HashMap::new();
+        // Partitions copied here at the last look, and promoted ones whose copied open
+        // transactions are still to be aborted.
+        let mut copying: std::collections::HashSet<TopicPartition> = Default::default();
+        let mut promoted: std::collections::HashSet<TopicPartition> = Default::default();
         loop {
             tokio::select! {
                 _ = shutdown.changed() => break,
@@ -242,10 +253,62 @@ impl MirrorManager {
                 })
                 .collect();
             self.lock_status().retain(|tp, _| copied.contains(tp));
+            promoted.extend(
+                copying
+                    .difference(&copied)
+                    .filter(|tp| self.is_promoted_here(&image, tp))
+                    .cloned(),
+            );
+            copying = copied;
+            self.abort_copied_transactions(&image, &mut promoted).await;
             self.export_metrics();
         }
         for task in links.into_values() {
             task.handle.abort();
+        }
+    }
+
+    /// Whether `tp`'s topic is a promoted mirror and this broker leads it.
+    fn is_promoted_here(&self, image: &MetadataImage, tp: &TopicPartition) -> bool {
+        MirrorTopic::of(&tp.topic, &image.topic_configs(&tp.topic))
+            .is_some_and(|m| m.state == MirrorState::Stopped)
+            && self.replicas.get(tp).is_some_and(|p| p.is_leader())
+    }
+
+    /// Abort, in each promoted partition this broker still leads, the source's transactions
+    /// left open in it; kept to retry those that cannot be written yet (ISR too small).
+    async fn abort_copied_transactions(
+        &self,
+        image: &MetadataImage,
+        promoted: &mut std::collections::HashSet<TopicPartition>,
+    ) {
+        let pending: Vec<TopicPartition> = promoted.iter().cloned().collect();
+        for tp in pending {
+            if !self.is_promoted_here(image, &tp) {
+                promoted.remove(&tp);
+                continue;
+            }
+            let Some(p) = self.replicas.get(&tp) else {
+                promoted.remove(&tp);
+                continue;
+            };
+            let now = crate::now_ms();
+            let done =
+                sluice_rt::task::spawn_blocking(move || p.abort_copied_transactions(now)).await;
+            match done {
+                Ok(Ok(n)) => {
+                    if n > 0 {
+                        tracing::info!(partition = %tp, transactions = n, "aborted the source's transactions left open in a promoted mirror");
+                    }
+                    promoted.remove(&tp);
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(partition = %tp, error = %e.message(), "open source transactions not aborted yet")
+                }
+                Err(e) => {
+                    tracing::warn!(partition = %tp, error = %e, "aborting open source transactions")
+                }
+            }
         }
     }
 

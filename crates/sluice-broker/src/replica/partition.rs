@@ -101,6 +101,9 @@ pub struct Partition {
     pub watchers: Watchers,
     /// Per-topic traffic counters (`/metrics`), resolved once so the hot paths only add.
     pub metrics: PartitionMetrics,
+    /// Where the records this replica copied from a mirror's source end (-1: none copied
+    /// here); what a promotion treats as the source's.
+    mirror_end: std::sync::atomic::AtomicI64,
 }
 
 /// A partition's handles on its topic's traffic counters.
@@ -164,6 +167,7 @@ impl Partition {
             watchers: Watchers::default(),
             metrics: PartitionMetrics::new(&tp.topic),
             tp,
+            mirror_end: std::sync::atomic::AtomicI64::new(-1),
         }
     }
 
@@ -332,9 +336,40 @@ impl Partition {
                 return Ok(None);
             }
             sluice_protocol::batch::set_leader_epochs(&mut batches, epoch);
-            log.append_as_follower(&batches, now_ms).map(Some)
+            let end = log.append_as_follower(&batches, now_ms)?;
+            self.mirror_end
+                .store(end, std::sync::atomic::Ordering::Relaxed);
+            Ok(Some(end))
         })
         .map(|(leo, _)| leo)
+    }
+
+    /// A promoted mirror: abort the source's transactions still open in it (their markers
+    /// will never be copied), so its last stable offset moves on and read_committed readers
+    /// see past them, as if their coordinator had aborted them. Only transactions that began
+    /// in the copied records (below where the copy ended here, or below the log end when
+    /// another replica did the copying); local ones begin later. Returns how many.
+    pub fn abort_copied_transactions(&self, now_ms: i64) -> Result<usize, AppendError> {
+        let copied = self.mirror_end.load(std::sync::atomic::Ordering::Relaxed);
+        let boundary = if copied >= 0 {
+            copied
+        } else {
+            self.log_end_offset()
+        };
+        let mut aborted = 0;
+        for (producer_id, entry) in self.producers() {
+            if entry.txn_first_offset.is_some_and(|first| first < boundary) {
+                let marker = Marker {
+                    producer_id,
+                    epoch: entry.epoch,
+                    commit: false,
+                    coordinator_epoch: entry.coordinator_epoch.max(0),
+                };
+                self.append_marker(&marker, now_ms)?;
+                aborted += 1;
+            }
+        }
+        Ok(aborted)
     }
 
     fn leader_append_unchecked<T>(
