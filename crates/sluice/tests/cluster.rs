@@ -1658,7 +1658,7 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
     let _serial = one_cluster_at_a_time();
     use rdkafka::consumer::BaseConsumer;
     use rdkafka::{Message, Offset, TopicPartitionList};
-    use std::process::{Child, Command, Stdio};
+    use std::process::{Child, Command};
 
     const RECORDS: usize = 3000;
     let mut extra = TIMING.to_vec();
@@ -1715,7 +1715,14 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
                 "50",
                 "20",
             ])
-            .stdout(Stdio::null())
+            // Its progress ("committed N") and librdkafka's complaints, for a failure's message.
+            .stdout(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open("/tmp/eos-pipeline.log")
+                    .unwrap(),
+            )
             .stderr(
                 std::fs::OpenOptions::new()
                     .create(true)
@@ -1833,11 +1840,17 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
                 break;
             }
         }
-        assert!(
-            Instant::now() < deadline,
-            "the pipeline committed {} of {RECORDS} inputs after {restarts} restarts",
-            committed_inputs()
-        );
+        if Instant::now() >= deadline {
+            // What the pipeline said last, and how the reader saw each output partition.
+            let log = std::fs::read_to_string("/tmp/eos-pipeline.log").unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(30).collect();
+            panic!(
+                "the pipeline committed {} of {RECORDS} inputs after {restarts} restarts (leader killed: {leader_killed:?}, back: {leader_back}); the pipeline's last lines, newest first:\n{}\nreader: {:?}",
+                committed_inputs(),
+                tail.join("\n"),
+                reader.context().0.lock().unwrap()
+            );
+        }
         match reader.poll(Duration::from_millis(100)) {
             Some(Ok(m)) => seen.push(read_value(&m)),
             Some(Err(e)) => reader_errors.push(e.to_string()),

@@ -545,3 +545,149 @@ async fn a_mirror_resumes_without_gaps_or_duplicates_after_kill_9_on_either_side
         "every record once, none twice"
     );
 }
+
+/// The mirror topic names on `link` (any state), sorted.
+async fn mirror_topics(dest: &str, link: &str) -> Vec<String> {
+    let mut t: Vec<String> = admin(dest)
+        .describe_link(link)
+        .await
+        .unwrap()
+        .topics
+        .into_iter()
+        .map(|t| t.topic)
+        .collect();
+    t.sort();
+    t
+}
+
+/// A link with a topic pattern mirrors the source topics that match it, those there already
+/// and those created later (with their records), and nothing else; a pattern removed makes
+/// no more; a pattern that is not a regular expression is refused with Kafka's message.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_mirrors_the_source_topics_its_patterns_match_as_they_appear() {
+    let source = start(&[]);
+    let dest = start(&[]);
+    let src = admin(&source.bootstrap);
+    let create = |names: &'static [&'static str]| {
+        let src = admin(&source.bootstrap);
+        async move {
+            let topics: Vec<NewTopic> = names.iter().map(|n| NewTopic::new(n, 2, 1)).collect();
+            for (_, r) in src.create_topics(&topics, false).await.unwrap() {
+                r.unwrap();
+            }
+        }
+    };
+    create(&["orders.eu", "orders.us", "payments", "reorders"]).await;
+    let p = Producer::new(ClientConfig::new(&source.bootstrap)).unwrap();
+    for i in 0..200 {
+        p.send(ProducerRecord::new("orders.eu").value(Bytes::from(format!("eu-{i}"))))
+            .await
+            .unwrap();
+    }
+    p.flush().await;
+
+    sluice_tool(
+        "mirror",
+        &dest.bootstrap,
+        &[
+            "--create",
+            "--link",
+            "dr",
+            "--source-bootstrap-server",
+            &source.bootstrap,
+            "--link-config",
+            "topic.config.sync.ms=1000",
+        ],
+    );
+    let bad = std::process::Command::new(sluice_bin())
+        .args(["mirror", "--bootstrap-server", &dest.bootstrap])
+        .args(["--add", "--link", "dr", "--topic-pattern", "orders.(eu"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&bad.stderr);
+    assert!(
+        !bad.status.success() && said.contains("Invalid value orders.(eu for configuration"),
+        "{said}"
+    );
+    sluice_tool(
+        "mirror",
+        &dest.bootstrap,
+        &["--add", "--link", "dr", "--topic-pattern", "orders\\..*"],
+    );
+    let wait_for = |want: Vec<&'static str>| {
+        let dest = dest.bootstrap.clone();
+        async move {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let have = mirror_topics(&dest, "dr").await;
+                if have == want {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "mirror topics {have:?}, wanted {want:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    wait_for(vec!["orders.eu", "orders.us"]).await;
+    wait_caught_up(&dest.bootstrap, &source.bootstrap, "dr", "orders.eu", 2).await;
+    same_records(
+        &read_all(&source.bootstrap, "orders.eu", 2, "read_uncommitted").await,
+        &read_all(&dest.bootstrap, "orders.eu", 2, "read_uncommitted").await,
+    );
+    let described = sluice_tool("mirror", &dest.bootstrap, &["--describe", "--link", "dr"]);
+    assert!(
+        described.contains("TopicPatterns: orders\\..*"),
+        "{described}"
+    );
+
+    // A topic the source creates later is picked up; one that does not match is not.
+    create(&["orders.asia", "invoices"]).await;
+    wait_for(vec!["orders.asia", "orders.eu", "orders.us"]).await;
+    for i in 0..50 {
+        p.send(ProducerRecord::new("orders.asia").value(Bytes::from(format!("asia-{i}"))))
+            .await
+            .unwrap();
+    }
+    p.flush().await;
+    wait_caught_up(&dest.bootstrap, &source.bootstrap, "dr", "orders.asia", 2).await;
+
+    // Without the pattern, new source topics stay where they are; the mirrors made stay.
+    sluice_tool(
+        "mirror",
+        &dest.bootstrap,
+        &["--remove", "--link", "dr", "--topic-pattern", "orders\\..*"],
+    );
+    create(&["orders.africa"]).await;
+    // Two discovery periods (1 s each) pass without it.
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    assert_eq!(
+        mirror_topics(&dest.bootstrap, "dr").await,
+        ["orders.asia", "orders.eu", "orders.us"]
+    );
+    assert!(src
+        .list_topics(false)
+        .await
+        .unwrap()
+        .contains(&"orders.africa".to_string()));
+    // A mirror topic removed is deleted here, not on the source.
+    sluice_tool(
+        "mirror",
+        &dest.bootstrap,
+        &["--remove", "--topic", "orders.us"],
+    );
+    assert_eq!(
+        mirror_topics(&dest.bootstrap, "dr").await,
+        ["orders.asia", "orders.eu"]
+    );
+    // Promote every topic of the link at once.
+    sluice_tool("mirror", &dest.bootstrap, &["--promote", "--link", "dr"]);
+    let d = admin(&dest.bootstrap).describe_link("dr").await.unwrap();
+    assert!(
+        d.topics.iter().all(|t| t.state == "stopped"),
+        "{:?}",
+        d.topics
+    );
+}

@@ -3,7 +3,7 @@
 //! read_uncommitted, so below the source's high watermark), appends what came at the
 //! offsets it came with, and records each partition's lag. Every `topic.config.sync.ms`
 //! it also grows mirror topics whose source gained partitions and copies the synced
-//! topic configs.
+//! topic configs, and (on one broker) creates the mirror topics the link's patterns ask for.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -15,7 +15,8 @@ use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, To
 use kafka_protocol::protocol::StrBytes;
 use sluice_client::admin::{ConfigResource, OffsetSpec};
 use sluice_client::{Admin, ClientConfig};
-use sluice_metadata::config::{LinkSettings, SYNCED_TOPIC_CONFIGS};
+use sluice_metadata::config::{LinkSettings, TopicPatterns, MIRROR_LINK, SYNCED_TOPIC_CONFIGS};
+use sluice_metadata::controller_types::CreateTopicSpec;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 use tokio::sync::watch;
@@ -72,10 +73,17 @@ pub(super) async fn run(
             return;
         }
     };
+    // Patterns were checked when they were set: one that does not compile now is left out.
+    let patterns = TopicPatterns::compile(&settings.topic_patterns).unwrap_or_else(|e| {
+        warn!(link = settings.name, error = %e, "cluster link topic patterns");
+        TopicPatterns::default()
+    });
     let mut copier = Copier {
         manager,
         settings,
         admin,
+        patterns,
+        discovered: None,
         refreshed: None,
         started: HashSet::new(),
         synced: None,
@@ -85,9 +93,16 @@ pub(super) async fn run(
     loop {
         let current = work.borrow_and_update().clone();
         copier.maybe_sync_groups(&current.mirrors).await;
+        if current.discover {
+            copier.maybe_discover_topics().await;
+        }
         if current.partitions.is_empty() && current.topics.is_empty() {
-            // Nothing to copy here: wait for work, or the next group offset sync.
-            let wait = Duration::from_millis(copier.settings.offset_sync_ms);
+            // Nothing to copy here: wait for work, the next group offset sync, or the next
+            // look for new source topics.
+            let mut wait = Duration::from_millis(copier.settings.offset_sync_ms);
+            if current.discover {
+                wait = wait.min(Duration::from_millis(copier.settings.config_sync_ms));
+            }
             if let Ok(Err(_)) = tokio::time::timeout(wait, work.changed()).await {
                 return;
             }
@@ -114,6 +129,10 @@ struct Copier {
     manager: Arc<MirrorManager>,
     settings: LinkSettings,
     admin: Admin,
+    /// The link's topic patterns, compiled.
+    patterns: TopicPatterns,
+    /// When the source's topics were last matched against the patterns.
+    discovered: Option<tokio::time::Instant>,
     /// When source metadata was last looked up (None: look it up before the next round).
     refreshed: Option<tokio::time::Instant>,
     /// Partitions whose start was settled (`mirror.start.offset.spec`).
@@ -433,6 +452,64 @@ impl Copier {
                     )
                 }
                 other => debug!(group = g.group_id, result = ?other, "group offsets not copied"),
+            }
+        }
+    }
+
+    /// Every `topic.config.sync.ms`: each source topic whose name matches one of the link's
+    /// patterns and that has no topic of its name here gets a mirror topic (internal topics
+    /// never: they are each cluster's own).
+    async fn maybe_discover_topics(&mut self) {
+        let due = self
+            .discovered
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(self.settings.config_sync_ms));
+        if !due || self.patterns.is_empty() {
+            return;
+        }
+        self.discovered = Some(tokio::time::Instant::now());
+        let names = match self.admin.list_topics(false).await {
+            Ok(n) => n,
+            Err(e) => {
+                debug!(link = self.settings.name, error = %e, "listing the source's topics");
+                return;
+            }
+        };
+        let image = self.manager.metadata.current();
+        for name in names {
+            if name.starts_with("__")
+                || !self.patterns.matches(&name)
+                || image.topic(&name).is_some()
+            {
+                continue;
+            }
+            let mut spec = CreateTopicSpec {
+                name: name.clone(),
+                num_partitions: -1,
+                replication_factor: -1,
+                assignments: Vec::new(),
+                configs: vec![(MIRROR_LINK.to_string(), Some(self.settings.name.clone()))],
+            };
+            if let Err((code, e)) = super::prepare_mirror_spec(&image, &mut spec).await {
+                debug!(link = self.settings.name, topic = name, ?code, error = %e, "not mirroring a matching source topic yet");
+                continue;
+            }
+            let created = self
+                .manager
+                .controller
+                .api()
+                .create_topics(std::slice::from_ref(&spec), false)
+                .await;
+            match created.as_ref().map(|v| v.first()) {
+                Ok(Some(Ok(_))) => {
+                    info!(
+                        link = self.settings.name,
+                        topic = name,
+                        "mirroring a source topic that matches the link's patterns"
+                    )
+                }
+                other => {
+                    debug!(link = self.settings.name, topic = name, result = ?other, "could not create a mirror topic for a matching source topic")
+                }
             }
         }
     }

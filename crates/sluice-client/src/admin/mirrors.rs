@@ -198,4 +198,56 @@ impl Admin {
         )
         .await
     }
+
+    /// Mirror every source topic whose whole name matches `pattern` (a regular expression),
+    /// now and as the source creates them: adds it to the link's
+    /// `auto.create.mirror.topics.patterns`.
+    pub async fn add_mirror_topic_pattern(&self, link: &str, pattern: &str) -> Result<()> {
+        let mut patterns = self.mirror_topic_patterns(link).await?;
+        if !patterns.iter().any(|p| p == pattern) {
+            patterns.push(pattern.to_string());
+        }
+        self.set_mirror_topic_patterns(link, &patterns).await
+    }
+
+    /// Stop mirroring new source topics that match `pattern` (mirror topics it made stay).
+    pub async fn remove_mirror_topic_pattern(&self, link: &str, pattern: &str) -> Result<()> {
+        let mut patterns = self.mirror_topic_patterns(link).await?;
+        let before = patterns.len();
+        patterns.retain(|p| p != pattern);
+        if patterns.len() == before {
+            return Err(Error::Config {
+                key: PATTERNS.into(),
+                message: format!("cluster link {link} has no topic pattern {pattern}"),
+            });
+        }
+        self.set_mirror_topic_patterns(link, &patterns).await
+    }
+
+    /// The link's topic patterns.
+    pub async fn mirror_topic_patterns(&self, link: &str) -> Result<Vec<String>> {
+        let d = self.describe_link(link).await?;
+        Ok(d.configs
+            .iter()
+            .find(|(k, _)| k == PATTERNS)
+            .and_then(|(_, v)| v.as_deref())
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+            .map(str::to_owned)
+            .collect())
+    }
+
+    async fn set_mirror_topic_patterns(&self, link: &str, patterns: &[String]) -> Result<()> {
+        if patterns.is_empty() {
+            self.alter_link(link, &[], &[PATTERNS.to_string()]).await
+        } else {
+            self.alter_link(link, &[(PATTERNS.to_string(), patterns.join(","))], &[])
+                .await
+        }
+    }
 }
+
+/// The link setting that holds the topic patterns.
+const PATTERNS: &str = "auto.create.mirror.topics.patterns";

@@ -180,6 +180,13 @@ pub static LINK_CONFIGS: &[ConfigDef] = &[
         "How often the source's partition count and topic configs are looked up.",
     ),
     def(
+        AUTO_MIRROR_PATTERNS,
+        T::List,
+        Some(""),
+        Any,
+        "Regular expressions (whole names, Java/RE2 syntax without Unicode classes): every source topic whose name matches one gets a mirror topic of the same name, checked every topic.config.sync.ms.",
+    ),
+    def(
         "mirror.start.offset.spec",
         T::String,
         Some("earliest"),
@@ -187,6 +194,50 @@ pub static LINK_CONFIGS: &[ConfigDef] = &[
         "Where a new mirror topic starts copying: the source's log start or its end.",
     ),
 ];
+
+/// The link setting that lists the patterns of source topics mirrored automatically.
+pub const AUTO_MIRROR_PATTERNS: &str = "auto.create.mirror.topics.patterns";
+
+/// Compiled topic patterns: a name matches when one pattern matches all of it.
+#[derive(Clone, Debug, Default)]
+pub struct TopicPatterns(Vec<regex_automata::dfa::regex::Regex>);
+
+impl TopicPatterns {
+    /// Compile `patterns`; the error names the first one that is not a valid expression.
+    pub fn compile(patterns: &[String]) -> Result<Self, String> {
+        use regex_automata::dfa::{dense, regex::Regex};
+        use regex_automata::util::syntax;
+        patterns
+            .iter()
+            .map(|p| {
+                Regex::builder()
+                    .syntax(syntax::Config::new().unicode(false).utf8(false))
+                    .thompson(regex_automata::nfa::thompson::Config::new().utf8(false))
+                    .dense(
+                        dense::Config::new()
+                            .dfa_size_limit(Some(PATTERN_SIZE_LIMIT))
+                            .determinize_size_limit(Some(PATTERN_SIZE_LIMIT)),
+                    )
+                    .build(&format!("^(?:{p})$"))
+                    .map_err(|e| {
+                        format!("Invalid value {p} for configuration {AUTO_MIRROR_PATTERNS}: {e}")
+                    })
+            })
+            .collect::<Result<_, _>>()
+            .map(Self)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn matches(&self, name: &str) -> bool {
+        self.0.iter().any(|r| r.is_match(name.as_bytes()))
+    }
+}
+
+/// The most memory one compiled pattern may take (a pattern whose DFA is larger is refused).
+const PATTERN_SIZE_LIMIT: usize = 1 << 20;
 
 /// The definition of a link setting.
 pub fn link_def(key: &str) -> Option<&'static ConfigDef> {
@@ -224,6 +275,8 @@ pub struct LinkSettings {
     pub groups: Vec<String>,
     pub config_sync_ms: u64,
     pub start_at_latest: bool,
+    /// Source topics mirrored automatically (regular expressions; see [`TopicPatterns`]).
+    pub topic_patterns: Vec<String>,
     /// The client settings (`bootstrap.servers`, security) that reach the source.
     pub client: Vec<(String, String)>,
 }
@@ -244,14 +297,10 @@ impl LinkSettings {
             paused: get("cluster.link.paused").eq_ignore_ascii_case("true"),
             offset_sync: get("consumer.offset.sync.enable").eq_ignore_ascii_case("true"),
             offset_sync_ms: num("consumer.offset.sync.ms", 30_000),
-            groups: get("consumer.offset.group.filters")
-                .split(',')
-                .map(str::trim)
-                .filter(|g| !g.is_empty())
-                .map(str::to_owned)
-                .collect(),
+            groups: split_list(get("consumer.offset.group.filters")),
             config_sync_ms: num("topic.config.sync.ms", 5_000),
             start_at_latest: get("mirror.start.offset.spec") == "latest",
+            topic_patterns: split_list(get(AUTO_MIRROR_PATTERNS)),
             client: configs
                 .iter()
                 .filter(|(k, _)| link_def(k).is_none())
@@ -265,6 +314,15 @@ impl LinkSettings {
         self.offset_sync
             && (self.groups.is_empty() || self.groups.iter().any(|g| g == "*" || g == group))
     }
+}
+
+/// A comma-separated list's items, trimmed, without empty ones.
+pub fn split_list(v: &str) -> Vec<String> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned)
+        .collect()
 }
 
 /// Check a change to link `name`'s configs against what it has: link settings by their
@@ -294,6 +352,9 @@ pub fn validate_link_changes(
     for (k, v) in changes {
         if let (Some(d), Some(v)) = (link_def(k), v) {
             validate(d, v)?;
+            if k == AUTO_MIRROR_PATTERNS {
+                TopicPatterns::compile(&split_list(v))?;
+            }
         }
         match v {
             Some(v) => after.insert(k.clone(), v.clone()),
@@ -422,6 +483,41 @@ mod tests {
             settings.client,
             [("bootstrap.servers".to_string(), "x:1".to_string())]
         );
+    }
+
+    #[test]
+    fn topic_patterns_match_whole_names_and_bad_ones_are_refused() {
+        let p = TopicPatterns::compile(&split_list("orders.*, pay(ments|outs)")).unwrap();
+        for yes in ["orders", "orders.eu", "payments", "payouts"] {
+            assert!(p.matches(yes), "{yes}");
+        }
+        for no in ["old-orders", "payments2", "pay", ""] {
+            assert!(!p.matches(no), "{no}");
+        }
+        assert!(!TopicPatterns::compile(&[]).unwrap().matches("orders"));
+        let image = MetadataImage::empty();
+        let bad = validate_link_changes(
+            &image,
+            "dr",
+            &changes(&[
+                ("bootstrap.servers", Some("x:1")),
+                (AUTO_MIRROR_PATTERNS, Some("orders.*,(unclosed")),
+            ]),
+        )
+        .unwrap_err();
+        assert!(
+            bad.starts_with(
+                "Invalid value (unclosed for configuration auto.create.mirror.topics.patterns"
+            ),
+            "{bad}"
+        );
+        let settings = LinkSettings::from_configs(
+            "dr",
+            &[(AUTO_MIRROR_PATTERNS.to_string(), " a.* ,b ".to_string())]
+                .into_iter()
+                .collect(),
+        );
+        assert_eq!(settings.topic_patterns, ["a.*", "b"]);
     }
 
     #[test]

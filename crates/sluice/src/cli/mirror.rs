@@ -12,10 +12,10 @@ use super::{config_items, properties_file, usage, CliError, CliResult, ConnArgs}
 #[derive(Args, Debug)]
 #[command(
     group(ArgGroup::new("action").required(true).args([
-        "create", "delete", "add", "describe", "list", "pause", "resume", "promote", "failover",
-        "alter"
+        "create", "delete", "add", "remove", "describe", "list", "pause", "resume", "promote",
+        "failover", "alter"
     ])),
-    after_help = "Examples:\n  sluice mirror --create --link dr --source-bootstrap-server src:9092 --consumer-groups '*'\n  sluice mirror --add --link dr --topic orders\n  sluice mirror --describe --link dr\n  sluice mirror --promote --topic orders\n  sluice mirror --failover --topic orders\n  sluice mirror --delete --link dr"
+    after_help = "Examples:\n  sluice mirror --create --link dr --source-bootstrap-server src:9092 --consumer-groups '*'\n  sluice mirror --add --link dr --topic orders\n  sluice mirror --add --link dr --topic-pattern 'orders.*'\n  sluice mirror --describe --link dr\n  sluice mirror --promote --topic orders\n  sluice mirror --failover --topic orders\n  sluice mirror --delete --link dr"
 )]
 pub struct MirrorArgs {
     #[command(flatten)]
@@ -29,9 +29,14 @@ pub struct MirrorArgs {
     /// Change a link's settings (--link, --link-config).
     #[arg(long)]
     pub alter: bool,
-    /// Add a mirror topic on a link (--link, --topic, optionally --source-topic).
+    /// Add a mirror topic on a link (--link, --topic, optionally --source-topic), or a
+    /// pattern of source topics to mirror as they appear (--link, --topic-pattern).
     #[arg(long)]
     pub add: bool,
+    /// Remove a topic pattern from a link (--link, --topic-pattern; the mirror topics it
+    /// made stay), or delete a mirror topic that is not promoted (--topic).
+    #[arg(long)]
+    pub remove: bool,
     /// Show links, their mirror topics and each partition's lag.
     #[arg(long)]
     pub describe: bool,
@@ -66,9 +71,14 @@ pub struct MirrorArgs {
     /// Link settings, k=v[,k=v] (e.g. mirror.start.offset.spec=latest).
     #[arg(long = "link-config", value_name = "K=V,...")]
     pub link_config: Option<String>,
-    /// The mirror topic (comma-separated for --pause, --resume, --promote, --failover).
+    /// The mirror topic (comma-separated for --pause, --resume, --promote, --failover;
+    /// without it, those act on every mirror topic of --link).
     #[arg(long, value_name = "TOPIC")]
     pub topic: Option<String>,
+    /// A regular expression: every source topic whose whole name matches is mirrored under
+    /// the same name, now and as the source creates more.
+    #[arg(long = "topic-pattern", value_name = "REGEX")]
+    pub topic_pattern: Option<String>,
     /// The topic on the source (default: the same name as the mirror topic).
     #[arg(long = "source-topic", value_name = "TOPIC")]
     pub source_topic: Option<String>,
@@ -121,9 +131,24 @@ pub async fn run(args: MirrorArgs) -> CliResult {
         let link = need(&args.link, "--link", "--delete")?;
         admin.delete_link(link).await?;
         println!("Cluster link '{link}' deleted.");
+    } else if args.add && args.topic_pattern.is_some() {
+        let link = need(&args.link, "--link", "--add")?;
+        let pattern = need(&args.topic_pattern, "--topic-pattern", "--add")?;
+        admin.add_mirror_topic_pattern(link, pattern).await?;
+        println!("Link '{link}' now mirrors every source topic matching '{pattern}'.");
+    } else if args.remove {
+        if let Some(pattern) = args.topic_pattern.as_deref() {
+            let link = need(&args.link, "--link", "--remove --topic-pattern")?;
+            admin.remove_mirror_topic_pattern(link, pattern).await?;
+            println!("Link '{link}' no longer mirrors new topics matching '{pattern}'.");
+        } else {
+            let topic = need(&args.topic, "--topic or --topic-pattern", "--remove")?;
+            remove_mirror_topic(&admin, topic).await?;
+            println!("Mirror topic {topic} deleted.");
+        }
     } else if args.add {
         let link = need(&args.link, "--link", "--add")?;
-        let topic = need(&args.topic, "--topic", "--add")?;
+        let topic = need(&args.topic, "--topic or --topic-pattern", "--add")?;
         admin
             .create_mirror_topic(
                 topic,
@@ -140,8 +165,24 @@ pub async fn run(args: MirrorArgs) -> CliResult {
     } else if args.describe {
         describe(&admin, args.link.as_deref()).await?;
     } else {
-        let topics = need(&args.topic, "--topic", "this action")?;
-        for topic in topics.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let topics: Vec<String> = match (&args.topic, &args.link) {
+            (Some(t), _) => t
+                .split(',')
+                .map(str::trim)
+                .filter(|t| !t.is_empty())
+                .map(str::to_owned)
+                .collect(),
+            (None, Some(link)) => admin
+                .describe_link(link)
+                .await?
+                .topics
+                .into_iter()
+                .filter(|t| t.state != "stopped")
+                .map(|t| t.topic)
+                .collect(),
+            (None, None) => return Err(usage("this action needs --topic or --link")),
+        };
+        for topic in &topics {
             if args.promote {
                 wait_for_zero_lag(&admin, topic, Duration::from_millis(args.wait_ms)).await?;
             }
@@ -157,6 +198,26 @@ pub async fn run(args: MirrorArgs) -> CliResult {
         }
     }
     Ok(())
+}
+
+/// Delete `topic`, which must be a mirror topic not yet promoted (a promoted one is an
+/// ordinary topic: `sluice topics --delete`).
+async fn remove_mirror_topic(admin: &Admin, topic: &str) -> CliResult {
+    for (name, _) in admin.list_links().await? {
+        let d = admin.describe_link(&name).await?;
+        if d.topics
+            .iter()
+            .any(|t| t.topic == topic && t.state != "stopped")
+        {
+            for (_, r) in admin.delete_topics(&[topic]).await? {
+                r?;
+            }
+            return Ok(());
+        }
+    }
+    Err(CliError::Failed(format!(
+        "{topic} is not a mirror topic (a promoted one is deleted with sluice topics --delete)"
+    )))
 }
 
 async fn describe(admin: &Admin, link: Option<&str>) -> CliResult {
@@ -178,6 +239,15 @@ async fn describe(admin: &Admin, link: Option<&str>) -> CliResult {
             .and_then(|(_, v)| v.clone())
             .unwrap_or_default();
         println!("Link name: '{name}'  Source: '{source}'");
+        let patterns = d
+            .configs
+            .iter()
+            .find(|(k, _)| k == "auto.create.mirror.topics.patterns")
+            .and_then(|(_, v)| v.clone())
+            .filter(|v| !v.is_empty());
+        if let Some(p) = patterns {
+            println!("TopicPatterns: {p}");
+        }
         for t in &d.topics {
             println!(
                 "Topic: {}\tLinkName: {name}\tSourceTopic: {}\tState: {}",
