@@ -488,19 +488,22 @@ impl Controller {
         validate_topic_configs(sets).map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
         validate_mirror_changes(image, &image.topic_configs(name), changes)
             .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
-        for (k, _) in changes {
-            if sluice_metadata::config::topic_def(k).is_none() && !is_mirror_key(k) {
-                return Err(ApiError::new(
-                    ErrorCode::InvalidConfig,
-                    format!("Unknown topic config name: {k}"),
-                ));
-            }
+        // Removing a config this broker does not know is a no-op, as in Kafka (MirrorMaker 2
+        // removes every config that is at its default on its source, newer ones included);
+        // setting one is refused.
+        let known = |k: &str| sluice_metadata::config::topic_def(k).is_some() || is_mirror_key(k);
+        if let Some((k, _)) = changes.iter().find(|(k, v)| v.is_some() && !known(k)) {
+            return Err(ApiError::new(
+                ErrorCode::InvalidConfig,
+                format!("Unknown topic config name: {k}"),
+            ));
         }
         if validate_only {
             return Ok(Vec::new());
         }
         Ok(changes
             .iter()
+            .filter(|(k, _)| known(k))
             .map(|(k, v)| MetadataRecord::Config {
                 resource_type: RESOURCE_TOPIC,
                 resource_name: name.to_string(),
@@ -1701,6 +1704,49 @@ mod tests {
             ErrorCode::UnknownTopicOrPartition
         );
         assert!(k.image.topics.is_empty());
+    }
+
+    #[test]
+    fn removing_an_unknown_topic_config_is_a_no_op_and_setting_one_is_refused() {
+        let mut k = Cluster::new(&[0]);
+        k.create(&[spec("t", 1, 1)]);
+        let change = |items: &[(&str, Option<&str>)]| -> Vec<(String, Option<String>)> {
+            items
+                .iter()
+                .map(|(a, b)| (a.to_string(), b.map(str::to_owned)))
+                .collect()
+        };
+        // As MirrorMaker 2 syncs a Kafka 4.4 topic: newer configs at their default removed.
+        let r =
+            k.c.alter_topic_configs(
+                &k.image,
+                "t",
+                &change(&[
+                    ("errors.deadletterqueue.group.enable", None),
+                    ("retention.ms", Some("1000")),
+                ]),
+                false,
+            )
+            .unwrap();
+        assert_eq!(r.len(), 1, "only the known config is written: {r:?}");
+        k.apply(r);
+        assert_eq!(
+            k.image
+                .topic_configs("t")
+                .get("retention.ms")
+                .map(String::as_str),
+            Some("1000")
+        );
+        let refused =
+            k.c.alter_topic_configs(
+                &k.image,
+                "t",
+                &change(&[("no.such.config", Some("1"))]),
+                false,
+            )
+            .unwrap_err();
+        assert_eq!(refused.code, ErrorCode::InvalidConfig);
+        assert_eq!(refused.message, "Unknown topic config name: no.such.config");
     }
 
     #[test]

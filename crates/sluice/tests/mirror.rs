@@ -691,3 +691,111 @@ async fn a_link_mirrors_the_source_topics_its_patterns_match_as_they_appear() {
         d.topics
     );
 }
+
+/// With `acl.sync.enable`, the destination takes the source's ACLs, follows a deletion there,
+/// and keeps the ACLs made on the destination itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_link_copies_the_sources_acls_and_follows_their_deletion() {
+    use sluice_client::acl::{op, pattern, permission, resource, AclBinding, AclFilter};
+    let secured = [
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users=User:ANONYMOUS",
+    ];
+    let source = start(&secured);
+    let dest = start(&secured);
+    let acl = |name: &str, principal: &str, operation| AclBinding {
+        resource_type: resource::TOPIC,
+        resource_name: name.into(),
+        pattern_type: pattern::LITERAL,
+        principal: principal.into(),
+        host: "*".into(),
+        operation,
+        permission: permission::ALLOW,
+    };
+    let from_source = vec![
+        acl("orders", "User:app", op::READ),
+        acl("orders", "User:loader", op::WRITE),
+        AclBinding {
+            resource_type: resource::GROUP,
+            pattern_type: pattern::PREFIXED,
+            ..acl("app-", "User:app", op::READ)
+        },
+    ];
+    for r in admin(&source.bootstrap)
+        .create_acls(&from_source)
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    let own = acl("reports", "User:auditor", op::DESCRIBE);
+    for r in admin(&dest.bootstrap)
+        .create_acls(std::slice::from_ref(&own))
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    admin(&dest.bootstrap)
+        .create_link(
+            "dr",
+            &[
+                ("bootstrap.servers".to_string(), source.bootstrap.clone()),
+                ("acl.sync.enable".to_string(), "true".to_string()),
+                ("acl.sync.ms".to_string(), "1000".to_string()),
+            ],
+        )
+        .await
+        .unwrap();
+    let any = AclFilter {
+        resource_type: resource::ANY,
+        resource_name: None,
+        pattern_type: pattern::ANY,
+        principal: None,
+        host: None,
+        operation: op::ANY,
+        permission: permission::ANY,
+    };
+    let wait_for = |want: Vec<AclBinding>| {
+        let dest = dest.bootstrap.clone();
+        let any = any.clone();
+        async move {
+            let mut want = want;
+            want.sort();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            loop {
+                let mut have = admin(&dest).describe_acls(&any).await.unwrap();
+                have.sort();
+                if have == want {
+                    return;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "ACLs here {have:?}, wanted {want:?}"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    };
+    let mut all = from_source.clone();
+    all.push(own.clone());
+    wait_for(all).await;
+    // Deleted on the source: deleted here; the destination's own ACL stays.
+    let deleted = AclFilter {
+        resource_type: resource::TOPIC,
+        resource_name: Some("orders".into()),
+        pattern_type: pattern::LITERAL,
+        principal: Some("User:loader".into()),
+        host: Some("*".into()),
+        operation: op::WRITE,
+        permission: permission::ALLOW,
+    };
+    for r in admin(&source.bootstrap)
+        .delete_acls(&[deleted])
+        .await
+        .unwrap()
+    {
+        assert_eq!(r.unwrap().len(), 1);
+    }
+    wait_for(vec![from_source[0].clone(), from_source[2].clone(), own]).await;
+}

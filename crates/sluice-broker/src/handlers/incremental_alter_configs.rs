@@ -116,52 +116,18 @@ async fn handle(
         } else if res.resource_type == RESOURCE_BROKER {
             // SET and DELETE (deleting a config that is not set is a no-op: tools clear
             // replication throttles this way after a reassignment).
-            let mut changes = Vec::new();
-            let mut bad = None;
-            for c in &res.configs {
-                match c.config_operation {
-                    SET => {
-                        changes.push((c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
-                    }
-                    DELETE => changes.push((c.name.to_string(), None)),
-                    other => {
-                        bad = Some((
-                            ErrorCode::InvalidRequest,
-                            format!("config operation {other} is not supported for broker configs"),
-                        ));
-                        break;
-                    }
-                }
-            }
-            match bad {
-                Some(e) => Err(e),
-                None => {
+            match set_and_delete(&res.configs, "broker configs") {
+                Err(e) => Err(e),
+                Ok(changes) => {
                     h.configs
                         .alter_broker(name, changes, req.validate_only)
                         .await
                 }
             }
         } else if res.resource_type == RESOURCE_CLUSTER_LINK {
-            let mut changes = Vec::new();
-            let mut bad = None;
-            for c in &res.configs {
-                match c.config_operation {
-                    SET => {
-                        changes.push((c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
-                    }
-                    DELETE => changes.push((c.name.to_string(), None)),
-                    other => {
-                        bad = Some((
-                            ErrorCode::InvalidRequest,
-                            format!("config operation {other} is not supported for cluster links"),
-                        ));
-                        break;
-                    }
-                }
-            }
-            match bad {
-                Some(e) => Err(e),
-                None => h.configs.alter_link(name, changes, req.validate_only).await,
+            match set_and_delete(&res.configs, "cluster links") {
+                Err(e) => Err(e),
+                Ok(changes) => h.configs.alter_link(name, changes, req.validate_only).await,
             }
         } else if res.resource_type == RESOURCE_BROKER_LOGGER {
             alter_loggers(h.identity.node_id, &name, &res.configs, req.validate_only)
@@ -223,4 +189,25 @@ fn alter_loggers(
     control
         .apply(&changes)
         .map_err(|m| (ErrorCode::InvalidConfig, m))
+}
+
+/// Config changes: a value to set, None to remove.
+type Changes = Vec<(String, Option<String>)>;
+
+/// The changes of a resource that takes SET and DELETE only (`what` names it in the error).
+fn set_and_delete(
+    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+    what: &str,
+) -> Result<Changes, (ErrorCode, String)> {
+    configs
+        .iter()
+        .map(|c| match c.config_operation {
+            SET => Ok((c.name.to_string(), c.value.as_ref().map(|v| v.to_string()))),
+            DELETE => Ok((c.name.to_string(), None)),
+            other => Err((
+                ErrorCode::InvalidRequest,
+                format!("config operation {other} is not supported for {what}"),
+            )),
+        })
+        .collect()
 }

@@ -3,7 +3,8 @@
 //! read_uncommitted, so below the source's high watermark), appends what came at the
 //! offsets it came with, and records each partition's lag. Every `topic.config.sync.ms`
 //! it also grows mirror topics whose source gained partitions and copies the synced
-//! topic configs, and (on one broker) creates the mirror topics the link's patterns ask for.
+//! topic configs, and (on one broker) creates the mirror topics the link's patterns ask for
+//! and copies the source's ACLs.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
@@ -17,6 +18,7 @@ use sluice_client::admin::{ConfigResource, OffsetSpec};
 use sluice_client::{Admin, ClientConfig};
 use sluice_metadata::config::{LinkSettings, TopicPatterns, MIRROR_LINK, SYNCED_TOPIC_CONFIGS};
 use sluice_metadata::controller_types::CreateTopicSpec;
+use sluice_protocol::acl::{AclBinding, AclFilter};
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 use tokio::sync::watch;
@@ -84,6 +86,8 @@ pub(super) async fn run(
         admin,
         patterns,
         discovered: None,
+        acls_synced: None,
+        acls_copied: HashSet::new(),
         refreshed: None,
         started: HashSet::new(),
         synced: None,
@@ -93,15 +97,18 @@ pub(super) async fn run(
     loop {
         let current = work.borrow_and_update().clone();
         copier.maybe_sync_groups(&current.mirrors).await;
-        if current.discover {
+        if current.coordinator {
             copier.maybe_discover_topics().await;
+            copier.maybe_sync_acls().await;
         }
         if current.partitions.is_empty() && current.topics.is_empty() {
             // Nothing to copy here: wait for work, the next group offset sync, or the next
             // look for new source topics.
             let mut wait = Duration::from_millis(copier.settings.offset_sync_ms);
-            if current.discover {
-                wait = wait.min(Duration::from_millis(copier.settings.config_sync_ms));
+            if current.coordinator {
+                wait = wait
+                    .min(Duration::from_millis(copier.settings.config_sync_ms))
+                    .min(Duration::from_millis(copier.settings.acl_sync_ms));
             }
             if let Ok(Err(_)) = tokio::time::timeout(wait, work.changed()).await {
                 return;
@@ -133,6 +140,10 @@ struct Copier {
     patterns: TopicPatterns,
     /// When the source's topics were last matched against the patterns.
     discovered: Option<tokio::time::Instant>,
+    /// When ACLs were last copied, and the source's ACLs then (those this copier may delete
+    /// here once the source no longer has them).
+    acls_synced: Option<tokio::time::Instant>,
+    acls_copied: HashSet<AclBinding>,
     /// When source metadata was last looked up (None: look it up before the next round).
     refreshed: Option<tokio::time::Instant>,
     /// Partitions whose start was settled (`mirror.start.offset.spec`).
@@ -514,6 +525,61 @@ impl Copier {
         }
     }
 
+    /// Every `acl.sync.ms` (with `acl.sync.enable`): the source's ACLs that this cluster
+    /// lacks are created; those the link copied and the source has since deleted are deleted.
+    /// ACLs made here stay. What was copied is remembered by this broker only: after a restart
+    /// or a move of this work to another broker, a deletion on the source before the next
+    /// copy is not followed.
+    async fn maybe_sync_acls(&mut self) {
+        let due = self
+            .acls_synced
+            .is_none_or(|t| t.elapsed() >= Duration::from_millis(self.settings.acl_sync_ms));
+        if !due || !self.settings.acl_sync {
+            return;
+        }
+        self.acls_synced = Some(tokio::time::Instant::now());
+        let source: HashSet<AclBinding> = match self.admin.describe_acls(&any_acl()).await {
+            Ok(a) => a.into_iter().collect(),
+            Err(e) => {
+                debug!(link = self.settings.name, error = %e, "reading the source's ACLs");
+                return;
+            }
+        };
+        let image = self.manager.metadata.current();
+        let local: HashSet<&AclBinding> = image.acls.values().collect();
+        let missing: Vec<AclBinding> = source
+            .iter()
+            .filter(|b| !local.contains(b))
+            .cloned()
+            .collect();
+        let gone: Vec<AclFilter> = self
+            .acls_copied
+            .iter()
+            .filter(|b| !source.contains(*b) && local.contains(b))
+            .map(exact_filter)
+            .collect();
+        let api = self.manager.controller.api();
+        if !missing.is_empty() {
+            let r = api.create_acls(&missing).await;
+            info!(
+                link = self.settings.name,
+                count = missing.len(),
+                ok = matches!(&r, Ok(v) if v.iter().all(Result::is_ok)),
+                "copied ACLs from the source"
+            );
+        }
+        if !gone.is_empty() {
+            let r = api.delete_acls(&gone).await;
+            info!(
+                link = self.settings.name,
+                count = gone.len(),
+                ok = matches!(&r, Ok(v) if v.iter().all(Result::is_ok)),
+                "deleted ACLs the source deleted"
+            );
+        }
+        self.acls_copied = source;
+    }
+
     /// Every `topic.config.sync.ms`: mirror topics grow with their source's partition count,
     /// and take the source's synced topic configs.
     async fn maybe_sync_topics(&mut self, topics: &[(String, String)]) {
@@ -589,6 +655,33 @@ impl Copier {
         if !matches!(r, Ok(Ok(()))) {
             warn!(topic, result = ?r, "could not sync the mirror topic's configs");
         }
+    }
+}
+
+/// A filter that matches every ACL.
+fn any_acl() -> AclFilter {
+    use sluice_protocol::acl::{op, pattern, permission, resource};
+    AclFilter {
+        resource_type: resource::ANY,
+        resource_name: None,
+        pattern_type: pattern::ANY,
+        principal: None,
+        host: None,
+        operation: op::ANY,
+        permission: permission::ANY,
+    }
+}
+
+/// A filter that matches `b` alone.
+fn exact_filter(b: &AclBinding) -> AclFilter {
+    AclFilter {
+        resource_type: b.resource_type,
+        resource_name: Some(b.resource_name.clone()),
+        pattern_type: b.pattern_type,
+        principal: Some(b.principal.clone()),
+        host: Some(b.host.clone()),
+        operation: b.operation,
+        permission: b.permission,
     }
 }
 

@@ -47,13 +47,14 @@ pub struct Mirrored {
 /// count and configs it keeps in step (those whose partition 0 this broker leads), and every
 /// active mirror topic of the link with its source topic (whose groups' offsets it copies,
 /// for the groups this broker coordinates). One broker, the live one with the lowest id,
-/// also creates the mirror topics the link's patterns ask for (`discover`).
+/// also does the link's cluster-wide work (`coordinator`): it creates the mirror topics the
+/// link's patterns ask for and copies the source's ACLs.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct LinkWork {
     pub partitions: Vec<Mirrored>,
     pub topics: Vec<(String, String)>,
     pub mirrors: Vec<(String, String)>,
-    pub discover: bool,
+    pub coordinator: bool,
 }
 
 /// Where one mirror partition stands, as its copier last saw it.
@@ -158,13 +159,15 @@ impl MirrorManager {
 
     /// What each link's copier should do now, by link name.
     fn plan(&self, image: &MetadataImage) -> HashMap<String, (LinkSettings, LinkWork)> {
-        let discover = image.live_brokers().map(|b| b.node_id).min() == Some(self.node_id);
+        let coordinator = image.live_brokers().map(|b| b.node_id).min() == Some(self.node_id);
         let mut out: HashMap<String, (LinkSettings, LinkWork)> = image
             .links()
             .map(|(name, configs)| {
                 let settings = LinkSettings::from_configs(name, configs);
                 let work = LinkWork {
-                    discover: discover && !settings.paused && !settings.topic_patterns.is_empty(),
+                    coordinator: coordinator
+                        && !settings.paused
+                        && (settings.acl_sync || !settings.topic_patterns.is_empty()),
                     ..LinkWork::default()
                 };
                 (name.to_string(), (settings, work))

@@ -180,6 +180,20 @@ pub static LINK_CONFIGS: &[ConfigDef] = &[
         "How often the source's partition count and topic configs are looked up.",
     ),
     def(
+        "acl.sync.enable",
+        T::Boolean,
+        Some("false"),
+        Any,
+        "Copy the source cluster's ACLs here (and delete those the link copied once the source deletes them).",
+    ),
+    def(
+        "acl.sync.ms",
+        T::Long,
+        Some("5000"),
+        AtLeast(1000),
+        "How often ACLs are copied.",
+    ),
+    def(
         AUTO_MIRROR_PATTERNS,
         T::List,
         Some(""),
@@ -275,6 +289,8 @@ pub struct LinkSettings {
     pub groups: Vec<String>,
     pub config_sync_ms: u64,
     pub start_at_latest: bool,
+    pub acl_sync: bool,
+    pub acl_sync_ms: u64,
     /// Source topics mirrored automatically (regular expressions; see [`TopicPatterns`]).
     pub topic_patterns: Vec<String>,
     /// The client settings (`bootstrap.servers`, security) that reach the source.
@@ -301,6 +317,8 @@ impl LinkSettings {
             config_sync_ms: num("topic.config.sync.ms", 5_000),
             start_at_latest: get("mirror.start.offset.spec") == "latest",
             topic_patterns: split_list(get(AUTO_MIRROR_PATTERNS)),
+            acl_sync: get("acl.sync.enable").eq_ignore_ascii_case("true"),
+            acl_sync_ms: num("acl.sync.ms", 5_000),
             client: configs
                 .iter()
                 .filter(|(k, _)| link_def(k).is_none())
