@@ -136,6 +136,67 @@ fn same_records(a: &[ConsumerRecord], b: &[ConsumerRecord]) {
     }
 }
 
+/// Wait until `group`'s committed offsets on `bootstrap` are `positions` (by partition).
+async fn wait_group_offsets(bootstrap: &str, group: &str, positions: &[(TopicPartition, i64)]) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let copied: Vec<(TopicPartition, i64)> = admin(bootstrap)
+            .list_group_offsets(group, None)
+            .await
+            .map(|rows| {
+                let mut rows: Vec<_> = rows
+                    .into_iter()
+                    .filter_map(|(tp, c)| c.map(|c| (tp, c.offset)))
+                    .collect();
+                rows.sort_by_key(|(tp, _)| tp.partition.0);
+                rows
+            })
+            .unwrap_or_default();
+        if copied == positions {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "group offsets not copied: {copied:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Join `group` on `bootstrap`, subscribed to `topic`: the offset of the first record it gets
+/// from each of its `partitions`.
+async fn first_positions(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    partitions: usize,
+) -> Vec<(TopicPartition, i64)> {
+    let mut app = Consumer::new(
+        ClientConfig::new(bootstrap)
+            .set("group.id", group)
+            .unwrap()
+            .set("enable.auto.commit", "false")
+            .unwrap(),
+    )
+    .unwrap();
+    app.subscribe(&[topic]).await.unwrap();
+    let mut first: std::collections::BTreeMap<i32, i64> = Default::default();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while first.len() < partitions {
+        assert!(
+            Instant::now() < deadline,
+            "the group did not resume: {first:?}"
+        );
+        for r in app.poll(Duration::from_millis(200)).await.unwrap() {
+            first.entry(r.partition).or_insert(r.offset);
+        }
+    }
+    first
+        .into_iter()
+        .map(|(p, o)| (TopicPartition::new(topic, p), o))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mirror_topic_keeps_the_sources_offsets_and_becomes_writable_when_promoted() {
     let source = start(&[]);
@@ -305,29 +366,7 @@ async fn a_mirror_topic_keeps_the_sources_offsets_and_becomes_writable_when_prom
         "{refused}"
     );
     // The group's offsets were copied as they are.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
-        let copied: Vec<(TopicPartition, i64)> = dest_admin
-            .list_group_offsets("app", None)
-            .await
-            .map(|rows| {
-                let mut rows: Vec<_> = rows
-                    .into_iter()
-                    .filter_map(|(tp, c)| c.map(|c| (tp, c.offset)))
-                    .collect();
-                rows.sort_by_key(|(tp, _)| tp.partition.0);
-                rows
-            })
-            .unwrap_or_default();
-        if copied == positions {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "group offsets not copied: {copied:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    wait_group_offsets(&dest.bootstrap, "app", &positions).await;
     // A link with an active mirror topic cannot be deleted.
     assert!(dest_admin.delete_link("dr").await.is_err());
 
@@ -370,31 +409,10 @@ async fn a_mirror_topic_keeps_the_sources_offsets_and_becomes_writable_when_prom
         "the promoted topic continues the source's offsets"
     );
     // The group resumes on this cluster exactly where it was on the source.
-    let mut app = Consumer::new(
-        ClientConfig::new(&dest.bootstrap)
-            .set("group.id", "app")
-            .unwrap()
-            .set("enable.auto.commit", "false")
-            .unwrap(),
-    )
-    .unwrap();
-    app.subscribe(&["orders"]).await.unwrap();
-    let mut first: std::collections::BTreeMap<i32, i64> = Default::default();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while first.len() < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "the group did not resume: {first:?}"
-        );
-        for r in app.poll(Duration::from_millis(200)).await.unwrap() {
-            first.entry(r.partition).or_insert(r.offset);
-        }
-    }
-    let resumed: Vec<(TopicPartition, i64)> = first
-        .into_iter()
-        .map(|(p, o)| (TopicPartition::new("orders", p), o))
-        .collect();
-    assert_eq!(resumed, positions);
+    assert_eq!(
+        first_positions(&dest.bootstrap, "app", "orders", 3).await,
+        positions
+    );
     sluice_tool(
         "mirror",
         &dest.bootstrap,
@@ -448,7 +466,9 @@ async fn leader_index(bootstrap: &str, topic: &str, partition: i32) -> usize {
 
 /// Under a steady produce load, kill -9 the source partition's leader and then the mirror
 /// partition's leader (the broker that copies it), each restarted after: the mirror ends
-/// with exactly the source's records at the source's offsets, none missing, none twice.
+/// with exactly the source's records at the source's offsets, none missing, none twice; a
+/// group's offsets are copied, and after promotion the group resumes here where it was and
+/// producers continue the source's offsets.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mirror_resumes_without_gaps_or_duplicates_after_kill_9_on_either_side() {
     const RECORDS: u64 = 10_000;
@@ -463,7 +483,21 @@ async fn a_mirror_resumes_without_gaps_or_duplicates_after_kill_9_on_either_side
         .unwrap();
     r[0].1.as_ref().unwrap();
     admin(&dest_boot)
-        .create_link("dr", &[("bootstrap.servers".to_string(), src_boot.clone())])
+        .create_link(
+            "dr",
+            &[
+                ("bootstrap.servers".to_string(), src_boot.clone()),
+                (
+                    "consumer.offset.sync.enable".to_string(),
+                    "true".to_string(),
+                ),
+                (
+                    "consumer.offset.group.filters".to_string(),
+                    "app".to_string(),
+                ),
+                ("consumer.offset.sync.ms".to_string(), "1000".to_string()),
+            ],
+        )
         .await
         .unwrap();
     admin(&dest_boot)
@@ -484,9 +518,14 @@ async fn a_mirror_resumes_without_gaps_or_duplicates_after_kill_9_on_either_side
             let mut pending = Vec::new();
             for i in 0..RECORDS {
                 pending.push(
-                    p.send(ProducerRecord::new("load").value(Bytes::from(format!("v{i}"))))
-                        .await
-                        .unwrap(),
+                    // Keyed: both partitions get records (each is killed under and moved).
+                    p.send(
+                        ProducerRecord::new("load")
+                            .key(Bytes::from(format!("k{i}")))
+                            .value(Bytes::from(format!("v{i}"))),
+                    )
+                    .await
+                    .unwrap(),
                 );
                 if i % 100 == 99 {
                     tokio::time::sleep(Duration::from_millis(50)).await;
@@ -543,6 +582,38 @@ async fn a_mirror_resumes_without_gaps_or_duplicates_after_kill_9_on_either_side
         values.len() as u64,
         RECORDS,
         "every record once, none twice"
+    );
+
+    // A stopped application's group on the source: copied, then it moves here.
+    let positions: Vec<(TopicPartition, i64)> = (0..2)
+        .map(|p| (TopicPartition::new("load", p), 1_000 + 700 * p as i64))
+        .collect();
+    for (_, r) in admin(&src_boot)
+        .alter_group_offsets("app", &positions)
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
+    wait_group_offsets(&dest_boot, "app", &positions).await;
+    sluice_tool("mirror", &dest_boot, &["--promote", "--topic", "load"]);
+    assert_eq!(
+        first_positions(&dest_boot, "app", "load", 2).await,
+        positions
+    );
+    let next = Producer::new(ClientConfig::new(&dest_boot))
+        .unwrap()
+        .send_and_wait(
+            ProducerRecord::new("load")
+                .partition(1)
+                .value(Bytes::from_static(b"after")),
+        )
+        .await
+        .unwrap();
+    let source_end = from_source.iter().filter(|r| r.partition == 1).count() as i64;
+    assert_eq!(
+        next.offset, source_end,
+        "the promoted mirror continues the source's offsets"
     );
 }
 
