@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashSet};
 use sluice_metadata::acl::{self, AclBinding, AclFilter};
 use sluice_metadata::config::{
     is_mirror_key, validate_link_changes, validate_mirror_changes, validate_topic_configs,
-    RESOURCE_CLUSTER_LINK,
+    MirrorState, MirrorTopic, MIRROR_PROMOTED_EPOCH, MIRROR_STATE, RESOURCE_CLUSTER_LINK,
 };
 use sluice_metadata::image::RESOURCE_TOPIC;
 use sluice_metadata::image::{QuotaEntity, QuotaValue};
@@ -338,7 +338,7 @@ impl Controller {
             name: name.to_string(),
             id,
         }];
-        records.extend(partition_records(id, 0, &assignments));
+        records.extend(partition_records(id, 0, &assignments, 0));
         for (k, v) in &spec.configs {
             records.push(MetadataRecord::Config {
                 resource_type: RESOURCE_TOPIC,
@@ -464,7 +464,10 @@ impl Controller {
         if validate_only {
             return Ok(Vec::new());
         }
-        Ok(partition_records(id, current, &placed))
+        let epoch = MirrorTopic::of(name, &image.topic_configs(name))
+            .and_then(|m| m.promoted_epoch)
+            .unwrap_or(0);
+        Ok(partition_records(id, current, &placed, epoch))
     }
 
     /// Set or remove topic config overrides.
@@ -501,7 +504,7 @@ impl Controller {
         if validate_only {
             return Ok(Vec::new());
         }
-        Ok(changes
+        let mut records: Vec<MetadataRecord> = changes
             .iter()
             .filter(|(k, _)| known(k))
             .map(|(k, v)| MetadataRecord::Config {
@@ -510,7 +513,9 @@ impl Controller {
                 name: k.clone(),
                 value: v.clone(),
             })
-            .collect())
+            .collect();
+        records.extend(promotion_records(image, name, changes));
+        Ok(records)
     }
 
     /// Set or remove configs of cluster link `link` (removing every one deletes the link).
@@ -1083,6 +1088,59 @@ impl Controller {
     }
 }
 
+/// A mirror topic promoted by `changes` (its state set to `stopped`): every partition's
+/// leader epoch is raised to one above the highest (same leader and ISR) and that epoch is
+/// recorded as [`MIRROR_PROMOTED_EPOCH`], in the same batch as the state. Copied batches
+/// carry the epochs they were copied in, local writes the new ones (brokers take local
+/// writes only from this epoch on), so every replica can tell the two apart for good.
+fn promotion_records(
+    image: &MetadataImage,
+    name: &str,
+    changes: &[(String, Option<String>)],
+) -> Vec<MetadataRecord> {
+    let promotes = changes.iter().any(|(k, v)| {
+        k == MIRROR_STATE && v.as_deref().and_then(MirrorState::parse) == Some(MirrorState::Stopped)
+    });
+    let (Some(topic), Some(mirror)) = (
+        image.topic(name),
+        MirrorTopic::of(name, &image.topic_configs(name)),
+    ) else {
+        return Vec::new();
+    };
+    if !promotes || mirror.state == MirrorState::Stopped {
+        return Vec::new();
+    }
+    let epoch = topic
+        .partitions
+        .values()
+        .map(|p| p.leader_epoch)
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let mut out: Vec<MetadataRecord> = topic
+        .partitions
+        .iter()
+        .map(|(index, p)| MetadataRecord::Partition {
+            topic_id: topic.id,
+            partition: *index,
+            replicas: p.replicas.clone(),
+            isr: p.isr.clone(),
+            leader: p.leader,
+            leader_epoch: epoch,
+            partition_epoch: p.partition_epoch + 1,
+            adding: p.adding.clone(),
+            removing: p.removing.clone(),
+        })
+        .collect();
+    out.push(MetadataRecord::Config {
+        resource_type: RESOURCE_TOPIC,
+        resource_name: name.to_string(),
+        name: MIRROR_PROMOTED_EPOCH.to_string(),
+        value: Some(epoch.to_string()),
+    });
+    out
+}
+
 /// Kafka's user and client-id quota keys and whether each is a whole number (LONG).
 const QUOTA_KEYS: &[(&str, bool)] = &[
     ("producer_byte_rate", true),
@@ -1115,7 +1173,14 @@ fn validate_quota_ops(entity: &QuotaEntity, ops: &[(String, Option<f64>)]) -> Re
     Ok(())
 }
 
-fn partition_records(topic_id: Uuid, first: i32, assignments: &[Vec<i32>]) -> Vec<MetadataRecord> {
+/// New partitions `first..` of a topic, led by their first replica in `leader_epoch` (0, or
+/// a promoted mirror's promotion epoch, so that its new partitions take local writes).
+fn partition_records(
+    topic_id: Uuid,
+    first: i32,
+    assignments: &[Vec<i32>],
+    leader_epoch: i32,
+) -> Vec<MetadataRecord> {
     assignments
         .iter()
         .enumerate()
@@ -1125,7 +1190,7 @@ fn partition_records(topic_id: Uuid, first: i32, assignments: &[Vec<i32>]) -> Ve
             replicas: replicas.clone(),
             isr: replicas.clone(),
             leader: replicas[0],
-            leader_epoch: 0,
+            leader_epoch,
             partition_epoch: 0,
             adding: Vec::new(),
             removing: Vec::new(),

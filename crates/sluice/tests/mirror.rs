@@ -200,7 +200,7 @@ async fn first_positions(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_mirror_topic_keeps_the_sources_offsets_and_becomes_writable_when_promoted() {
     let source = start(&[]);
-    let dest = start(&[]);
+    let mut dest = start(&[]);
     let src_admin = admin(&source.bootstrap);
     for t in ["orders", "payments"] {
         let r = src_admin
@@ -413,6 +413,16 @@ async fn a_mirror_topic_keeps_the_sources_offsets_and_becomes_writable_when_prom
         first_positions(&dest.bootstrap, "app", "orders", 3).await,
         positions
     );
+    // Paused, then this cluster killed and restarted before the failover: the broker that
+    // promotes never copied the partition in its process, and still aborts the source's
+    // open transaction (the promotion epoch is kept in metadata).
+    sluice_tool(
+        "mirror",
+        &dest.bootstrap,
+        &["--pause", "--topic", "payments"],
+    );
+    dest.kill();
+    dest.restart_same_port();
     sluice_tool(
         "mirror",
         &dest.bootstrap,
@@ -422,6 +432,34 @@ async fn a_mirror_topic_keeps_the_sources_offsets_and_becomes_writable_when_prom
     // end and sees the committed transactions only.
     let after = read_all(&dest.bootstrap, "payments", 3, "read_committed").await;
     same_records(&committed_txns, &after);
+    // Local transactions on the promoted topic commit and are read.
+    let local = Producer::new(
+        ClientConfig::new(&dest.bootstrap)
+            .set("transactional.id", "after-promotion")
+            .unwrap(),
+    )
+    .unwrap();
+    local.init_transactions().await.unwrap();
+    local.begin_transaction().await.unwrap();
+    for p in 0..3 {
+        local
+            .send(
+                ProducerRecord::new("payments")
+                    .partition(p)
+                    .value(Bytes::from_static(b"local")),
+            )
+            .await
+            .unwrap();
+    }
+    local.commit_transaction().await.unwrap();
+    let with_local = read_all(&dest.bootstrap, "payments", 3, "read_committed").await;
+    assert_eq!(
+        with_local
+            .iter()
+            .filter(|r| r.value.as_deref() == Some(b"local".as_slice()))
+            .count(),
+        3
+    );
     sluice_tool("mirror", &dest.bootstrap, &["--delete", "--link", "dr"]);
     assert!(dest_admin.list_links().await.unwrap().is_empty());
 }

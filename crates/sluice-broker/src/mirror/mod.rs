@@ -209,10 +209,9 @@ impl MirrorManager {
         let mut images = self.metadata.subscribe();
         let mut tick = tokio::time::interval(RESCAN);
         let mut links: HashMap<String, LinkTask> = HashMap::new();
-        // Partitions copied here at the last look, and promoted ones whose copied open
-        // transactions are still to be aborted.
-        let mut copying: std::collections::HashSet<TopicPartition> = Default::default();
-        let mut promoted: std::collections::HashSet<TopicPartition> = Default::default();
+        // Promoted partitions led here whose copied open transactions are aborted, with the
+        // leader epoch in which that was done (a new leadership looks again).
+        let mut settled: HashMap<TopicPartition, i32> = HashMap::new();
         loop {
             tokio::select! {
                 _ = shutdown.changed() => break,
@@ -263,14 +262,7 @@ impl MirrorManager {
                 })
                 .collect();
             self.lock_status().retain(|tp, _| copied.contains(tp));
-            promoted.extend(
-                copying
-                    .difference(&copied)
-                    .filter(|tp| self.is_promoted_here(&image, tp))
-                    .cloned(),
-            );
-            copying = copied;
-            self.abort_copied_transactions(&image, &mut promoted).await;
+            self.abort_copied_transactions(&image, &mut settled).await;
             self.export_metrics();
         }
         for task in links.into_values() {
@@ -278,48 +270,56 @@ impl MirrorManager {
         }
     }
 
-    /// Whether `tp`'s topic is a promoted mirror and this broker leads it.
-    fn is_promoted_here(&self, image: &MetadataImage, tp: &TopicPartition) -> bool {
-        MirrorTopic::of(&tp.topic, &image.topic_configs(&tp.topic))
-            .is_some_and(|m| m.state == MirrorState::Stopped)
-            && self.replicas.get(tp).is_some_and(|p| p.is_leader())
-    }
-
-    /// Abort, in each promoted partition this broker still leads, the source's transactions
-    /// left open in it; kept to retry those that cannot be written yet (ISR too small).
+    /// Abort, in each promoted mirror partition this broker leads, the source's transactions
+    /// left open in it (see [`crate::replica::Partition::abort_copied_transactions`]): once
+    /// per leadership, whether or not this broker did the copying, and again after a restart
+    /// (the promotion epoch is in metadata). Those that cannot be written yet (ISR too small,
+    /// promotion epoch not here yet) are tried on the next pass.
     async fn abort_copied_transactions(
         &self,
         image: &MetadataImage,
-        promoted: &mut std::collections::HashSet<TopicPartition>,
+        settled: &mut HashMap<TopicPartition, i32>,
     ) {
-        let pending: Vec<TopicPartition> = promoted.iter().cloned().collect();
-        for tp in pending {
-            if !self.is_promoted_here(image, &tp) {
-                promoted.remove(&tp);
-                continue;
-            }
-            let Some(p) = self.replicas.get(&tp) else {
-                promoted.remove(&tp);
+        let mut led = std::collections::HashSet::new();
+        for (name, t) in &image.topics {
+            let Some(epoch) = MirrorTopic::of(name, &image.topic_configs(name))
+                .filter(|m| m.state == MirrorState::Stopped)
+                .and_then(|m| m.promoted_epoch)
+            else {
                 continue;
             };
-            let now = crate::now_ms();
-            let done =
-                sluice_rt::task::spawn_blocking(move || p.abort_copied_transactions(now)).await;
-            match done {
-                Ok(Ok(n)) => {
-                    if n > 0 {
-                        tracing::info!(partition = %tp, transactions = n, "aborted the source's transactions left open in a promoted mirror");
+            for id in t.partitions.keys() {
+                let tp = TopicPartition::new(name, *id);
+                let Some(p) = self.replicas.get(&tp).filter(|p| p.is_leader()) else {
+                    continue;
+                };
+                let leader_epoch = p.leader_epoch();
+                led.insert(tp.clone());
+                if settled.get(&tp) == Some(&leader_epoch) {
+                    continue;
+                }
+                let now = crate::now_ms();
+                let done = sluice_rt::task::spawn_blocking(move || {
+                    p.abort_copied_transactions(epoch, now)
+                })
+                .await;
+                match done {
+                    Ok(Ok(n)) => {
+                        if n > 0 {
+                            tracing::info!(partition = %tp, transactions = n, "aborted the source's transactions left open in a promoted mirror");
+                        }
+                        settled.insert(tp, leader_epoch);
                     }
-                    promoted.remove(&tp);
-                }
-                Ok(Err(e)) => {
-                    tracing::debug!(partition = %tp, error = %e.message(), "open source transactions not aborted yet")
-                }
-                Err(e) => {
-                    tracing::warn!(partition = %tp, error = %e, "aborting open source transactions")
+                    Ok(Err(e)) => {
+                        tracing::debug!(partition = %tp, error = %e.message(), "open source transactions not aborted yet")
+                    }
+                    Err(e) => {
+                        tracing::warn!(partition = %tp, error = %e, "aborting open source transactions")
+                    }
                 }
             }
         }
+        settled.retain(|tp, _| led.contains(tp));
     }
 
     /// Link lag on `/metrics`, per partition this broker copies.

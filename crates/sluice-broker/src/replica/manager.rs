@@ -119,6 +119,10 @@ pub fn log_config(
                 .get(sluice_metadata::config::MIRROR_STATE)
                 .and_then(|s| sluice_metadata::config::MirrorState::parse(s))
                 .is_none_or(|s| s.read_only()),
+        writable_from_epoch: overrides
+            .get(sluice_metadata::config::MIRROR_PROMOTED_EPOCH)
+            .and_then(|e| e.parse().ok())
+            .unwrap_or(0),
     };
     (log, settings)
 }
@@ -302,6 +306,28 @@ impl ReplicaManager {
                 self.logs.delete(&tp)?;
             }
         }
+        // Configs before registrations: a promoted mirror stops taking copied batches before
+        // its new leader epoch arrives, and takes local writes only once it has (see
+        // `PartitionSettings::writable_from_epoch`). Dynamic broker configs changed: every
+        // topic's defaults may have.
+        let broker_changed = DynamicBrokerConfigs::from_image(old, self.node_id)
+            .differs(&DynamicBrokerConfigs::from_image(new, self.node_id));
+        let mut changed_topics = delta.config_changed.clone();
+        if broker_changed {
+            self.apply_broker_settings(effective);
+            changed_topics = new.topics.keys().cloned().collect();
+        }
+        for name in &changed_topics {
+            let overrides = new.topic_configs(name);
+            let (config, settings) = log_config(effective, &overrides);
+            for p in self.all().into_iter().filter(|p| &p.tp.topic == name) {
+                p.set_settings(replica_settings(settings, &overrides, &p.tp, self.node_id));
+                p.log
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .set_config(config.clone())?;
+            }
+        }
         for (name, id, index, reg) in &delta.changed {
             let tp = TopicPartition::new(name.clone(), *index);
             if !reg.replicas.contains(&self.node_id) {
@@ -326,25 +352,6 @@ impl ReplicaManager {
                 if let Err(e) = partition.flush_log(now_ms) {
                     warn!(partition = %tp, error = %e, "cannot fsync the log of a leader left alone in its ISR");
                 }
-            }
-        }
-        // Dynamic broker configs changed: every topic's defaults may have.
-        let broker_changed = DynamicBrokerConfigs::from_image(old, self.node_id)
-            .differs(&DynamicBrokerConfigs::from_image(new, self.node_id));
-        let mut changed_topics = delta.config_changed.clone();
-        if broker_changed {
-            self.apply_broker_settings(effective);
-            changed_topics = new.topics.keys().cloned().collect();
-        }
-        for name in &changed_topics {
-            let overrides = new.topic_configs(name);
-            let (config, settings) = log_config(effective, &overrides);
-            for p in self.all().into_iter().filter(|p| &p.tp.topic == name) {
-                p.set_settings(replica_settings(settings, &overrides, &p.tp, self.node_id));
-                p.log
-                    .write()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner)
-                    .set_config(config.clone())?;
             }
         }
         Ok(())

@@ -33,6 +33,9 @@ pub struct PartitionSettings {
     pub follower_throttled: bool,
     /// A mirror topic not yet promoted: only the copy from the source cluster appends.
     pub read_only_mirror: bool,
+    /// A promoted mirror's promotion epoch (0 otherwise): local writes are taken only in
+    /// this leader epoch or later, so that they are told from the copied batches below it.
+    pub writable_from_epoch: i32,
 }
 
 /// Why an append was refused.
@@ -101,9 +104,6 @@ pub struct Partition {
     pub watchers: Watchers,
     /// Per-topic traffic counters (`/metrics`), resolved once so the hot paths only add.
     pub metrics: PartitionMetrics,
-    /// Where the records this replica copied from a mirror's source end (-1: none copied
-    /// here); what a promotion treats as the source's.
-    mirror_end: std::sync::atomic::AtomicI64,
 }
 
 /// A partition's handles on its topic's traffic counters.
@@ -167,7 +167,6 @@ impl Partition {
             watchers: Watchers::default(),
             metrics: PartitionMetrics::new(&tp.topic),
             tp,
-            mirror_end: std::sync::atomic::AtomicI64::new(-1),
         }
     }
 
@@ -315,7 +314,12 @@ impl Partition {
                 ),
             ));
         }
-        self.leader_append_unchecked(acks_all, settings.min_insync_replicas, append)
+        self.leader_append_unchecked(
+            acks_all,
+            settings.min_insync_replicas,
+            settings.writable_from_epoch,
+            append,
+        )
     }
 
     /// Mirror leader: append batches copied from the source cluster's partition, keeping
@@ -330,31 +334,40 @@ impl Partition {
         expected_end: i64,
         now_ms: i64,
     ) -> Result<Option<i64>, AppendError> {
-        self.leader_append_unchecked(false, 0, |log, epoch| {
+        self.leader_append_unchecked(false, 0, 0, |log, epoch| {
             // Promoted since the fetch: the source's records no longer come in.
             if !self.settings().read_only_mirror || log.log_end_offset() != expected_end {
                 return Ok(None);
             }
             sluice_protocol::batch::set_leader_epochs(&mut batches, epoch);
             let end = log.append_as_follower(&batches, now_ms)?;
-            self.mirror_end
-                .store(end, std::sync::atomic::Ordering::Relaxed);
             Ok(Some(end))
         })
         .map(|(leo, _)| leo)
     }
 
-    /// A promoted mirror: abort the source's transactions still open in it (their markers
-    /// will never be copied), so its last stable offset moves on and read_committed readers
-    /// see past them, as if their coordinator had aborted them. Only transactions that began
-    /// in the copied records (below where the copy ended here, or below the log end when
-    /// another replica did the copying); local ones begin later. Returns how many.
-    pub fn abort_copied_transactions(&self, now_ms: i64) -> Result<usize, AppendError> {
-        let copied = self.mirror_end.load(std::sync::atomic::Ordering::Relaxed);
-        let boundary = if copied >= 0 {
-            copied
-        } else {
-            self.log_end_offset()
+    /// A mirror promoted in leader epoch `promoted_epoch`: abort the source's transactions
+    /// still open in it (their markers will never be copied), so its last stable offset
+    /// moves on and read_committed readers see past them, as if their coordinator had
+    /// aborted them. Only transactions that began in the copied records: those below the
+    /// first batch of `promoted_epoch` or later (every copied batch is stamped below it,
+    /// every local write at or above it), or below the log end when there is none yet.
+    /// Returns how many; none is left to abort afterwards, so it may be called again.
+    pub fn abort_copied_transactions(
+        &self,
+        promoted_epoch: i32,
+        now_ms: i64,
+    ) -> Result<usize, AppendError> {
+        let boundary = {
+            let log = self
+                .log
+                .read()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            log.leader_epoch_cache()
+                .entries()
+                .iter()
+                .find(|(epoch, _)| *epoch >= promoted_epoch)
+                .map_or(log.log_end_offset(), |(_, start)| *start)
         };
         let mut aborted = 0;
         for (producer_id, entry) in self.producers() {
@@ -376,6 +389,7 @@ impl Partition {
         &self,
         acks_all: bool,
         min_isr: i32,
+        min_epoch: i32,
         append: impl FnOnce(&mut sluice_storage::Log, i32) -> Result<T, LogError>,
     ) -> Result<(T, i32), AppendError> {
         let mut log = self
@@ -388,6 +402,17 @@ impl Partition {
                 return Err(AppendError::Code(
                     ErrorCode::NotLeaderOrFollower,
                     format!("this broker is not the leader of {}", self.tp),
+                ));
+            }
+            if s.leader_epoch() < min_epoch {
+                // A promoted mirror whose new epoch has not reached this broker yet.
+                return Err(AppendError::Code(
+                    ErrorCode::NotLeaderOrFollower,
+                    format!(
+                        "{} takes writes from leader epoch {min_epoch} (this broker is in {})",
+                        self.tp,
+                        s.leader_epoch()
+                    ),
                 ));
             }
             (s.leader_epoch(), s.isr().len() as i32)
@@ -711,6 +736,7 @@ mod tests {
             leader_throttled: false,
             follower_throttled: false,
             read_only_mirror: false,
+            writable_from_epoch: 0,
         };
         Partition::new(tp, Uuid::nil(), log, 3, settings)
     }
@@ -744,6 +770,79 @@ mod tests {
         p.append_as_follower(&batch(0, 3), 3, fetched, 0).unwrap();
         assert!(p.high_watermark() >= end);
         assert_eq!(p.ack_state(end, 1), AckState::Deposed);
+    }
+
+    fn txn_batch(base: i64, producer_id: i64, sequence: i32) -> Vec<u8> {
+        let mut b = BatchBuilder::new(Compression::None)
+            .with_producer(producer_id, 0, sequence)
+            .with_transactional(true);
+        b.append(0, None, Some(b"t".as_slice()), &[]);
+        b.build(base).unwrap()
+    }
+
+    #[test]
+    fn a_promoted_mirror_aborts_only_the_copied_open_transactions() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = replica_on_node_3(dir.path());
+        let lead = |leader_epoch| PartitionRegistration {
+            replicas: vec![3],
+            isr: vec![3],
+            leader: 3,
+            leader_epoch,
+            partition_epoch: leader_epoch,
+            adding: vec![],
+            removing: vec![],
+        };
+        let mirror = |read_only_mirror, writable_from_epoch| PartitionSettings {
+            min_insync_replicas: 1,
+            leader_throttled: false,
+            follower_throttled: false,
+            read_only_mirror,
+            writable_from_epoch,
+        };
+        // Copying in epoch 2: a plain batch and a transaction of the source's producer 7 left
+        // open (its marker never comes).
+        p.set_settings(mirror(true, 0));
+        p.update_registration(&lead(2));
+        assert_eq!(
+            p.append_as_mirror(batch(0, 2).as_slice().into(), 0, 0)
+                .unwrap(),
+            Some(2)
+        );
+        assert_eq!(
+            p.append_as_mirror(txn_batch(2, 7, 0).as_slice().into(), 2, 0)
+                .unwrap(),
+            Some(3)
+        );
+        assert!(p.append_as_leader(batch(0, 1).into(), true, 0).is_err());
+        // Promoted in epoch 5: the settings arrive first, and local writes wait for the epoch.
+        p.set_settings(mirror(false, 5));
+        let early = p.append_as_leader(batch(0, 1).into(), true, 0).unwrap_err();
+        assert!(
+            matches!(early, AppendError::Code(ErrorCode::NotLeaderOrFollower, _)),
+            "{early:?}"
+        );
+        assert_eq!(
+            p.append_as_mirror(batch(3, 1).as_slice().into(), 3, 0)
+                .unwrap(),
+            None,
+            "nothing is copied once promoted"
+        );
+        p.update_registration(&lead(5));
+        // A local transaction begins before the copied one is aborted.
+        p.append_as_leader(txn_batch(0, 9, 0).into(), true, 0)
+            .unwrap();
+        assert_eq!(p.abort_copied_transactions(5, 0).unwrap(), 1);
+        let open: Vec<i64> = p
+            .producers()
+            .into_iter()
+            .filter(|(_, e)| e.txn_first_offset.is_some())
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(open, vec![9], "the local transaction stays open");
+        // Again, as after a restart or a new leadership: nothing more to abort.
+        p.update_registration(&lead(6));
+        assert_eq!(p.abort_copied_transactions(5, 0).unwrap(), 0);
     }
 
     #[test]

@@ -24,6 +24,12 @@ pub const MIRROR_LINK: &str = "mirror.link";
 pub const MIRROR_SOURCE_TOPIC: &str = "mirror.source.topic";
 /// `active`, `paused` or `stopped` (promoted: an ordinary writable topic).
 pub const MIRROR_STATE: &str = "mirror.state";
+/// Set by the controller when the mirror is promoted: every partition's leader epoch was
+/// raised to at least this, so a batch stamped below it was copied from the source and one
+/// at or above it was written here. This is how any replica, after any restart or leader
+/// change, tells the source's transactions left open in the copy (to abort) from local
+/// ones.
+pub const MIRROR_PROMOTED_EPOCH: &str = "mirror.promoted.leader.epoch";
 
 /// Where a mirror topic stands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -66,6 +72,8 @@ pub struct MirrorTopic {
     pub link: String,
     pub source_topic: String,
     pub state: MirrorState,
+    /// [`MIRROR_PROMOTED_EPOCH`], once promoted.
+    pub promoted_epoch: Option<i32>,
 }
 
 impl MirrorTopic {
@@ -82,13 +90,19 @@ impl MirrorTopic {
                 .get(MIRROR_STATE)
                 .and_then(|s| MirrorState::parse(s))
                 .unwrap_or(MirrorState::Active),
+            promoted_epoch: overrides
+                .get(MIRROR_PROMOTED_EPOCH)
+                .and_then(|e| e.parse().ok()),
         })
     }
 }
 
 /// Whether `key` is one of the mirror topic keys.
 pub fn is_mirror_key(key: &str) -> bool {
-    matches!(key, MIRROR_LINK | MIRROR_SOURCE_TOPIC | MIRROR_STATE)
+    matches!(
+        key,
+        MIRROR_LINK | MIRROR_SOURCE_TOPIC | MIRROR_STATE | MIRROR_PROMOTED_EPOCH
+    )
 }
 
 /// Check the mirror keys among a topic's overrides (`current` before, `changes` to apply):
@@ -103,6 +117,11 @@ pub fn validate_mirror_changes(
         .and_then(|s| MirrorState::parse(s));
     for (k, v) in changes.iter().filter(|(k, _)| is_mirror_key(k)) {
         match (k.as_str(), v.as_deref()) {
+            (MIRROR_PROMOTED_EPOCH, _) => {
+                return Err(format!(
+                    "{MIRROR_PROMOTED_EPOCH} is set by the controller when the mirror is promoted"
+                ))
+            }
             (MIRROR_LINK, Some(link)) => {
                 if current.get(MIRROR_LINK).is_some_and(|l| l != link) {
                     return Err("the link of a mirror topic cannot change".into());
@@ -586,5 +605,14 @@ mod tests {
             ("orders", MirrorState::Active)
         );
         assert!(MirrorTopic::of("orders", &none).is_none());
+        assert!(
+            validate_mirror_changes(
+                &image,
+                &mirror,
+                &changes(&[(MIRROR_PROMOTED_EPOCH, Some("3"))])
+            )
+            .is_err(),
+            "the promotion epoch is the controller's"
+        );
     }
 }
