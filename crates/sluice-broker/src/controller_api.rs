@@ -125,6 +125,17 @@ pub trait ControllerApi: Send + Sync + 'static {
         refused("store ACLs")
     }
 
+    /// CreateAcls for ACLs a cluster link copied from its source (ACL sync): their ids say
+    /// so (`sluice_metadata::acl::copied_acl_id`). One outcome per binding.
+    fn copy_acls(
+        &self,
+        link: &str,
+        bindings: &[AclBinding],
+    ) -> Call<'_, Vec<Result<(), ApiError>>> {
+        let _ = (link, bindings);
+        refused("store ACLs")
+    }
+
     /// DeleteAcls: per filter the ACLs deleted.
     fn delete_acls(
         &self,

@@ -10,8 +10,9 @@ use std::collections::{BTreeMap, HashSet};
 
 use sluice_metadata::acl::{self, AclBinding, AclFilter};
 use sluice_metadata::config::{
-    is_mirror_key, validate_link_changes, validate_mirror_changes, validate_topic_configs,
-    MirrorState, MirrorTopic, MIRROR_PROMOTED_EPOCH, MIRROR_STATE, RESOURCE_CLUSTER_LINK,
+    copied_acl_id, is_mirror_key, validate_link_changes, validate_mirror_changes,
+    validate_topic_configs, MirrorState, MirrorTopic, MIRROR_PROMOTED_EPOCH, MIRROR_STATE,
+    RESOURCE_CLUSTER_LINK,
 };
 use sluice_metadata::image::RESOURCE_TOPIC;
 use sluice_metadata::image::{QuotaEntity, QuotaValue};
@@ -1038,6 +1039,7 @@ impl Controller {
         &self,
         image: &MetadataImage,
         bindings: &[AclBinding],
+        copied_by_link: Option<&str>,
     ) -> (Vec<Result<(), ApiError>>, Vec<MetadataRecord>) {
         let mut out = Vec::with_capacity(bindings.len());
         let mut records = Vec::new();
@@ -1050,7 +1052,8 @@ impl Controller {
             if !image.acls.values().any(|a| a == b) && !added.contains(&b) {
                 added.push(b);
                 records.push(MetadataRecord::Acl {
-                    id: sluice_rt::random_uuid(),
+                    id: copied_by_link
+                        .map_or_else(sluice_rt::random_uuid, |link| copied_acl_id(link, b)),
                     binding: b.clone(),
                 });
             }
@@ -1870,6 +1873,7 @@ mod tests {
                 b("orders", pattern::LITERAL),
                 b("x", pattern::MATCH),
             ],
+            None,
         );
         assert!(out[0].is_ok() && out[1].is_ok());
         assert_eq!(out[2].as_ref().unwrap_err().code, ErrorCode::InvalidRequest);
@@ -1878,10 +1882,40 @@ mod tests {
         let (_, records) = k.c.create_acls(
             &k.image,
             &[b("orders", pattern::LITERAL), b("pay-", pattern::PREFIXED)],
+            None,
         );
         assert_eq!(records.len(), 1, "an existing ACL is not added again");
         k.apply(records);
         assert_eq!(k.image.acls.len(), 2);
+        // Copied by a link: the id says so; one made here keeps its own.
+        let (_, records) = k.c.create_acls(
+            &k.image,
+            &[b("orders", pattern::LITERAL), b("copied", pattern::LITERAL)],
+            Some("dr"),
+        );
+        assert_eq!(records.len(), 1);
+        k.apply(records);
+        let id_of = |name: &str| {
+            *k.image
+                .acls
+                .iter()
+                .find(|(_, a)| a.resource_name == name)
+                .unwrap()
+                .0
+        };
+        assert_eq!(
+            id_of("copied"),
+            copied_acl_id("dr", &b("copied", pattern::LITERAL))
+        );
+        assert_ne!(
+            id_of("orders"),
+            copied_acl_id("dr", &b("orders", pattern::LITERAL))
+        );
+        assert_ne!(
+            copied_acl_id("dr", &b("copied", pattern::LITERAL)),
+            copied_acl_id("dr2", &b("copied", pattern::LITERAL))
+        );
+        assert_eq!(k.image.acls.len(), 3);
         let filter = AclFilter {
             resource_type: resource::TOPIC,
             resource_name: Some("pay-in".into()),

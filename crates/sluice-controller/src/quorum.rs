@@ -412,7 +412,11 @@ impl QuorumController {
                 Ok((self.write(records).await?, ReplyBody::PerItem(out)))
             }
             ControllerRequest::CreateAcls(bindings) => {
-                let (out, records) = p.create_acls(&image, &bindings);
+                let (out, records) = p.create_acls(&image, &bindings, None);
+                Ok((self.write(records).await?, ReplyBody::PerItem(out)))
+            }
+            ControllerRequest::CopyAcls { link, bindings } => {
+                let (out, records) = p.create_acls(&image, &bindings, Some(&link));
                 Ok((self.write(records).await?, ReplyBody::PerItem(out)))
             }
             ControllerRequest::DeleteAcls(filters) => {

@@ -78,6 +78,12 @@ pub enum ControllerRequest {
     /// to delete it.
     AlterScramCredentials(Vec<ScramChange>),
     CreateAcls(Vec<AclBinding>),
+    /// ACLs copied from a cluster link's source (ACL sync): created as CreateAcls does, with
+    /// ids that say they came through `link` (see `sluice_metadata::acl::copied_acl_id`).
+    CopyAcls {
+        link: String,
+        bindings: Vec<AclBinding>,
+    },
     DeleteAcls(Vec<AclFilter>),
     AlterClientQuotas {
         changes: Vec<QuotaChange>,
@@ -346,6 +352,12 @@ impl ControllerRequest {
                     put_binding(&mut w, b);
                 }
             }
+            ControllerRequest::CopyAcls { link, bindings } => {
+                w.u8(16).str(link).u32(bindings.len() as u32);
+                for b in bindings {
+                    put_binding(&mut w, b);
+                }
+            }
             ControllerRequest::DeleteAcls(filters) => {
                 w.u8(12).u32(filters.len() as u32);
                 for f in filters {
@@ -451,6 +463,15 @@ impl ControllerRequest {
                 validate_only: r.bool()?,
                 changes: get_changes(&mut r)?,
             },
+            16 => {
+                let link = r.str()?;
+                let n = r.count(9)?;
+                let mut bindings = Vec::with_capacity(n);
+                for _ in 0..n {
+                    bindings.push(get_binding(&mut r)?);
+                }
+                ControllerRequest::CopyAcls { link, bindings }
+            }
             15 => ControllerRequest::AlterLinkConfigs {
                 link: r.str()?,
                 validate_only: r.bool()?,
@@ -936,6 +957,10 @@ mod tests {
                 ("bob".into(), 1, None),
             ]),
             ControllerRequest::CreateAcls(vec![sample_acl()]),
+            ControllerRequest::CopyAcls {
+                link: "dr".into(),
+                bindings: vec![sample_acl()],
+            },
             ControllerRequest::AlterClientQuotas {
                 changes: vec![(
                     QuotaEntity {

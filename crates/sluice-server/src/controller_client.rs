@@ -360,6 +360,23 @@ impl ControllerApi for ControllerClient {
         )
     }
 
+    fn copy_acls(
+        &self,
+        link: &str,
+        bindings: &[AclBinding],
+    ) -> Call<'_, Vec<Result<(), ApiError>>> {
+        self.ask(
+            ControllerRequest::CopyAcls {
+                link: link.to_string(),
+                bindings: bindings.to_vec(),
+            },
+            |b| match b {
+                ReplyBody::PerItem(v) => Ok(v),
+                other => Err(other),
+            },
+        )
+    }
+
     fn delete_acls(
         &self,
         filters: &[AclFilter],

@@ -16,7 +16,9 @@ use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, To
 use kafka_protocol::protocol::StrBytes;
 use sluice_client::admin::{ConfigResource, OffsetSpec};
 use sluice_client::{Admin, ClientConfig};
-use sluice_metadata::config::{LinkSettings, TopicPatterns, MIRROR_LINK, SYNCED_TOPIC_CONFIGS};
+use sluice_metadata::config::{
+    copied_acl_id, LinkSettings, TopicPatterns, MIRROR_LINK, SYNCED_TOPIC_CONFIGS,
+};
 use sluice_metadata::controller_types::CreateTopicSpec;
 use sluice_protocol::acl::{AclBinding, AclFilter};
 use sluice_protocol::types::TopicPartition;
@@ -87,7 +89,6 @@ pub(super) async fn run(
         patterns,
         discovered: None,
         acls_synced: None,
-        acls_copied: HashSet::new(),
         refreshed: None,
         started: HashSet::new(),
         synced: None,
@@ -143,7 +144,6 @@ struct Copier {
     /// When ACLs were last copied, and the source's ACLs then (those this copier may delete
     /// here once the source no longer has them).
     acls_synced: Option<tokio::time::Instant>,
-    acls_copied: HashSet<AclBinding>,
     /// When source metadata was last looked up (None: look it up before the next round).
     refreshed: Option<tokio::time::Instant>,
     /// Partitions whose start was settled (`mirror.start.offset.spec`).
@@ -527,9 +527,9 @@ impl Copier {
 
     /// Every `acl.sync.ms` (with `acl.sync.enable`): the source's ACLs that this cluster
     /// lacks are created; those the link copied and the source has since deleted are deleted.
-    /// ACLs made here stay. What was copied is remembered by this broker only: after a restart
-    /// or a move of this work to another broker, a deletion on the source before the next
-    /// copy is not followed.
+    /// ACLs made here stay. What the link copied is told by the ACLs' ids
+    /// ([`sluice_metadata::config::copied_acl_id`]), so whichever broker syncs, after any
+    /// restart, follows deletions made meanwhile.
     async fn maybe_sync_acls(&mut self) {
         let due = self
             .acls_synced
@@ -552,15 +552,16 @@ impl Copier {
             .filter(|b| !local.contains(b))
             .cloned()
             .collect();
-        let gone: Vec<AclFilter> = self
-            .acls_copied
+        let link = &self.settings.name;
+        let gone: Vec<AclFilter> = image
+            .acls
             .iter()
-            .filter(|b| !source.contains(*b) && local.contains(b))
-            .map(exact_filter)
+            .filter(|(id, b)| !source.contains(*b) && **id == copied_acl_id(link, b))
+            .map(|(_, b)| exact_filter(b))
             .collect();
         let api = self.manager.controller.api();
         if !missing.is_empty() {
-            let r = api.create_acls(&missing).await;
+            let r = api.copy_acls(link, &missing).await;
             info!(
                 link = self.settings.name,
                 count = missing.len(),
@@ -577,7 +578,6 @@ impl Copier {
                 "deleted ACLs the source deleted"
             );
         }
-        self.acls_copied = source;
     }
 
     /// Every `topic.config.sync.ms`: mirror topics grow with their source's partition count,

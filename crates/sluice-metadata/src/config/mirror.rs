@@ -161,6 +161,35 @@ pub fn validate_mirror_changes(
     Ok(())
 }
 
+/// The id of an ACL that cluster link `link` copied from its source: a hash of the link and
+/// the binding (FNV-1a, 128 bits, marked as a version-8 UUID). ACLs made on this cluster get
+/// random ids, so the ACL records themselves say which ones the link copied: ACL sync
+/// deletes only those once the source deletes them, whichever broker syncs and after any
+/// restart.
+pub fn copied_acl_id(link: &str, b: &crate::acl::AclBinding) -> crate::Uuid {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+    let mut h = OFFSET;
+    let mut eat = |bytes: &[u8]| {
+        for byte in bytes.iter().chain(&[0xff]) {
+            h ^= u128::from(*byte);
+            h = h.wrapping_mul(PRIME);
+        }
+    };
+    eat(b"sluice-link-acl");
+    eat(link.as_bytes());
+    eat(&[
+        b.resource_type as u8,
+        b.pattern_type as u8,
+        b.operation as u8,
+        b.permission as u8,
+    ]);
+    eat(b.resource_name.as_bytes());
+    eat(b.principal.as_bytes());
+    eat(b.host.as_bytes());
+    uuid::Builder::from_custom_bytes(h.to_be_bytes()).into_uuid()
+}
+
 /// The link settings besides the client settings that reach the source.
 pub static LINK_CONFIGS: &[ConfigDef] = &[
     def(
