@@ -1933,9 +1933,11 @@ mod tests {
         assert_eq!(out[1].as_ref().unwrap().len(), 1);
         assert_eq!(records.len(), 1);
         k.apply(records);
+        let mut left: Vec<&AclBinding> = k.image.acls.values().collect();
+        left.sort();
         assert_eq!(
-            k.image.acls.values().collect::<Vec<_>>(),
-            vec![&b("orders", pattern::LITERAL)]
+            left,
+            vec![&b("copied", pattern::LITERAL), &b("orders", pattern::LITERAL)]
         );
     }
 }

@@ -503,12 +503,18 @@ impl Node {
             ),
             Arc::clone(&cache),
         ));
+        let topic_creator = Arc::new(TopicCreator::new(
+            Arc::clone(&config),
+            Arc::clone(&cache),
+            Arc::clone(&controller),
+        ));
         let mirrors = sluice_broker::mirror::MirrorManager::new(
             node_id,
             Arc::clone(&replicas),
             Arc::clone(&cache),
             Arc::clone(&controller),
             Arc::clone(&groups),
+            Arc::clone(&topic_creator),
         );
         tokio::spawn(Arc::clone(&mirrors).run(shutdown_rx.clone()));
         let services = Arc::new(Services {
@@ -525,11 +531,7 @@ impl Node {
                 Arc::clone(&cache),
             )),
             quotas: Arc::clone(&quotas),
-            topics: Arc::new(TopicCreator::new(
-                Arc::clone(&config),
-                Arc::clone(&cache),
-                Arc::clone(&controller),
-            )),
+            topics: topic_creator,
             configs: Arc::new(ConfigAdmin::new(
                 node_id,
                 Arc::clone(&config),

@@ -271,7 +271,8 @@ async fn a_mirror_topic_keeps_the_sources_offsets_and_becomes_writable_when_prom
             "--consumer-groups",
             "*",
             "--link-config",
-            "consumer.offset.sync.ms=1000",
+            // Copied when a mirror topic appears and when one is promoted, not in between.
+            "consumer.offset.sync.ms=600000",
         ],
     );
     sluice_tool(
@@ -370,6 +371,18 @@ async fn a_mirror_topic_keeps_the_sources_offsets_and_becomes_writable_when_prom
     // A link with an active mirror topic cannot be deleted.
     assert!(dest_admin.delete_link("dr").await.is_err());
 
+    // The application commits once more on the source just before the switch: --promote
+    // waits for a last copy of the group offsets (the periodic one is ten minutes away).
+    let positions: Vec<(TopicPartition, i64)> = (0..3)
+        .map(|p| (TopicPartition::new("orders", p), 200 + 70 * p as i64))
+        .collect();
+    for (_, r) in src_admin
+        .alter_group_offsets("app", &positions)
+        .await
+        .unwrap()
+    {
+        r.unwrap();
+    }
     // Promote: writable, continuing at the source's offsets.
     sluice_tool(
         "mirror",

@@ -6,7 +6,7 @@
 //! topic configs, and (on one broker) creates the mirror topics the link's patterns ask for
 //! and copies the source's ACLs.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -36,6 +36,8 @@ const PARTITION_MAX_BYTES: i32 = 1024 * 1024;
 const FETCH_VERSION_MAX: i16 = 12;
 /// Wait after a round that failed (source unreachable, leaders moving).
 const RETRY_BACKOFF: Duration = Duration::from_millis(500);
+/// How soon a copy of group offsets that did not complete is tried again.
+const GROUP_SYNC_RETRY: Duration = Duration::from_secs(1);
 /// Source metadata is looked up again at least this often.
 const METADATA_MAX_AGE: Duration = Duration::from_secs(30);
 
@@ -93,11 +95,15 @@ pub(super) async fn run(
         started: HashSet::new(),
         synced: None,
         groups_synced: None,
+        groups_tried: None,
+        promotion_synced: BTreeSet::new(),
     };
     info!(link = copier.settings.name, "cluster link copier started");
     loop {
         let current = work.borrow_and_update().clone();
-        copier.maybe_sync_groups(&current.mirrors).await;
+        copier
+            .maybe_sync_groups(&current.mirrors, &current.promoting)
+            .await;
         if current.coordinator {
             copier.maybe_discover_topics().await;
             copier.maybe_sync_acls().await;
@@ -110,6 +116,9 @@ pub(super) async fn run(
                 wait = wait
                     .min(Duration::from_millis(copier.settings.config_sync_ms))
                     .min(Duration::from_millis(copier.settings.acl_sync_ms));
+            }
+            if copier.group_sync_wanted(&current.mirrors, &current.promoting) {
+                wait = wait.min(GROUP_SYNC_RETRY);
             }
             if let Ok(Err(_)) = tokio::time::timeout(wait, work.changed()).await {
                 return;
@@ -150,8 +159,11 @@ struct Copier {
     started: HashSet<TopicPartition>,
     /// When topics were last synced.
     synced: Option<tokio::time::Instant>,
-    /// When group offsets were last synced.
+    /// When the last complete copy of group offsets began, and the last try.
     groups_synced: Option<tokio::time::Instant>,
+    groups_tried: Option<tokio::time::Instant>,
+    /// Topics being promoted whose last group offset copy is made (reported to the manager).
+    promotion_synced: BTreeSet<String>,
 }
 
 impl Copier {
@@ -367,23 +379,60 @@ impl Copier {
     /// (the offsets are the same here), for the groups this broker coordinates. The commit
     /// is made from outside the group (generation -1), which the coordinator refuses while
     /// the group has members here: once consumers run on this cluster, their offsets are
-    /// theirs.
-    async fn maybe_sync_groups(&mut self, mirrors: &[(String, String)]) {
-        let period = Duration::from_millis(self.settings.offset_sync_ms);
-        if !self.settings.offset_sync
-            || mirrors.is_empty()
-            || self.groups_synced.is_some_and(|t| t.elapsed() < period)
-        {
-            return;
+    /// theirs. A topic that starts being promoted gets a copy at once, and once one has
+    /// been made in full it is reported as synced (at once without offset sync).
+    async fn maybe_sync_groups(&mut self, mirrors: &[(String, String)], promoting: &[String]) {
+        let before = self.promotion_synced.len();
+        self.promotion_synced.retain(|t| promoting.contains(t));
+        let unsynced: Vec<String> = promoting
+            .iter()
+            .filter(|t| !self.promotion_synced.contains(*t))
+            .cloned()
+            .collect();
+        let retry = self
+            .groups_tried
+            .is_none_or(|t| t.elapsed() >= GROUP_SYNC_RETRY);
+        if self.group_sync_wanted(mirrors, promoting) && retry {
+            let now = tokio::time::Instant::now();
+            self.groups_tried = Some(now);
+            if self.sync_groups(mirrors).await {
+                self.groups_synced = Some(now);
+                self.promotion_synced.extend(unsynced);
+            }
+        } else if !self.settings.offset_sync {
+            self.promotion_synced.extend(unsynced);
         }
-        self.groups_synced = Some(tokio::time::Instant::now());
+        if self.promotion_synced.len() != before || !promoting.is_empty() {
+            self.manager
+                .set_promotion_synced(&self.settings.name, self.promotion_synced.clone());
+        }
+    }
+
+    /// Whether a copy of group offsets is owed: the last complete one is older than
+    /// `consumer.offset.sync.ms`, or a topic being promoted has not had its last one.
+    fn group_sync_wanted(&self, mirrors: &[(String, String)], promoting: &[String]) -> bool {
+        let period = Duration::from_millis(self.settings.offset_sync_ms);
+        self.settings.offset_sync
+            && !mirrors.is_empty()
+            && (self.groups_synced.is_none_or(|t| t.elapsed() >= period)
+                || promoting.iter().any(|t| !self.promotion_synced.contains(t)))
+    }
+
+    /// One copy of the chosen groups' offsets (see [`Self::maybe_sync_groups`]); false if
+    /// the source's groups could not be listed or a group's offsets not copied.
+    async fn sync_groups(&mut self, mirrors: &[(String, String)]) -> bool {
         let image = self.manager.metadata.current();
         let Some(offsets_partitions) = image
             .topic(crate::group::coordinator::OFFSETS_TOPIC)
             .map(|t| t.partitions.len() as i32)
             .filter(|n| *n > 0)
         else {
-            return;
+            // No group has been stored here yet: the offsets topic comes first (created as
+            // FindCoordinator would); the copy is made on the next try.
+            if let Err(e) = self.manager.topics.ensure_offsets_topic().await {
+                debug!(link = self.settings.name, error = ?e, "creating the offsets topic");
+            }
+            return false;
         };
         let coordinated = |group: &str| {
             let p = crate::group::coordinator::partition_for(group, offsets_partitions);
@@ -396,13 +445,15 @@ impl Copier {
                 .is_some_and(|p| p.is_leader())
         };
         let Ok(listed) = self.admin.list_groups(&[]).await else {
-            return;
+            return false;
         };
+        let mut complete = true;
         for g in listed {
             if !self.settings.syncs_group(&g.group_id) || !coordinated(&g.group_id) {
                 continue;
             }
             let Ok(rows) = self.admin.list_group_offsets(&g.group_id, None).await else {
+                complete = false;
                 continue;
             };
             let mut wanted: Vec<(String, i32, i64, i32, Option<String>)> = Vec::new();
@@ -462,9 +513,17 @@ impl Copier {
                         count, "copied group offsets from the source"
                     )
                 }
-                other => debug!(group = g.group_id, result = ?other, "group offsets not copied"),
+                Ok(codes) => {
+                    // Refused because the group is alive here: its offsets are its own now.
+                    debug!(group = g.group_id, ?codes, "group offsets not copied")
+                }
+                Err(e) => {
+                    debug!(group = g.group_id, error = ?e, "group offsets not copied");
+                    complete = false;
+                }
             }
         }
+        complete
     }
 
     /// Every `topic.config.sync.ms`: each source topic whose name matches one of the link's

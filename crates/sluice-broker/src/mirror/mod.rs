@@ -54,6 +54,9 @@ pub struct LinkWork {
     pub partitions: Vec<Mirrored>,
     pub topics: Vec<(String, String)>,
     pub mirrors: Vec<(String, String)>,
+    /// The link's mirror topics being promoted (among `mirrors`): each wants a last copy of
+    /// the group offsets, reported once made.
+    pub promoting: Vec<String>,
     pub coordinator: bool,
 }
 
@@ -113,7 +116,12 @@ pub struct MirrorManager {
     metadata: Arc<MetadataCache>,
     controller: Arc<ControllerClient>,
     groups: Arc<crate::group::coordinator::GroupCoordinator>,
+    /// Creates `__consumer_offsets` when the first group offsets are copied here.
+    topics: Arc<crate::services::topics::TopicCreator>,
     status: Mutex<BTreeMap<TopicPartition, PartitionStatus>>,
+    /// Per link, the mirror topics being promoted whose last group offset copy this broker
+    /// made (see [`MirrorState::Promoting`]).
+    promotion_synced: Mutex<HashMap<String, std::collections::BTreeSet<String>>>,
 }
 
 impl MirrorManager {
@@ -123,6 +131,7 @@ impl MirrorManager {
         metadata: Arc<MetadataCache>,
         controller: Arc<ControllerClient>,
         groups: Arc<crate::group::coordinator::GroupCoordinator>,
+        topics: Arc<crate::services::topics::TopicCreator>,
     ) -> Arc<Self> {
         Arc::new(Self {
             node_id,
@@ -130,8 +139,34 @@ impl MirrorManager {
             metadata,
             controller,
             groups,
+            topics,
             status: Mutex::new(BTreeMap::new()),
+            promotion_synced: Mutex::new(HashMap::new()),
         })
+    }
+
+    /// The mirror topics of `link` being promoted whose last group offset copy is made here.
+    pub fn promotion_synced(&self, link: &str) -> Vec<String> {
+        self.promotion_synced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(link)
+            .map(|t| t.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// A copier's report: of `link`'s topics being promoted, `synced` have had their last
+    /// group offset copy here.
+    fn set_promotion_synced(&self, link: &str, synced: std::collections::BTreeSet<String>) {
+        let mut all = self
+            .promotion_synced
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if synced.is_empty() {
+            all.remove(link);
+        } else {
+            all.insert(link.to_string(), synced);
+        }
     }
 
     /// The status of every mirror partition this broker copies (optionally of one link).
@@ -180,10 +215,13 @@ impl MirrorManager {
             let Some((settings, work)) = out.get_mut(&m.link) else {
                 continue;
             };
-            if m.state != MirrorState::Active || settings.paused {
+            if !matches!(m.state, MirrorState::Active | MirrorState::Promoting) || settings.paused {
                 continue;
             }
             work.mirrors.push((name.clone(), m.source_topic.clone()));
+            if m.state == MirrorState::Promoting {
+                work.promoting.push(name.clone());
+            }
             for (id, reg) in &t.partitions {
                 if reg.leader != self.node_id {
                     continue;
@@ -441,6 +479,15 @@ pub fn describe_link(
             ConfigSource::StaticBrokerConfig,
             false,
             "A mirror partition this broker copies: the source's high watermark at the last fetch, this log's end, and the lag.",
+        ));
+    }
+    for topic in mirrors.promotion_synced(name) {
+        out.push(row(
+            format!("mirror.promotion.{topic}"),
+            Some("group.offsets.synced=true".into()),
+            ConfigSource::StaticBrokerConfig,
+            false,
+            "A mirror topic being promoted whose last copy of group offsets this broker made.",
         ));
     }
     Ok(out)

@@ -36,6 +36,9 @@ pub struct LinkDescription {
     pub configs: Vec<(String, Option<String>)>,
     pub topics: Vec<MirrorTopicInfo>,
     pub partitions: Vec<MirrorPartitionLag>,
+    /// (broker, topic): of the mirror topics being promoted, those whose last copy of group
+    /// offsets the broker made.
+    pub promotion_synced: Vec<(i32, String)>,
 }
 
 fn field<'a>(value: &'a str, key: &str) -> Option<&'a str> {
@@ -122,7 +125,9 @@ impl Admin {
                     source_topic: field(&v, "source.topic").unwrap_or(topic).to_string(),
                     state: field(&v, "state").unwrap_or("active").to_string(),
                 });
-            } else if !e.name.starts_with("mirror.partition.") {
+            } else if !e.name.starts_with("mirror.partition.")
+                && !e.name.starts_with("mirror.promotion.")
+            {
                 out.configs.push((e.name, e.value));
             }
         }
@@ -142,6 +147,10 @@ impl Admin {
                 continue;
             };
             for e in entries {
+                if let Some(topic) = e.name.strip_prefix("mirror.promotion.") {
+                    out.promotion_synced.push((b, topic.to_string()));
+                    continue;
+                }
                 let Some(rest) = e.name.strip_prefix("mirror.partition.") else {
                     continue;
                 };
@@ -188,8 +197,98 @@ impl Admin {
             .unwrap_or_else(|| Err(Error::Protocol("empty CreateTopics response".into())))
     }
 
-    /// Set a mirror topic's state: `active` (resume), `paused`, or `stopped` (promote: it
-    /// becomes an ordinary writable topic, for good).
+    /// Promote mirror topics to ordinary writable topics, for good, once each has
+    /// everything its source has and the link has made a last copy of its group offsets:
+    /// they go to `promoting` (still read-only and copying), then to `stopped` when every
+    /// partition's lag is zero and every live broker reports the last copy of the group
+    /// offsets (each copies the groups it coordinates). Waits at most `wait`; a topic not
+    /// ready by then stays `promoting` (read-only) and [`Error::Timeout`] says what it
+    /// waited for (promote it without waiting with `set_mirror_state(topic, "stopped")`).
+    pub async fn promote_mirror_topics(
+        &self,
+        topics: &[String],
+        wait: std::time::Duration,
+    ) -> Result<()> {
+        let deadline = tokio::time::Instant::now() + wait;
+        for topic in topics {
+            self.set_mirror_state(topic, "promoting").await?;
+        }
+        for topic in topics {
+            loop {
+                let waiting = self.promotion_pending(topic).await?;
+                let Some(what) = waiting else { break };
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(Error::Timeout(format!(
+                        "{topic} is not ready to promote after {} ms: {what}",
+                        wait.as_millis()
+                    )));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+            self.set_mirror_state(topic, "stopped").await?;
+        }
+        Ok(())
+    }
+
+    /// What the promotion of `topic` still waits for (None: nothing).
+    async fn promotion_pending(&self, topic: &str) -> Result<Option<String>> {
+        let mut link = None;
+        for (name, _) in self.list_links().await? {
+            let d = self.describe_link(&name).await?;
+            if d.topics.iter().any(|t| t.topic == topic) {
+                link = Some(d);
+                break;
+            }
+        }
+        let d = link.ok_or_else(|| Error::Config {
+            key: "topic".into(),
+            message: format!("{topic} is not a mirror topic"),
+        })?;
+        let partitions = self
+            .describe_topics(&[topic])
+            .await?
+            .first()
+            .map_or(0, |t| t.partitions.len());
+        let lags: Vec<_> = d.partitions.iter().filter(|p| p.topic == topic).collect();
+        let lagging = lags
+            .iter()
+            .filter(|p| p.lag_records != 0 || p.error.is_some())
+            .count()
+            + partitions.saturating_sub(lags.len());
+        if lagging > 0 {
+            return Ok(Some(format!(
+                "{lagging} of its {partitions} partitions lag their source"
+            )));
+        }
+        let brokers: Vec<i32> = self
+            .core
+            .refresh(&[])
+            .await?
+            .brokers
+            .keys()
+            .copied()
+            .collect();
+        let unsynced: Vec<String> = brokers
+            .iter()
+            .filter(|b| {
+                !d.promotion_synced
+                    .iter()
+                    .any(|(sb, t)| sb == *b && t == topic)
+            })
+            .map(i32::to_string)
+            .collect();
+        if !unsynced.is_empty() {
+            return Ok(Some(format!(
+                "the last copy of its group offsets is not made on broker(s) {}",
+                unsynced.join(", ")
+            )));
+        }
+        Ok(None)
+    }
+
+    /// Set a mirror topic's state: `active` (resume), `paused`, `promoting` or `stopped`
+    /// (promote at once: it becomes an ordinary writable topic, for good; see
+    /// [`Self::promote_mirror_topics`] to wait for the lag and group offsets first).
     pub async fn set_mirror_state(&self, topic: &str, state: &str) -> Result<()> {
         self.alter_configs(
             &ConfigResource::Topic(topic.to_string()),

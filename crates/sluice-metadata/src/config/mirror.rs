@@ -22,7 +22,7 @@ pub use crate::image::RESOURCE_CLUSTER_LINK;
 pub const MIRROR_LINK: &str = "mirror.link";
 /// The topic on the source cluster it copies (by default, the same name).
 pub const MIRROR_SOURCE_TOPIC: &str = "mirror.source.topic";
-/// `active`, `paused` or `stopped` (promoted: an ordinary writable topic).
+/// `active`, `paused`, `promoting` or `stopped` (promoted: an ordinary writable topic).
 pub const MIRROR_STATE: &str = "mirror.state";
 /// Set by the controller when the mirror is promoted: every partition's leader epoch was
 /// raised to at least this, so a batch stamped below it was copied from the source and one
@@ -38,6 +38,10 @@ pub enum MirrorState {
     Active,
     /// Not copying for now; still read-only.
     Paused,
+    /// Being promoted: still read-only and copying (until the lag is zero), and each broker
+    /// makes a last copy of the link's group offsets, which it reports; then the promoting
+    /// tool sets `stopped` (Confluent's PENDING_STOPPED).
+    Promoting,
     /// Promoted: no longer copied, writable as any topic.
     Stopped,
 }
@@ -47,6 +51,7 @@ impl MirrorState {
         match v.trim().to_ascii_lowercase().as_str() {
             "active" => Some(Self::Active),
             "paused" => Some(Self::Paused),
+            "promoting" => Some(Self::Promoting),
             "stopped" => Some(Self::Stopped),
             _ => None,
         }
@@ -56,6 +61,7 @@ impl MirrorState {
         match self {
             Self::Active => "active",
             Self::Paused => "paused",
+            Self::Promoting => "promoting",
             Self::Stopped => "stopped",
         }
     }
@@ -138,7 +144,7 @@ pub fn validate_mirror_changes(
             (MIRROR_STATE, Some(s)) => {
                 let Some(state) = MirrorState::parse(s) else {
                     return Err(format!(
-                        "Invalid value {s} for configuration {MIRROR_STATE}: must be active, paused or stopped"
+                        "Invalid value {s} for configuration {MIRROR_STATE}: must be active, paused, promoting or stopped"
                     ));
                 };
                 if was == Some(MirrorState::Stopped) && state != MirrorState::Stopped {

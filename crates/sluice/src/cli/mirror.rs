@@ -85,7 +85,7 @@ pub struct MirrorArgs {
     /// Replication factor of a new mirror topic (default: the broker's).
     #[arg(long = "replication-factor", default_value_t = -1)]
     pub replication_factor: i16,
-    /// How long --promote waits for the lag to reach zero.
+    /// How long --promote waits for the lag to reach zero and the last copy of group offsets.
     #[arg(long = "wait-ms", default_value_t = 30_000)]
     pub wait_ms: u64,
 }
@@ -182,10 +182,22 @@ pub async fn run(args: MirrorArgs) -> CliResult {
                 .collect(),
             (None, None) => return Err(usage("this action needs --topic or --link")),
         };
-        for topic in &topics {
-            if args.promote {
-                wait_for_zero_lag(&admin, topic, Duration::from_millis(args.wait_ms)).await?;
+        if args.promote {
+            admin
+                .promote_mirror_topics(&topics, Duration::from_millis(args.wait_ms))
+                .await
+                .map_err(|e| match e {
+                    sluice_client::Error::Timeout(m) => CliError::Failed(format!(
+                        "{m} (it stays read-only; use --failover to promote it anyway)"
+                    )),
+                    other => other.into(),
+                })?;
+            for topic in &topics {
+                println!("Mirror topic {topic} promoted: it is now writable.");
             }
+            return Ok(());
+        }
+        for topic in &topics {
             let (state, done) = if args.pause {
                 ("paused", "paused")
             } else if args.resume {
@@ -270,38 +282,4 @@ async fn describe(admin: &Admin, link: Option<&str>) -> CliResult {
         }
     }
     Ok(())
-}
-
-/// Wait until every partition of mirror topic `topic` has what the source has.
-async fn wait_for_zero_lag(admin: &Admin, topic: &str, limit: Duration) -> CliResult {
-    let deadline = tokio::time::Instant::now() + limit;
-    loop {
-        let mut link = None;
-        for (name, _) in admin.list_links().await? {
-            let d = admin.describe_link(&name).await?;
-            if d.topics.iter().any(|t| t.topic == topic) {
-                link = Some(d);
-                break;
-            }
-        }
-        let d = link.ok_or_else(|| CliError::Failed(format!("{topic} is not a mirror topic")))?;
-        let partitions = admin
-            .describe_topics(&[topic])
-            .await?
-            .first()
-            .map_or(0, |t| t.partitions.len());
-        let lags: Vec<_> = d.partitions.iter().filter(|p| p.topic == topic).collect();
-        let caught_up = lags.len() == partitions
-            && lags.iter().all(|p| p.lag_records == 0 && p.error.is_none());
-        if caught_up {
-            return Ok(());
-        }
-        if tokio::time::Instant::now() >= deadline {
-            return Err(CliError::Failed(format!(
-                "{topic} still lags its source after {} ms (use --failover to promote it anyway)",
-                limit.as_millis()
-            )));
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
 }
