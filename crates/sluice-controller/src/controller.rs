@@ -1937,7 +1937,10 @@ mod tests {
         left.sort();
         assert_eq!(
             left,
-            vec![&b("copied", pattern::LITERAL), &b("orders", pattern::LITERAL)]
+            vec![
+                &b("copied", pattern::LITERAL),
+                &b("orders", pattern::LITERAL)
+            ]
         );
     }
 }
