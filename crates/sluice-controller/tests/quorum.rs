@@ -206,16 +206,23 @@ async fn three_voters_fail_over_and_restart_without_losing_metadata() {
 async fn a_partitioned_leader_cannot_commit_and_its_write_is_discarded() {
     let dir = tempfile::tempdir().unwrap();
     let (_, mut nodes) = three_voters(dir.path()).await;
-    let old = leader_of(&nodes).await;
     let pids = |count| ControllerRequest::AllocateProducerIds { node_id: 1, count };
-    // The leader serves a write, so it is fully established as the active controller.
-    let r = nodes[&old].q.handle(pids(1)).await;
-    let ControllerResponse::Ok {
-        body: ReplyBody::ProducerIds(first),
-        ..
-    } = r
-    else {
-        panic!("{r:?}");
+    // The leader serves a write, so it is fully established as the active controller. On a
+    // loaded machine the first leader may lose its term before it confirms it (the write is
+    // then refused with NOT_CONTROLLER): ask whoever leads next.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let (old, first) = loop {
+        let leader = leader_of(&nodes).await;
+        match nodes[&leader].q.handle(pids(1)).await {
+            ControllerResponse::Ok {
+                body: ReplyBody::ProducerIds(first),
+                ..
+            } => break (leader, first),
+            r => assert!(
+                tokio::time::Instant::now() < deadline,
+                "no leader served a write: {r:?}"
+            ),
+        }
     };
     // Partition the leader away; the majority elects another.
     nodes[&old].q.set_isolated(true);
