@@ -44,4 +44,10 @@ g = KafkaConsumer("kp", bootstrap_servers=bootstrap, group_id="kpgroup", auto_of
 assert sum(1 for _ in g) == 0
 g.close()
 admin.delete_topics(["kp"])
+# kafka-python 3 describes the metadata quorum (DescribeQuorum); older ones lack the call.
+if hasattr(admin, "describe_metadata_quorum"):
+    quorum = admin.describe_metadata_quorum()
+    p = quorum["topics"][0]["partitions"][0]
+    assert p["error"] is None and p["leader_id"] == 0 and p["high_watermark"] > 0, quorum
+    assert [v["replica_id"] for v in p["current_voters"]] == [0], quorum
 print("kafka-python OK")

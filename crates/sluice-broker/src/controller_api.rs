@@ -93,6 +93,21 @@ pub trait ControllerApi: Send + Sync + 'static {
         refused("elect leaders on request")
     }
 
+    /// UpdateFeatures: (feature, level, upgrade type code) each, all or nothing.
+    fn update_features(
+        &self,
+        updates: &[(String, i16, i8)],
+        validate_only: bool,
+    ) -> Call<'_, Result<(), ApiError>> {
+        let _ = (updates, validate_only);
+        refused("update features")
+    }
+
+    /// DescribeQuorum: the metadata quorum as the active controller sees it.
+    fn describe_quorum(&self) -> Call<'_, sluice_metadata::controller_types::QuorumInfo> {
+        refused("describe its quorum")
+    }
+
     /// AlterPartitionReassignments: start, replace or (None) cancel reassignments.
     fn alter_reassignments(
         &self,

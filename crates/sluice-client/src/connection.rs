@@ -56,6 +56,8 @@ pub fn client_versions(key: ApiKey) -> (i16, i16) {
         ApiKey::TxnOffsetCommit => (0, 3),
         ApiKey::ListTransactions => (0, 1),
         ApiKey::CreateAcls | ApiKey::DescribeAcls | ApiKey::DeleteAcls => (1, 3),
+        ApiKey::DescribeQuorum => (0, 2),
+        ApiKey::UpdateFeatures => (0, 2),
         _ => (0, 0),
     }
 }

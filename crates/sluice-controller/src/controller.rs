@@ -519,6 +519,50 @@ impl Controller {
         Ok(records)
     }
 
+    /// UpdateFeatures: every update checked against the supported range and Kafka's rules
+    /// (see [`sluice_metadata::features::check_update`]), all or nothing, as Kafka 4 does.
+    pub fn update_features(
+        &self,
+        image: &MetadataImage,
+        updates: &[(String, i16, i8)],
+        validate_only: bool,
+    ) -> Result<Vec<MetadataRecord>, ApiError> {
+        use sluice_metadata::features::{check_update, UpgradeType};
+        let invalid = |m: String| ApiError::new(ErrorCode::InvalidUpdateVersion, m);
+        for (i, (name, level, how)) in updates.iter().enumerate() {
+            if updates[..i].iter().any(|(n, ..)| n == name) {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("Feature {name} appears more than once in the request."),
+                ));
+            }
+            let how = UpgradeType::from_code(*how).ok_or_else(|| {
+                ApiError::new(
+                    ErrorCode::InvalidRequest,
+                    format!("Unknown upgrade type {how} for feature {name}."),
+                )
+            })?;
+            check_update(image, name, *level, how).map_err(invalid)?;
+        }
+        if validate_only {
+            return Ok(Vec::new());
+        }
+        Ok(updates
+            .iter()
+            .filter(|(name, level, _)| {
+                sluice_metadata::features::finalized(image)
+                    .get(name)
+                    .copied()
+                    .unwrap_or(0)
+                    != *level
+            })
+            .map(|(name, level, _)| MetadataRecord::FeatureLevel {
+                name: name.clone(),
+                level: *level,
+            })
+            .collect())
+    }
+
     /// Set or remove configs of cluster link `link` (removing every one deletes the link).
     pub fn alter_link_configs(
         &self,

@@ -18,6 +18,7 @@ use tokio::time::Instant;
 
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, SnapshotPolicy};
+use sluice_metadata::controller_types::{QuorumInfo, QuorumReplica};
 use sluice_metadata::{MetadataImage, MetadataRecord, Uuid};
 use sluice_rt::net::Listener as TcpListener;
 use tokio::sync::watch;
@@ -71,6 +72,74 @@ struct Session {
     caught_up_at: i64,
     /// It asked for a controlled shutdown: this incarnation stays fenced.
     shutting_down: bool,
+    /// The offset of its metadata image at its last heartbeat, when that was (wall clock,
+    /// ms) and when it last had all of this controller's metadata (-1: not yet): what
+    /// DescribeQuorum shows of it as an observer.
+    metadata_offset: i64,
+    heard_ms: i64,
+    synced_ms: i64,
+}
+
+impl Session {
+    fn new(incarnation: Uuid, now: Instant, caught_up_at: i64) -> Self {
+        Self {
+            incarnation,
+            last_seen: now,
+            caught_up_at,
+            shutting_down: false,
+            metadata_offset: -1,
+            heard_ms: -1,
+            synced_ms: -1,
+        }
+    }
+}
+
+/// A voter's replication of the metadata log as the leader saw it last: the last entry it
+/// has, when that last moved, and when it last had everything the leader had (wall clock,
+/// ms; -1: not seen). openraft reports progress, not each fetch: a follower that has
+/// everything on an idle log shows when it last caught up.
+#[derive(Clone, Copy, Debug)]
+struct VoterProgress {
+    matched: Option<u64>,
+    fetch_ms: i64,
+    caught_up_ms: i64,
+}
+
+type Progress = Arc<std::sync::Mutex<HashMap<u64, VoterProgress>>>;
+
+/// Follow the leader's replication metrics into `progress` (cleared when not leading).
+async fn track_progress(raft: Raft, progress: Progress) {
+    let mut metrics = raft.metrics();
+    loop {
+        {
+            let m = metrics.borrow_and_update();
+            let now = sluice_rt::wall_ms();
+            let mut p = progress.lock().unwrap_or_else(|e| e.into_inner());
+            match &m.replication {
+                Some(replication) if m.state == openraft::ServerState::Leader => {
+                    for (id, matched) in replication.iter() {
+                        let index = matched.as_ref().map(|l| l.index);
+                        let e = p.entry(*id).or_insert(VoterProgress {
+                            matched: None,
+                            fetch_ms: -1,
+                            caught_up_ms: -1,
+                        });
+                        if index.is_some() && index != e.matched {
+                            e.fetch_ms = now;
+                        }
+                        e.matched = index;
+                        if index.is_some() && index >= m.last_log_index {
+                            e.caught_up_ms = now;
+                        }
+                    }
+                }
+                _ => p.clear(),
+            }
+        }
+        if metrics.changed().await.is_err() {
+            return;
+        }
+    }
 }
 
 /// The active controller's state; the lock serializes planning and writing.
@@ -138,6 +207,8 @@ pub struct QuorumController {
     /// This node's `controller.quorum.voters` addresses.
     voters: BTreeMap<u64, String>,
     transport: Arc<dyn Transport>,
+    /// The voters' replication, while this node leads (see [`VoterProgress`]).
+    progress: Progress,
 }
 
 type Reply = Result<(i64, ReplyBody), ControllerResponse>;
@@ -180,6 +251,8 @@ impl QuorumController {
                 Duration::from_millis(election * 2),
             ));
         }
+        let progress = Progress::default();
+        tokio::spawn(track_progress(raft.clone(), Arc::clone(&progress)));
         if !raft.is_initialized().await.map_err(|e| e.to_string())? {
             let nodes: BTreeMap<u64, BasicNode> = config
                 .voters
@@ -198,6 +271,7 @@ impl QuorumController {
             "controller quorum started"
         );
         Ok(Arc::new(Self {
+            progress,
             voters: config.voters.clone(),
             transport: Arc::clone(&config.transport),
             node_id: config.node_id,
@@ -415,6 +489,16 @@ impl QuorumController {
                 let (out, records) = p.create_acls(&image, &bindings, None);
                 Ok((self.write(records).await?, ReplyBody::PerItem(out)))
             }
+            ControllerRequest::UpdateFeatures {
+                updates,
+                validate_only,
+            } => match p.update_features(&image, &updates, validate_only) {
+                Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
+                Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),
+            },
+            ControllerRequest::DescribeQuorum => {
+                Ok((image.offset, ReplyBody::Quorum(self.quorum_info(&active))))
+            }
             ControllerRequest::CopyAcls { link, bindings } => {
                 let (out, records) = p.create_acls(&image, &bindings, Some(&link));
                 Ok((self.write(records).await?, ReplyBody::PerItem(out)))
@@ -468,10 +552,9 @@ impl QuorumController {
             active.sessions.insert(
                 h.node_id,
                 Session {
-                    incarnation: h.incarnation_id,
-                    last_seen: now,
-                    caught_up_at: offset,
-                    shutting_down: false,
+                    metadata_offset: h.metadata_offset,
+                    heard_ms: sluice_rt::wall_ms(),
+                    ..Session::new(h.incarnation_id, now, offset)
                 },
             );
             return reply(offset, true, false);
@@ -486,13 +569,13 @@ impl QuorumController {
                     s.shutting_down = false;
                 }
             })
-            .or_insert(Session {
-                incarnation: h.incarnation_id,
-                last_seen: now,
-                caught_up_at: image.offset,
-                shutting_down: false,
-            });
+            .or_insert(Session::new(h.incarnation_id, now, image.offset));
         session.last_seen = now;
+        session.metadata_offset = h.metadata_offset;
+        session.heard_ms = sluice_rt::wall_ms();
+        if h.metadata_offset >= image.offset {
+            session.synced_ms = session.heard_ms;
+        }
         if h.want_shutdown || session.shutting_down {
             session.shutting_down = true;
             let mut offset = image.offset;
@@ -518,6 +601,64 @@ impl QuorumController {
             return reply(image.offset, true, false);
         }
         reply(image.offset, false, false)
+    }
+
+    /// DescribeQuorum, on the active controller: the voters' replication of the metadata
+    /// log and the brokers that follow it without voting (their heartbeats say how far).
+    fn quorum_info(&self, active: &Active) -> QuorumInfo {
+        let m = self.raft.metrics().borrow().clone();
+        let now = sluice_rt::wall_ms();
+        let end = |index: Option<u64>| index.map_or(0, |i| i as i64 + 1);
+        let progress = self.progress.lock().unwrap_or_else(|e| e.into_inner());
+        let voter_ids: Vec<u64> = m.membership_config.membership().voter_ids().collect();
+        let voters = voter_ids
+            .iter()
+            .map(|id| {
+                if *id == self.node_id as u64 {
+                    return QuorumReplica {
+                        id: *id as i32,
+                        log_end_offset: end(m.last_log_index),
+                        last_fetch_ms: now,
+                        last_caught_up_ms: now,
+                    };
+                }
+                let p = progress.get(id);
+                QuorumReplica {
+                    id: *id as i32,
+                    log_end_offset: p.and_then(|p| p.matched).map_or(-1, |i| i as i64 + 1),
+                    last_fetch_ms: p.map_or(-1, |p| p.fetch_ms),
+                    last_caught_up_ms: p.map_or(-1, |p| p.caught_up_ms),
+                }
+            })
+            .collect();
+        let mut observers: Vec<QuorumReplica> = active
+            .sessions
+            .iter()
+            .filter(|(id, _)| !voter_ids.contains(&(**id as u64)))
+            .map(|(id, s)| QuorumReplica {
+                id: *id,
+                log_end_offset: s.metadata_offset + 1,
+                last_fetch_ms: s.heard_ms,
+                last_caught_up_ms: s.synced_ms,
+            })
+            .collect();
+        observers.sort_by_key(|r| r.id);
+        let voter_endpoints = self
+            .voters
+            .iter()
+            .filter_map(|(id, addr)| {
+                let (host, port) = addr.rsplit_once(':')?;
+                Some((*id as i32, host.to_string(), port.parse().ok()?))
+            })
+            .collect();
+        QuorumInfo {
+            leader_id: self.node_id,
+            leader_epoch: m.current_term as i32,
+            high_watermark: end(m.last_applied.map(|l| l.index)),
+            voters,
+            observers,
+            voter_endpoints,
+        }
     }
 
     /// On the active controller: fence every broker whose session expired.
@@ -561,12 +702,11 @@ impl QuorumController {
         }
         let image = self.shared.current();
         for b in image.live_brokers() {
-            let s = active.sessions.entry(b.node_id).or_insert(Session {
-                incarnation: b.incarnation_id,
-                last_seen: now,
-                caught_up_at: image.offset,
-                shutting_down: false,
-            });
+            let s = active.sessions.entry(b.node_id).or_insert(Session::new(
+                b.incarnation_id,
+                now,
+                image.offset,
+            ));
             if now.duration_since(s.last_seen) > self.session_timeout {
                 warn!(
                     broker = b.node_id,

@@ -4,7 +4,7 @@
 use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, PartitionOutcome,
-    QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
+    QuorumInfo, QuorumReplica, QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
 };
 use sluice_metadata::image::QuotaEntity;
 use sluice_metadata::image::ScramEntry;
@@ -89,6 +89,13 @@ pub enum ControllerRequest {
         changes: Vec<QuotaChange>,
         validate_only: bool,
     },
+    /// The quorum's state, as the active controller sees it (DescribeQuorum).
+    DescribeQuorum,
+    /// UpdateFeatures: (feature, level, Kafka's upgrade type code) each; all or nothing.
+    UpdateFeatures {
+        updates: Vec<(String, i16, i8)>,
+        validate_only: bool,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -109,6 +116,32 @@ pub enum ReplyBody {
     PerItem(Vec<Result<(), ApiError>>),
     /// Per filter the ACLs it deleted (DeleteAcls).
     AclsDeleted(Vec<Result<Vec<AclBinding>, ApiError>>),
+    /// DescribeQuorum.
+    Quorum(QuorumInfo),
+}
+
+fn put_replicas(w: &mut Writer, replicas: &[QuorumReplica]) {
+    w.u32(replicas.len() as u32);
+    for r in replicas {
+        w.i32(r.id)
+            .i64(r.log_end_offset)
+            .i64(r.last_fetch_ms)
+            .i64(r.last_caught_up_ms);
+    }
+}
+
+fn get_replicas(r: &mut Reader) -> Result<Vec<QuorumReplica>, WireError> {
+    let n = r.count(28)?;
+    (0..n)
+        .map(|_| {
+            Ok(QuorumReplica {
+                id: r.i32()?,
+                log_end_offset: r.i64()?,
+                last_fetch_ms: r.i64()?,
+                last_caught_up_ms: r.i64()?,
+            })
+        })
+        .collect()
 }
 
 fn put_binding(w: &mut Writer, b: &AclBinding) {
@@ -352,6 +385,18 @@ impl ControllerRequest {
                     put_binding(&mut w, b);
                 }
             }
+            ControllerRequest::DescribeQuorum => {
+                w.u8(17);
+            }
+            ControllerRequest::UpdateFeatures {
+                updates,
+                validate_only,
+            } => {
+                w.u8(18).bool(*validate_only).u32(updates.len() as u32);
+                for (name, level, how) in updates {
+                    w.str(name).i32(i32::from(*level)).u8(*how as u8);
+                }
+            }
             ControllerRequest::CopyAcls { link, bindings } => {
                 w.u8(16).str(link).u32(bindings.len() as u32);
                 for b in bindings {
@@ -463,6 +508,22 @@ impl ControllerRequest {
                 validate_only: r.bool()?,
                 changes: get_changes(&mut r)?,
             },
+            17 => ControllerRequest::DescribeQuorum,
+            18 => {
+                let validate_only = r.bool()?;
+                let n = r.count(7)?;
+                let mut updates = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let name = r.str()?;
+                    let level = i16::try_from(r.i32()?)
+                        .map_err(|_| WireError("feature level out of range"))?;
+                    updates.push((name, level, r.u8()? as i8));
+                }
+                ControllerRequest::UpdateFeatures {
+                    updates,
+                    validate_only,
+                }
+            }
             16 => {
                 let link = r.str()?;
                 let n = r.count(9)?;
@@ -690,6 +751,18 @@ impl ControllerResponse {
                             });
                         }
                     }
+                    ReplyBody::Quorum(q) => {
+                        w.u8(10)
+                            .i32(q.leader_id)
+                            .i32(q.leader_epoch)
+                            .i64(q.high_watermark);
+                        put_replicas(&mut w, &q.voters);
+                        put_replicas(&mut w, &q.observers);
+                        w.u32(q.voter_endpoints.len() as u32);
+                        for (id, host, port) in &q.voter_endpoints {
+                            w.i32(*id).str(host).i32(i32::from(*port));
+                        }
+                    }
                 }
             }
             ControllerResponse::NotController(leader) => {
@@ -777,6 +850,30 @@ impl ControllerResponse {
                             })?);
                         }
                         ReplyBody::AclsDeleted(v)
+                    }
+                    10 => {
+                        let leader_id = r.i32()?;
+                        let leader_epoch = r.i32()?;
+                        let high_watermark = r.i64()?;
+                        let voters = get_replicas(&mut r)?;
+                        let observers = get_replicas(&mut r)?;
+                        let n = r.count(10)?;
+                        let mut voter_endpoints = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            let id = r.i32()?;
+                            let host = r.str()?;
+                            let port = u16::try_from(r.i32()?)
+                                .map_err(|_| WireError("port out of range"))?;
+                            voter_endpoints.push((id, host, port));
+                        }
+                        ReplyBody::Quorum(QuorumInfo {
+                            leader_id,
+                            leader_epoch,
+                            high_watermark,
+                            voters,
+                            observers,
+                            voter_endpoints,
+                        })
                     }
                     _ => return Err(WireError("unknown reply")),
                 };
@@ -961,6 +1058,11 @@ mod tests {
                 link: "dr".into(),
                 bindings: vec![sample_acl()],
             },
+            ControllerRequest::DescribeQuorum,
+            ControllerRequest::UpdateFeatures {
+                updates: vec![("metadata.version".into(), 21, 1)],
+                validate_only: true,
+            },
             ControllerRequest::AlterClientQuotas {
                 changes: vec![(
                     QuotaEntity {
@@ -1058,6 +1160,22 @@ mod tests {
                     Ok(vec![sample_acl()]),
                     Err(ApiError::new(ErrorCode::InvalidRequest, "no")),
                 ]),
+            },
+            ControllerResponse::Ok {
+                offset: 10,
+                body: ReplyBody::Quorum(QuorumInfo {
+                    leader_id: 1,
+                    leader_epoch: 4,
+                    high_watermark: 77,
+                    voters: vec![QuorumReplica {
+                        id: 1,
+                        log_end_offset: 77,
+                        last_fetch_ms: 1_700_000_000_000,
+                        last_caught_up_ms: -1,
+                    }],
+                    observers: Vec::new(),
+                    voter_endpoints: vec![(1, "localhost".into(), 9093)],
+                }),
             },
             ControllerResponse::NotController(Some((3, "h:1".into()))),
             ControllerResponse::NotController(None),

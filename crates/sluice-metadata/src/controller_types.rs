@@ -83,3 +83,26 @@ pub type UserOutcome = (String, Result<(), ApiError>);
 
 /// One entity of an AlterClientQuotas request: its quota keys set (Some) or removed (None).
 pub type QuotaChange = (crate::image::QuotaEntity, Vec<(String, Option<f64>)>);
+
+/// The metadata quorum as its leader sees it (DescribeQuorum). Offsets are Kafka's:
+/// exclusive ends (one past the last entry), timestamps wall-clock ms, -1 when unknown.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QuorumInfo {
+    pub leader_id: i32,
+    pub leader_epoch: i32,
+    pub high_watermark: i64,
+    pub voters: Vec<QuorumReplica>,
+    /// Brokers that follow the metadata log without voting (broker-only nodes).
+    pub observers: Vec<QuorumReplica>,
+    /// The voters' controller endpoints: (id, host, port).
+    pub voter_endpoints: Vec<(i32, String, u16)>,
+}
+
+/// One replica of the metadata log in [`QuorumInfo`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct QuorumReplica {
+    pub id: i32,
+    pub log_end_offset: i64,
+    pub last_fetch_ms: i64,
+    pub last_caught_up_ms: i64,
+}

@@ -80,6 +80,10 @@ pub struct MetadataImage {
     pub acls: BTreeMap<Uuid, AclBinding>,
     /// Client quotas: entity -> quota key (`producer_byte_rate`, ...) -> value.
     pub client_quotas: BTreeMap<QuotaEntity, BTreeMap<String, QuotaValue>>,
+    /// Finalized feature levels set in the log (see [`crate::features`]), and the offset of
+    /// the last change (-1: none; the finalized features' epoch).
+    pub features: BTreeMap<String, i16>,
+    pub features_epoch: i64,
 }
 
 /// A client quota entity: each part is absent (None), the `<default>` entity (Some(None)),
@@ -115,6 +119,7 @@ impl MetadataImage {
     pub fn empty() -> Self {
         Self {
             offset: -1,
+            features_epoch: -1,
             ..Self::default()
         }
     }
@@ -290,6 +295,14 @@ impl MetadataImage {
             MetadataRecord::RemoveAcl { id } => {
                 self.acls.remove(id);
             }
+            MetadataRecord::FeatureLevel { name, level } => {
+                if *level > 0 {
+                    self.features.insert(name.clone(), *level);
+                } else {
+                    self.features.remove(name);
+                }
+                self.features_epoch = offset;
+            }
             MetadataRecord::RemoveTopic { topic_id } => {
                 if let Some(name) = self.topic_names.remove(topic_id) {
                     self.topics.remove(&name);
@@ -380,6 +393,12 @@ impl MetadataImage {
                     value: Some(*value),
                 });
             }
+        }
+        for (name, level) in &self.features {
+            out.push(MetadataRecord::FeatureLevel {
+                name: name.clone(),
+                level: *level,
+            });
         }
         out
     }

@@ -9,9 +9,11 @@
 //!   reacts to.
 //! - [`topic`]: topic name rules and the internal topic names.
 //! - [`controller_types`]: requests to and answers from the controller.
+//! - [`features`]: feature flags (`metadata.version`): supported and finalized levels.
 
 pub mod config;
 pub mod controller_types;
+pub mod features;
 pub mod image;
 pub mod record;
 pub mod topic;

@@ -88,6 +88,8 @@ pub enum MetadataRecord {
     Acl { id: Uuid, binding: AclBinding },
     /// An ACL was deleted.
     RemoveAcl { id: Uuid },
+    /// A feature's finalized level was set (0: disabled); see [`crate::features`].
+    FeatureLevel { name: String, level: i16 },
     /// A client quota value was set (Some) or removed (None).
     ClientQuota {
         entity: QuotaEntity,
@@ -366,6 +368,11 @@ impl MetadataRecord {
                 w.0.extend_from_slice(&[13, 0]);
                 w.uuid(id);
             }
+            MetadataRecord::FeatureLevel { name, level } => {
+                w.0.extend_from_slice(&[15, 0]);
+                w.str(name);
+                w.u16(*level as u16);
+            }
             MetadataRecord::ClientQuota { entity, key, value } => {
                 w.0.extend_from_slice(&[14, 0]);
                 for part in [&entity.user, &entity.client_id] {
@@ -534,6 +541,10 @@ impl MetadataRecord {
                     value,
                 }
             }
+            (15, 0) => MetadataRecord::FeatureLevel {
+                name: r.str()?,
+                level: r.u16()? as i16,
+            },
             (t, v) => return Err(RecordError::UnknownType(t, v)),
         };
         if !r.buf.is_empty() {
@@ -660,6 +671,10 @@ mod tests {
                 },
                 key: "producer_byte_rate".into(),
                 value: Some(QuotaValue(1024.0)),
+            },
+            MetadataRecord::FeatureLevel {
+                name: "metadata.version".into(),
+                level: 21,
             },
             MetadataRecord::ClientQuota {
                 entity: QuotaEntity {

@@ -299,6 +299,30 @@ impl ControllerApi for ControllerClient {
         )
     }
 
+    fn update_features(
+        &self,
+        updates: &[(String, i16, i8)],
+        validate_only: bool,
+    ) -> Call<'_, Result<(), ApiError>> {
+        self.ask(
+            ControllerRequest::UpdateFeatures {
+                updates: updates.to_vec(),
+                validate_only,
+            },
+            |b| match b {
+                ReplyBody::Done(r) => Ok(r),
+                other => Err(other),
+            },
+        )
+    }
+
+    fn describe_quorum(&self) -> Call<'_, sluice_metadata::controller_types::QuorumInfo> {
+        self.ask(ControllerRequest::DescribeQuorum, |b| match b {
+            ReplyBody::Quorum(q) => Ok(q),
+            other => Err(other),
+        })
+    }
+
     fn elect_leaders(
         &self,
         preferred: bool,

@@ -65,6 +65,11 @@ enum Command {
     /// Cluster links and offset-preserving mirror topics (kafka-cluster-links and
     /// kafka-mirrors).
     Mirror(cli::mirror::MirrorArgs),
+    /// Describe the metadata quorum (kafka-metadata-quorum.sh describe).
+    #[command(name = "metadata-quorum")]
+    MetadataQuorum(cli::metadata_quorum::MetadataQuorumArgs),
+    /// Describe and change feature levels (kafka-features.sh).
+    Features(cli::features::FeaturesArgs),
     /// Print partition offsets (kafka-get-offsets.sh).
     Offsets(cli::offsets::OffsetsArgs),
     /// Print the contents of log segment and index files (kafka-dump-log.sh).
@@ -169,6 +174,8 @@ fn run_tool(command: Command) -> ExitCode {
             Command::Acls(a) => cli::acls::run(a).await,
             Command::Groups(a) => cli::groups::run(a).await,
             Command::Mirror(a) => cli::mirror::run(a).await,
+            Command::MetadataQuorum(a) => cli::metadata_quorum::run(a).await,
+            Command::Features(a) => cli::features::run(a).await,
             Command::Perf(a) => cli::perf::run(a).await,
             Command::Server { .. } | Command::DumpLog(_) => Ok(()),
         }

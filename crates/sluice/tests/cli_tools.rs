@@ -808,3 +808,70 @@ fn an_unreachable_broker_gets_a_clear_message_within_the_timeout() {
     assert!(err.contains(&format!("cannot reach {addr}")), "{err}");
     assert_eq!(err.trim().lines().count(), 1, "{err}");
 }
+
+/// `sluice features` and `sluice metadata-quorum` read as kafka-features.sh and
+/// kafka-metadata-quorum.sh do; refused feature changes exit 1 with the controller's reason.
+#[test]
+fn features_and_metadata_quorum_like_kafkas_tools() {
+    let server = start(&[]);
+    let b = server.bootstrap.as_str();
+    assert_eq!(
+        ok(&sluice(b, &["features", "describe"])),
+        "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.9-IV0\tEpoch: 0\n"
+    );
+    assert_eq!(
+        ok(&sluice(
+            b,
+            &["features", "upgrade", "--metadata", "3.9", "--dry-run"]
+        )),
+        "metadata.version can be upgraded to 21.\n"
+    );
+    let err = fails(
+        &sluice(
+            b,
+            &["features", "downgrade", "--metadata", "3.8", "--unsafe"],
+        ),
+        1,
+    );
+    assert!(
+        err.contains("Refusing to perform the requested downgrade"),
+        "{err}"
+    );
+    let err = fails(
+        &sluice(b, &["features", "upgrade", "--feature", "group.version=1"]),
+        1,
+    );
+    assert!(err.contains("does not support the given feature"), "{err}");
+    assert!(fails(&sluice(b, &["features", "upgrade"]), 2).contains("--metadata"));
+
+    let status = ok(&sluice(b, &["metadata-quorum", "describe", "--status"]));
+    let line = |key: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(key))
+            .map(str::trim)
+            .unwrap_or_else(|| panic!("no {key} in {status}"))
+            .to_string()
+    };
+    assert_eq!(line("LeaderId:"), "0");
+    assert_eq!(line("MaxFollowerLag:"), "0");
+    assert_eq!(line("CurrentVoters:"), r#"[{"id": 0}]"#);
+    assert_eq!(line("CurrentObservers:"), "[]");
+    assert!(line("HighWatermark:").parse::<i64>().unwrap() > 0);
+    let replication = ok(&sluice(
+        b,
+        &[
+            "metadata-quorum",
+            "describe",
+            "--replication",
+            "--human-readable",
+        ],
+    ));
+    let rows: Vec<&str> = replication.lines().collect();
+    assert_eq!(rows.len(), 2, "{replication}");
+    assert!(
+        rows[1].starts_with("0\t") && rows[1].ends_with("ms ago\tLeader"),
+        "{replication}"
+    );
+    fails(&sluice(b, &["metadata-quorum", "describe"]), 2);
+}

@@ -293,6 +293,35 @@ fn three_controllers_and_three_brokers() {
             brokers(m) == live && partitions(m, "t").len() == 3
         });
     }
+    // The quorum as kafka-metadata-quorum shows it: three voters with their endpoints,
+    // the brokers as observers, every replica caught up.
+    let status = quorum_status(&nodes[3].bootstrap);
+    let first_leader = status["LeaderId"].parse::<i32>().unwrap();
+    assert!(controllers.contains(&first_leader), "{status:?}");
+    for (id, c) in controllers.iter().zip(&cports) {
+        assert!(
+            status["CurrentVoters"].contains(&format!(
+                "{{\"id\": {id}, \"endpoints\": [\"CONTROLLER://127.0.0.1:{c}\"]}}"
+            )),
+            "{status:?}"
+        );
+    }
+    assert_eq!(
+        status["CurrentObservers"],
+        r#"[{"id": 4}, {"id": 5}, {"id": 6}]"#
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let rows = quorum_replication(&nodes[4].bootstrap);
+        let ids: BTreeSet<i32> = rows.iter().map(|r| r.0).collect();
+        assert_eq!(ids, BTreeSet::from([1, 2, 3, 4, 5, 6]), "{rows:?}");
+        assert_eq!(rows[0], (first_leader, 0, "Leader".to_string()), "{rows:?}");
+        if rows.iter().all(|r| r.1 == 0) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "replicas still lag: {rows:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
     // kill -9 a broker: fenced, its leaderships move within the ISR.
     nodes[4].kill();
     converge(&nodes[3].bootstrap, "broker 5 fenced", |m| {
@@ -307,6 +336,12 @@ fn three_controllers_and_three_brokers() {
         .expect("an active controller");
     nodes[active].kill();
     create(&nodes[5].bootstrap, "after", 1, 2).unwrap();
+    let status = quorum_status(&nodes[5].bootstrap);
+    let leader = status["LeaderId"].parse::<i32>().unwrap();
+    assert!(
+        leader != controllers[active] && controllers.contains(&leader),
+        "{status:?}"
+    );
     converge(&nodes[3].bootstrap, "topic created after failover", |m| {
         partitions(m, "after").len() == 1
     });
@@ -319,6 +354,47 @@ fn three_controllers_and_three_brokers() {
     converge(&nodes[3].bootstrap, "metadata after a full restart", |m| {
         brokers(m) == live && partitions(m, "t").len() == 3 && partitions(m, "after").len() == 1
     });
+}
+
+/// `sluice metadata-quorum describe --status` through `bootstrap`: each line's key and value.
+fn quorum_status(bootstrap: &str) -> BTreeMap<String, String> {
+    quorum_tool(bootstrap, "--status")
+        .lines()
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+        .collect()
+}
+
+/// `sluice metadata-quorum describe --replication` through `bootstrap`: (node, lag, status)
+/// per row.
+fn quorum_replication(bootstrap: &str) -> Vec<(i32, i64, String)> {
+    quorum_tool(bootstrap, "--replication")
+        .lines()
+        .skip(1)
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            (
+                f[0].parse().unwrap(),
+                f[3].parse().unwrap(),
+                f[6].to_string(),
+            )
+        })
+        .collect()
+}
+
+fn quorum_tool(bootstrap: &str, what: &str) -> String {
+    let out = std::process::Command::new(sluice_bin())
+        .args(["metadata-quorum", "--bootstrap-server", bootstrap])
+        .args(["describe", what])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
 }
 
 /// The network between three combined nodes: a proxy for each direction of each pair, for

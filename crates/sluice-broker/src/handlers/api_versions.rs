@@ -1,16 +1,28 @@
 //! ApiVersions (key 18): the versions of every API this broker routes, generated from the
 //! handler table. A request at a version we do not know is answered by the network layer
 //! with a v0 response carrying UNSUPPORTED_VERSION and the table (see
-//! [`unsupported_version_response`]), so clients can retry at a version we speak.
+//! [`unsupported_version_response`]), so clients can retry at a version we speak. From v3
+//! on it also lists the features this build supports and the levels the cluster finalized
+//! (`sluice_metadata::features`), which is what DescribeFeatures reads.
 
 use bytes::{Bytes, BytesMut};
-use kafka_protocol::messages::api_versions_response::ApiVersion;
+use kafka_protocol::messages::api_versions_response::{
+    ApiVersion, FinalizedFeatureKey, SupportedFeatureKey,
+};
 use kafka_protocol::messages::{ApiKey, ApiVersionsRequest, ApiVersionsResponse};
 use sluice_protocol::{frame, ErrorCode};
 
-use crate::request::{HandlerError, RequestContext, Response};
+use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 
-handler!(ApiKey::ApiVersions, 0, 4, ApiVersions {}, sync);
+handler!(
+    ApiKey::ApiVersions,
+    0,
+    4,
+    ApiVersions {
+        metadata: crate::metadata_cache::MetadataCache
+    },
+    sync
+);
 
 /// Every routed API with its versions: the handler registry's own declarations.
 fn api_keys() -> Vec<ApiVersion> {
@@ -35,7 +47,7 @@ fn valid_software_field(s: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || *c == b'-' || *c == b'.')
 }
 
-fn handle(_: &ApiVersions, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+fn handle(h: &ApiVersions, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let req: ApiVersionsRequest = ctx.decode(body)?;
     let mut resp = ApiVersionsResponse::default();
     resp.api_keys = api_keys();
@@ -45,6 +57,32 @@ fn handle(_: &ApiVersions, ctx: &RequestContext, body: Bytes) -> Result<Response
     {
         resp.error_code = ErrorCode::InvalidRequest.code();
         resp.api_keys.clear();
+        return ctx.respond(&resp);
+    }
+    if ctx.api_version >= 3 {
+        let image = h.metadata.current();
+        resp.supported_features = sluice_metadata::features::SUPPORTED
+            .iter()
+            .map(|(name, min, max)| {
+                let mut f = SupportedFeatureKey::default();
+                f.name = str_bytes(name.to_string());
+                f.min_version = *min;
+                f.max_version = *max;
+                f
+            })
+            .collect();
+        resp.finalized_features = sluice_metadata::features::finalized(&image)
+            .into_iter()
+            .map(|(name, level)| {
+                let mut f = FinalizedFeatureKey::default();
+                f.name = str_bytes(name);
+                f.min_version_level = level;
+                f.max_version_level = level;
+                f
+            })
+            .collect();
+        // The offset of the last change; a cluster still at its starting levels reports 0.
+        resp.finalized_features_epoch = image.features_epoch.max(0);
     }
     ctx.respond(&resp)
 }

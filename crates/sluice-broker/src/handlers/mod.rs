@@ -78,6 +78,7 @@ pub mod describe_configs;
 pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
+pub mod describe_quorum;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
@@ -102,6 +103,7 @@ pub mod produce;
 pub mod sasl;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod update_features;
 pub mod write_txn_markers;
 
 pub type HandlerFuture<'a> =
@@ -144,6 +146,8 @@ pub fn specs() -> Vec<Spec> {
         describe_configs::SPEC,
         create_partitions::SPEC,
         describe_cluster::SPEC,
+        describe_quorum::SPEC,
+        update_features::SPEC,
         describe_log_dirs::SPEC,
         describe_producers::SPEC,
         init_producer_id::SPEC,

@@ -1,15 +1,19 @@
 //! [`Admin`]: topic, cluster and consumer-group administration.
 
 mod acls;
+mod features;
 
 mod groups;
 mod mirrors;
+mod quorum;
 mod quotas;
 mod transactions;
 mod users;
 
+pub use features::{FeatureDescription, FeatureMetadata, FeatureUpgrade};
 pub use groups::{GroupDescription, GroupListing, GroupMemberDescription};
 pub use mirrors::{LinkDescription, MirrorPartitionLag, MirrorTopicInfo};
+pub use quorum::{QuorumDescription, QuorumReplica};
 pub use quotas::{QuotaEntity, QuotaMatch};
 pub use transactions::{TransactionDescription, TransactionListing};
 pub use users::{ScramAlteration, UserScramCredentials};

@@ -49,8 +49,9 @@ pub struct MirrorArgs {
     /// Copy again to a paused mirror topic.
     #[arg(long)]
     pub resume: bool,
-    /// Make a mirror topic writable once it has everything the source has (waits up to
-    /// --wait-ms for the lag to reach zero).
+    /// Make a mirror topic writable once it has everything the source has and a last copy
+    /// of the link's group offsets is made (waits up to --wait-ms; until then the topic is
+    /// `promoting`, still read-only).
     #[arg(long)]
     pub promote: bool,
     /// Make a mirror topic writable now, whatever its lag (the source may be gone).

@@ -6,7 +6,9 @@
 //!   (`kafka-get-offsets.sh`), [`groups`] (`kafka-consumer-groups.sh`), [`dump_log`]
 //!   (`kafka-dump-log.sh`), [`producers`] (`kafka-transactions.sh describe-producers`), [`transactions`]
 //!   (`kafka-transactions.sh list/describe`), [`users`] (`kafka-configs.sh --entity-type
-//!   users` for SCRAM credentials), [`mirror`] (cluster links and mirror topics), [`perf`]
+//!   users` for SCRAM credentials), [`mirror`] (cluster links and mirror topics),
+//!   [`metadata_quorum`] (`kafka-metadata-quorum.sh describe`), [`features`]
+//!   (`kafka-features.sh`), [`perf`]
 //!   (`kafka-producer-perf-test.sh` and friends).
 //! - This module: the shared connection flags and the error type that decides the exit code
 //!   (2 for wrong arguments, 1 for everything else).
@@ -15,7 +17,9 @@ pub mod acls;
 pub mod configs;
 pub mod consume;
 pub mod dump_log;
+pub mod features;
 pub mod groups;
+pub mod metadata_quorum;
 pub mod mirror;
 pub mod offsets;
 pub mod perf;

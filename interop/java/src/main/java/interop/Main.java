@@ -237,6 +237,41 @@ public class Main {
             check(controller != null, "controller null");
         });
 
+        step("admin.describeMetadataQuorum", () -> {
+            QuorumInfo q = admin.describeMetadataQuorum().quorumInfo().get();
+            System.out.println("  leader=" + q.leaderId() + " epoch=" + q.leaderEpoch()
+                + " hw=" + q.highWatermark() + " voters=" + q.voters() + " observers=" + q.observers());
+            check(q.leaderId() == 0, "leader = " + q.leaderId());
+            check(q.leaderEpoch() > 0, "leader epoch = " + q.leaderEpoch());
+            check(q.highWatermark() > 0, "high watermark = " + q.highWatermark());
+            check(q.voters().size() == 1 && q.voters().get(0).replicaId() == 0, "voters = " + q.voters());
+            check(q.voters().get(0).logEndOffset() >= q.highWatermark(), "voter log end = " + q.voters());
+            check(q.voters().get(0).lastCaughtUpTimestamp().isPresent(), "no caught-up time: " + q.voters());
+            check(q.observers().isEmpty(), "observers = " + q.observers());
+        });
+
+        step("admin.describeFeatures + updateFeatures (metadata.version)", () -> {
+            FeatureMetadata f = admin.describeFeatures().featureMetadata().get();
+            System.out.println("  finalized=" + f.finalizedFeatures() + " supported=" + f.supportedFeatures()
+                + " epoch=" + f.finalizedFeaturesEpoch());
+            FinalizedVersionRange mv = f.finalizedFeatures().get("metadata.version");
+            check(mv != null && mv.maxVersionLevel() == 21, "finalized metadata.version = " + mv);
+            SupportedVersionRange smv = f.supportedFeatures().get("metadata.version");
+            check(smv != null && smv.minVersion() == 7 && smv.maxVersion() == 21, "supported = " + smv);
+            admin.updateFeatures(Map.of("metadata.version",
+                    new FeatureUpdate((short) 21, FeatureUpdate.UpgradeType.UPGRADE)),
+                new UpdateFeaturesOptions().validateOnly(true)).all().get();
+            try {
+                admin.updateFeatures(Map.of("metadata.version",
+                        new FeatureUpdate((short) 20, FeatureUpdate.UpgradeType.SAFE_DOWNGRADE)),
+                    new UpdateFeaturesOptions()).all().get();
+                check(false, "a metadata.version downgrade was accepted");
+            } catch (ExecutionException e) {
+                check(e.getCause() instanceof org.apache.kafka.common.errors.InvalidUpdateVersionException,
+                    "downgrade refused with " + e.getCause());
+            }
+        });
+
         step("admin.createPartitions(topic -> 5)", () -> {
             admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(5))).all().get();
             TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);

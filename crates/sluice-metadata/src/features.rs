@@ -1,0 +1,176 @@
+//! Feature flags (KIP-584), as Kafka's ApiVersions, DescribeFeatures and UpdateFeatures show
+//! them: the versions this build supports and the levels the cluster has finalized (kept in
+//! the metadata log as [`crate::MetadataRecord::FeatureLevel`]).
+//!
+//! Sluice supports `metadata.version` 3.3-IV3 (7) to 3.9-IV0 (21). Its metadata records are its
+//! own, so the level names the Kafka release whose client-facing behaviour it matches: 3.9-IV0,
+//! the last before Kafka 4.0's features that need newer levels (KIP-848 groups behind
+//! `group.version`, KIP-890 transactions behind `transaction.version`, ELR, the dynamic quorum
+//! behind `kraft.version`), none of which Sluice has yet. Those features are not offered, so
+//! clients keep to the protocols Sluice speaks.
+
+use std::collections::BTreeMap;
+
+use crate::MetadataImage;
+
+pub const METADATA_VERSION: &str = "metadata.version";
+
+/// (feature, lowest, highest) level this build supports.
+pub const SUPPORTED: &[(&str, i16, i16)] = &[(METADATA_VERSION, 7, 21)];
+
+/// The `metadata.version` a cluster starts at (and has while its log records none).
+pub const DEFAULT_METADATA_VERSION: i16 = 21;
+
+/// Kafka's names of the `metadata.version` levels Sluice supports, by level.
+const METADATA_VERSION_NAMES: &[(i16, &str)] = &[
+    (7, "3.3-IV3"),
+    (8, "3.4-IV0"),
+    (9, "3.5-IV0"),
+    (10, "3.5-IV1"),
+    (11, "3.5-IV2"),
+    (12, "3.6-IV0"),
+    (13, "3.6-IV1"),
+    (14, "3.6-IV2"),
+    (15, "3.7-IV0"),
+    (16, "3.7-IV1"),
+    (17, "3.7-IV2"),
+    (18, "3.7-IV3"),
+    (19, "3.7-IV4"),
+    (20, "3.8-IV0"),
+    (21, "3.9-IV0"),
+];
+
+/// The name of `metadata.version` level `level` ("3.9-IV0"), or the number for others.
+pub fn metadata_version_name(level: i16) -> String {
+    METADATA_VERSION_NAMES
+        .iter()
+        .find(|(l, _)| *l == level)
+        .map_or_else(|| level.to_string(), |(_, n)| (*n).to_string())
+}
+
+/// The level of a `metadata.version` given as Kafka's tools take it: a release ("3.9"
+/// names its latest level), a level name ("3.7-IV2") or a number.
+pub fn parse_metadata_version(s: &str) -> Option<i16> {
+    if let Ok(level) = s.parse::<i16>() {
+        return Some(level);
+    }
+    if let Some((l, _)) = METADATA_VERSION_NAMES.iter().find(|(_, n)| *n == s) {
+        return Some(*l);
+    }
+    METADATA_VERSION_NAMES
+        .iter()
+        .filter(|(_, n)| n.split('-').next() == Some(s))
+        .map(|(l, _)| *l)
+        .max()
+}
+
+/// The finalized levels of the cluster in `image`: every feature at a level above 0.
+pub fn finalized(image: &MetadataImage) -> BTreeMap<String, i16> {
+    let mut out = image.features.clone();
+    out.entry(METADATA_VERSION.to_string())
+        .or_insert(DEFAULT_METADATA_VERSION);
+    out.retain(|_, level| *level > 0);
+    out
+}
+
+/// How an UpdateFeatures request may move a feature's level (Kafka's upgrade types).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UpgradeType {
+    Upgrade,
+    SafeDowngrade,
+    UnsafeDowngrade,
+}
+
+impl UpgradeType {
+    pub fn from_code(code: i8) -> Option<Self> {
+        match code {
+            1 => Some(Self::Upgrade),
+            2 => Some(Self::SafeDowngrade),
+            3 => Some(Self::UnsafeDowngrade),
+            _ => None,
+        }
+    }
+}
+
+/// Check one update against the supported range and Kafka's rules: an upgrade may only go
+/// up; `metadata.version` cannot be disabled and is never downgraded (Kafka refuses a safe
+/// downgrade it cannot prove lossless, and Sluice has no metadata it could drop); other
+/// features follow their range.
+pub fn check_update(
+    image: &MetadataImage,
+    feature: &str,
+    level: i16,
+    how: UpgradeType,
+) -> Result<(), String> {
+    let Some((_, min, max)) = SUPPORTED.iter().find(|(f, ..)| *f == feature) else {
+        return Err(format!(
+            "Invalid update version {level} for feature {feature}. The controller does not support the given feature."
+        ));
+    };
+    let current = finalized(image).get(feature).copied().unwrap_or(0);
+    if feature == METADATA_VERSION {
+        if level < *min || level > *max {
+            return Err(format!(
+                "Invalid update version {level} for feature {feature}. Local controller supports versions {}-{}",
+                metadata_version_name(*min),
+                metadata_version_name(*max)
+            ));
+        }
+        if level < current {
+            return Err(format!(
+                "Invalid metadata.version {level}. Refusing to perform the requested downgrade because it might delete metadata information."
+            ));
+        }
+        return Ok(());
+    }
+    if level != 0 && (level < *min || level > *max) {
+        return Err(format!(
+            "Invalid update version {level} for feature {feature}. Local controller supports versions {min}-{max}"
+        ));
+    }
+    if level < current && how == UpgradeType::Upgrade {
+        return Err(format!(
+            "Invalid update version {level} for feature {feature}. Can't downgrade the version of this feature without setting the upgrade type to either safe or unsafe downgrade."
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metadata_versions_read_as_kafkas_and_only_move_up() {
+        assert_eq!(parse_metadata_version("3.9"), Some(21));
+        assert_eq!(parse_metadata_version("3.7"), Some(19));
+        assert_eq!(parse_metadata_version("3.7-IV2"), Some(17));
+        assert_eq!(parse_metadata_version("14"), Some(14));
+        assert_eq!(parse_metadata_version("9.9"), None);
+        assert_eq!(metadata_version_name(21), "3.9-IV0");
+        let mut image = MetadataImage::empty();
+        assert_eq!(finalized(&image).get(METADATA_VERSION), Some(&21));
+        assert!(check_update(&image, METADATA_VERSION, 21, UpgradeType::Upgrade).is_ok());
+        let down = check_update(&image, METADATA_VERSION, 20, UpgradeType::UnsafeDowngrade);
+        assert!(down
+            .unwrap_err()
+            .contains("Refusing to perform the requested downgrade"));
+        assert!(check_update(&image, METADATA_VERSION, 22, UpgradeType::Upgrade).is_err());
+        assert!(check_update(&image, METADATA_VERSION, 0, UpgradeType::UnsafeDowngrade).is_err());
+        assert!(
+            check_update(&image, "group.version", 1, UpgradeType::Upgrade)
+                .unwrap_err()
+                .contains("does not support")
+        );
+        image.apply(
+            5,
+            &crate::MetadataRecord::FeatureLevel {
+                name: METADATA_VERSION.into(),
+                level: 15,
+            },
+        );
+        assert_eq!(finalized(&image).get(METADATA_VERSION), Some(&15));
+        assert_eq!(image.features_epoch, 5);
+        assert!(check_update(&image, METADATA_VERSION, 20, UpgradeType::Upgrade).is_ok());
+    }
+}
