@@ -106,7 +106,9 @@ fn api_versions_lists_the_handler_table_and_falls_back_to_v0() {
 #[test]
 fn api_versions_v3_carries_no_default_tagged_fields() {
     // librdkafka < 2.2 misreads ApiVersions v3 responses carrying default-valued tagged
-    // fields; Kafka omits them, and so must we: the body must end with an empty tag buffer.
+    // fields; Kafka omits them, and so must we. Kafka does send the features (tags 0, 1, 2:
+    // supported, finalized epoch, finalized), and so do we; never `zk_migration_ready` (3),
+    // which is at its default.
     let server = start(&[]);
     let mut w = Wire::connect(&server.bootstrap);
     let req = ApiVersionsRequest::default()
@@ -114,14 +116,35 @@ fn api_versions_v3_carries_no_default_tagged_fields() {
         .with_client_software_version(StrBytes::from_static_str("1"));
     w.send(ApiKey::ApiVersions, 3, &req);
     let frame = w.read_frame().unwrap();
-    // correlation id (4) + error code (2) + compact array len + n*(2+2+2+1) + throttle (4) + tags (1)
+    // correlation id (4) + error code (2) + compact array len + n*(2+2+2+1) + throttle (4),
+    // then the tagged fields: a count and each (tag, size, data), all unsigned varints here.
     let n = (frame[6] - 1) as usize;
-    assert_eq!(frame.len(), 4 + 2 + 1 + n * 7 + 4 + 1);
+    let mut at = 4 + 2 + 1 + n * 7 + 4;
+    let varint = |at: &mut usize| {
+        let mut v = 0usize;
+        let mut shift = 0;
+        loop {
+            let b = frame[*at];
+            *at += 1;
+            v |= usize::from(b & 0x7f) << shift;
+            if b & 0x80 == 0 {
+                return v;
+            }
+            shift += 7;
+        }
+    };
+    let mut tags = Vec::new();
+    for _ in 0..varint(&mut at) {
+        tags.push(varint(&mut at));
+        let size = varint(&mut at);
+        at += size;
+    }
     assert_eq!(
-        *frame.last().unwrap(),
-        0,
-        "no tagged fields at their defaults"
+        tags,
+        [0, 1, 2],
+        "the features, and no tagged field at its default"
     );
+    assert_eq!(at, frame.len(), "nothing after the tagged fields");
 }
 
 #[test]
