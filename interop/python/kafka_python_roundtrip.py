@@ -43,6 +43,20 @@ g = KafkaConsumer("kp", bootstrap_servers=bootstrap, group_id="kpgroup", auto_of
                   consumer_timeout_ms=3000)
 assert sum(1 for _ in g) == 0
 g.close()
+# kafka-python 3 pages DescribeTopicPartitions (KIP-966) with the cursor; the answers are the
+# ones Kafka 4.4 gives for the same calls.
+if hasattr(admin, "describe_topic_partitions"):
+    pages, cursor = [], None
+    while True:
+        r = admin.describe_topic_partitions(["nope", "kp"], 1, cursor)
+        pages.append([(t["name"], t["error_code"], [p["partition_index"] for p in t["partitions"]])
+                      for t in r["topics"]])
+        cursor = r["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == [[("kp", 0, [0])], [("kp", 0, [1])], [("nope", 3, [])]], pages
+    bad = admin.describe_topic_partitions(["kp"], 5, {"topic_name": "other", "partition_index": 0})
+    assert [t["error_code"] for t in bad["topics"]] == [42], bad
 admin.delete_topics(["kp"])
 # kafka-python 3 describes the metadata quorum (DescribeQuorum); older ones lack the call.
 if hasattr(admin, "describe_metadata_quorum"):

@@ -103,6 +103,12 @@ pub trait ControllerApi: Send + Sync + 'static {
         refused("update features")
     }
 
+    /// UnregisterBroker: remove a broker's registration.
+    fn unregister_broker(&self, node_id: i32) -> Call<'_, Result<(), ApiError>> {
+        let _ = node_id;
+        refused("unregister a broker")
+    }
+
     /// DescribeQuorum: the metadata quorum as the active controller sees it.
     fn describe_quorum(&self) -> Call<'_, sluice_metadata::controller_types::QuorumInfo> {
         refused("describe its quorum")

@@ -17,14 +17,21 @@ pub fn brokers_for_listener(
     image
         .live_brokers()
         .filter_map(|b| {
-            let e = b
-                .endpoints
-                .iter()
-                .find(|e| e.name == listener)
-                .or_else(|| b.endpoints.first())?;
+            let e = listener_endpoint(b, listener)?;
             Some((b.node_id, e.host.clone(), i32::from(e.port), b.rack.clone()))
         })
         .collect()
+}
+
+/// A broker's endpoint on `listener` (or its first, when it has none by that name).
+pub fn listener_endpoint<'a>(
+    b: &'a sluice_metadata::image::BrokerRegistration,
+    listener: &str,
+) -> Option<&'a sluice_metadata::record::Endpoint> {
+    b.endpoints
+        .iter()
+        .find(|e| e.name == listener)
+        .or_else(|| b.endpoints.first())
 }
 
 /// The current metadata image, and the broker configuration in effect with it (the static

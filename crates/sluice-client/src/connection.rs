@@ -54,10 +54,11 @@ pub fn client_versions(key: ApiKey) -> (i16, i16) {
         ApiKey::AddOffsetsToTxn => (0, 3),
         ApiKey::EndTxn => (0, 3),
         ApiKey::TxnOffsetCommit => (0, 3),
-        ApiKey::ListTransactions => (0, 1),
+        ApiKey::ListTransactions => (0, 2),
         ApiKey::CreateAcls | ApiKey::DescribeAcls | ApiKey::DeleteAcls => (1, 3),
         ApiKey::DescribeQuorum => (0, 2),
         ApiKey::UpdateFeatures => (0, 2),
+        ApiKey::UnregisterBroker => (0, 0),
         _ => (0, 0),
     }
 }

@@ -519,6 +519,28 @@ impl Controller {
         Ok(records)
     }
 
+    /// UnregisterBroker: as Kafka, the broker leaves every ISR (but one it is the last member
+    /// of: an ISR never empties), gives up what it led, and its registration is removed. A
+    /// broker that still runs registers anew with its next heartbeat, fenced until caught up.
+    pub fn unregister_broker(
+        &self,
+        image: &MetadataImage,
+        node_id: i32,
+    ) -> Result<Vec<MetadataRecord>, ApiError> {
+        let Some(b) = image.brokers.get(&node_id) else {
+            return Err(ApiError::new(
+                ErrorCode::BrokerIdNotRegistered,
+                format!("Broker ID {node_id} is not currently registered"),
+            ));
+        };
+        let mut records = self.fence(image, node_id, true);
+        records.push(MetadataRecord::UnregisterBroker {
+            node_id,
+            epoch: b.epoch,
+        });
+        Ok(records)
+    }
+
     /// UpdateFeatures: every update checked against the supported range and Kafka's rules
     /// (see [`sluice_metadata::features::check_update`]), all or nothing, as Kafka 4 does.
     pub fn update_features(
@@ -1540,6 +1562,34 @@ mod tests {
         let r = k.c.unfence_broker(&k.image, 3);
         k.apply(r);
         assert_eq!(k.partition("t", 0).leader, 3);
+    }
+
+    #[test]
+    fn unregistering_a_broker_takes_it_out_of_isrs_and_the_registry() {
+        let mut k = Cluster::new(&[1, 2, 3]);
+        k.create(&[spec("t", 3, 3), spec("single", 3, 1)]);
+        let err = k.c.unregister_broker(&k.image, 9).unwrap_err();
+        assert_eq!(err.code, ErrorCode::BrokerIdNotRegistered);
+        let r = k.c.unregister_broker(&k.image, 2).unwrap();
+        assert!(matches!(
+            r.last(),
+            Some(MetadataRecord::UnregisterBroker { node_id: 2, .. })
+        ));
+        k.apply(r);
+        assert!(!k.image.brokers.contains_key(&2) && !k.image.is_live(2));
+        for p in 0..3 {
+            let reg = k.partition("t", p);
+            assert!(reg.leader >= 0 && reg.leader != 2 && !reg.isr.contains(&2));
+            assert!(reg.replicas.contains(&2), "the assignment stays");
+        }
+        // An ISR never empties: the partition it alone held keeps it, leaderless.
+        let single = (0..3)
+            .map(|p| k.partition("single", p))
+            .find(|r| r.replicas == [2])
+            .unwrap();
+        assert_eq!((single.leader, single.isr.clone()), (-1, vec![2]));
+        let err = k.c.unregister_broker(&k.image, 2).unwrap_err();
+        assert_eq!(err.code, ErrorCode::BrokerIdNotRegistered);
     }
 
     #[test]

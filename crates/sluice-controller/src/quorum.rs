@@ -499,6 +499,17 @@ impl QuorumController {
             ControllerRequest::DescribeQuorum => {
                 Ok((image.offset, ReplyBody::Quorum(self.quorum_info(&active))))
             }
+            ControllerRequest::UnregisterBroker(node_id) => {
+                match p.unregister_broker(&image, node_id) {
+                    Ok(records) => {
+                        let offset = self.write(records).await?;
+                        active.sessions.remove(&node_id);
+                        info!(broker = node_id, offset, "broker unregistered");
+                        Ok((offset, ReplyBody::Done(Ok(()))))
+                    }
+                    Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),
+                }
+            }
             ControllerRequest::CopyAcls { link, bindings } => {
                 let (out, records) = p.create_acls(&image, &bindings, Some(&link));
                 Ok((self.write(records).await?, ReplyBody::PerItem(out)))

@@ -96,6 +96,8 @@ pub enum ControllerRequest {
         updates: Vec<(String, i16, i8)>,
         validate_only: bool,
     },
+    /// UnregisterBroker: remove this broker's registration.
+    UnregisterBroker(i32),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -388,6 +390,9 @@ impl ControllerRequest {
             ControllerRequest::DescribeQuorum => {
                 w.u8(17);
             }
+            ControllerRequest::UnregisterBroker(node_id) => {
+                w.u8(19).i32(*node_id);
+            }
             ControllerRequest::UpdateFeatures {
                 updates,
                 validate_only,
@@ -509,6 +514,7 @@ impl ControllerRequest {
                 changes: get_changes(&mut r)?,
             },
             17 => ControllerRequest::DescribeQuorum,
+            19 => ControllerRequest::UnregisterBroker(r.i32()?),
             18 => {
                 let validate_only = r.bool()?;
                 let n = r.count(7)?;
@@ -1059,6 +1065,7 @@ mod tests {
                 bindings: vec![sample_acl()],
             },
             ControllerRequest::DescribeQuorum,
+            ControllerRequest::UnregisterBroker(3),
             ControllerRequest::UpdateFeatures {
                 updates: vec![("metadata.version".into(), 21, 1)],
                 validate_only: true,

@@ -148,6 +148,11 @@ impl MetadataImage {
                     },
                 );
             }
+            MetadataRecord::UnregisterBroker { node_id, epoch } => {
+                if self.brokers.get(node_id).is_some_and(|b| b.epoch == *epoch) {
+                    self.brokers.remove(node_id);
+                }
+            }
             MetadataRecord::FenceBroker { node_id, epoch }
             | MetadataRecord::UnfenceBroker { node_id, epoch } => {
                 let fence = matches!(record, MetadataRecord::FenceBroker { .. });

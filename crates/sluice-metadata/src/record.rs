@@ -35,6 +35,9 @@ pub enum MetadataRecord {
     FenceBroker { node_id: i32, epoch: i64 },
     /// The broker caught up with the metadata log and may lead partitions.
     UnfenceBroker { node_id: i32, epoch: i64 },
+    /// An operator removed the broker's registration (UnregisterBroker).
+    /// If it still runs, its next heartbeat registers it anew.
+    UnregisterBroker { node_id: i32, epoch: i64 },
     /// A partition's leader and/or ISR changed, and with `assignment` its replica set (a
     /// reassignment starting, completing or cancelled). The leader epoch moves when the
     /// leader does or a replica leaves the set, the partition epoch on every change.
@@ -258,6 +261,11 @@ impl MetadataRecord {
                 w.i32(*node_id);
                 w.i64(*epoch);
             }
+            MetadataRecord::UnregisterBroker { node_id, epoch } => {
+                w.0.extend_from_slice(&[16, 0]);
+                w.i32(*node_id);
+                w.i64(*epoch);
+            }
             MetadataRecord::PartitionChange {
                 topic_id,
                 partition,
@@ -438,6 +446,10 @@ impl MetadataRecord {
                 node_id: r.i32()?,
                 epoch: r.i64()?,
             },
+            (16, 0) => MetadataRecord::UnregisterBroker {
+                node_id: r.i32()?,
+                epoch: r.i64()?,
+            },
             (9, v @ (0 | 1)) => MetadataRecord::PartitionChange {
                 topic_id: r.uuid()?,
                 partition: r.i32()?,
@@ -577,6 +589,10 @@ mod tests {
                 epoch: 7,
             },
             MetadataRecord::UnfenceBroker {
+                node_id: 1,
+                epoch: 7,
+            },
+            MetadataRecord::UnregisterBroker {
                 node_id: 1,
                 epoch: 7,
             },

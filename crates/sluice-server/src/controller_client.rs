@@ -316,6 +316,13 @@ impl ControllerApi for ControllerClient {
         )
     }
 
+    fn unregister_broker(&self, node_id: i32) -> Call<'_, Result<(), ApiError>> {
+        self.ask(ControllerRequest::UnregisterBroker(node_id), |b| match b {
+            ReplyBody::Done(r) => Ok(r),
+            other => Err(other),
+        })
+    }
+
     fn describe_quorum(&self) -> Call<'_, sluice_metadata::controller_types::QuorumInfo> {
         self.ask(ControllerRequest::DescribeQuorum, |b| match b {
             ReplyBody::Quorum(q) => Ok(q),

@@ -70,6 +70,8 @@ enum Command {
     MetadataQuorum(cli::metadata_quorum::MetadataQuorumArgs),
     /// Describe and change feature levels (kafka-features.sh).
     Features(cli::features::FeaturesArgs),
+    /// Print the cluster id or unregister a broker (kafka-cluster.sh).
+    Cluster(cli::cluster::ClusterArgs),
     /// Print partition offsets (kafka-get-offsets.sh).
     Offsets(cli::offsets::OffsetsArgs),
     /// Print the contents of log segment and index files (kafka-dump-log.sh).
@@ -176,6 +178,7 @@ fn run_tool(command: Command) -> ExitCode {
             Command::Mirror(a) => cli::mirror::run(a).await,
             Command::MetadataQuorum(a) => cli::metadata_quorum::run(a).await,
             Command::Features(a) => cli::features::run(a).await,
+            Command::Cluster(a) => cli::cluster::run(a).await,
             Command::Perf(a) => cli::perf::run(a).await,
             Command::Server { .. } | Command::DumpLog(_) => Ok(()),
         }

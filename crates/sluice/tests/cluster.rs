@@ -330,6 +330,37 @@ fn three_controllers_and_three_brokers() {
                 .iter()
                 .all(|(l, _, isr)| *l != 5 && *l >= 0 && isr.contains(l))
     });
+    // As kafka-cluster.sh: broker 5 is listed fenced, then unregistered; an id that is not
+    // registered is refused. (It registers again when it restarts below.)
+    let fenced = cluster_tool(
+        &nodes[3].bootstrap,
+        &["list-endpoints", "--include-fenced-brokers"],
+    );
+    let state = |text: &str, id: &str| {
+        text.lines()
+            .find(|l| l.split_whitespace().next() == Some(id))
+            .map(|l| l.split_whitespace().nth(4).unwrap_or("").to_string())
+    };
+    assert_eq!(state(&fenced, "5").as_deref(), Some("fenced"), "{fenced}");
+    assert_eq!(state(&fenced, "4").as_deref(), Some("unfenced"), "{fenced}");
+    let out = cluster_tool(&nodes[3].bootstrap, &["unregister", "--id", "5"]);
+    assert_eq!(out, "Broker 5 is no longer registered.\n");
+    let after = cluster_tool(
+        &nodes[3].bootstrap,
+        &["list-endpoints", "--include-fenced-brokers"],
+    );
+    assert_eq!(state(&after, "5"), None, "{after}");
+    let refused = std::process::Command::new(sluice_bin())
+        .args(["cluster", "--bootstrap-server", &nodes[3].bootstrap])
+        .args(["unregister", "--id", "5"])
+        .output()
+        .unwrap();
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("not currently registered"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
     // kill -9 the active controller: another is elected and takes writes.
     let active = (0..3)
         .find(|i| nodes[*i].log().contains("active controller"))
@@ -354,6 +385,22 @@ fn three_controllers_and_three_brokers() {
     converge(&nodes[3].bootstrap, "metadata after a full restart", |m| {
         brokers(m) == live && partitions(m, "t").len() == 3 && partitions(m, "after").len() == 1
     });
+}
+
+/// `sluice cluster <args>` through `bootstrap`, which must succeed: its output.
+fn cluster_tool(bootstrap: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(sluice_bin())
+        .args(["cluster", "--bootstrap-server", bootstrap])
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
 }
 
 /// `sluice metadata-quorum describe --status` through `bootstrap`: each line's key and value.

@@ -101,6 +101,17 @@ fn cli(bootstrap: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Run `sluice <args>` against `bootstrap`, which must fail; its stderr.
+fn cli_fails(bootstrap: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(sluice_bin())
+        .args(args)
+        .env("SLUICE_BOOTSTRAP", bootstrap)
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "sluice {args:?} should fail");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();
     v
@@ -170,6 +181,40 @@ fn an_open_transaction_holds_the_stable_offset_until_a_new_instance_fences_and_a
         ongoing.contains("tx-fence") && !ongoing.contains("tx-other"),
         "{ongoing}"
     );
+    // KIP-1152: a pattern the whole id matches; one that does not compile is refused.
+    let matching = cli(
+        b,
+        &[
+            "transactions",
+            "--list",
+            "--transactional-id-pattern",
+            "tx-o.*",
+        ],
+    );
+    assert!(
+        matching.contains("tx-other") && !matching.contains("tx-fence"),
+        "{matching}"
+    );
+    let partial = cli(
+        b,
+        &[
+            "transactions",
+            "--list",
+            "--transactional-id-pattern",
+            "tx-o",
+        ],
+    );
+    assert!(!partial.contains("tx-other"), "{partial}");
+    let bad = cli_fails(
+        b,
+        &[
+            "transactions",
+            "--list",
+            "--transactional-id-pattern",
+            "tx-[",
+        ],
+    );
+    assert!(bad.contains("InvalidRegularExpression"), "{bad}");
     let described = cli(
         b,
         &[

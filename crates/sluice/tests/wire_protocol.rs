@@ -94,13 +94,110 @@ fn api_versions_lists_the_handler_table_and_falls_back_to_v0() {
     for k in [0, 1, 2, 3, 18, 19, 20, 22, 32, 37, 60] {
         assert!(keys.contains(&k), "api key {k} missing from {keys:?}");
     }
-    // A version from the future: answered at v0 with UNSUPPORTED_VERSION and the real table.
+    // A version from the future: answered at v0 with UNSUPPORTED_VERSION and, as Kafka 4.4
+    // answers, ApiVersions' own range alone, so the client retries at its maximum.
     let id = w.send_as(ApiKey::ApiVersions, 99, 3, &ApiVersionsRequest::default());
     let v0: ApiVersionsResponse = w.recv(ApiKey::ApiVersions, 0, id);
     assert_eq!(v0.error_code, ErrorCode::UnsupportedVersion.code());
-    assert_eq!(v0.api_keys.len(), resp.api_keys.len());
+    let own = resp.api_keys.iter().find(|k| k.api_key == 18).unwrap();
+    assert_eq!(v0.api_keys.len(), 1);
+    assert_eq!(
+        (v0.api_keys[0].api_key, v0.api_keys[0].max_version),
+        (18, own.max_version)
+    );
     // The connection stays usable.
     assert_eq!(api_versions(&mut w).error_code, 0);
+}
+
+/// Every API a default Apache Kafka 4.4 broker lists (the fixture, recorded by
+/// `interop/kafka/api-versions.sh` against Kafka 4.4) is served by Sluice at the same
+/// versions, or is a row of the README's table of differences with exactly the versions
+/// Sluice serves; no row is stale, and Sluice lists nothing Kafka does not.
+#[test]
+fn api_versions_match_kafka_4_4_or_are_listed() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let fixture =
+        std::fs::read_to_string(root.join("tests/fixtures/kafka-4.4-api-versions.txt")).unwrap();
+    let readme = std::fs::read_to_string(root.join("../../README.md")).unwrap();
+    let range = |(min, max): (i16, i16)| format!("{min}-{max}");
+    // key -> (name, Kafka's range)
+    let kafka: std::collections::BTreeMap<i16, (String, String)> = fixture
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            let n = |i: usize| f[i].parse::<i16>().unwrap();
+            (n(0), (f[3].to_string(), range((n(1), n(2)))))
+        })
+        .collect();
+    assert!(kafka.len() > 70, "fixture too short: {fixture}");
+    // The README's rows: key -> (name, Kafka's range, Sluice's, reason).
+    let section = readme
+        .split("### Kafka 4.4's APIs that Sluice answers differently")
+        .nth(1)
+        .expect("README section of API differences");
+    let section = section.split("\n#").next().unwrap();
+    let rows: std::collections::BTreeMap<i16, [String; 4]> = section
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| API "))
+        .map(|l| {
+            let c: Vec<String> = l
+                .trim_matches('|')
+                .split(" | ")
+                .map(|c| c.trim().to_string())
+                .collect();
+            assert_eq!(c.len(), 5, "README row {l}");
+            let key = c[1].parse().unwrap_or_else(|_| panic!("README row {l}"));
+            (
+                key,
+                [c[0].clone(), c[2].clone(), c[3].clone(), c[4].clone()],
+            )
+        })
+        .collect();
+    assert!(!rows.is_empty(), "no rows in the README's table");
+
+    let server = start(&[]);
+    let mut w = Wire::connect(&server.bootstrap);
+    let resp = api_versions(&mut w);
+    let sluice: std::collections::BTreeMap<i16, String> = resp
+        .api_keys
+        .iter()
+        .map(|k| (k.api_key, range((k.min_version, k.max_version))))
+        .collect();
+    let mut problems = Vec::new();
+    for (key, (name, theirs)) in &kafka {
+        let ours = sluice.get(key).cloned().unwrap_or_else(|| "none".into());
+        match rows.get(key) {
+            None if &ours != theirs => problems.push(format!(
+                "{name} ({key}): Kafka 4.4 {theirs}, Sluice {ours}, and no README row says why"
+            )),
+            None => {}
+            Some(_) if &ours == theirs => problems.push(format!(
+                "{name} ({key}): Sluice now serves {ours} as Kafka does; remove its README row"
+            )),
+            Some([row_name, row_kafka, row_sluice, why]) => {
+                if row_name != name || row_kafka != theirs || row_sluice != &ours {
+                    problems.push(format!(
+                        "{name} ({key}): README row says {row_name} Kafka {row_kafka} Sluice \
+                         {row_sluice}, but it is Kafka {theirs} Sluice {ours}"
+                    ));
+                }
+                if why.len() < 10 {
+                    problems.push(format!("{name} ({key}): README row gives no reason"));
+                }
+            }
+        }
+    }
+    for key in rows.keys().filter(|k| !kafka.contains_key(k)) {
+        problems.push(format!(
+            "README row for key {key}, which Kafka 4.4 does not list"
+        ));
+    }
+    for (key, ours) in sluice.iter().filter(|(k, _)| !kafka.contains_key(k)) {
+        problems.push(format!(
+            "Sluice lists key {key} ({ours}), which Kafka 4.4 does not"
+        ));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 #[test]

@@ -14,7 +14,7 @@ use crate::txn::fenced_as;
 handler!(
     ApiKey::AddOffsetsToTxn,
     0,
-    3,
+    4,
     AddOffsetsToTxn {
         access: crate::authorizer::Access,
         topics: crate::services::topics::TopicCreator,

@@ -1,6 +1,7 @@
 //! AddPartitionsToTxn (key 24): a transactional producer names the partitions it is about
-//! to write. v0–3 carry one transaction (from clients); v4 batches several and may only
-//! verify (KIP-890, broker to coordinator). Partitions that do not exist are refused
+//! to write. v0–3 carry one transaction (from clients); v4–5 batch several and may only
+//! verify (KIP-890, broker to coordinator; v5 only adds TRANSACTION_ABORTABLE, which Sluice
+//! does not send). Partitions that do not exist are refused
 //! (UNKNOWN_TOPIC_OR_PARTITION) and the rest of that transaction is not attempted.
 
 use bytes::Bytes;
@@ -19,7 +20,7 @@ use crate::txn::fenced_as;
 handler!(
     ApiKey::AddPartitionsToTxn,
     0,
-    4,
+    5,
     AddPartitionsToTxn {
         metadata: crate::metadata_cache::MetadataCache,
         access: crate::authorizer::Access,

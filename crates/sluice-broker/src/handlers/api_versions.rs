@@ -1,7 +1,8 @@
 //! ApiVersions (key 18): the versions of every API this broker routes, generated from the
 //! handler table. A request at a version we do not know is answered by the network layer
-//! with a v0 response carrying UNSUPPORTED_VERSION and the table (see
-//! [`unsupported_version_response`]), so clients can retry at a version we speak. From v3
+//! with a v0 response carrying UNSUPPORTED_VERSION and, as Kafka answers it (KIP-511), only
+//! ApiVersions' own range (see [`unsupported_version_response`]), so clients retry at the
+//! highest version we speak. From v3
 //! on it also lists the features this build supports and the levels the cluster finalized
 //! (`sluice_metadata::features`), which is what DescribeFeatures reads.
 
@@ -87,11 +88,15 @@ fn handle(h: &ApiVersions, ctx: &RequestContext, body: Bytes) -> Result<Response
     ctx.respond(&resp)
 }
 
-/// The answer to an ApiVersions request at a version above ours: always encoded as v0.
+/// The answer to an ApiVersions request at a version above ours: always encoded as v0, and
+/// listing ApiVersions alone (what Kafka 4.4 sends, checked on the wire).
 pub fn unsupported_version_response(correlation_id: i32) -> Result<BytesMut, HandlerError> {
     let mut resp = ApiVersionsResponse::default();
     resp.error_code = ErrorCode::UnsupportedVersion.code();
-    resp.api_keys = api_keys();
+    resp.api_keys = api_keys()
+        .into_iter()
+        .filter(|k| k.api_key == ApiKey::ApiVersions as i16)
+        .collect();
     let mut out = BytesMut::new();
     frame::encode_response(&mut out, ApiKey::ApiVersions, 0, correlation_id, &resp)
         .map_err(|e| HandlerError::Encode(e.to_string()))?;

@@ -1,4 +1,6 @@
-//! DescribeCluster (key 60): cluster id, controller and brokers (or controllers, v1+).
+//! DescribeCluster (key 60): cluster id, controller and brokers (or controllers, v1+); v2
+//! lists fenced brokers too when asked (`include_fenced_brokers`, marked `is_fenced`), as
+//! `kafka-cluster.sh list-endpoints --include-fenced-brokers` asks.
 
 use bytes::Bytes;
 use kafka_protocol::messages::describe_cluster_response::DescribeClusterBroker;
@@ -6,7 +8,7 @@ use kafka_protocol::messages::{ApiKey, BrokerId, DescribeClusterRequest, Describ
 use sluice_metadata::acl::{self, resource};
 use sluice_protocol::ErrorCode;
 
-use crate::metadata_cache::brokers_for_listener;
+use crate::metadata_cache::listener_endpoint;
 use crate::request::{
     str_bytes, HandlerError, RequestContext, Response, AUTHORIZED_OPERATIONS_OMITTED,
 };
@@ -57,15 +59,20 @@ fn handle(
     } else {
         AUTHORIZED_OPERATIONS_OMITTED
     };
-    resp.brokers = brokers_for_listener(&image, &ctx.listener)
-        .into_iter()
-        .map(|(id, host, port, rack)| {
+    let include_fenced = ctx.api_version >= 2 && req.include_fenced_brokers;
+    resp.brokers = image
+        .brokers
+        .values()
+        .filter(|b| include_fenced || !b.fenced)
+        .filter_map(|reg| {
+            let e = listener_endpoint(reg, &ctx.listener)?;
             let mut b = DescribeClusterBroker::default();
-            b.broker_id = BrokerId(id);
-            b.host = str_bytes(host);
-            b.port = port;
-            b.rack = rack.map(str_bytes);
-            b
+            b.broker_id = BrokerId(reg.node_id);
+            b.host = str_bytes(e.host.clone());
+            b.port = i32::from(e.port);
+            b.rack = reg.rack.clone().map(str_bytes);
+            b.is_fenced = reg.fenced;
+            Some(b)
         })
         .collect();
     ctx.respond(&resp)

@@ -27,7 +27,7 @@ use crate::request::{HandlerError, RequestContext, Response};
 handler!(
     ApiKey::Fetch,
     4,
-    17,
+    18,
     Fetch {
         config: sluice_metadata::config::BrokerConfig,
         metadata: crate::metadata_cache::MetadataCache,

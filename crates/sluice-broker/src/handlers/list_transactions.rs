@@ -1,6 +1,8 @@
 //! ListTransactions (key 66): the transactions this broker coordinates, filtered by state
-//! names, producer ids, and (v1) how long they have been running. Admin clients ask every
-//! broker and merge. Unknown state names are echoed back in `unknown_state_filters`.
+//! names, producer ids, (v1) how long they have been running and (v2, KIP-1152) a regular
+//! expression the whole transactional id matches. Admin clients ask every broker and merge.
+//! Unknown state names are echoed back in `unknown_state_filters`; a pattern that does not
+//! compile is INVALID_REGULAR_EXPRESSION, as Kafka answers.
 
 use bytes::Bytes;
 use kafka_protocol::messages::list_transactions_response::TransactionState;
@@ -8,6 +10,8 @@ use kafka_protocol::messages::{
     ApiKey, ListTransactionsRequest, ListTransactionsResponse, ProducerId, TransactionalId,
 };
 use sluice_metadata::acl::op;
+use sluice_metadata::config::FullMatch;
+use sluice_protocol::ErrorCode;
 
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
 use crate::txn::state::TxnState;
@@ -15,7 +19,7 @@ use crate::txn::state::TxnState;
 handler!(
     ApiKey::ListTransactions,
     0,
-    1,
+    2,
     ListTransactions {
         access: crate::authorizer::Access,
         txns: crate::txn::coordinator::TxnCoordinator
@@ -36,11 +40,27 @@ async fn handle(
             None => resp.unknown_state_filters.push(f.clone()),
         }
     }
+    let pattern = match req.transactional_id_pattern.as_deref() {
+        Some(p) if ctx.api_version >= 2 && !p.is_empty() => match FullMatch::new(p) {
+            Ok(re) => Some(re),
+            Err(_) => {
+                resp.error_code = ErrorCode::InvalidRegularExpression.code();
+                return ctx.respond(&resp);
+            }
+        },
+        _ => None,
+    };
     let now = crate::now_ms();
     // Only transactional ids this principal may DESCRIBE.
     let acl = h.access.check(ctx);
     for m in h.txns.list().await {
         if !acl.transactional_id(op::DESCRIBE, &m.transactional_id) {
+            continue;
+        }
+        if pattern
+            .as_ref()
+            .is_some_and(|re| !re.is_match(&m.transactional_id))
+        {
             continue;
         }
         if !states.is_empty() && !states.contains(&m.state) {

@@ -79,6 +79,7 @@ pub mod describe_groups;
 pub mod describe_log_dirs;
 pub mod describe_producers;
 pub mod describe_quorum;
+pub mod describe_topic_partitions;
 pub mod describe_transactions;
 pub mod describe_user_scram_credentials;
 pub mod elect_leaders;
@@ -90,6 +91,7 @@ pub mod incremental_alter_configs;
 pub mod init_producer_id;
 pub mod join_group;
 pub mod leave_group;
+pub mod list_config_resources;
 pub mod list_groups;
 pub mod list_offsets;
 pub mod list_partition_reassignments;
@@ -103,6 +105,7 @@ pub mod produce;
 pub mod sasl;
 pub mod sync_group;
 pub mod txn_offset_commit;
+pub mod unregister_broker;
 pub mod update_features;
 pub mod write_txn_markers;
 
@@ -147,7 +150,10 @@ pub fn specs() -> Vec<Spec> {
         create_partitions::SPEC,
         describe_cluster::SPEC,
         describe_quorum::SPEC,
+        list_config_resources::SPEC,
+        describe_topic_partitions::SPEC,
         update_features::SPEC,
+        unregister_broker::SPEC,
         describe_log_dirs::SPEC,
         describe_producers::SPEC,
         init_producer_id::SPEC,

@@ -19,7 +19,7 @@ use crate::txn::fenced_as;
 handler!(
     ApiKey::TxnOffsetCommit,
     0,
-    3,
+    4,
     TxnOffsetCommit {
         access: crate::authorizer::Access,
         topics: crate::services::topics::TopicCreator,

@@ -611,6 +611,40 @@ impl Admin {
         Ok(out)
     }
 
+    /// UnregisterBroker: remove a broker's registration (for a broker gone for good; one still
+    /// running registers again). BROKER_ID_NOT_REGISTERED for an id that is not registered.
+    pub async fn unregister_broker(&self, node_id: i32) -> Result<()> {
+        let conn = self.core.any_connection().await?;
+        let req = UnregisterBrokerRequest::default().with_broker_id(BrokerId(node_id));
+        let resp: UnregisterBrokerResponse = conn.call(&req).await?;
+        check(resp.error_code, resp.error_message.map(|m| m.to_string()))
+    }
+
+    /// The brokers' endpoints (DescribeCluster v2), with `include_fenced` the fenced ones too:
+    /// (id, host, port, rack, fenced) each, as `kafka-cluster.sh list-endpoints` lists them.
+    pub async fn list_endpoints(
+        &self,
+        include_fenced: bool,
+    ) -> Result<Vec<(i32, String, i32, Option<String>, bool)>> {
+        let conn = self.core.any_connection().await?;
+        let req = DescribeClusterRequest::default().with_include_fenced_brokers(include_fenced);
+        let resp: DescribeClusterResponse = conn.call_at(&req, 2).await?;
+        check(resp.error_code, resp.error_message.map(|m| m.to_string()))?;
+        Ok(resp
+            .brokers
+            .into_iter()
+            .map(|b| {
+                (
+                    b.broker_id.0,
+                    b.host.to_string(),
+                    b.port,
+                    b.rack.map(|r| r.to_string()),
+                    b.is_fenced,
+                )
+            })
+            .collect())
+    }
+
     pub async fn describe_cluster(&self) -> Result<ClusterDescription> {
         let conn = self.core.any_connection().await?;
         let resp: DescribeClusterResponse = conn.call(&DescribeClusterRequest::default()).await?;

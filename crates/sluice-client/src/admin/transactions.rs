@@ -42,6 +42,16 @@ pub struct TransactionDescription {
 impl Admin {
     /// Every transaction the cluster's coordinators know, optionally only in these states.
     pub async fn list_transactions(&self, states: &[&str]) -> Result<Vec<TransactionListing>> {
+        self.list_transactions_matching(states, None).await
+    }
+
+    /// As [`Admin::list_transactions`], and with `pattern` only the transactional ids that
+    /// regular expression matches whole (ListTransactions v2, KIP-1152).
+    pub async fn list_transactions_matching(
+        &self,
+        states: &[&str],
+        pattern: Option<&str>,
+    ) -> Result<Vec<TransactionListing>> {
         let cluster = self.core.refresh(&[]).await?;
         let mut brokers: Vec<i32> = cluster.brokers.keys().copied().collect();
         brokers.sort_unstable();
@@ -50,7 +60,8 @@ impl Admin {
             let conn = self.core.connection_to_node(node).await?;
             let req = ListTransactionsRequest::default()
                 .with_state_filters(states.iter().map(|st| s(st)).collect())
-                .with_duration_filter(-1);
+                .with_duration_filter(-1)
+                .with_transactional_id_pattern(pattern.map(s));
             let resp: ListTransactionsResponse = conn.call(&req).await?;
             check(resp.error_code, None)?;
             out.extend(

@@ -609,6 +609,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Accept backlog of each listener.",
     ),
     def(
+        "max.request.partition.size.limit",
+        T::Int,
+        Some("2000"),
+        AtLeast(1),
+        "The most partitions one DescribeTopicPartitions answer holds (a client's smaller \
+         limit wins); the rest is paged with a cursor.",
+    ),
+    def(
         "queued.max.requests",
         T::Int,
         Some("500"),

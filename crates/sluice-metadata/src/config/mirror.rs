@@ -266,30 +266,47 @@ pub static LINK_CONFIGS: &[ConfigDef] = &[
 /// The link setting that lists the patterns of source topics mirrored automatically.
 pub const AUTO_MIRROR_PATTERNS: &str = "auto.create.mirror.topics.patterns";
 
+/// A regular expression matched against a whole name (as Java's `Matcher.matches`), compiled
+/// to a DFA of bounded size.
+#[derive(Clone, Debug)]
+pub struct FullMatch(regex_automata::dfa::regex::Regex);
+
+impl FullMatch {
+    /// Compile `pattern`; the error is the parser's or the size limit's message.
+    pub fn new(pattern: &str) -> Result<Self, String> {
+        use regex_automata::dfa::{dense, regex::Regex};
+        use regex_automata::util::syntax;
+        Regex::builder()
+            .syntax(syntax::Config::new().unicode(false).utf8(false))
+            .thompson(regex_automata::nfa::thompson::Config::new().utf8(false))
+            .dense(
+                dense::Config::new()
+                    .dfa_size_limit(Some(PATTERN_SIZE_LIMIT))
+                    .determinize_size_limit(Some(PATTERN_SIZE_LIMIT)),
+            )
+            .build(&format!("^(?:{pattern})$"))
+            .map(Self)
+            .map_err(|e| e.to_string())
+    }
+
+    pub fn is_match(&self, name: &str) -> bool {
+        self.0.is_match(name.as_bytes())
+    }
+}
+
 /// Compiled topic patterns: a name matches when one pattern matches all of it.
 #[derive(Clone, Debug, Default)]
-pub struct TopicPatterns(Vec<regex_automata::dfa::regex::Regex>);
+pub struct TopicPatterns(Vec<FullMatch>);
 
 impl TopicPatterns {
     /// Compile `patterns`; the error names the first one that is not a valid expression.
     pub fn compile(patterns: &[String]) -> Result<Self, String> {
-        use regex_automata::dfa::{dense, regex::Regex};
-        use regex_automata::util::syntax;
         patterns
             .iter()
             .map(|p| {
-                Regex::builder()
-                    .syntax(syntax::Config::new().unicode(false).utf8(false))
-                    .thompson(regex_automata::nfa::thompson::Config::new().utf8(false))
-                    .dense(
-                        dense::Config::new()
-                            .dfa_size_limit(Some(PATTERN_SIZE_LIMIT))
-                            .determinize_size_limit(Some(PATTERN_SIZE_LIMIT)),
-                    )
-                    .build(&format!("^(?:{p})$"))
-                    .map_err(|e| {
-                        format!("Invalid value {p} for configuration {AUTO_MIRROR_PATTERNS}: {e}")
-                    })
+                FullMatch::new(p).map_err(|e| {
+                    format!("Invalid value {p} for configuration {AUTO_MIRROR_PATTERNS}: {e}")
+                })
             })
             .collect::<Result<_, _>>()
             .map(Self)
@@ -300,7 +317,7 @@ impl TopicPatterns {
     }
 
     pub fn matches(&self, name: &str) -> bool {
-        self.0.iter().any(|r| r.is_match(name.as_bytes()))
+        self.0.iter().any(|r| r.is_match(name))
     }
 }
 

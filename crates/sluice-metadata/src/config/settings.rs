@@ -76,6 +76,8 @@ pub struct BrokerSettings {
     pub socket_request_max_bytes: usize,
     /// `queued.max.requests`
     pub queued_max_requests: usize,
+    /// `max.request.partition.size.limit`: the most partitions per DescribeTopicPartitions.
+    pub max_request_partition_size_limit: i32,
     /// `queued.max.request.bytes` (-1: no byte bound)
     pub queued_max_request_bytes: i64,
     /// `connections.max.idle.ms`
@@ -116,6 +118,7 @@ impl BrokerSettings {
             auto_create_topics: c.auto_create_topics(),
             socket_request_max_bytes: n("socket.request.max.bytes").max(1) as usize,
             queued_max_requests: n("queued.max.requests").max(1) as usize,
+            max_request_partition_size_limit: clamp_i32(n("max.request.partition.size.limit"), 1),
             queued_max_request_bytes: n("queued.max.request.bytes"),
             connections_max_idle_ms: n("connections.max.idle.ms").max(1) as u64,
             sasl_max_receive_bytes: n("sasl.server.max.receive.size").max(1) as usize,

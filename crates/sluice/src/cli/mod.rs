@@ -8,12 +8,13 @@
 //!   (`kafka-transactions.sh list/describe`), [`users`] (`kafka-configs.sh --entity-type
 //!   users` for SCRAM credentials), [`mirror`] (cluster links and mirror topics),
 //!   [`metadata_quorum`] (`kafka-metadata-quorum.sh describe`), [`features`]
-//!   (`kafka-features.sh`), [`perf`]
+//!   (`kafka-features.sh`), [`cluster`] (`kafka-cluster.sh`), [`perf`]
 //!   (`kafka-producer-perf-test.sh` and friends).
 //! - This module: the shared connection flags and the error type that decides the exit code
 //!   (2 for wrong arguments, 1 for everything else).
 
 pub mod acls;
+pub mod cluster;
 pub mod configs;
 pub mod consume;
 pub mod dump_log;

@@ -9,7 +9,7 @@ use super::{usage, CliResult, ConnArgs};
 #[derive(Args, Debug)]
 #[command(
     group(ArgGroup::new("action").required(true).args(["list", "describe"])),
-    after_help = "Examples:\n  sluice transactions --list\n  sluice transactions --list --state Ongoing\n  sluice transactions --describe --transactional-id payments-1"
+    after_help = "Examples:\n  sluice transactions --list\n  sluice transactions --list --state Ongoing\n  sluice transactions --list --transactional-id-pattern 'payments-.*'\n  sluice transactions --describe --transactional-id payments-1"
 )]
 pub struct TransactionsArgs {
     #[command(flatten)]
@@ -27,13 +27,18 @@ pub struct TransactionsArgs {
     /// PrepareAbort, CompleteCommit, CompleteAbort, Dead, PrepareEpochFence.
     #[arg(long)]
     pub state: Vec<String>,
+    /// With --list: only transactional ids this regular expression matches whole.
+    #[arg(long = "transactional-id-pattern")]
+    pub transactional_id_pattern: Option<String>,
 }
 
 pub async fn run(args: TransactionsArgs) -> CliResult {
     let admin = Admin::new(args.conn.client_config()?)?;
     if args.list {
         let states: Vec<&str> = args.state.iter().map(String::as_str).collect();
-        let txns = admin.list_transactions(&states).await?;
+        let txns = admin
+            .list_transactions_matching(&states, args.transactional_id_pattern.as_deref())
+            .await?;
         println!("TransactionalId\tCoordinator\tProducerId\tTransactionState");
         for t in txns {
             println!(

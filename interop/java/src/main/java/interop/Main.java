@@ -202,6 +202,35 @@ public class Main {
             }
         });
 
+        step("admin.describeTopics one partition per response (DescribeTopicPartitions cursor)", () -> {
+            TopicDescription d = admin.describeTopics(List.of(topic, topic2),
+                    new DescribeTopicsOptions().partitionSizeLimitPerResponse(1)).allTopicNames().get().get(topic);
+            System.out.println("  " + d);
+            check(d.partitions().size() == 3, "partitions = " + d.partitions().size());
+            for (int i = 0; i < 3; i++) {
+                check(d.partitions().get(i).partition() == i, "partition " + i + " = " + d.partitions().get(i));
+            }
+        });
+
+        step("admin.listConfigResources (4.4: ListConfigResources v1; 3.9: ListClientMetricsResources)", () -> {
+            Class<?> opts;
+            try {
+                opts = Class.forName("org.apache.kafka.clients.admin.ListConfigResourcesOptions");
+            } catch (ClassNotFoundException e) {
+                Object r = Admin.class.getMethod("listClientMetricsResources").invoke(admin);
+                Collection<?> none = (Collection<?>) ((KafkaFuture<?>) r.getClass().getMethod("all").invoke(r)).get();
+                System.out.println("  client metrics resources: " + none);
+                check(none.isEmpty(), "client metrics resources " + none);
+                return;
+            }
+            Object r = Admin.class.getMethod("listConfigResources", Set.class, opts).invoke(admin,
+                    Set.of(ConfigResource.Type.TOPIC, ConfigResource.Type.BROKER), opts.getConstructor().newInstance());
+            Collection<?> all = (Collection<?>) ((KafkaFuture<?>) r.getClass().getMethod("all").invoke(r)).get();
+            System.out.println("  " + all);
+            check(all.contains(new ConfigResource(ConfigResource.Type.TOPIC, topic)), "topic missing: " + all);
+            check(all.contains(new ConfigResource(ConfigResource.Type.BROKER, "0")), "broker 0 missing: " + all);
+        });
+
         step("admin.describeConfigs(topic)", () -> {
             ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
             Config cfg = admin.describeConfigs(List.of(res), new DescribeConfigsOptions().includeSynonyms(true)
