@@ -3,6 +3,7 @@
 //! converges, fenced brokers' partitions get new leaders from the ISR, and nothing committed
 //! to the metadata log is lost when every node restarts.
 
+mod common;
 #[path = "common/proxy.rs"]
 mod proxy;
 #[path = "common/wire.rs"]
@@ -664,6 +665,90 @@ fn read_partition(bootstrap: &str, topic: &str, expect: usize) -> Vec<(i64, Stri
         }
     }
     out
+}
+
+/// Bytes each node sent consumers of `topic` (`/metrics`), by node id.
+fn consumer_bytes_out(nodes: &[TestServer], topic: &str) -> BTreeMap<i32, f64> {
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let scrape = common::http_get(&n.admin().expect("admin listener"), "/metrics").1;
+            let name = format!("sluice_topic_bytes_out_total{{topic=\"{topic}\"}}");
+            (i as i32 + 1, common::metric(&scrape, &name).unwrap_or(0.0))
+        })
+        .collect()
+}
+
+/// Read `expect` records of `topic` partition 0 from the start as a librdkafka consumer in
+/// `rack` (`client.rack`): the values in offset order.
+fn read_in_rack(bootstrap: &str, topic: &str, rack: &str, expect: usize) -> Vec<String> {
+    use rdkafka::{Message, Offset, TopicPartitionList};
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", format!("in-{rack}"))
+        .set("client.rack", rack)
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, Offset::Beginning)
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while out.len() < expect {
+        assert!(Instant::now() < deadline, "read {} of {expect}", out.len());
+        if let Some(m) = c.poll(Duration::from_millis(500)) {
+            let m = m.expect("fetch error");
+            assert_eq!(m.offset(), out.len() as i64);
+            out.push(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+        }
+    }
+    out
+}
+
+/// KIP-392: with `broker.rack` and the rack-aware replica selector, a consumer whose
+/// `client.rack` names a follower's rack reads every record from that follower (the leader
+/// only points it there); one in the leader's rack reads from the leader.
+#[test]
+fn a_consumer_reads_from_the_in_sync_follower_in_its_rack() {
+    let _serial = one_cluster_at_a_time();
+    let mut configs = combined(&TIMING);
+    for (i, c) in configs.iter_mut().enumerate() {
+        c.push(format!("broker.rack=rack-{}", i + 1));
+        c.push(
+            "replica.selector.class=org.apache.kafka.common.replica.RackAwareReplicaSelector"
+                .into(),
+        );
+    }
+    let nodes = TestServer::start_all(sluice_bin(), &configs);
+    create_replicated(&nodes[0].bootstrap, "ff", 1, "2");
+    let m = converge(&nodes[0].bootstrap, "ff fully in sync", |m| {
+        partitions(m, "ff")
+            .first()
+            .is_some_and(|(l, _, isr)| *l > 0 && isr.len() == 3)
+    });
+    let leader = partitions(&m, "ff")[0].0;
+    let follower = (1..=3).find(|id| *id != leader).unwrap();
+    let other = (1..=3).find(|id| *id != leader && *id != follower).unwrap();
+    send_all_acks(&nodes[0].bootstrap, "ff", 0..300, "all");
+    let expected: Vec<String> = (0..300).map(|i| i.to_string()).collect();
+    let got = read_in_rack(&nodes[0].bootstrap, "ff", &format!("rack-{follower}"), 300);
+    assert_eq!(got, expected);
+    let sent = consumer_bytes_out(&nodes, "ff");
+    assert!(
+        sent[&follower] > 0.0,
+        "the follower served nothing: {sent:?}"
+    );
+    assert_eq!(sent[&leader], 0.0, "the leader served records: {sent:?}");
+    assert_eq!(sent[&other], 0.0, "{sent:?}");
+    // In the leader's rack: the leader serves.
+    let got = read_in_rack(&nodes[0].bootstrap, "ff", &format!("rack-{leader}"), 300);
+    assert_eq!(got, expected);
+    let after = consumer_bytes_out(&nodes, "ff");
+    assert!(after[&leader] > 0.0, "{after:?}");
+    assert_eq!(after[&follower], sent[&follower], "{after:?}");
 }
 
 #[test]

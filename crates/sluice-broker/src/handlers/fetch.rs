@@ -3,6 +3,12 @@
 //! CLUSTER_ACTION for followers), read through the replica layer, apply the consumer's
 //! byte-rate quota, answer with the record sets spliced into the frame as file ranges (sent
 //! with `sendfile` on plaintext listeners).
+//!
+//! Fetching from followers (KIP-392): with `replica.selector.class` set to Kafka's
+//! `RackAwareReplicaSelector`, a leader answers a consumer whose Fetch (v11+) names a
+//! `client.rack` other than its own with the id of an in-sync follower in that rack that has
+//! the fetch offset (`preferred_read_replica`, no records); the consumer then fetches from
+//! that follower, which serves Fetch v11+ from consumers up to its own high watermark.
 
 use std::time::Duration;
 
@@ -10,7 +16,7 @@ use bytes::Bytes;
 use kafka_protocol::messages::fetch_response::{
     AbortedTransaction, FetchableTopicResponse, PartitionData,
 };
-use kafka_protocol::messages::{ApiKey, FetchRequest, FetchResponse, TopicName};
+use kafka_protocol::messages::{ApiKey, BrokerId, FetchRequest, FetchResponse, TopicName};
 use kafka_protocol::protocol::StrBytes;
 use sluice_metadata::acl::op;
 use sluice_metadata::Uuid;
@@ -45,6 +51,7 @@ fn partition_data(index: i32, f: &FetchedPartition) -> PartitionData {
     p.high_watermark = f.high_watermark.0;
     p.last_stable_offset = f.last_stable_offset.0;
     p.log_start_offset = f.log_start_offset.0;
+    p.preferred_read_replica = BrokerId(f.preferred_read_replica.unwrap_or(-1));
     p.aborted_transactions = f.aborted.as_ref().map(|a| {
         a.iter()
             .map(|t| {
@@ -150,8 +157,28 @@ async fn handle(h: &Fetch, ctx: &RequestContext, body: Bytes) -> Result<Response
     let acl = h.access.check(ctx);
     let follower_denied = follower && !acl.cluster(op::CLUSTER_ACTION);
     let mut reads = Vec::new();
-    // Per partition: the replica layer's answer index, or the refusal.
-    let routes: Vec<Result<usize, ErrorCode>> = partitions
+    // KIP-392: a consumer that names its rack, fetching from a leader with the rack-aware
+    // selector, is sent to an in-sync follower in its rack (an answer with offsets and that
+    // replica's id, no records).
+    let client_rack = (!follower
+        && ctx.api_version >= 11
+        && !req.rack_id.is_empty()
+        && h.config.settings().rack_aware_replica_selector)
+        .then(|| req.rack_id.as_str());
+    let in_rack = |id: i32, rack: &str| {
+        image
+            .brokers
+            .get(&id)
+            .is_some_and(|b| !b.fenced && b.rack.as_deref() == Some(rack))
+    };
+    let redirect = |tp: &TopicPartition, fetch_offset: i64| -> Option<FetchedPartition> {
+        let rack = client_rack?;
+        let p = h.replicas.hosted(tp).ok()?;
+        let to = p.preferred_read_replica(fetch_offset, |id| in_rack(id, rack))?;
+        Some(FetchedPartition::redirect(&p, to))
+    };
+    // Per partition: the replica layer's answer index, or the answer without a read.
+    let routes: Vec<Result<usize, FetchedPartition>> = partitions
         .iter()
         .map(|(key, params)| {
             let name = if by_id {
@@ -159,15 +186,20 @@ async fn handle(h: &Fetch, ctx: &RequestContext, body: Bytes) -> Result<Response
             } else {
                 Some(key.topic.clone())
             };
+            let refuse = |code| Err(FetchedPartition::error(code));
             match name {
-                _ if follower_denied => Err(ErrorCode::TopicAuthorizationFailed),
-                None => Err(ErrorCode::UnknownTopicId),
+                _ if follower_denied => refuse(ErrorCode::TopicAuthorizationFailed),
+                None => refuse(ErrorCode::UnknownTopicId),
                 Some(n) if !follower && !acl.topic(op::READ, &n) => {
-                    Err(ErrorCode::TopicAuthorizationFailed)
+                    refuse(ErrorCode::TopicAuthorizationFailed)
                 }
                 Some(n) => {
+                    let tp = TopicPartition::new(n, key.partition);
+                    if let Some(answer) = redirect(&tp, params.fetch_offset) {
+                        return Err(answer);
+                    }
                     reads.push(FetchPartitionRequest {
-                        tp: TopicPartition::new(n, key.partition),
+                        tp,
                         fetch_offset: Offset(params.fetch_offset),
                         current_leader_epoch: LeaderEpoch(params.current_leader_epoch),
                         max_bytes: params.max_bytes.max(0) as u64,
@@ -177,10 +209,19 @@ async fn handle(h: &Fetch, ctx: &RequestContext, body: Bytes) -> Result<Response
             }
         })
         .collect();
+    // A redirected partition is answered at once, as Kafka does.
+    let redirected = routes
+        .iter()
+        .any(|r| matches!(r, Err(a) if a.preferred_read_replica.is_some()));
     let params = FetchParams {
         replica: follower.then_some(NodeId(replica_id)),
         read_committed: req.isolation_level == 1,
-        min_bytes: req.min_bytes.max(0) as u64,
+        from_any_replica: !follower && ctx.api_version >= 11,
+        min_bytes: if redirected {
+            0
+        } else {
+            req.min_bytes.max(0) as u64
+        },
         max_bytes: (req.max_bytes.max(0) as u64).min(h.config.fetch_max_bytes()),
         max_wait: Duration::from_millis(req.max_wait_ms.max(0) as u64),
     };
@@ -196,10 +237,10 @@ async fn handle(h: &Fetch, ctx: &RequestContext, body: Bytes) -> Result<Response
     };
     // Every partition's answer, in session (or request) order.
     let mut answers: Vec<FetchedPartition> = routes
-        .iter()
+        .into_iter()
         .map(|r| match r {
-            Err(code) => FetchedPartition::error(*code),
-            Ok(i) => read[*i]
+            Err(answer) => answer,
+            Ok(i) => read[i]
                 .take()
                 .unwrap_or_else(|| FetchedPartition::error(ErrorCode::UnknownServerError)),
         })
@@ -224,7 +265,8 @@ async fn handle(h: &Fetch, ctx: &RequestContext, body: Bytes) -> Result<Response
             records_len: f.records_len(),
             high_watermark: f.high_watermark.0,
             log_start_offset: f.log_start_offset.0,
-            error: f.error.is_some(),
+            // A redirect must reach the consumer even when nothing else changed.
+            error: f.error.is_some() || f.preferred_read_replica.is_some(),
         })
         .collect();
     let included: Vec<bool> = match incremental {

@@ -470,6 +470,32 @@ impl Partition {
         lock(&self.state).is_leader()
     }
 
+    /// Leader: the replica a consumer reading from `fetch_offset` should read from instead
+    /// (KIP-392, Kafka's `RackAwareReplicaSelector`), given which replicas are in the
+    /// consumer's rack. None when this leader is in that rack itself or no in-sync follower
+    /// there has the offset yet; otherwise the one with the most data (then the lowest id).
+    pub fn preferred_read_replica(
+        &self,
+        fetch_offset: i64,
+        in_rack: impl Fn(i32) -> bool,
+    ) -> Option<i32> {
+        let s = lock(&self.state);
+        if !s.is_leader() || in_rack(s.node_id()) {
+            return None;
+        }
+        s.isr()
+            .iter()
+            .copied()
+            .filter(|r| *r != s.node_id() && in_rack(*r))
+            .filter_map(|r| {
+                s.follower_leo(r)
+                    .filter(|leo| *leo >= fetch_offset)
+                    .map(|leo| (leo, r))
+            })
+            .max_by_key(|(leo, r)| (*leo, -r))
+            .map(|(_, r)| r)
+    }
+
     /// Where an acks=all append that ends at `end` (exclusive), made as leader in
     /// `leader_epoch`, stands. Committed only while this replica still leads in that epoch:
     /// once deposed, its high watermark follows another leader, whose records at those

@@ -9,6 +9,9 @@
 //! an index lookup and a few batch headers), until enough is there, a partition errs (a new
 //! leader, a fenced epoch) or `max_wait` passes.
 //!
+//! A consumer's Fetch v11+ may be served by a follower (KIP-392): it reads to the follower's
+//! high watermark (the leader's, as last heard) and its last stable offset.
+//!
 //! Replication throttling, leader side (`leader.replication.throttled.rate` with the topic's
 //! `leader.replication.throttled.replicas`): what throttled replicas are sent counts against
 //! the rate, in sync or not; while it is exceeded, out-of-sync throttled followers get their
@@ -35,6 +38,9 @@ pub struct FetchParams {
     pub replica: Option<NodeId>,
     /// read_committed (consumers only).
     pub read_committed: bool,
+    /// A consumer's fetch that a follower may serve (Fetch v11+, KIP-392): it reads to this
+    /// replica's high watermark, as it would from the leader.
+    pub from_any_replica: bool,
     pub min_bytes: u64,
     pub max_bytes: u64,
     pub max_wait: Duration,
@@ -76,6 +82,8 @@ pub struct FetchedPartition {
     /// The topic's bytes-out counter (consumers) or the replication one (followers), for
     /// the caller to count what it finally sends.
     pub bytes_out: Option<metrics::Counter>,
+    /// KIP-392: the replica the consumer should read this partition from instead.
+    pub preferred_read_replica: Option<i32>,
 }
 
 impl FetchedPartition {
@@ -88,6 +96,15 @@ impl FetchedPartition {
             records: None,
             aborted: None,
             bytes_out: None,
+            preferred_read_replica: None,
+        }
+    }
+
+    /// A leader's answer sending a consumer to replica `to`: its offsets, no records.
+    pub fn redirect(p: &Partition, to: i32) -> Self {
+        Self {
+            preferred_read_replica: Some(to),
+            ..Self::offsets_only(p, None)
         }
     }
 
@@ -106,6 +123,7 @@ impl FetchedPartition {
             records: None,
             aborted: None,
             bytes_out: None,
+            preferred_read_replica: None,
         }
     }
 }
@@ -194,8 +212,10 @@ impl ReplicaManager {
                 Some(replica) => {
                     p.on_follower_fetch(replica.0, request.fetch_offset.0, now)?;
                 }
-                // Only the leader serves consumers (no KIP-392 follower fetching yet).
-                None if !p.is_leader() => return Err(ErrorCode::NotLeaderOrFollower),
+                // Consumers read from the leader, or from any replica with Fetch v11+ (KIP-392).
+                None if !p.is_leader() && !params.from_any_replica => {
+                    return Err(ErrorCode::NotLeaderOrFollower)
+                }
                 None => {}
             }
             Ok(p)
@@ -250,6 +270,7 @@ fn read_target(
             } else {
                 p.metrics.bytes_out.clone()
             }),
+            preferred_read_replica: None,
         },
         Err(e) => FetchedPartition::offsets_only(p, Some(log_error_code(&e))),
     }

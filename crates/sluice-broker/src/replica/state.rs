@@ -168,6 +168,15 @@ impl ReplicaState {
         self.leader_epoch
     }
 
+    pub fn node_id(&self) -> i32 {
+        self.node_id
+    }
+
+    /// Leader: the log end offset `follower` last reported by fetching (None: not heard).
+    pub fn follower_leo(&self, follower: i32) -> Option<i64> {
+        self.follower_leos.get(&follower).copied()
+    }
+
     pub fn replicas(&self) -> &[i32] {
         &self.replicas
     }

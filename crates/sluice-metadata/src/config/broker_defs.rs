@@ -5,6 +5,10 @@ use super::*;
 use Check::*;
 use ConfigType as T;
 
+/// The one replica selector (KIP-392) Sluice has: Kafka's rack-aware one.
+pub const RACK_AWARE_REPLICA_SELECTOR: &str =
+    "org.apache.kafka.common.replica.RackAwareReplicaSelector";
+
 /// The broker configs Sluice knows. Keys outside this list are reported as unknown.
 pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def("node.id", T::Int, Some("0"), AtLeast(0), "This node's id."),
@@ -607,6 +611,23 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         Some("50"),
         AtLeast(1),
         "Accept backlog of each listener.",
+    ),
+    def(
+        "broker.rack",
+        T::String,
+        None,
+        Any,
+        "This broker's rack: partitions' replicas are spread across racks, and consumers \
+         whose client.rack names it may read from it (with replica.selector.class).",
+    ),
+    def(
+        "replica.selector.class",
+        T::Class,
+        None,
+        OneOf(&[RACK_AWARE_REPLICA_SELECTOR]),
+        "How a leader picks the replica a consumer reads from (KIP-392): unset, the leader; \
+         org.apache.kafka.common.replica.RackAwareReplicaSelector, an in-sync replica in the \
+         consumer's client.rack. Other classes cannot be loaded by Sluice and are refused.",
     ),
     def(
         "max.request.partition.size.limit",

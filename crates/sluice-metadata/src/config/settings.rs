@@ -78,6 +78,9 @@ pub struct BrokerSettings {
     pub queued_max_requests: usize,
     /// `max.request.partition.size.limit`: the most partitions per DescribeTopicPartitions.
     pub max_request_partition_size_limit: i32,
+    /// `replica.selector.class` is the rack-aware selector: leaders send consumers to an
+    /// in-sync replica in their rack (KIP-392).
+    pub rack_aware_replica_selector: bool,
     /// `queued.max.request.bytes` (-1: no byte bound)
     pub queued_max_request_bytes: i64,
     /// `connections.max.idle.ms`
@@ -119,6 +122,8 @@ impl BrokerSettings {
             socket_request_max_bytes: n("socket.request.max.bytes").max(1) as usize,
             queued_max_requests: n("queued.max.requests").max(1) as usize,
             max_request_partition_size_limit: clamp_i32(n("max.request.partition.size.limit"), 1),
+            rack_aware_replica_selector: c.explicit("replica.selector.class")
+                == Some(super::RACK_AWARE_REPLICA_SELECTOR),
             queued_max_request_bytes: n("queued.max.request.bytes"),
             connections_max_idle_ms: n("connections.max.idle.ms").max(1) as u64,
             sasl_max_receive_bytes: n("sasl.server.max.receive.size").max(1) as usize,
