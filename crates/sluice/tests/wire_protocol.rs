@@ -1159,8 +1159,8 @@ fn dynamic_broker_configs_apply_without_restart() {
         (Some("100000".to_string()), 2),
         "DYNAMIC_BROKER_CONFIG"
     );
-    // Keys read at startup only are refused; bad values too.
-    let (code, msg) = alter(&mut w, "", "num.io.threads", Some("4"));
+    // Keys read at startup only (by Kafka too) are refused; bad values too.
+    let (code, msg) = alter(&mut w, "", "log.retention.hours", Some("4"));
     assert_eq!(code, ErrorCode::InvalidConfig.code());
     assert!(msg.contains("dynamically"), "{msg}");
     assert_eq!(

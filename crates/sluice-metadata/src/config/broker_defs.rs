@@ -15,7 +15,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     def(
         "broker.id",
         T::Int,
-        None,
+        Some("-1"),
         AtLeast(-1),
         "Synonym of node.id.",
     ),
@@ -28,14 +28,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     ),
     def(
         "listeners",
-        T::String,
+        T::List,
         Some("PLAINTEXT://127.0.0.1:9092"),
         Custom(listener_list),
         "Comma-separated NAME://host:port listeners; port 0 picks a free port.",
     ),
     def(
         "advertised.listeners",
-        T::String,
+        T::List,
         None,
         Custom(listener_list),
         "Listeners given to clients in metadata; defaults to listeners.",
@@ -49,7 +49,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     ),
     def(
         "controller.listener.names",
-        T::String,
+        T::List,
         None,
         Any,
         "Listeners used by the controller quorum.",
@@ -271,14 +271,14 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     ),
     def(
         "log.dirs",
-        T::String,
+        T::List,
         None,
         Any,
         "Directory holding the log data.",
     ),
     def(
         "log.dir",
-        T::String,
+        T::List,
         Some("./sluice-data"),
         Any,
         "Directory holding the log data, when log.dirs is unset.",
@@ -622,7 +622,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
     ),
     def(
         "replica.selector.class",
-        T::Class,
+        T::String,
         None,
         OneOf(&[RACK_AWARE_REPLICA_SELECTOR]),
         "How a leader picks the replica a consumer reads from (KIP-392): unset, the leader; \

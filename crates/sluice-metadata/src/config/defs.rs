@@ -204,7 +204,10 @@ pub(crate) fn listener_list(v: &str) -> Result<(), String> {
 }
 
 pub fn broker_def(name: &str) -> Option<&'static ConfigDef> {
-    BROKER_CONFIGS.iter().find(|d| d.name == name)
+    BROKER_CONFIGS
+        .iter()
+        .chain(accepted_broker_configs())
+        .find(|d| d.name == name)
 }
 
 pub fn topic_def(name: &str) -> Option<&'static TopicConfigDef> {

@@ -106,6 +106,7 @@ pub fn describe_broker_with(
 ) -> Vec<DescribedConfig> {
     let mut out: Vec<DescribedConfig> = BROKER_CONFIGS
         .iter()
+        .chain(accepted_broker_configs())
         .map(|d| {
             let mut synonyms = Vec::new();
             for (map, source) in [
@@ -154,17 +155,18 @@ pub fn describe_broker_with(
             }
         })
         .collect();
-    // Listener settings that change at runtime (TLS store locations, connection limits):
-    // with their values and sources.
+    // Per-listener settings (TLS store locations and connection limits, which change at
+    // runtime, and the others): with their values and sources.
     let store_keys: std::collections::BTreeSet<&str> = dynamic
         .broker
         .keys()
         .chain(dynamic.cluster_default.keys())
         .map(String::as_str)
         .chain(broker.explicit_keys().map(|(k, _)| k))
-        .filter(|k| listener_store_key(k).is_some() || listener_max_connections_key(k))
+        .filter(|k| listener_override(k).is_some())
         .collect();
     for k in &store_keys {
+        let def = listener_override(k).map(|(_, d)| d);
         let synonyms: Vec<_> = [
             (
                 dynamic.broker.get(*k).cloned(),
@@ -188,17 +190,19 @@ pub fn describe_broker_with(
             source: synonyms
                 .first()
                 .map_or(ConfigSource::StaticBrokerConfig, |s| s.2),
-            read_only: false,
-            sensitive: false,
+            read_only: !dynamic_broker_key(k),
+            sensitive: def.is_some_and(|d| d.ty == T::Password),
             ty: if listener_max_connections_key(k) {
                 T::Int
             } else {
-                T::String
+                def.map_or(T::String, |d| d.ty)
             },
             doc: if listener_max_connections_key(k) {
                 "Most concurrent connections on this listener."
-            } else {
+            } else if listener_store_key(k).is_some() {
                 "A listener's PEM key or trust store; replaceable at runtime per broker."
+            } else {
+                def.map_or("", |d| d.doc)
             },
             synonyms,
         });

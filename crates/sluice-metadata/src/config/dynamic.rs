@@ -4,16 +4,20 @@
 use super::*;
 
 /// Broker keys AlterConfigs may change at runtime: the broker-wide defaults of topic configs
-/// (`log.retention.ms`, `message.max.bytes`, ...), which every partition re-reads when they
-/// change, the replication throttles and the connection limits. Other broker keys are read
-/// at startup only.
+/// (`log.retention.ms`, `message.max.bytes`, ...; as in Kafka only the first synonym of
+/// each, not `log.retention.hours`), which every partition re-reads when they change, the
+/// replication throttles and the connection limits, and the keys whose definition says Kafka
+/// changes them at runtime (some of which Sluice accepts without acting on them, such as
+/// `num.io.threads`). Other broker keys are read at startup only.
 pub fn dynamic_broker_key(key: &str) -> bool {
     RUNTIME_BROKER_KEYS.contains(&key)
         || listener_store_key(key).is_some()
         || listener_max_connections_key(key)
         || TOPIC_CONFIGS
             .iter()
-            .any(|t| t.broker_synonyms.iter().any(|(s, _)| *s == key))
+            .any(|t| t.broker_synonyms.first().is_some_and(|(s, _)| *s == key))
+        || broker_def(key).is_some_and(|d| d.dynamic)
+        || listener_override(key).is_some_and(|(_, d)| d.dynamic)
 }
 
 /// A listener's TLS store setting that can change at runtime, per broker only (as in Kafka,

@@ -115,7 +115,13 @@ pub(crate) fn listener_override(key: &str) -> Option<(&str, &'static ConfigDef)>
         Some((mech, "")) if !mech.is_empty() && !mech.contains('.') => "sasl.jaas.config",
         _ => setting,
     };
-    let def = broker_def(setting).filter(|d| LISTENER_OVERRIDABLE.contains(&d.name))?;
+    // Kafka's TLS and SASL settings Sluice accepts without acting on them may be set per
+    // listener too, as in Kafka.
+    let def = broker_def(setting).filter(|d| {
+        LISTENER_OVERRIDABLE.contains(&d.name)
+            || (d.doc == NOT_ACTED_ON
+                && (d.name.starts_with("ssl.") || d.name.starts_with("sasl.")))
+    })?;
     (!listener.is_empty()).then_some((listener, def))
 }
 

@@ -30,7 +30,25 @@ fn throttled_replica_lists_and_per_ip_overrides() {
     ] {
         assert!(dynamic_broker_key(k), "{k}");
     }
-    assert!(!dynamic_broker_key("num.io.threads"));
+    // Kafka 4.4 settings Sluice accepts without acting on them, changed at runtime as in
+    // Kafka, also per listener.
+    for k in [
+        "sasl.kerberos.min.time.before.relogin",
+        "listener.name.sasl_ssl.sasl.kerberos.min.time.before.relogin",
+        "num.io.threads",
+    ] {
+        assert!(dynamic_broker_key(k), "{k}");
+    }
+    assert!(!dynamic_broker_key("sasl.login.class"));
+    // As Kafka: a topic default's first broker synonym only; static keys stay static.
+    for k in [
+        "log.retention.hours",
+        "log.roll.hours",
+        "log.dirs",
+        "node.id",
+    ] {
+        assert!(!dynamic_broker_key(k), "{k}");
+    }
 }
 
 fn build(pairs: &[(Origin, &str, &str)]) -> Result<(BrokerConfig, Vec<String>), ConfigError> {
@@ -235,4 +253,114 @@ fn topic_config_validation_and_description() {
         (m.value.as_deref(), m.source),
         (Some("1048588"), ConfigSource::DefaultConfig)
     );
+}
+
+/// Every broker and topic config a default Kafka 4.4 node describes is described by Sluice
+/// with Kafka's type, sensitivity, read-only flag and default, except the differences listed
+/// here (each with its reason; the README gives them too).
+#[test]
+fn configs_are_described_as_kafka_4_4_describes_them() {
+    // Sluice's defaults that differ on purpose: a node that runs with no configuration.
+    const OWN_DEFAULTS: &[&str] = &[
+        "listeners",
+        "log.dir",
+        "log.dirs",
+        "process.roles",
+        "node.id",
+        "controller.listener.names",
+        "controller.quorum.voters",
+        "advertised.listeners",
+        "listener.security.protocol.map",
+        "metadata.log.dir",
+        "auto.create.topics.enable",
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        // Sluice reads PEM key and trust stores only.
+        "ssl.keystore.type",
+        "ssl.truststore.type",
+    ];
+    // Changed at runtime in Kafka, read at startup by Sluice (a restart applies them):
+    // listeners cannot be added or removed at runtime, the producer-state expiry is fixed
+    // when the log manager starts, and TLS/SASL settings change at runtime only as a
+    // listener's key or trust store (`listener.name.<l>.ssl.keystore.location`, ...).
+    const READ_AT_STARTUP: &[&str] = &[
+        "listeners",
+        "listener.security.protocol.map",
+        "producer.id.expiration.ms",
+        "sasl.enabled.mechanisms",
+        "sasl.jaas.config",
+        "sasl.mechanism.inter.broker.protocol",
+        "ssl.client.auth",
+        "ssl.enabled.protocols",
+        "ssl.endpoint.identification.algorithm",
+        "ssl.key.password",
+        "ssl.keystore.location",
+        "ssl.keystore.type",
+        "ssl.truststore.location",
+        "ssl.truststore.type",
+    ];
+    let (broker, _) = build(&[]).unwrap();
+    let described = describe_broker(&broker);
+    let mut problems = Vec::new();
+    let mut compare = |what: &str, k: &KafkaConfig, d: Option<&DescribedConfig>| {
+        let Some(d) = d else {
+            problems.push(format!("{what} {}: not described", k.name));
+            return;
+        };
+        if d.ty != k.ty {
+            problems.push(format!(
+                "{what} {}: type {:?}, Kafka {:?}",
+                k.name, d.ty, k.ty
+            ));
+        }
+        if d.sensitive != k.sensitive {
+            problems.push(format!("{what} {}: sensitive {}", k.name, d.sensitive));
+        }
+        if d.read_only == k.dynamic && !READ_AT_STARTUP.contains(&k.name) {
+            problems.push(format!("{what} {}: read-only {}", k.name, d.read_only));
+        }
+        // As interop/kafka/DumpConfigs.java reads Kafka's answer.
+        let default = if d.source == ConfigSource::DefaultConfig {
+            d.value.as_deref()
+        } else {
+            d.synonyms
+                .iter()
+                .find(|s| s.2 == ConfigSource::DefaultConfig)
+                .and_then(|s| s.1.as_deref())
+        };
+        if default != k.default && !OWN_DEFAULTS.contains(&k.name) {
+            problems.push(format!(
+                "{what} {}: default {default:?}, Kafka {:?}",
+                k.name, k.default
+            ));
+        }
+    };
+    for k in kafka_broker_configs() {
+        compare("broker", k, described.iter().find(|d| d.name == k.name));
+    }
+    let topic = describe_topic(&broker, &BTreeMap::new());
+    for k in kafka_topic_configs() {
+        compare("topic", k, topic.iter().find(|d| d.name == k.name));
+    }
+    assert!(kafka_broker_configs().len() > 300 && kafka_topic_configs().len() > 30);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+/// The README lists exactly the Kafka 4.4 broker configs Sluice accepts without acting on.
+#[test]
+fn the_readme_lists_the_configs_sluice_does_not_act_on() {
+    let readme = include_str!("../../../../README.md");
+    let block = readme
+        .split("<summary>Kafka 4.4 broker configs Sluice accepts and does not act on</summary>")
+        .nth(1)
+        .and_then(|rest| rest.split("</details>").next())
+        .expect("README block of configs not acted on");
+    let listed: std::collections::BTreeSet<&str> = block.split('`').skip(1).step_by(2).collect();
+    let accepted: std::collections::BTreeSet<&str> =
+        accepted_broker_configs().iter().map(|d| d.name).collect();
+    assert_eq!(listed, accepted);
+    assert!(accepted
+        .iter()
+        .all(|n| broker_def(n).is_some_and(|d| d.doc == NOT_ACTED_ON)));
 }

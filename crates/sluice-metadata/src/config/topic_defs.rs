@@ -346,6 +346,42 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         ),
         broker_synonyms: &[("unclean.leader.election.enable", 1)],
     },
+    // Kafka 4.4 topic configs Sluice accepts (so MirrorMaker 2 and tools can copy them) and
+    // does not act on: no dead-letter queues for share or streams groups, no tiered storage.
+    TopicConfigDef {
+        def: def(
+            "errors.deadletterqueue.group.enable",
+            T::Boolean,
+            Some("false"),
+            Any,
+            NOT_ACTED_ON,
+        ),
+        broker_synonyms: &[],
+    },
+    TopicConfigDef {
+        def: def(
+            "max.decompressed.message.bytes",
+            T::Int,
+            Some("2147483639"),
+            AtLeast(0),
+            NOT_ACTED_ON,
+        ),
+        broker_synonyms: &[],
+    },
+    TopicConfigDef {
+        def: def(
+            "remote.copy.lag.bytes",
+            T::Long,
+            Some("-1"),
+            Any,
+            NOT_ACTED_ON,
+        ),
+        broker_synonyms: &[("log.remote.copy.lag.bytes", 1)],
+    },
+    TopicConfigDef {
+        def: def("remote.copy.lag.ms", T::Long, Some("0"), Any, NOT_ACTED_ON),
+        broker_synonyms: &[("log.remote.copy.lag.ms", 1)],
+    },
 ];
 
 pub(crate) fn no_remote_storage(v: &str) -> Result<(), String> {

@@ -253,6 +253,35 @@ public class Main {
             System.out.println("  " + cfg.entries().size() + " entries; sample: "
                     + cfg.entries().stream().limit(5).map(e -> e.name() + "=" + e.value()).collect(Collectors.joining(", ")));
             check(!cfg.entries().isEmpty(), "no broker config entries");
+            // Every config Kafka 4.4 describes (350), flagged as Kafka flags it.
+            check(cfg.entries().size() >= 350, "broker configs: " + cfg.entries().size());
+            check(cfg.get("log.retention.hours").isReadOnly(), "log.retention.hours is not read-only");
+            check(!cfg.get("log.retention.ms").isReadOnly(), "log.retention.ms is read-only");
+            ConfigEntry relogin = cfg.get("sasl.kerberos.min.time.before.relogin");
+            check(relogin != null && "60000".equals(relogin.value()) && !relogin.isReadOnly(),
+                    "sasl.kerberos.min.time.before.relogin: " + relogin);
+        });
+
+        step("admin.incrementalAlterConfigs: Kafka 4.4 configs Sluice accepts without acting on them", () -> {
+            ConfigResource b = new ConfigResource(ConfigResource.Type.BROKER, "0");
+            String key = "listener.name.plaintext.sasl.kerberos.min.time.before.relogin";
+            admin.incrementalAlterConfigs(Map.of(b, List.of(new AlterConfigOp(
+                    new ConfigEntry(key, "30000"), AlterConfigOp.OpType.SET)))).all().get();
+            Config bc = admin.describeConfigs(List.of(b)).all().get().get(b);
+            check(bc.get(key) != null && "30000".equals(bc.get(key).value()), key + " = " + bc.get(key));
+            ConfigResource t = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            admin.incrementalAlterConfigs(Map.of(t, List.of(new AlterConfigOp(
+                    new ConfigEntry("errors.deadletterqueue.group.enable", "true"), AlterConfigOp.OpType.SET)))).all().get();
+            Config tc = admin.describeConfigs(List.of(t)).all().get().get(t);
+            ConfigEntry dlq = tc.get("errors.deadletterqueue.group.enable");
+            check(dlq != null && "true".equals(dlq.value()), "errors.deadletterqueue.group.enable = " + dlq);
+            try {
+                admin.incrementalAlterConfigs(Map.of(b, List.of(new AlterConfigOp(
+                        new ConfigEntry("log.retention.hours", "1"), AlterConfigOp.OpType.SET)))).all().get();
+                throw new AssertionError("log.retention.hours was changed at runtime");
+            } catch (ExecutionException e) {
+                System.out.println("  log.retention.hours refused: " + describe(e.getCause()));
+            }
         });
 
         step("admin.describeCluster", () -> {
