@@ -41,6 +41,7 @@ pub mod loggers;
 pub mod metadata_cache;
 pub mod mirror;
 pub mod network;
+pub mod oauthbearer;
 pub mod quota;
 pub mod replica;
 pub mod request;

@@ -5,8 +5,10 @@
 //! listener offers (`sasl.enabled.mechanisms`). With handshake v1 the mechanism's tokens
 //! travel in SaslAuthenticate requests; with v0 (the pre-KIP-152 form) as bare
 //! size-prefixed frames. PLAIN checks the listener's JAAS users; SCRAM-SHA-256/512 the
-//! credentials in cluster metadata (AlterUserScramCredentials). Success makes the
-//! connection's principal `User:<name>`. Any failure answers SASL_AUTHENTICATION_FAILED
+//! credentials in cluster metadata (AlterUserScramCredentials); OAUTHBEARER an unsecured
+//! token as Kafka's default validator does (see [`crate::oauthbearer`]; an invalid one is
+//! answered with RFC 7628's error challenge, and the client's 0x01 reply with the failure).
+//! Success makes the connection's principal `User:<name>`. Any failure answers SASL_AUTHENTICATION_FAILED
 //! (or UNSUPPORTED_SASL_MECHANISM) with a message and closes the connection; any other
 //! request before authentication closes it too, as Kafka does. Sessions never expire
 //! (`session_lifetime_ms` 0): re-authentication (KIP-368) is declined.
@@ -35,6 +37,8 @@ pub struct SaslSettings {
     pub mechanisms: Vec<String>,
     /// PLAIN's users: name -> password (the listener's PlainLoginModule options).
     pub plain_users: BTreeMap<String, String>,
+    /// OAUTHBEARER's validator (the listener's OAuthBearerLoginModule options).
+    pub oauthbearer: Option<crate::oauthbearer::UnsecuredValidator>,
 }
 
 impl SaslSettings {
@@ -45,9 +49,18 @@ impl SaslSettings {
         } else {
             BTreeMap::new()
         };
+        let oauthbearer = if mechanisms.iter().any(|m| m == "OAUTHBEARER") {
+            let options = config.oauthbearer_options(listener)?;
+            Some(crate::oauthbearer::UnsecuredValidator::from_options(
+                &options,
+            )?)
+        } else {
+            None
+        };
         Ok(Self {
             mechanisms,
             plain_users,
+            oauthbearer,
         })
     }
 }
@@ -56,6 +69,9 @@ impl SaslSettings {
 enum Mech {
     Plain,
     Scram(Mechanism),
+    /// OAUTHBEARER; after an invalid token, why it was refused (the client's next token only
+    /// acknowledges the error challenge).
+    OAuthBearer(Option<String>),
 }
 
 #[derive(Debug)]
@@ -179,6 +195,8 @@ impl SaslSession {
             None
         } else if name == "PLAIN" {
             Some(Mech::Plain)
+        } else if name == "OAUTHBEARER" && self.settings.oauthbearer.is_some() {
+            Some(Mech::OAuthBearer(None))
         } else {
             Mechanism::from_name(&name).map(Mech::Scram)
         };
@@ -211,6 +229,17 @@ impl SaslSession {
         // Ok((reply token, Some(user) when done)) or the failure message.
         let step: Result<(Vec<u8>, Option<String>), String> = match mech {
             Mech::Plain => plain(&self.settings.plain_users, &token).map(|u| (Vec::new(), Some(u))),
+            Mech::OAuthBearer(refused) => match (refused.take(), &self.settings.oauthbearer) {
+                (Some(why), _) => Err(why),
+                (None, None) => Err("OAUTHBEARER is not enabled".into()),
+                (None, Some(v)) => match v.authenticate(&token, sluice_rt::wall_ms()) {
+                    Ok(user) => Ok((Vec::new(), Some(user))),
+                    Err(why) => {
+                        *refused = Some(format!("Authentication failed: {why}"));
+                        Ok((crate::oauthbearer::INVALID_TOKEN_CHALLENGE.to_vec(), None))
+                    }
+                },
+            },
             Mech::Scram(m) => match scram.take() {
                 None => {
                     let image = broker.metadata.current();

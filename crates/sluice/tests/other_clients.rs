@@ -348,6 +348,94 @@ fn python_clients_over_sasl_scram_and_plain() {
 /// SCRAM-SHA-512 and over mutual TLS: a producer and a consumer round-trip records; a wrong
 /// password and a foreign client certificate fail cleanly (an error, no hang, nothing
 /// delivered), and the broker keeps serving.
+/// SASL/OAUTHBEARER with unsecured tokens (Kafka's default validator): librdkafka's own
+/// unsecured JWTs authenticate as their `sub`, which the authorizer then sees (alice is a
+/// super user, bob has no ACLs); a token without the scope the listener requires is refused.
+#[test]
+fn librdkafka_authenticates_with_unsecured_oauthbearer_tokens() {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+    use std::time::{Duration, Instant};
+
+    let jaas = "listener.name.sasl_plaintext.oauthbearer.sasl.jaas.config=\
+        org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required \
+        unsecuredValidatorRequiredScope=\"kafka\";";
+    let server = start(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms=OAUTHBEARER",
+        jaas,
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users=User:ANONYMOUS;User:alice",
+    ]);
+    sluice_tool(
+        "topics",
+        &server.bootstrap,
+        &["--create", "--topic", "tokens", "--partitions", "1"],
+    );
+    let listener = server
+        .listener("SASL_PLAINTEXT")
+        .expect("the SASL listener");
+    let client = |token: &str| {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &listener)
+            .set("security.protocol", "SASL_PLAINTEXT")
+            .set("sasl.mechanism", "OAUTHBEARER")
+            .set("enable.sasl.oauthbearer.unsecure.jwt", "true")
+            .set("sasl.oauthbearer.config", token);
+        c
+    };
+    let alice = client("principal=alice scope=kafka");
+    let p: BaseProducer = alice
+        .clone()
+        .set("message.timeout.ms", "20000")
+        .create()
+        .unwrap();
+    p.send(BaseRecord::<(), _>::to("tokens").payload("from-alice"))
+        .unwrap();
+    p.flush(Duration::from_secs(20)).expect("alice's record");
+    let c: BaseConsumer = alice.clone().set("group.id", "g-alice").create().unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("tokens", 0, Offset::Beginning)
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "alice read nothing");
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            let m = m.expect("alice's fetch");
+            assert_eq!(m.payload(), Some(&b"from-alice"[..]));
+            break;
+        }
+    }
+    // Authenticated but not authorized (bob), and not authenticated (no required scope).
+    for (name, token) in [
+        ("bob without ACLs", "principal=bob scope=kafka"),
+        ("alice without the scope", "principal=alice scope=other"),
+    ] {
+        let p: BaseProducer<Deliveries> = client(token)
+            .set("message.timeout.ms", "3000")
+            .create_with_context(Deliveries::default())
+            .unwrap();
+        p.send(BaseRecord::<(), _>::to("tokens").payload("never"))
+            .unwrap();
+        let _ = p.flush(Duration::from_secs(15));
+        let d = p.context();
+        assert!(d.acked.lock().unwrap().is_empty(), "{name} delivered");
+        assert_eq!(
+            d.failed.load(std::sync::atomic::Ordering::Relaxed),
+            1,
+            "{name}: no failed delivery report"
+        );
+    }
+    assert!(
+        server
+            .log()
+            .contains("the token lacks the required scope kafka"),
+        "the refusal is not logged"
+    );
+}
+
 #[test]
 fn librdkafka_from_rust_over_sasl_ssl_scram_and_mutual_tls() {
     use rdkafka::consumer::{BaseConsumer, Consumer};

@@ -99,6 +99,22 @@ fn invalid_configuration_stops_startup_with_one_line_naming_the_key() {
             "connections.max.reauth.ms",
         ),
         (
+            vec![
+                "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms=OAUTHBEARER",
+                "sasl.oauthbearer.jwks.endpoint.url=https://idp.example/jwks",
+            ],
+            "sasl.oauthbearer.jwks.endpoint.url: OAUTHBEARER on listener SASL_PLAINTEXT: Sluice validates unsecured tokens only",
+        ),
+        (
+            vec![
+                "listeners=SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms=OAUTHBEARER",
+                "sasl.mechanism.inter.broker.protocol=OAUTHBEARER",
+            ],
+            "sasl.mechanism.inter.broker.protocol: OAUTHBEARER is not supported",
+        ),
+        (
             vec!["listeners=SSL://127.0.0.1:0", "ssl.keystore.location=x.pem"],
             "ssl.truststore.location is required: brokers connect to each other",
         ),

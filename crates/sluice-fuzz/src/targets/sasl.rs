@@ -19,12 +19,13 @@ fn credential(mech: Mechanism) -> Credential {
 }
 
 /// `[which][message]`: 0 PLAIN token; 1/2 SCRAM-SHA-256/512 client-first then (after a
-/// `\n`) client-final; 3 a client reading server-first and server-final.
+/// `\n`) client-final; 3 a client reading server-first and server-final; 4 an OAUTHBEARER
+/// client-first message with its unsecured token.
 pub fn sasl(data: &[u8]) {
     let Some((&which, msg)) = data.split_first() else {
         return;
     };
-    match which % 4 {
+    match which % 5 {
         0 => {
             let users = BTreeMap::from([("alice".to_string(), "secret".to_string())]);
             let _ = sluice_broker::sasl::plain(&users, msg);
@@ -40,6 +41,10 @@ pub fn sasl(data: &[u8]) {
                 let _ = server.user();
                 let _ = server.finish(last);
             }
+        }
+        4 => {
+            let v = sluice_broker::oauthbearer::UnsecuredValidator::default();
+            let _ = v.authenticate(msg, 1_800_000_000_000);
         }
         _ => {
             let (first, last) = split_at_newline(msg);
@@ -70,5 +75,10 @@ pub fn seeds() -> Vec<Vec<u8>> {
         seeds.push(s);
     }
     seeds.push(b"\x03r=abc,s=QSXCR+Q6sek8bf92,i=4096\nv=rmF9pqV8S7suAoZWja4dJRkFsKQ=".to_vec());
+    // {"alg":"none"} . {"sub":"alice","exp":1800000100}
+    seeds.push(
+        b"\x04n,,\x01auth=Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSIsImV4cCI6MTgwMDAwMDEwMH0.\x01\x01"
+            .to_vec(),
+    );
     seeds
 }

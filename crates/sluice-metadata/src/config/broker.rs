@@ -320,7 +320,7 @@ impl BrokerConfig {
         ) {
             let key = "sasl.mechanism.inter.broker.protocol";
             let mech = self.value(key).unwrap_or_default();
-            if !SASL_MECHANISMS.contains(&mech.as_str()) {
+            if !INTER_BROKER_SASL_MECHANISMS.contains(&mech.as_str()) {
                 return Err(err(
                     key.into(),
                     format!("{mech} is not supported: use PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (the inter-broker listener {listener} is SASL)"),
@@ -418,7 +418,51 @@ impl BrokerConfig {
                 message,
             })?;
         }
+        if mechanisms.iter().any(|m| m == "OAUTHBEARER") {
+            // Tokens are validated as Kafka's default (unsecured) validator does; a JWKS
+            // endpoint or a custom validator asks for signature checks Sluice cannot make,
+            // and accepting unsigned tokens instead would let anyone in.
+            for setting in [
+                "sasl.oauthbearer.jwks.endpoint.url",
+                "sasl.server.callback.handler.class",
+                "oauthbearer.sasl.server.callback.handler.class",
+            ] {
+                let key = self.listener_key(listener, setting);
+                if self.explicit(&key).is_some_and(|v| !v.trim().is_empty()) {
+                    return Err(ConfigError {
+                        key,
+                        message: format!(
+                            "OAUTHBEARER on listener {listener}: Sluice validates unsecured \
+                             tokens only (Kafka's default); signed-token validation is not \
+                             supported yet"
+                        ),
+                    });
+                }
+            }
+            self.oauthbearer_options(listener)
+                .map_err(|message| ConfigError {
+                    key: oauthbearer_jaas_key(listener),
+                    message,
+                })?;
+        }
         Ok(())
+    }
+
+    /// OAUTHBEARER's unsecured-validator options on listener `listener`: the options of its
+    /// `listener.name.<listener>.oauthbearer.sasl.jaas.config` (OAuthBearerLoginModule), none
+    /// when it is not set.
+    pub fn oauthbearer_options(&self, listener: &str) -> Result<BTreeMap<String, String>, String> {
+        let key = oauthbearer_jaas_key(listener);
+        let Some(jaas) = self.explicit(&key) else {
+            return Ok(BTreeMap::new());
+        };
+        let (module, options) = parse_jaas(jaas)?;
+        if !module.ends_with("OAuthBearerLoginModule") {
+            return Err(format!(
+                "{key}: expected org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule, got {module}"
+            ));
+        }
+        Ok(options.into_iter().collect())
     }
 
     /// The SASL mechanisms listener `listener` offers, in the configured order.

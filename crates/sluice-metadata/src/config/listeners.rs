@@ -95,7 +95,17 @@ impl Default for InterBrokerClient {
 }
 
 /// The SASL mechanisms Sluice implements.
-pub const SASL_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+pub const SASL_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"];
+
+/// Mechanisms a broker can authenticate to the others with (it has no OAuth token source).
+pub const INTER_BROKER_SASL_MECHANISMS: &[&str] = &["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"];
+
+pub(crate) fn oauthbearer_jaas_key(listener: &str) -> String {
+    format!(
+        "listener.name.{}.oauthbearer.sasl.jaas.config",
+        listener.to_lowercase()
+    )
+}
 
 pub(crate) fn plain_jaas_key(listener: &str) -> String {
     format!(
