@@ -60,14 +60,16 @@ impl UnsecuredValidator {
         Ok(v)
     }
 
-    /// The client's first message: the principal's name, or why it is refused.
-    pub fn authenticate(&self, client_first: &[u8], now_ms: i64) -> Result<String, String> {
+    /// The client's first message: the principal's name and when the token expires (ms), or
+    /// why it is refused.
+    pub fn authenticate(&self, client_first: &[u8], now_ms: i64) -> Result<(String, i64), String> {
         let token = bearer_token(client_first)?;
         self.validate(token, now_ms)
     }
 
-    /// Validate an unsecured JWS: the principal's name, or why it is refused.
-    pub fn validate(&self, token: &str, now_ms: i64) -> Result<String, String> {
+    /// Validate an unsecured JWS: the principal's name and when the token expires (ms), or
+    /// why it is refused.
+    pub fn validate(&self, token: &str, now_ms: i64) -> Result<(String, i64), String> {
         let parts: Vec<&str> = token.split('.').collect();
         let [header, claims, signature] = parts[..] else {
             return Err("the token is not a JWS compact serialization (three parts)".into());
@@ -121,7 +123,7 @@ impl UnsecuredValidator {
         {
             return Err(format!("the token lacks the required scope {missing}"));
         }
-        Ok(principal.to_string())
+        Ok((principal.to_string(), exp))
     }
 }
 
@@ -180,10 +182,13 @@ mod tests {
             r#"{"alg":"none"}"#,
             r#"{"sub":"alice","iat":1799999999,"exp":1800000100.5}"#,
         );
-        assert_eq!(v.authenticate(&first(&ok), NOW).unwrap(), "alice");
+        assert_eq!(
+            v.authenticate(&first(&ok), NOW).unwrap(),
+            ("alice".to_string(), 1_800_000_100_500)
+        );
         let with_extension = format!("n,a=alice,\x01auth=Bearer {ok}\x01traceId=7\x01\x01");
         assert_eq!(
-            v.authenticate(with_extension.as_bytes(), NOW).unwrap(),
+            v.authenticate(with_extension.as_bytes(), NOW).unwrap().0,
             "alice"
         );
         let refused = [
@@ -243,12 +248,14 @@ mod tests {
         // Expired ten seconds ago, within the minute of skew.
         assert_eq!(
             v.validate(&claims(r#""scope":"read write admin""#), NOW)
-                .unwrap(),
+                .unwrap()
+                .0,
             "svc"
         );
         assert_eq!(
             v.validate(&claims(r#""scope":["write","read"]"#), NOW)
-                .unwrap(),
+                .unwrap()
+                .0,
             "svc"
         );
         assert!(v.validate(&claims(r#""scope":"read""#), NOW).is_err());

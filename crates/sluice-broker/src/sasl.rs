@@ -10,8 +10,13 @@
 //! answered with RFC 7628's error challenge, and the client's 0x01 reply with the failure).
 //! Success makes the connection's principal `User:<name>`. Any failure answers SASL_AUTHENTICATION_FAILED
 //! (or UNSUPPORTED_SASL_MECHANISM) with a message and closes the connection; any other
-//! request before authentication closes it too, as Kafka does. Sessions never expire
-//! (`session_lifetime_ms` 0): re-authentication (KIP-368) is declined.
+//! request before authentication closes it too, as Kafka does.
+//!
+//! Re-authentication (KIP-368): with `connections.max.reauth.ms` set, SaslAuthenticate v1+
+//! tells the client its session's lifetime (for OAUTHBEARER at most until the token
+//! expires); the client re-authenticates on the same connection (SaslHandshake and
+//! SaslAuthenticate again, as the same principal) before it ends, and a connection whose
+//! session has ended is closed at its next other request, as Kafka does.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -39,6 +44,8 @@ pub struct SaslSettings {
     pub plain_users: BTreeMap<String, String>,
     /// OAUTHBEARER's validator (the listener's OAuthBearerLoginModule options).
     pub oauthbearer: Option<crate::oauthbearer::UnsecuredValidator>,
+    /// `connections.max.reauth.ms` of the listener (0: sessions never expire).
+    pub reauth_ms: i64,
 }
 
 impl SaslSettings {
@@ -57,10 +64,16 @@ impl SaslSettings {
         } else {
             None
         };
+        let reauth_ms = config
+            .listener_value(listener, "connections.max.reauth.ms")
+            .and_then(|v| v.trim().parse::<i64>().ok())
+            .unwrap_or(0)
+            .max(0);
         Ok(Self {
             mechanisms,
             plain_users,
             oauthbearer,
+            reauth_ms,
         })
     }
 }
@@ -94,8 +107,9 @@ pub enum Outcome {
     Route(Bytes),
     /// Send this and carry on authenticating.
     Continue(BytesMut),
-    /// Authenticated as `principal`; send this last answer.
-    Authenticated(BytesMut, Arc<str>),
+    /// Authenticated as `principal` for a session of this many ms (0: no end); send this
+    /// last answer.
+    Authenticated(BytesMut, Arc<str>, i64),
     /// Send this (if anything), then close the connection, logging the reason.
     Close(Option<BytesMut>, String),
 }
@@ -226,14 +240,20 @@ impl SaslSession {
         let State::Tokens { mech, scram, .. } = &mut self.state else {
             return fail(None, "SASL token before the handshake");
         };
+        let now = sluice_rt::wall_ms();
+        // The session's end, before connections.max.reauth.ms: an OAuth token's expiry.
+        let mut token_expiry: Option<i64> = None;
         // Ok((reply token, Some(user) when done)) or the failure message.
         let step: Result<(Vec<u8>, Option<String>), String> = match mech {
             Mech::Plain => plain(&self.settings.plain_users, &token).map(|u| (Vec::new(), Some(u))),
             Mech::OAuthBearer(refused) => match (refused.take(), &self.settings.oauthbearer) {
                 (Some(why), _) => Err(why),
                 (None, None) => Err("OAUTHBEARER is not enabled".into()),
-                (None, Some(v)) => match v.authenticate(&token, sluice_rt::wall_ms()) {
-                    Ok(user) => Ok((Vec::new(), Some(user))),
+                (None, Some(v)) => match v.authenticate(&token, now) {
+                    Ok((user, expiry)) => {
+                        token_expiry = Some(expiry);
+                        Ok((Vec::new(), Some(user)))
+                    }
                     Err(why) => {
                         *refused = Some(format!("Authentication failed: {why}"));
                         Ok((crate::oauthbearer::INVALID_TOKEN_CHALLENGE.to_vec(), None))
@@ -267,11 +287,19 @@ impl SaslSession {
                     .map_err(|e| e.to_string()),
             },
         };
+        let lifetime_ms = match (self.settings.reauth_ms, token_expiry) {
+            (0, _) => 0,
+            (max, None) => max,
+            (max, Some(expiry)) => max.min(expiry - now).max(1),
+        };
         let reply = |error: Option<&str>, auth: Vec<u8>| -> Option<BytesMut> {
             match ctx {
                 Some(ctx) => {
                     let mut resp = SaslAuthenticateResponse::default();
                     resp.auth_bytes = auth.into();
+                    if error.is_none() && ctx.api_version >= 1 {
+                        resp.session_lifetime_ms = lifetime_ms;
+                    }
                     if let Some(m) = error {
                         resp.error_code = ErrorCode::SaslAuthenticationFailed.code();
                         resp.error_message = Some(str_bytes(m));
@@ -298,7 +326,9 @@ impl SaslSession {
                 None => fail(None, "cannot encode the SaslAuthenticate response"),
             },
             Ok((auth, Some(user))) => match reply(None, auth) {
-                Some(out) => Outcome::Authenticated(out, format!("User:{user}").into()),
+                Some(out) => {
+                    Outcome::Authenticated(out, format!("User:{user}").into(), lifetime_ms)
+                }
                 None => fail(None, "cannot encode the SaslAuthenticate response"),
             },
         }

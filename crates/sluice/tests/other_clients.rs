@@ -436,6 +436,66 @@ fn librdkafka_authenticates_with_unsecured_oauthbearer_tokens() {
     );
 }
 
+/// KIP-368 with a real client: librdkafka re-authenticates its connections before their
+/// SASL sessions end (`connections.max.reauth.ms`), so a producer that keeps sending for
+/// several session lifetimes has every record delivered and no connection is cut for an
+/// expired session.
+#[test]
+fn librdkafka_reauthenticates_before_its_sessions_end() {
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+    use rdkafka::ClientConfig;
+    use std::time::{Duration, Instant};
+
+    let jaas = r#"listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";"#;
+    let server = start(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms=PLAIN",
+        "connections.max.reauth.ms=1000",
+        jaas,
+    ]);
+    sluice_tool(
+        "topics",
+        &server.bootstrap,
+        &["--create", "--topic", "renewed", "--partitions", "1"],
+    );
+    let p: BaseProducer<Deliveries> = ClientConfig::new()
+        .set(
+            "bootstrap.servers",
+            server
+                .listener("SASL_PLAINTEXT")
+                .expect("the SASL listener"),
+        )
+        .set("security.protocol", "SASL_PLAINTEXT")
+        .set("sasl.mechanism", "PLAIN")
+        .set("sasl.username", "alice")
+        .set("sasl.password", "alice-secret")
+        .set("message.timeout.ms", "20000")
+        .create_with_context(Deliveries::default())
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(4);
+    let mut sent = 0;
+    while Instant::now() < until {
+        p.send(BaseRecord::<(), _>::to("renewed").payload("x"))
+            .unwrap();
+        sent += 1;
+        p.poll(Duration::from_millis(200));
+    }
+    p.flush(Duration::from_secs(20)).expect("flush");
+    assert_eq!(p.context().acked.lock().unwrap().len(), sent);
+    let log = server.log();
+    assert!(
+        !log.contains("SASL session expired"),
+        "a connection outlived its session"
+    );
+    let scrape = http_get(&server.admin().expect("admin listener"), "/metrics").1;
+    let renewed = metric(
+        &scrape,
+        "sluice_successful_reauthentication_total{listener=\"SASL_PLAINTEXT\"}",
+    )
+    .unwrap_or(0.0);
+    assert!(renewed >= 2.0, "re-authentications: {renewed}");
+}
+
 #[test]
 fn librdkafka_from_rust_over_sasl_ssl_scram_and_mutual_tls() {
     use rdkafka::consumer::{BaseConsumer, Consumer};

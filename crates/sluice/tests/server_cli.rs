@@ -94,7 +94,7 @@ fn invalid_configuration_stops_startup_with_one_line_naming_the_key() {
             vec![
                 "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
                 "sasl.enabled.mechanisms=SCRAM-SHA-512",
-                "connections.max.reauth.ms=60000",
+                "connections.max.reauth.ms=-5",
             ],
             "connections.max.reauth.ms",
         ),

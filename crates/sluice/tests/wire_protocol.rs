@@ -851,6 +851,56 @@ fn metadata_ok(w: &mut Wire) -> bool {
     !resp.brokers.is_empty()
 }
 
+/// KIP-368: with `connections.max.reauth.ms`, a SASL session ends after that long; the
+/// client re-authenticates on its connection (as the same principal) and carries on, and a
+/// connection whose session ended is closed at its next request.
+#[test]
+fn sasl_sessions_end_unless_the_client_reauthenticates() {
+    let jaas = r#"listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_bob="bob-secret";"#;
+    let server = start(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms=PLAIN",
+        "listener.name.sasl_plaintext.connections.max.reauth.ms=3000",
+        jaas,
+    ]);
+    let sasl = server.listener("SASL_PLAINTEXT").expect("SASL listener");
+    let login = |w: &mut Wire, token: &[u8]| {
+        assert_eq!(sasl_handshake(w, 1, "PLAIN").error_code, 0);
+        sasl_token(w, token.to_vec())
+    };
+    // The session's lifetime is announced; re-authenticating before it ends renews it.
+    let mut w = Wire::connect(&sasl);
+    let started = Instant::now();
+    let resp = login(&mut w, b"\0alice\0alice-secret");
+    assert_eq!((resp.error_code, resp.session_lifetime_ms), (0, 3000));
+    assert!(metadata_ok(&mut w));
+    std::thread::sleep(Duration::from_millis(2000));
+    let resp = login(&mut w, b"\0alice\0alice-secret");
+    assert_eq!((resp.error_code, resp.session_lifetime_ms), (0, 3000));
+    std::thread::sleep(Duration::from_millis(2000));
+    // Past the first session's end, within the renewed one.
+    assert!(started.elapsed() > Duration::from_millis(3000));
+    assert!(metadata_ok(&mut w));
+    // Re-authenticating as someone else closes the connection.
+    let mut other = Wire::connect(&sasl);
+    assert_eq!(login(&mut other, b"\0alice\0alice-secret").error_code, 0);
+    assert_eq!(sasl_handshake(&mut other, 1, "PLAIN").error_code, 0);
+    other.send(
+        ApiKey::SaslAuthenticate,
+        2,
+        &SaslAuthenticateRequest::default().with_auth_bytes(b"\0bob\0bob-secret".to_vec().into()),
+    );
+    assert!(other.is_closed_by_peer());
+    // A session that ends without re-authentication: the next request closes it.
+    let mut idle = Wire::connect(&sasl);
+    assert_eq!(login(&mut idle, b"\0bob\0bob-secret").error_code, 0);
+    let ends = Instant::now() + Duration::from_millis(3000);
+    std::thread::sleep(ends.saturating_duration_since(Instant::now()) + Duration::from_millis(100));
+    idle.send(ApiKey::Metadata, 12, &MetadataRequest::default());
+    assert!(idle.is_closed_by_peer());
+    assert!(server.log().contains("SASL session expired"));
+}
+
 /// SCRAM credentials through the admin APIs, with Kafka's per-user error codes.
 #[test]
 fn scram_credentials_are_altered_and_described_with_kafkas_errors() {
@@ -1025,7 +1075,8 @@ fn sasl_listener_authenticates_before_serving() {
     );
     assert!(w.is_closed_by_peer());
 
-    // PLAIN, right password: served, and a second handshake is refused (no KIP-368).
+    // PLAIN, right password: served; the session does not end, so a second handshake is
+    // refused (as Kafka: there is nothing to re-authenticate).
     let mut w = Wire::connect(&sasl);
     assert_eq!(sasl_handshake(&mut w, 1, "PLAIN").error_code, 0);
     let resp = sasl_token(&mut w, b"\0alice\0alice-secret".to_vec());

@@ -116,20 +116,20 @@ pub async fn serve(
                     let shutdown = shutdown.clone();
                     let name = Arc::clone(&name);
                     let tls = tls.as_ref().map(|t| t.acceptor());
-                    let sasl = sasl.clone().map(SaslSession::new);
+                    let sasl = sasl.clone();
                     connections.spawn(async move {
                         let _ = stream.set_nodelay(true);
                         match tls {
                             None => {
                                 let principal = crate::tls::ANONYMOUS.into();
-                                let auth = Auth { principal, sasl };
+                                let auth = Auth::new(principal, sasl);
                                 connection(stream, peer, &name, auth, &broker, limits, shutdown).await;
                             }
                             Some(acceptor) => {
                                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                                     Ok(Ok(stream)) => {
                                         let principal = crate::tls::principal(stream.get_ref().1).into();
-                                        let auth = Auth { principal, sasl };
+                                        let auth = Auth::new(principal, sasl);
                                         connection(stream, peer, &name, auth, &broker, limits, shutdown).await;
                                     }
                                     Ok(Err(e)) => info!(%peer, listener = %name, error = %e, "TLS handshake failed"),
@@ -192,10 +192,28 @@ fn take_frame(buf: &mut BytesMut, size: usize) -> Option<Bytes> {
 struct Auth {
     principal: Arc<str>,
     sasl: Option<SaslSession>,
+    /// The listener's SASL settings, for re-authentication (None: no SASL).
+    settings: Option<Arc<SaslSettings>>,
+    /// When the authenticated session ends (KIP-368; None: never).
+    expires: Option<tokio::time::Instant>,
+    /// The exchange in progress re-authenticates an authenticated connection.
+    reauthenticating: bool,
 }
 
 impl Auth {
-    /// Handle one frame: the SASL exchange until it completes, then ordinary requests.
+    fn new(principal: Arc<str>, settings: Option<Arc<SaslSettings>>) -> Self {
+        Self {
+            principal,
+            sasl: settings.clone().map(SaslSession::new),
+            settings,
+            expires: None,
+            reauthenticating: false,
+        }
+    }
+
+    /// Handle one frame: the SASL exchange until it completes, then ordinary requests; on a
+    /// SASL listener a SaslHandshake starts re-authentication, and any other request after
+    /// the session ended closes the connection.
     async fn process(
         &mut self,
         broker: &Frontend,
@@ -204,6 +222,30 @@ impl Auth {
         frame: Bytes,
         reservation: Reservation,
     ) -> Result<(Response, i32), (Response, String)> {
+        if self.sasl.is_none() {
+            if let Some(settings) = &self.settings {
+                let api_key = sluice_protocol::frame::peek_request(&frame)
+                    .map(|p| p.api_key)
+                    .unwrap_or(-1);
+                // Only a session that ends may be renewed (as Kafka: without an end the
+                // handshake is answered as out of place).
+                if api_key == kafka_protocol::messages::ApiKey::SaslHandshake as i16
+                    && self.expires.is_some()
+                {
+                    self.sasl = Some(SaslSession::new(Arc::clone(settings)));
+                    self.reauthenticating = true;
+                } else if self
+                    .expires
+                    .is_some_and(|e| tokio::time::Instant::now() >= e)
+                {
+                    return Err((
+                        None,
+                        "SASL session expired (connections.max.reauth.ms) without re-authentication"
+                            .into(),
+                    ));
+                }
+            }
+        }
         let Some(session) = self.sasl.as_mut() else {
             return process(broker, listener, &self.principal, peer, frame, reservation)
                 .await
@@ -216,10 +258,28 @@ impl Auth {
                     .map_err(|r| (None, r))
             }
             Outcome::Continue(out) => Ok((Some(Reply::Frame(out)), 0)),
-            Outcome::Authenticated(out, principal) => {
-                debug!(%peer, %principal, "SASL authentication succeeded");
+            Outcome::Authenticated(out, principal, lifetime_ms) => {
+                if self.reauthenticating && principal != self.principal {
+                    return Err((
+                        None,
+                        format!(
+                            "re-authentication as {principal} on a connection of {}: a connection cannot change principals",
+                            self.principal
+                        ),
+                    ));
+                }
+                debug!(%peer, %principal, lifetime_ms, reauthentication = self.reauthenticating, "SASL authentication succeeded");
+                if self.reauthenticating {
+                    // Kafka's successful-reauthentication-total.
+                    metrics::counter!("sluice_successful_reauthentication_total", "listener" => listener.to_string())
+                        .increment(1);
+                }
                 self.principal = principal;
                 self.sasl = None;
+                self.reauthenticating = false;
+                self.expires = (lifetime_ms > 0).then(|| {
+                    tokio::time::Instant::now() + Duration::from_millis(lifetime_ms as u64)
+                });
                 Ok((Some(Reply::Frame(out)), 0))
             }
             Outcome::Close(out, reason) => Err((out.map(Reply::Frame), reason)),

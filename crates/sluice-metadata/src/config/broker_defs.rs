@@ -259,8 +259,10 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "connections.max.reauth.ms",
         T::Long,
         Some("0"),
-        Custom(no_reauthentication),
-        "SASL re-authentication (KIP-368) is not supported: 0, so sessions never expire and clients are told so.",
+        AtLeast(0),
+        "SASL re-authentication (KIP-368): a SASL session lasts this long (for OAUTHBEARER at \
+         most until its token expires); a client re-authenticates on its connection before \
+         then, or the connection is closed at its next request. 0: sessions never expire.",
     ),
     def(
         "inter.broker.listener.name",

@@ -165,16 +165,6 @@ pub(crate) fn host_port_or_empty(v: &str) -> Result<(), String> {
     }
 }
 
-pub(crate) fn no_reauthentication(v: &str) -> Result<(), String> {
-    match v.parse::<i64>() {
-        Ok(0) => Ok(()),
-        _ => Err(
-            "SASL re-authentication (KIP-368) is not supported: leave connections.max.reauth.ms at 0"
-                .into(),
-        ),
-    }
-}
-
 pub(crate) fn gzip_level(v: &str) -> Result<(), String> {
     match v.parse::<i32>() {
         Ok(-1) | Ok(1..=9) => Ok(()),
