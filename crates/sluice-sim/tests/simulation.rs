@@ -1683,7 +1683,13 @@ fn run_batch(seeds: Vec<u64>, env: &[(&str, &str)], stop_on_failure: bool) -> Ve
 ///   leader, not yet told, moved the HW past records the new member did not have; elected
 ///   next, it lost them (fixed: a leader counts a proposed member in the HW at once, as
 ///   Kafka's maximal ISR).
-const REGRESSION_SEEDS: [u64; 13] = [13, 143, 3, 2, 1, 41, 405, 319, 753, 1719, 27, 1016, 1848];
+/// - 60: a group's committed offset went back to 0 after 470: with fetching from followers
+///   (KIP-392) new, a consumer with stale metadata that names no leader epoch read a former
+///   leader's shorter log, got OFFSET_OUT_OF_RANGE, reset and committed (fixed: followers
+///   serve only consumers that name their leader epoch, which the follower checks).
+const REGRESSION_SEEDS: [u64; 14] = [
+    13, 143, 3, 2, 1, 41, 405, 319, 753, 1719, 27, 1016, 1848, 60,
+];
 
 /// The child side: run one seed (`SLUICE_SIM_SEED`) in this process and report it.
 fn run_one(seed: u64) {

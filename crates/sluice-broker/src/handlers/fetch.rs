@@ -8,7 +8,8 @@
 //! `RackAwareReplicaSelector`, a leader answers a consumer whose Fetch (v11+) names a
 //! `client.rack` other than its own with the id of an in-sync follower in that rack that has
 //! the fetch offset (`preferred_read_replica`, no records); the consumer then fetches from
-//! that follower, which serves Fetch v11+ from consumers up to its own high watermark.
+//! that follower, which serves consumers' Fetch v11+ naming their leader epoch (KIP-320) up to
+//! its own high watermark.
 
 use std::time::Duration;
 

@@ -9,8 +9,9 @@
 //! an index lookup and a few batch headers), until enough is there, a partition errs (a new
 //! leader, a fenced epoch) or `max_wait` passes.
 //!
-//! A consumer's Fetch v11+ may be served by a follower (KIP-392): it reads to the follower's
-//! high watermark (the leader's, as last heard) and its last stable offset.
+//! A consumer's Fetch v11+ that names its leader epoch may be served by a follower (KIP-392):
+//! it reads to the follower's high watermark (the leader's, as last heard) and its last stable
+//! offset.
 //!
 //! Replication throttling, leader side (`leader.replication.throttled.rate` with the topic's
 //! `leader.replication.throttled.replicas`): what throttled replicas are sent counts against
@@ -212,8 +213,15 @@ impl ReplicaManager {
                 Some(replica) => {
                     p.on_follower_fetch(replica.0, request.fetch_offset.0, now)?;
                 }
-                // Consumers read from the leader, or from any replica with Fetch v11+ (KIP-392).
-                None if !p.is_leader() && !params.from_any_replica => {
+                // Consumers read from the leader, or from any replica with Fetch v11+ (KIP-392)
+                // when they name the leader epoch they know (KIP-320), which the follower
+                // checks. One that does not may have stale metadata: sent to a former leader
+                // whose log is now shorter, it would read OFFSET_OUT_OF_RANGE and reset its
+                // position (the simulator's seed 60 showed a group's committed offset going
+                // back that way), so it is sent back to the leader instead.
+                None if !(p.is_leader()
+                    || (params.from_any_replica && request.current_leader_epoch.0 >= 0)) =>
+                {
                     return Err(ErrorCode::NotLeaderOrFollower)
                 }
                 None => {}
