@@ -860,7 +860,7 @@ fn sasl_sessions_end_unless_the_client_reauthenticates() {
     let server = start(&[
         "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms=PLAIN",
-        "listener.name.sasl_plaintext.connections.max.reauth.ms=3000",
+        "listener.name.sasl_plaintext.connections.max.reauth.ms=4000",
         jaas,
     ]);
     let sasl = server.listener("SASL_PLAINTEXT").expect("SASL listener");
@@ -868,19 +868,33 @@ fn sasl_sessions_end_unless_the_client_reauthenticates() {
         assert_eq!(sasl_handshake(w, 1, "PLAIN").error_code, 0);
         sasl_token(w, token.to_vec())
     };
+    // Waits here are for the sessions' clock itself: each is until a point in time that the
+    // answers bound (a session ends at most 4 s after its SaslAuthenticate was answered, and
+    // a renewal sent at T ends no earlier than T + 4 s).
+    let sleep_until = |t: Instant| std::thread::sleep(t.saturating_duration_since(Instant::now()));
     // The session's lifetime is announced; re-authenticating before it ends renews it.
     let mut w = Wire::connect(&sasl);
-    let started = Instant::now();
     let resp = login(&mut w, b"\0alice\0alice-secret");
-    assert_eq!((resp.error_code, resp.session_lifetime_ms), (0, 3000));
+    assert_eq!((resp.error_code, resp.session_lifetime_ms), (0, 4000));
+    let first_ends_by = Instant::now() + Duration::from_millis(4000);
     assert!(metadata_ok(&mut w));
-    std::thread::sleep(Duration::from_millis(2000));
+    // A session left to end, on another connection.
+    let mut idle = Wire::connect(&sasl);
+    assert_eq!(login(&mut idle, b"\0bob\0bob-secret").error_code, 0);
+    let idle_ends_by = Instant::now() + Duration::from_millis(4000);
+    let renewal = first_ends_by - Duration::from_millis(2500);
+    sleep_until(renewal);
     let resp = login(&mut w, b"\0alice\0alice-secret");
-    assert_eq!((resp.error_code, resp.session_lifetime_ms), (0, 3000));
-    std::thread::sleep(Duration::from_millis(2000));
-    // Past the first session's end, within the renewed one.
-    assert!(started.elapsed() > Duration::from_millis(3000));
+    assert_eq!((resp.error_code, resp.session_lifetime_ms), (0, 4000));
+    // Past the first session's end, well within the renewed one (which ends after
+    // renewal + 4 s).
+    sleep_until(first_ends_by + Duration::from_millis(100));
     assert!(metadata_ok(&mut w));
+    // The session that was not renewed: the next request closes its connection.
+    sleep_until(idle_ends_by + Duration::from_millis(100));
+    idle.send(ApiKey::Metadata, 12, &MetadataRequest::default());
+    assert!(idle.is_closed_by_peer());
+    assert!(server.log().contains("SASL session expired"));
     // Re-authenticating as someone else closes the connection.
     let mut other = Wire::connect(&sasl);
     assert_eq!(login(&mut other, b"\0alice\0alice-secret").error_code, 0);
@@ -891,14 +905,6 @@ fn sasl_sessions_end_unless_the_client_reauthenticates() {
         &SaslAuthenticateRequest::default().with_auth_bytes(b"\0bob\0bob-secret".to_vec().into()),
     );
     assert!(other.is_closed_by_peer());
-    // A session that ends without re-authentication: the next request closes it.
-    let mut idle = Wire::connect(&sasl);
-    assert_eq!(login(&mut idle, b"\0bob\0bob-secret").error_code, 0);
-    let ends = Instant::now() + Duration::from_millis(3000);
-    std::thread::sleep(ends.saturating_duration_since(Instant::now()) + Duration::from_millis(100));
-    idle.send(ApiKey::Metadata, 12, &MetadataRequest::default());
-    assert!(idle.is_closed_by_peer());
-    assert!(server.log().contains("SASL session expired"));
 }
 
 /// SCRAM credentials through the admin APIs, with Kafka's per-user error codes.
