@@ -8,9 +8,10 @@ use std::pin::Pin;
 
 use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
-    PartitionOutcome, QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
+    ApiError, ControllerSpec, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome,
+    IsrChange, PartitionOutcome, QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
 };
+use sluice_metadata::Uuid;
 
 /// A controller failure that is not the request's fault (e.g. the metadata log's disk).
 pub type ControllerFailure = String;
@@ -107,6 +108,18 @@ pub trait ControllerApi: Send + Sync + 'static {
     fn unregister_broker(&self, node_id: i32) -> Call<'_, Result<(), ApiError>> {
         let _ = node_id;
         refused("unregister a broker")
+    }
+
+    /// AddRaftVoter: make a controller a voter of the dynamic quorum.
+    fn add_voter(&self, controller: &ControllerSpec) -> Call<'_, Result<(), ApiError>> {
+        let _ = controller;
+        refused("add a voter")
+    }
+
+    /// RemoveRaftVoter: remove a voter (by id and directory id) from the dynamic quorum.
+    fn remove_voter(&self, node_id: i32, directory_id: Uuid) -> Call<'_, Result<(), ApiError>> {
+        let _ = (node_id, directory_id);
+        refused("remove a voter")
     }
 
     /// DescribeQuorum: the metadata quorum as the active controller sees it.

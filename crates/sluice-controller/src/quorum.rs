@@ -18,8 +18,11 @@ use tokio::time::Instant;
 
 use openraft::error::{ClientWriteError, RaftError};
 use openraft::{BasicNode, SnapshotPolicy};
-use sluice_metadata::controller_types::{QuorumInfo, QuorumReplica};
+use sluice_metadata::controller_types::{ApiError, ControllerSpec, QuorumInfo, QuorumReplica};
+use sluice_metadata::features;
+use sluice_metadata::record::Endpoint;
 use sluice_metadata::{MetadataImage, MetadataRecord, Uuid};
+use sluice_protocol::ErrorCode;
 use sluice_rt::net::Listener as TcpListener;
 use tokio::sync::watch;
 use tracing::{debug, info, warn};
@@ -37,6 +40,52 @@ use crate::rpc::{
 };
 use crate::transport::{BoxStream, Transport};
 
+/// How long AddRaftVoter waits for the new voter to catch up with the metadata log (the
+/// forwarding broker's call to this controller gives up after 5 s).
+const VOTER_CATCH_UP: Duration = Duration::from_secs(4);
+
+/// A controller's Raft address: its first controller listener endpoint.
+fn controller_addr(endpoints: &[Endpoint]) -> Option<String> {
+    endpoints.first().map(|e| format!("{}:{}", e.host, e.port))
+}
+
+/// A controller endpoint for a Raft address (`host:port`) under Kafka's default listener name.
+fn controller_endpoints(addr: &str) -> Vec<Endpoint> {
+    addr.rsplit_once(':')
+        .and_then(|(host, port)| {
+            Some(vec![Endpoint {
+                name: "CONTROLLER".into(),
+                host: host.to_string(),
+                port: port.parse().ok()?,
+            }])
+        })
+        .unwrap_or_default()
+}
+
+/// A failed Raft write: NOT_CONTROLLER with the leader's hint when this node no longer
+/// leads.
+fn write_error(
+    what: &str,
+    e: RaftError<u64, ClientWriteError<u64, BasicNode>>,
+) -> ControllerResponse {
+    match e {
+        RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => {
+            ControllerResponse::NotController(
+                f.leader_id
+                    .map(|id| (id as i32, f.leader_node.map(|n| n.addr).unwrap_or_default())),
+            )
+        }
+        e => ControllerResponse::Failed(format!("{what}: {e}")),
+    }
+}
+
+fn no_endpoint() -> ApiError {
+    ApiError::new(
+        ErrorCode::InvalidRequest,
+        "The request names no controller listener endpoint",
+    )
+}
+
 /// How long a node connecting to the controller listener has to finish its TLS handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -44,8 +93,15 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub struct QuorumConfig {
     pub node_id: i32,
     /// Voter id -> controller listener address. A single voter may have an empty address
-    /// (the standalone single-node quorum needs no network).
+    /// (the standalone single-node quorum needs no network). In a dynamic quorum, the
+    /// voters it was formatted with (empty: this controller waits to be added).
     pub voters: BTreeMap<u64, String>,
+    /// A dynamic quorum (KIP-853, `controller.quorum.bootstrap.servers` without static
+    /// voters): voters are added and removed at runtime, and each is reached at the address
+    /// the membership in the log records.
+    pub dynamic: bool,
+    /// The metadata log directory ids of a dynamic quorum's initial voters.
+    pub directories: BTreeMap<u64, Uuid>,
     pub dir: PathBuf,
     /// `metadata.log.segment.bytes`
     pub segment_bytes: u64,
@@ -204,8 +260,17 @@ pub struct QuorumController {
     /// counts itself cut off.
     quorum_gap: Duration,
     rebalance: Option<(Duration, i64)>,
-    /// This node's `controller.quorum.voters` addresses.
+    /// This node's `controller.quorum.voters` addresses (empty in a dynamic quorum).
     voters: BTreeMap<u64, String>,
+    dynamic: bool,
+    /// The initial voters' directory ids, registered by the first active controller of a
+    /// dynamic quorum.
+    directories: BTreeMap<u64, Uuid>,
+    /// One voter change at a time.
+    voter_change: tokio::sync::Mutex<()>,
+    /// This active controller removed itself from the voters and resigned: it writes nothing
+    /// more and waits (sending no heartbeats) for the voters to elect another.
+    resigned: Arc<AtomicBool>,
     transport: Arc<dyn Transport>,
     /// The voters' replication, while this node leads (see [`VoterProgress`]).
     progress: Progress,
@@ -220,6 +285,11 @@ impl QuorumController {
         let log = LogStore::open(&config.dir, config.segment_bytes)?;
         let sm = StateMachine::open(&config.dir, Arc::clone(&shared))?;
         let election = config.election_timeout_ms.max(50);
+        let static_voters = if config.dynamic {
+            BTreeMap::new()
+        } else {
+            config.voters.clone()
+        };
         let raft_config = openraft::Config {
             cluster_name: "sluice".into(),
             heartbeat_interval: (election / 5).max(10),
@@ -237,7 +307,7 @@ impl QuorumController {
             Arc::new(raft_config),
             NetworkFactory {
                 isolated: Arc::clone(&isolated),
-                voters: config.voters.clone(),
+                voters: static_voters.clone(),
                 transport: Arc::clone(&config.transport),
             },
             log.clone(),
@@ -245,7 +315,7 @@ impl QuorumController {
         )
         .await
         .map_err(|e| format!("raft: {e}"))?;
-        if config.voters.len() > 1 {
+        if config.voters.len() > 1 || config.dynamic {
             tokio::spawn(election_backoff(
                 raft.clone(),
                 Duration::from_millis(election * 2),
@@ -253,7 +323,9 @@ impl QuorumController {
         }
         let progress = Progress::default();
         tokio::spawn(track_progress(raft.clone(), Arc::clone(&progress)));
-        if !raft.is_initialized().await.map_err(|e| e.to_string())? {
+        // A controller of a dynamic quorum formatted without initial voters starts empty and
+        // learns the log once the active controller adds it as an observer.
+        if !config.voters.is_empty() && !raft.is_initialized().await.map_err(|e| e.to_string())? {
             let nodes: BTreeMap<u64, BasicNode> = config
                 .voters
                 .iter()
@@ -272,7 +344,11 @@ impl QuorumController {
         );
         Ok(Arc::new(Self {
             progress,
-            voters: config.voters.clone(),
+            voters: static_voters,
+            dynamic: config.dynamic,
+            directories: config.directories.clone(),
+            voter_change: tokio::sync::Mutex::new(()),
+            resigned: Arc::new(AtomicBool::new(false)),
             transport: Arc::clone(&config.transport),
             node_id: config.node_id,
             raft,
@@ -305,13 +381,21 @@ impl QuorumController {
     pub fn leading_term(&self) -> Option<u64> {
         let metrics = self.raft.metrics();
         let m = metrics.borrow();
-        (m.state == openraft::ServerState::Leader).then_some(m.current_term)
+        (m.state == openraft::ServerState::Leader && !self.resigned.load(Ordering::Relaxed))
+            .then_some(m.current_term)
     }
 
     /// The active controller: (id, controller address), when one is known.
     pub fn leader(&self) -> Option<(i32, String)> {
         let m = self.raft.metrics().borrow().clone();
         let id = m.current_leader?;
+        // A leader that removed itself from the voters resigned, but holds its vote until
+        // another voter is elected.
+        if id == self.node_id as u64
+            && (m.state != openraft::ServerState::Leader || self.resigned.load(Ordering::Relaxed))
+        {
+            return None;
+        }
         // Where this node's config says the leader is (see `NetworkFactory::voters`).
         let addr = self.voters.get(&id).cloned().or_else(|| {
             m.membership_config
@@ -368,12 +452,7 @@ impl QuorumController {
         }
         match self.raft.client_write(Command(records)).await {
             Ok(resp) => Ok(resp.log_id.index as i64),
-            Err(RaftError::APIError(ClientWriteError::ForwardToLeader(f))) => {
-                Err(ControllerResponse::NotController(f.leader_id.map(|id| {
-                    (id as i32, f.leader_node.map(|n| n.addr).unwrap_or_default())
-                })))
-            }
-            Err(e) => Err(ControllerResponse::Failed(format!("metadata write: {e}"))),
+            Err(e) => Err(write_error("metadata write", e)),
         }
     }
 
@@ -390,6 +469,9 @@ impl QuorumController {
             if self.raft.ensure_linearizable().await.is_err() {
                 return Err(self.not_controller());
             }
+            if self.dynamic {
+                self.bootstrap_dynamic().await?;
+            }
             active.term = term;
             active.sessions.clear();
             info!(node_id = self.node_id, term, "active controller");
@@ -397,11 +479,271 @@ impl QuorumController {
         Ok(active)
     }
 
+    /// The first active controller of a dynamic quorum finalizes `kraft.version` 1 and
+    /// registers the initial voters' directory ids it was formatted with.
+    async fn bootstrap_dynamic(&self) -> Result<(), ControllerResponse> {
+        let image = self.shared.current();
+        let mut records = Vec::new();
+        if !features::dynamic_quorum(&image) {
+            records.push(MetadataRecord::FeatureLevel {
+                name: features::KRAFT_VERSION.into(),
+                level: 1,
+            });
+        }
+        let membership = self.raft.metrics().borrow().membership_config.clone();
+        for (id, dir) in &self.directories {
+            let Some(node) = membership.membership().get_node(id) else {
+                continue;
+            };
+            if image.controllers.contains_key(&(*id as i32)) {
+                continue;
+            }
+            records.push(MetadataRecord::RegisterController {
+                node_id: *id as i32,
+                directory_id: *dir,
+                endpoints: controller_endpoints(&node.addr),
+            });
+        }
+        self.write(records).await.map(|_| ())
+    }
+
     pub async fn handle(&self, req: ControllerRequest) -> ControllerResponse {
-        match self.handle_inner(req).await {
+        let result = match req {
+            // Voter changes wait for replication: they do not hold up the planner.
+            ControllerRequest::ObserveQuorum(c) => self.observe(c).await,
+            ControllerRequest::AddVoter(c) => self.add_voter(c).await,
+            ControllerRequest::RemoveVoter {
+                node_id,
+                directory_id,
+            } => self.remove_voter(node_id, directory_id).await,
+            req => self.handle_inner(req).await,
+        };
+        match result {
             Ok((offset, body)) => ControllerResponse::Ok { offset, body },
             Err(resp) => resp,
         }
+    }
+
+    /// The active controller of a dynamic quorum, with the image it checks against.
+    async fn lead_dynamic(&self, what: &str) -> Result<Arc<MetadataImage>, Reply> {
+        drop(self.lead().await.map_err(Err)?);
+        let image = self.shared.current();
+        if !features::dynamic_quorum(&image) {
+            return Err(Ok((
+                image.offset,
+                ReplyBody::Done(Err(ApiError::new(
+                    ErrorCode::UnsupportedVersion,
+                    format!("Cluster doesn't support {what} voter because the kraft.version feature is 0"),
+                ))),
+            )));
+        }
+        Ok(image)
+    }
+
+    /// Register `c` (directory id, endpoints) unless the image already has it so.
+    async fn register_controller(
+        &self,
+        image: &MetadataImage,
+        c: &ControllerSpec,
+    ) -> Result<i64, ControllerResponse> {
+        let known = image.controllers.get(&c.node_id);
+        if known.is_some_and(|k| k.directory_id == c.directory_id && k.endpoints == c.endpoints) {
+            return Ok(image.offset);
+        }
+        self.write(vec![MetadataRecord::RegisterController {
+            node_id: c.node_id,
+            directory_id: c.directory_id,
+            endpoints: c.endpoints.clone(),
+        }])
+        .await
+    }
+
+    /// A controller that is not in the quorum yet follows the metadata log as a learner
+    /// (Kafka's observer), so that it is caught up when an operator adds it as a voter.
+    async fn observe(&self, c: ControllerSpec) -> Reply {
+        let image = match self.lead_dynamic("observing").await {
+            Ok(image) => image,
+            Err(reply) => return reply,
+        };
+        let Some(addr) = controller_addr(&c.endpoints) else {
+            return Ok((image.offset, ReplyBody::Done(Err(no_endpoint()))));
+        };
+        let known = {
+            let m = self.raft.metrics().borrow().membership_config.clone();
+            m.membership().get_node(&(c.node_id as u64)).is_some()
+        };
+        if !known {
+            if let Err(e) = self
+                .raft
+                .add_learner(c.node_id as u64, BasicNode { addr }, false)
+                .await
+            {
+                return Err(self.membership_error(e));
+            }
+            info!(
+                controller = c.node_id,
+                "controller observes the metadata quorum"
+            );
+        }
+        let offset = self.register_controller(&image, &c).await?;
+        Ok((offset, ReplyBody::Done(Ok(()))))
+    }
+
+    /// AddRaftVoter: once the new controller has caught up as a learner, make it a voter.
+    async fn add_voter(&self, c: ControllerSpec) -> Reply {
+        let image = match self.lead_dynamic("adding").await {
+            Ok(image) => image,
+            Err(reply) => return reply,
+        };
+        let done = |r| Ok((image.offset, ReplyBody::Done(r)));
+        let Some(addr) = controller_addr(&c.endpoints) else {
+            return done(Err(no_endpoint()));
+        };
+        let Ok(_change) = self.voter_change.try_lock() else {
+            return done(Err(ApiError::new(
+                ErrorCode::RequestTimedOut,
+                "Request timed out waiting for the in-progress voter change to complete",
+            )));
+        };
+        let id = c.node_id as u64;
+        if self.membership().voter_ids().any(|v| v == id) {
+            return done(Err(ApiError::new(
+                ErrorCode::DuplicateVoter,
+                format!(
+                    "The voter id for ReplicaKey(id={}, directoryId={}) is already part of the set of voters",
+                    c.node_id,
+                    sluice_protocol::base64::encode(c.directory_id.as_bytes())
+                ),
+            )));
+        }
+        // Blocks until the leader sees the learner's log caught up with its own.
+        let catch_up = self.raft.add_learner(id, BasicNode { addr }, true);
+        match tokio::time::timeout(VOTER_CATCH_UP, catch_up).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Err(self.membership_error(e)),
+            Err(_) => {
+                return done(Err(ApiError::new(
+                    ErrorCode::RequestTimedOut,
+                    format!(
+                        "Controller {} did not catch up with the metadata log within {} ms",
+                        c.node_id,
+                        VOTER_CATCH_UP.as_millis()
+                    ),
+                )))
+            }
+        }
+        self.register_controller(&image, &c).await?;
+        let change = openraft::ChangeMembers::AddVoterIds([id].into());
+        match self.raft.change_membership(change, true).await {
+            Ok(resp) => {
+                info!(voter = c.node_id, "controller added as a voter");
+                Ok((resp.log_id.index as i64, ReplyBody::Done(Ok(()))))
+            }
+            Err(e) => Err(self.membership_error(e)),
+        }
+    }
+
+    /// RemoveRaftVoter: the voter stays a learner (an observer), as in Kafka; an active
+    /// controller that removes itself steps down once the change is committed.
+    async fn remove_voter(&self, node_id: i32, directory_id: Uuid) -> Reply {
+        let image = match self.lead_dynamic("removing").await {
+            Ok(image) => image,
+            Err(reply) => return reply,
+        };
+        let done = |r| Ok((image.offset, ReplyBody::Done(r)));
+        let Ok(_change) = self.voter_change.try_lock() else {
+            return done(Err(ApiError::new(
+                ErrorCode::RequestTimedOut,
+                "Request timed out waiting for the in-progress voter change to complete",
+            )));
+        };
+        let id = node_id as u64;
+        let voters: Vec<u64> = self.membership().voter_ids().collect();
+        // A voter registered with another directory is another replica (Kafka keys voters
+        // by id and directory id); one never registered (a static voter) matches any.
+        let other_dir = image
+            .controllers
+            .get(&node_id)
+            .is_some_and(|k| k.directory_id != directory_id);
+        if !voters.contains(&id) || other_dir {
+            return done(Err(ApiError::new(
+                ErrorCode::VoterNotFound,
+                format!(
+                    "Cannot remove voter ReplicaKey(id={node_id}, directoryId={}) as it is not part of the set of voters",
+                    sluice_protocol::base64::encode(directory_id.as_bytes())
+                ),
+            )));
+        }
+        if voters.len() == 1 {
+            return done(Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                format!("Cannot remove voter {node_id}: it is the only voter"),
+            )));
+        }
+        let change = openraft::ChangeMembers::RemoveVoters([id].into());
+        match self.raft.change_membership(change, true).await {
+            Ok(resp) => {
+                info!(voter = node_id, "controller removed from the voters");
+                if node_id == self.node_id {
+                    self.resign();
+                }
+                Ok((resp.log_id.index as i64, ReplyBody::Done(Ok(()))))
+            }
+            Err(e) => Err(self.membership_error(e)),
+        }
+    }
+
+    /// Step down after removing this controller from the voters. openraft lets a learner
+    /// go on leading (its writes commit with the voters' majority); Kafka's active
+    /// controller resigns instead, and so does this one: it stops writing and heartbeating,
+    /// so that the voters time out and elect one of them, whose first append makes this
+    /// node a follower again.
+    fn resign(&self) {
+        self.resigned.store(true, Ordering::Relaxed);
+        self.raft.runtime_config().heartbeat(false);
+        let (raft, resigned, me) = (self.raft.clone(), Arc::clone(&self.resigned), self.node_id);
+        tokio::spawn(async move {
+            let mut m = raft.metrics();
+            let _ = m
+                .wait_for(|m| {
+                    m.state != openraft::ServerState::Leader
+                        || m.current_leader.is_some_and(|l| l != me as u64)
+                })
+                .await;
+            raft.runtime_config().heartbeat(true);
+            resigned.store(false, Ordering::Relaxed);
+            info!(node_id = me, "resigned controller follows the new one");
+        });
+    }
+
+    /// Whether this controller is in the quorum's membership (a voter or an observer).
+    pub fn in_quorum(&self) -> bool {
+        self.membership().get_node(&(self.node_id as u64)).is_some()
+    }
+
+    /// Resolves once this controller is in the quorum's membership.
+    pub async fn joined(&self) {
+        let mut m = self.raft.metrics();
+        let me = self.node_id as u64;
+        if m.wait_for(|m| m.membership_config.membership().get_node(&me).is_some())
+            .await
+            .is_err()
+        {
+            std::future::pending::<()>().await;
+        }
+    }
+
+    /// The effective Raft membership (voters and learners).
+    fn membership(&self) -> openraft::Membership<u64, BasicNode> {
+        let m = self.raft.metrics().borrow().membership_config.clone();
+        m.membership().clone()
+    }
+
+    fn membership_error(
+        &self,
+        e: RaftError<u64, ClientWriteError<u64, BasicNode>>,
+    ) -> ControllerResponse {
+        write_error("voter change", e)
     }
 
     async fn handle_inner(&self, req: ControllerRequest) -> Reply {
@@ -526,6 +868,12 @@ impl QuorumController {
                 Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
                 Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),
             },
+            // Answered by `handle` without the planner.
+            ControllerRequest::ObserveQuorum(_)
+            | ControllerRequest::AddVoter(_)
+            | ControllerRequest::RemoveVoter { .. } => Err(ControllerResponse::Failed(
+                "a voter change reached the planner".into(),
+            )),
         }
     }
 
@@ -618,46 +966,70 @@ impl QuorumController {
     /// log and the brokers that follow it without voting (their heartbeats say how far).
     fn quorum_info(&self, active: &Active) -> QuorumInfo {
         let m = self.raft.metrics().borrow().clone();
+        let image = self.shared.current();
         let now = sluice_rt::wall_ms();
         let end = |index: Option<u64>| index.map_or(0, |i| i as i64 + 1);
         let progress = self.progress.lock().unwrap_or_else(|e| e.into_inner());
-        let voter_ids: Vec<u64> = m.membership_config.membership().voter_ids().collect();
+        let membership = m.membership_config.membership();
+        let directory = |id: i32| {
+            image
+                .controllers
+                .get(&id)
+                .map_or(Uuid::nil(), |c| c.directory_id)
+        };
+        let replica = |id: u64| {
+            let p = progress.get(&id);
+            QuorumReplica {
+                id: id as i32,
+                directory_id: directory(id as i32),
+                log_end_offset: p.and_then(|p| p.matched).map_or(-1, |i| i as i64 + 1),
+                last_fetch_ms: p.map_or(-1, |p| p.fetch_ms),
+                last_caught_up_ms: p.map_or(-1, |p| p.caught_up_ms),
+            }
+        };
+        let voter_ids: Vec<u64> = membership.voter_ids().collect();
         let voters = voter_ids
             .iter()
             .map(|id| {
                 if *id == self.node_id as u64 {
                     return QuorumReplica {
                         id: *id as i32,
+                        directory_id: directory(*id as i32),
                         log_end_offset: end(m.last_log_index),
                         last_fetch_ms: now,
                         last_caught_up_ms: now,
                     };
                 }
-                let p = progress.get(id);
-                QuorumReplica {
-                    id: *id as i32,
-                    log_end_offset: p.and_then(|p| p.matched).map_or(-1, |i| i as i64 + 1),
-                    last_fetch_ms: p.map_or(-1, |p| p.fetch_ms),
-                    last_caught_up_ms: p.map_or(-1, |p| p.caught_up_ms),
-                }
+                replica(*id)
             })
             .collect();
-        let mut observers: Vec<QuorumReplica> = active
-            .sessions
-            .iter()
-            .filter(|(id, _)| !voter_ids.contains(&(**id as u64)))
-            .map(|(id, s)| QuorumReplica {
-                id: *id,
-                log_end_offset: s.metadata_offset + 1,
-                last_fetch_ms: s.heard_ms,
-                last_caught_up_ms: s.synced_ms,
-            })
-            .collect();
+        // Controllers that follow the log without voting, then brokers (by their heartbeats).
+        let learners: Vec<u64> = membership.learner_ids().collect();
+        let mut observers: Vec<QuorumReplica> = learners.iter().map(|id| replica(*id)).collect();
+        observers.extend(
+            active
+                .sessions
+                .iter()
+                .filter(|(id, _)| {
+                    !voter_ids.contains(&(**id as u64)) && !learners.contains(&(**id as u64))
+                })
+                .map(|(id, s)| QuorumReplica {
+                    id: *id,
+                    directory_id: Uuid::nil(),
+                    log_end_offset: s.metadata_offset + 1,
+                    last_fetch_ms: s.heard_ms,
+                    last_caught_up_ms: s.synced_ms,
+                }),
+        );
         observers.sort_by_key(|r| r.id);
-        let voter_endpoints = self
-            .voters
+        let voter_endpoints = voter_ids
             .iter()
-            .filter_map(|(id, addr)| {
+            .filter_map(|id| {
+                let addr = self
+                    .voters
+                    .get(id)
+                    .cloned()
+                    .or_else(|| membership.get_node(id).map(|n| n.addr.clone()))?;
                 let (host, port) = addr.rsplit_once(':')?;
                 Some((*id as i32, host.to_string(), port.parse().ok()?))
             })

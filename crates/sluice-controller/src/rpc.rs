@@ -3,8 +3,9 @@
 
 use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange, PartitionOutcome,
-    QuorumInfo, QuorumReplica, QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
+    ApiError, ControllerSpec, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange,
+    PartitionOutcome, QuorumInfo, QuorumReplica, QuotaChange, ReassignTarget, ScramChange,
+    TopicRef, UserOutcome,
 };
 use sluice_metadata::image::QuotaEntity;
 use sluice_metadata::image::ScramEntry;
@@ -98,6 +99,16 @@ pub enum ControllerRequest {
     },
     /// UnregisterBroker: remove this broker's registration.
     UnregisterBroker(i32),
+    /// A controller of a dynamic quorum that is not in it yet asks to follow the metadata
+    /// log (an observer: a Raft learner), so that it can be added as a voter.
+    ObserveQuorum(ControllerSpec),
+    /// AddRaftVoter (KIP-853).
+    AddVoter(ControllerSpec),
+    /// RemoveRaftVoter (KIP-853): the voter's id and directory id.
+    RemoveVoter {
+        node_id: i32,
+        directory_id: Uuid,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -122,10 +133,44 @@ pub enum ReplyBody {
     Quorum(QuorumInfo),
 }
 
+fn put_endpoints(w: &mut Writer, endpoints: &[Endpoint]) {
+    w.u32(endpoints.len() as u32);
+    for e in endpoints {
+        w.str(&e.name).str(&e.host).i32(i32::from(e.port));
+    }
+}
+
+fn get_endpoints(r: &mut Reader) -> Result<Vec<Endpoint>, WireError> {
+    let n = r.count(12)?;
+    let mut endpoints = Vec::with_capacity(n);
+    for _ in 0..n {
+        endpoints.push(Endpoint {
+            name: r.str()?,
+            host: r.str()?,
+            port: u16::try_from(r.i32()?).map_err(|_| WireError("bad port"))?,
+        });
+    }
+    Ok(endpoints)
+}
+
+fn put_controller(w: &mut Writer, c: &ControllerSpec) {
+    w.i32(c.node_id).uuid(&c.directory_id);
+    put_endpoints(w, &c.endpoints);
+}
+
+fn get_controller(r: &mut Reader) -> Result<ControllerSpec, WireError> {
+    Ok(ControllerSpec {
+        node_id: r.i32()?,
+        directory_id: r.uuid()?,
+        endpoints: get_endpoints(r)?,
+    })
+}
+
 fn put_replicas(w: &mut Writer, replicas: &[QuorumReplica]) {
     w.u32(replicas.len() as u32);
     for r in replicas {
         w.i32(r.id)
+            .uuid(&r.directory_id)
             .i64(r.log_end_offset)
             .i64(r.last_fetch_ms)
             .i64(r.last_caught_up_ms);
@@ -133,11 +178,12 @@ fn put_replicas(w: &mut Writer, replicas: &[QuorumReplica]) {
 }
 
 fn get_replicas(r: &mut Reader) -> Result<Vec<QuorumReplica>, WireError> {
-    let n = r.count(28)?;
+    let n = r.count(44)?;
     (0..n)
         .map(|_| {
             Ok(QuorumReplica {
                 id: r.i32()?,
+                directory_id: r.uuid()?,
                 log_end_offset: r.i64()?,
                 last_fetch_ms: r.i64()?,
                 last_caught_up_ms: r.i64()?,
@@ -304,13 +350,8 @@ impl ControllerRequest {
                 put_changes(&mut w, changes);
             }
             ControllerRequest::Heartbeat(h) => {
-                w.u8(6)
-                    .i32(h.node_id)
-                    .uuid(&h.incarnation_id)
-                    .u32(h.endpoints.len() as u32);
-                for e in &h.endpoints {
-                    w.str(&e.name).str(&e.host).i32(i32::from(e.port));
-                }
+                w.u8(6).i32(h.node_id).uuid(&h.incarnation_id);
+                put_endpoints(&mut w, &h.endpoints);
                 w.opt_str(h.rack.as_deref())
                     .i64(h.metadata_offset)
                     .bool(h.want_shutdown);
@@ -392,6 +433,20 @@ impl ControllerRequest {
             }
             ControllerRequest::UnregisterBroker(node_id) => {
                 w.u8(19).i32(*node_id);
+            }
+            ControllerRequest::ObserveQuorum(c) => {
+                w.u8(20);
+                put_controller(&mut w, c);
+            }
+            ControllerRequest::AddVoter(c) => {
+                w.u8(21);
+                put_controller(&mut w, c);
+            }
+            ControllerRequest::RemoveVoter {
+                node_id,
+                directory_id,
+            } => {
+                w.u8(22).i32(*node_id).uuid(directory_id);
             }
             ControllerRequest::UpdateFeatures {
                 updates,
@@ -515,6 +570,12 @@ impl ControllerRequest {
             },
             17 => ControllerRequest::DescribeQuorum,
             19 => ControllerRequest::UnregisterBroker(r.i32()?),
+            20 => ControllerRequest::ObserveQuorum(get_controller(&mut r)?),
+            21 => ControllerRequest::AddVoter(get_controller(&mut r)?),
+            22 => ControllerRequest::RemoveVoter {
+                node_id: r.i32()?,
+                directory_id: r.uuid()?,
+            },
             18 => {
                 let validate_only = r.bool()?;
                 let n = r.count(7)?;
@@ -547,15 +608,7 @@ impl ControllerRequest {
             6 => {
                 let node_id = r.i32()?;
                 let incarnation_id = r.uuid()?;
-                let n = r.count(12)?;
-                let mut endpoints = Vec::with_capacity(n);
-                for _ in 0..n {
-                    endpoints.push(Endpoint {
-                        name: r.str()?,
-                        host: r.str()?,
-                        port: u16::try_from(r.i32()?).map_err(|_| WireError("bad port"))?,
-                    });
-                }
+                let endpoints = get_endpoints(&mut r)?;
                 ControllerRequest::Heartbeat(Heartbeat {
                     node_id,
                     incarnation_id,
@@ -1066,6 +1119,24 @@ mod tests {
             },
             ControllerRequest::DescribeQuorum,
             ControllerRequest::UnregisterBroker(3),
+            ControllerRequest::ObserveQuorum(ControllerSpec {
+                node_id: 4,
+                directory_id: Uuid::from_bytes([4; 16]),
+                endpoints: vec![Endpoint {
+                    name: "CONTROLLER".into(),
+                    host: "h".into(),
+                    port: 9093,
+                }],
+            }),
+            ControllerRequest::AddVoter(ControllerSpec {
+                node_id: 4,
+                directory_id: Uuid::from_bytes([4; 16]),
+                endpoints: Vec::new(),
+            }),
+            ControllerRequest::RemoveVoter {
+                node_id: 2,
+                directory_id: Uuid::from_bytes([2; 16]),
+            },
             ControllerRequest::UpdateFeatures {
                 updates: vec![("metadata.version".into(), 21, 1)],
                 validate_only: true,
@@ -1176,6 +1247,7 @@ mod tests {
                     high_watermark: 77,
                     voters: vec![QuorumReplica {
                         id: 1,
+                        directory_id: Uuid::from_bytes([1; 16]),
                         log_end_offset: 77,
                         last_fetch_ms: 1_700_000_000_000,
                         last_caught_up_ms: -1,

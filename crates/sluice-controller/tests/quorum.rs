@@ -7,13 +7,18 @@ use std::time::Duration;
 
 use sluice_controller::rpc::{ControllerRequest, ControllerResponse, Heartbeat, ReplyBody};
 use sluice_controller::{ControllerDefaults, CreateTopicSpec, QuorumConfig, QuorumController};
+use sluice_metadata::controller_types::{ApiError, ControllerSpec};
+use sluice_metadata::record::Endpoint;
 use sluice_metadata::Uuid;
+use sluice_protocol::ErrorCode;
 use tokio::sync::watch;
 
 fn config(id: i32, voters: &BTreeMap<u64, String>, dir: &std::path::Path) -> QuorumConfig {
     QuorumConfig {
         node_id: id,
         voters: voters.clone(),
+        dynamic: false,
+        directories: BTreeMap::new(),
         dir: dir.join(format!("n{id}")),
         segment_bytes: 4096,
         snapshot_every: 5,
@@ -266,6 +271,230 @@ async fn a_partitioned_leader_cannot_commit_and_its_write_is_discarded() {
         assert_eq!(q.image().next_producer_id, first + 1001);
     }
     for n in majority.values().chain([&deposed]) {
+        let _ = n.stop.send(true);
+        n.q.shutdown().await;
+    }
+}
+
+/// A controller of a dynamic quorum: `voters` are the ones it was formatted with (empty: it
+/// waits to be added), listening on `addr`.
+async fn start_dynamic(
+    id: i32,
+    addr: &str,
+    voters: &BTreeMap<u64, String>,
+    dir: &std::path::Path,
+) -> Node {
+    let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+    let mut c = config(id, voters, dir);
+    c.dynamic = true;
+    c.directories = voters.keys().map(|v| (*v, directory(*v as i32))).collect();
+    let q = QuorumController::start(c).await.unwrap();
+    let (stop, rx) = watch::channel(false);
+    tokio::spawn(Arc::clone(&q).serve(listener.into(), rx.clone()));
+    q.spawn_liveness(rx);
+    Node { q, stop }
+}
+
+fn directory(id: i32) -> Uuid {
+    Uuid::from_bytes([id as u8; 16])
+}
+
+fn spec(id: i32, addr: &str) -> ControllerSpec {
+    let (host, port) = addr.rsplit_once(':').unwrap();
+    ControllerSpec {
+        node_id: id,
+        directory_id: directory(id),
+        endpoints: vec![Endpoint {
+            name: "CONTROLLER".into(),
+            host: host.into(),
+            port: port.parse().unwrap(),
+        }],
+    }
+}
+
+/// Send `req` to whichever controller leads until one answers (a voter change may move
+/// the leadership); the answer's outcome.
+async fn ask(nodes: &BTreeMap<i32, Node>, req: ControllerRequest) -> Result<(), ApiError> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let leader = leader_of(nodes).await;
+        match nodes[&leader].q.handle(req.clone()).await {
+            ControllerResponse::Ok {
+                body: ReplyBody::Done(r),
+                ..
+            } => return r,
+            r => {
+                assert!(tokio::time::Instant::now() < deadline, "no answer: {r:?}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Hand out 1000 producer ids on whichever controller leads (a metadata write).
+async fn write(nodes: &BTreeMap<i32, Node>) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let req = ControllerRequest::AllocateProducerIds {
+        node_id: 1,
+        count: 1000,
+    };
+    loop {
+        let leader = leader_of(nodes).await;
+        match nodes[&leader].q.handle(req.clone()).await {
+            ControllerResponse::Ok {
+                body: ReplyBody::ProducerIds(_),
+                ..
+            } => return,
+            r => assert!(tokio::time::Instant::now() < deadline, "{r:?}"),
+        }
+    }
+}
+
+async fn quorum(nodes: &BTreeMap<i32, Node>) -> sluice_metadata::controller_types::QuorumInfo {
+    let leader = leader_of(nodes).await;
+    match nodes[&leader]
+        .q
+        .handle(ControllerRequest::DescribeQuorum)
+        .await
+    {
+        ControllerResponse::Ok {
+            body: ReplyBody::Quorum(q),
+            ..
+        } => q,
+        r => panic!("describe quorum: {r:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dynamic_quorum_grows_from_one_voter_to_three_and_loses_its_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let addrs: BTreeMap<i32, String> = (1..=3)
+        .map(|id| {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            (id, l.local_addr().unwrap().to_string())
+        })
+        .collect();
+    // Node 1 formatted standalone; 2 and 3 with no initial controllers.
+    let standalone = BTreeMap::from([(1u64, addrs[&1].clone())]);
+    let mut nodes = BTreeMap::new();
+    nodes.insert(
+        1,
+        start_dynamic(1, &addrs[&1], &standalone, dir.path()).await,
+    );
+    for id in [2, 3] {
+        nodes.insert(
+            id,
+            start_dynamic(id, &addrs[&id], &BTreeMap::new(), dir.path()).await,
+        );
+    }
+    // Nodes 2 and 3 know no quorum: only node 1 leads.
+    assert_eq!(leader_of(&nodes).await, 1);
+    write(&nodes).await;
+    wait_for(&nodes[&1].q, |i| {
+        sluice_metadata::features::dynamic_quorum(i) && i.controllers.contains_key(&1)
+    })
+    .await;
+    // Adding a controller that does not follow the log yet catches it up first.
+    ask(&nodes, ControllerRequest::AddVoter(spec(2, &addrs[&2])))
+        .await
+        .unwrap();
+    // Node 3 observes first, as a starting controller does, then is added.
+    ask(
+        &nodes,
+        ControllerRequest::ObserveQuorum(spec(3, &addrs[&3])),
+    )
+    .await
+    .unwrap();
+    let q = quorum(&nodes).await;
+    assert_eq!(q.voters.iter().map(|r| r.id).collect::<Vec<_>>(), [1, 2]);
+    assert_eq!(q.observers.iter().map(|r| r.id).collect::<Vec<_>>(), [3]);
+    assert_eq!(q.observers[0].directory_id, directory(3));
+    let next = nodes[&1].q.image().next_producer_id;
+    assert!(next >= 1000);
+    wait_for(&nodes[&3].q, |i| i.next_producer_id == next).await;
+    ask(&nodes, ControllerRequest::AddVoter(spec(3, &addrs[&3])))
+        .await
+        .unwrap();
+    let q = quorum(&nodes).await;
+    assert_eq!(q.voters.iter().map(|r| r.id).collect::<Vec<_>>(), [1, 2, 3]);
+    assert_eq!(
+        q.voters.iter().map(|r| r.directory_id).collect::<Vec<_>>(),
+        [directory(1), directory(2), directory(3)]
+    );
+    assert_eq!(q.voter_endpoints.len(), 3);
+    // Adding it again, or removing a voter under another directory id, is refused.
+    let again = ask(&nodes, ControllerRequest::AddVoter(spec(3, &addrs[&3]))).await;
+    assert_eq!(again.unwrap_err().code, ErrorCode::DuplicateVoter);
+    let wrong = ControllerRequest::RemoveVoter {
+        node_id: 2,
+        directory_id: directory(9),
+    };
+    assert_eq!(
+        ask(&nodes, wrong).await.unwrap_err().code,
+        ErrorCode::VoterNotFound
+    );
+    // Remove node 1, the first voter (and the active controller when the test started):
+    // the other two carry on and elect among themselves.
+    ask(
+        &nodes,
+        ControllerRequest::RemoveVoter {
+            node_id: 1,
+            directory_id: directory(1),
+        },
+    )
+    .await
+    .unwrap();
+    // Node 1 steps down once the change is committed; 2 or 3 takes over.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let q = loop {
+        let q = quorum(&nodes).await;
+        if q.leader_id != 1 {
+            break q;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "node 1 still leads");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(q.voters.iter().map(|r| r.id).collect::<Vec<_>>(), [2, 3]);
+    assert!(q.observers.iter().any(|r| r.id == 1), "{q:?}");
+    // Stop node 1: the remaining voters still commit.
+    let one = nodes.remove(&1).unwrap();
+    let _ = one.stop.send(true);
+    one.q.shutdown().await;
+    write(&nodes).await;
+    for n in nodes.values() {
+        wait_for(&n.q, |i| i.next_producer_id == next + 1000).await;
+    }
+    for n in nodes.values() {
+        let _ = n.stop.send(true);
+        n.q.shutdown().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_static_quorum_refuses_voter_changes_until_kraft_version_1() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, nodes) = three_voters(dir.path()).await;
+    let remove = ControllerRequest::RemoveVoter {
+        node_id: 3,
+        directory_id: Uuid::nil(),
+    };
+    let refused = ask(&nodes, remove.clone()).await.unwrap_err();
+    assert_eq!(refused.code, ErrorCode::UnsupportedVersion);
+    assert!(refused.message.contains("kraft.version"), "{refused:?}");
+    ask(
+        &nodes,
+        ControllerRequest::UpdateFeatures {
+            updates: vec![("kraft.version".into(), 1, 1)],
+            validate_only: false,
+        },
+    )
+    .await
+    .unwrap();
+    // Static voters have no registered directory: any directory id names them.
+    ask(&nodes, remove).await.unwrap();
+    let q = quorum(&nodes).await;
+    assert_eq!(q.voters.len(), 2, "{q:?}");
+    for n in nodes.values() {
         let _ = n.stop.send(true);
         n.q.shutdown().await;
     }

@@ -98,10 +98,22 @@ pub struct QuorumInfo {
     pub voter_endpoints: Vec<(i32, String, u16)>,
 }
 
+/// A controller joining or leaving a dynamic quorum (KIP-853): its id, the directory id of
+/// its metadata log and its controller listener endpoints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerSpec {
+    pub node_id: i32,
+    pub directory_id: Uuid,
+    pub endpoints: Vec<crate::record::Endpoint>,
+}
+
 /// One replica of the metadata log in [`QuorumInfo`].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct QuorumReplica {
     pub id: i32,
+    /// The directory id of its metadata log (all zero when unknown: a static voter, or a
+    /// broker).
+    pub directory_id: Uuid,
     pub log_end_offset: i64,
     pub last_fetch_ms: i64,
     pub last_caught_up_ms: i64,

@@ -5,18 +5,28 @@
 //! Sluice supports `metadata.version` 3.3-IV3 (7) to 3.9-IV0 (21). Its metadata records are its
 //! own, so the level names the Kafka release whose client-facing behaviour it matches: 3.9-IV0,
 //! the last before Kafka 4.0's features that need newer levels (KIP-848 groups behind
-//! `group.version`, KIP-890 transactions behind `transaction.version`, ELR, the dynamic quorum
-//! behind `kraft.version`), none of which Sluice has yet. Those features are not offered, so
-//! clients keep to the protocols Sluice speaks.
+//! `group.version`, KIP-890 transactions behind `transaction.version`, ELR), which Sluice does
+//! not have yet. Those features are not offered, so clients keep to the protocols Sluice
+//! speaks.
+//!
+//! `kraft.version` 1 is the dynamic controller quorum (KIP-853): finalized when the quorum
+//! was formatted without static voters, and reachable from a static quorum by upgrading it;
+//! never downgraded, as in Kafka.
 
 use std::collections::BTreeMap;
 
 use crate::MetadataImage;
 
 pub const METADATA_VERSION: &str = "metadata.version";
+pub const KRAFT_VERSION: &str = "kraft.version";
 
 /// (feature, lowest, highest) level this build supports.
-pub const SUPPORTED: &[(&str, i16, i16)] = &[(METADATA_VERSION, 7, 21)];
+pub const SUPPORTED: &[(&str, i16, i16)] = &[(KRAFT_VERSION, 0, 1), (METADATA_VERSION, 7, 21)];
+
+/// Whether the controller quorum takes voters added and removed at runtime (KIP-853).
+pub fn dynamic_quorum(image: &MetadataImage) -> bool {
+    image.features.get(KRAFT_VERSION).is_some_and(|l| *l >= 1)
+}
 
 /// The `metadata.version` a cluster starts at (and has while its log records none).
 pub const DEFAULT_METADATA_VERSION: i16 = 21;
@@ -123,6 +133,11 @@ pub fn check_update(
         }
         return Ok(());
     }
+    if feature == KRAFT_VERSION && level < current {
+        return Err(format!(
+            "Invalid update version {level} for feature {feature}. Downgrading kraft.version is not supported."
+        ));
+    }
     if level != 0 && (level < *min || level > *max) {
         return Err(format!(
             "Invalid update version {level} for feature {feature}. Local controller supports versions {min}-{max}"
@@ -172,5 +187,21 @@ mod tests {
         assert_eq!(finalized(&image).get(METADATA_VERSION), Some(&15));
         assert_eq!(image.features_epoch, 5);
         assert!(check_update(&image, METADATA_VERSION, 20, UpgradeType::Upgrade).is_ok());
+        assert!(!dynamic_quorum(&image));
+        assert!(check_update(&image, KRAFT_VERSION, 1, UpgradeType::Upgrade).is_ok());
+        assert!(check_update(&image, KRAFT_VERSION, 2, UpgradeType::Upgrade).is_err());
+        image.apply(
+            6,
+            &crate::MetadataRecord::FeatureLevel {
+                name: KRAFT_VERSION.into(),
+                level: 1,
+            },
+        );
+        assert!(dynamic_quorum(&image));
+        assert!(
+            check_update(&image, KRAFT_VERSION, 0, UpgradeType::UnsafeDowngrade)
+                .unwrap_err()
+                .contains("not supported")
+        );
     }
 }

@@ -84,6 +84,16 @@ pub struct MetadataImage {
     /// the last change (-1: none; the finalized features' epoch).
     pub features: BTreeMap<String, i16>,
     pub features_epoch: i64,
+    /// Controllers of a dynamic quorum that made themselves known (see
+    /// [`MetadataRecord::RegisterController`]).
+    pub controllers: BTreeMap<i32, ControllerRegistration>,
+}
+
+/// A controller's metadata log directory id and controller listener endpoints.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ControllerRegistration {
+    pub directory_id: Uuid,
+    pub endpoints: Vec<Endpoint>,
 }
 
 /// A client quota entity: each part is absent (None), the `<default>` entity (Some(None)),
@@ -145,6 +155,19 @@ impl MetadataImage {
                         endpoints: endpoints.clone(),
                         rack: rack.clone(),
                         fenced: *fenced,
+                    },
+                );
+            }
+            MetadataRecord::RegisterController {
+                node_id,
+                directory_id,
+                endpoints,
+            } => {
+                self.controllers.insert(
+                    *node_id,
+                    ControllerRegistration {
+                        directory_id: *directory_id,
+                        endpoints: endpoints.clone(),
                     },
                 );
             }
@@ -337,6 +360,13 @@ impl MetadataImage {
                 endpoints: b.endpoints.clone(),
                 rack: b.rack.clone(),
                 fenced: b.fenced,
+            });
+        }
+        for (node_id, c) in &self.controllers {
+            out.push(MetadataRecord::RegisterController {
+                node_id: *node_id,
+                directory_id: c.directory_id,
+                endpoints: c.endpoints.clone(),
             });
         }
         for t in self.topics.values() {

@@ -38,6 +38,14 @@ pub enum MetadataRecord {
     /// An operator removed the broker's registration (UnregisterBroker).
     /// If it still runs, its next heartbeat registers it anew.
     UnregisterBroker { node_id: i32, epoch: i64 },
+    /// A controller of a dynamic quorum (KIP-853) made itself known: the directory id of
+    /// its metadata log and its controller listener, which DescribeQuorum shows. Who votes
+    /// is the Raft membership's business, not this record's.
+    RegisterController {
+        node_id: i32,
+        directory_id: Uuid,
+        endpoints: Vec<Endpoint>,
+    },
     /// A partition's leader and/or ISR changed, and with `assignment` its replica set (a
     /// reassignment starting, completing or cancelled). The leader epoch moves when the
     /// leader does or a replica leaves the set, the partition epoch on every change.
@@ -152,6 +160,14 @@ impl Writer {
     fn uuid(&mut self, id: &Uuid) {
         self.0.extend_from_slice(id.as_bytes());
     }
+    fn endpoints(&mut self, endpoints: &[Endpoint]) {
+        self.i32(endpoints.len() as i32);
+        for e in endpoints {
+            self.str(&e.name);
+            self.str(&e.host);
+            self.u16(e.port);
+        }
+    }
     fn bytes(&mut self, b: &[u8]) {
         let b = &b[..b.len().min(u16::MAX as usize)];
         self.u16(b.len() as u16);
@@ -217,6 +233,21 @@ impl<'a> Reader<'a> {
         a.copy_from_slice(b);
         Ok(Uuid::from_bytes(a))
     }
+    fn endpoints(&mut self) -> Result<Vec<Endpoint>, RecordError> {
+        let n = self.i32()?;
+        if n < 0 || n as usize > self.buf.len() {
+            return Err(RecordError::Truncated);
+        }
+        let mut endpoints = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            endpoints.push(Endpoint {
+                name: self.str()?,
+                host: self.str()?,
+                port: self.u16()?,
+            });
+        }
+        Ok(endpoints)
+    }
     fn ints(&mut self) -> Result<Vec<i32>, RecordError> {
         let n = self.i32()?;
         if n < 0 || n as usize > self.buf.len() / 4 {
@@ -242,12 +273,7 @@ impl MetadataRecord {
                 w.i32(*node_id);
                 w.i64(*epoch);
                 w.uuid(incarnation_id);
-                w.i32(endpoints.len() as i32);
-                for e in endpoints {
-                    w.str(&e.name);
-                    w.str(&e.host);
-                    w.u16(e.port);
-                }
+                w.endpoints(endpoints);
                 w.opt_str(rack.as_deref());
                 w.i8(i8::from(*fenced));
             }
@@ -265,6 +291,16 @@ impl MetadataRecord {
                 w.0.extend_from_slice(&[16, 0]);
                 w.i32(*node_id);
                 w.i64(*epoch);
+            }
+            MetadataRecord::RegisterController {
+                node_id,
+                directory_id,
+                endpoints,
+            } => {
+                w.0.extend_from_slice(&[17, 0]);
+                w.i32(*node_id);
+                w.uuid(directory_id);
+                w.endpoints(endpoints);
             }
             MetadataRecord::PartitionChange {
                 topic_id,
@@ -414,18 +450,7 @@ impl MetadataRecord {
                 let node_id = r.i32()?;
                 let epoch = r.i64()?;
                 let incarnation_id = r.uuid()?;
-                let n = r.i32()?;
-                if n < 0 || n as usize > r.buf.len() {
-                    return Err(RecordError::Truncated);
-                }
-                let mut endpoints = Vec::with_capacity(n as usize);
-                for _ in 0..n {
-                    endpoints.push(Endpoint {
-                        name: r.str()?,
-                        host: r.str()?,
-                        port: r.u16()?,
-                    });
-                }
+                let endpoints = r.endpoints()?;
                 let rack = r.opt_str()?;
                 // Version 0 predates fencing: those brokers were registered live.
                 let fenced = v == 1 && r.u8()? != 0;
@@ -449,6 +474,11 @@ impl MetadataRecord {
             (16, 0) => MetadataRecord::UnregisterBroker {
                 node_id: r.i32()?,
                 epoch: r.i64()?,
+            },
+            (17, 0) => MetadataRecord::RegisterController {
+                node_id: r.i32()?,
+                directory_id: r.uuid()?,
+                endpoints: r.endpoints()?,
             },
             (9, v @ (0 | 1)) => MetadataRecord::PartitionChange {
                 topic_id: r.uuid()?,
@@ -595,6 +625,15 @@ mod tests {
             MetadataRecord::UnregisterBroker {
                 node_id: 1,
                 epoch: 7,
+            },
+            MetadataRecord::RegisterController {
+                node_id: 2,
+                directory_id: Uuid::from_bytes([9; 16]),
+                endpoints: vec![Endpoint {
+                    name: "CONTROLLER".into(),
+                    host: "h".into(),
+                    port: 9093,
+                }],
             },
             MetadataRecord::PartitionChange {
                 topic_id: Uuid::from_bytes([1; 16]),

@@ -18,8 +18,8 @@ use sluice_controller::transport::Transport;
 use sluice_controller::QuorumController;
 use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
-    ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
-    PartitionOutcome, QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
+    ApiError, ControllerSpec, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome,
+    IsrChange, PartitionOutcome, QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
 };
 use sluice_metadata::MetadataImage;
 use tokio::sync::watch;
@@ -321,6 +321,33 @@ impl ControllerApi for ControllerClient {
             ReplyBody::Done(r) => Ok(r),
             other => Err(other),
         })
+    }
+
+    fn add_voter(&self, controller: &ControllerSpec) -> Call<'_, Result<(), ApiError>> {
+        self.ask(
+            ControllerRequest::AddVoter(controller.clone()),
+            |b| match b {
+                ReplyBody::Done(r) => Ok(r),
+                other => Err(other),
+            },
+        )
+    }
+
+    fn remove_voter(
+        &self,
+        node_id: i32,
+        directory_id: sluice_metadata::Uuid,
+    ) -> Call<'_, Result<(), ApiError>> {
+        self.ask(
+            ControllerRequest::RemoveVoter {
+                node_id,
+                directory_id,
+            },
+            |b| match b {
+                ReplyBody::Done(r) => Ok(r),
+                other => Err(other),
+            },
+        )
     }
 
     fn describe_quorum(&self) -> Call<'_, sluice_metadata::controller_types::QuorumInfo> {
@@ -626,6 +653,69 @@ pub async fn fetch_loop(
                     _ = tokio::time::sleep(Duration::from_millis(200)) => {}
                 }
             }
+        }
+    }
+}
+
+/// A controller of a dynamic quorum that is not in it yet asks the active controller
+/// (found through `bootstrap`, following NOT_CONTROLLER hints) to let it follow the
+/// metadata log as an observer, until it is in the membership. Kafka's observers fetch on
+/// their own; a Raft learner is sent the log, so the leader has to know it.
+pub async fn observe_quorum(
+    quorum: Arc<QuorumController>,
+    me: ControllerSpec,
+    bootstrap: Vec<String>,
+    transport: Arc<dyn Transport>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    if bootstrap.is_empty() {
+        warn!(
+            "controller.quorum.bootstrap.servers is empty: this controller cannot find its quorum"
+        );
+        return;
+    }
+    let payload = ControllerRequest::ObserveQuorum(me).encode();
+    let mut hint: Option<String> = None;
+    let mut next = 0usize;
+    while !quorum.in_quorum() {
+        let addr = hint.take().unwrap_or_else(|| {
+            next += 1;
+            bootstrap[next % bootstrap.len()].clone()
+        });
+        let mut conn = Conn::new(Arc::clone(&transport));
+        let answer = conn
+            .call(&addr, KIND_CONTROLLER, &payload, CALL_TIMEOUT)
+            .await
+            .map_err(|e| e.to_string())
+            .and_then(|b| ControllerResponse::decode(&b).map_err(|e| e.to_string()));
+        let pause = match answer {
+            Ok(ControllerResponse::Ok {
+                body: ReplyBody::Done(Ok(())),
+                ..
+            }) => {
+                info!(controller = %addr, "observing the metadata quorum");
+                Duration::from_secs(5)
+            }
+            Ok(ControllerResponse::Ok {
+                body: ReplyBody::Done(Err(e)),
+                ..
+            }) => {
+                warn!(controller = %addr, error = %e.message, "the quorum refused this controller as an observer");
+                Duration::from_secs(5)
+            }
+            Ok(ControllerResponse::NotController(Some((_, leader)))) if !leader.is_empty() => {
+                hint = Some(leader);
+                Duration::ZERO
+            }
+            other => {
+                debug!(controller = %addr, answer = ?other, "no active controller there");
+                Duration::from_millis(500)
+            }
+        };
+        tokio::select! {
+            () = quorum.joined() => return,
+            _ = shutdown.changed() => return,
+            () = tokio::time::sleep(pause) => {}
         }
     }
 }

@@ -15,6 +15,7 @@ pub mod controller_client;
 pub mod node;
 pub mod quorum_transport;
 pub mod settings;
+pub mod storage;
 
 pub use node::{Node, NodeError};
 /// Runtime log levels (KIP-412): the binary installs its log filter here.

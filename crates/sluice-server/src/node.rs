@@ -30,6 +30,7 @@ use sluice_broker::{now_ms, ReplicaManager};
 use sluice_controller::rpc::Heartbeat;
 use sluice_controller::{ControllerDefaults, QuorumConfig, QuorumController};
 use sluice_metadata::config::{BrokerConfig, SecurityProtocol};
+use sluice_metadata::controller_types::ControllerSpec;
 use sluice_metadata::record::Endpoint;
 use sluice_metadata::{MetadataImage, Uuid};
 use sluice_storage::checkpoint::MetaProperties;
@@ -137,6 +138,75 @@ fn identity(
     }
 }
 
+/// What a controller of a dynamic quorum starts from.
+struct DynamicStart {
+    /// The initial voters it was formatted with (empty: it waits to be added).
+    voters: Vec<crate::storage::InitialVoter>,
+    /// Its metadata directory's id: its voter key with its node id.
+    directory_id: Uuid,
+}
+
+fn dynamic_start(
+    data_dir: &std::path::Path,
+    metadata_dir: &std::path::Path,
+    node_id: i32,
+) -> Result<DynamicStart, NodeError> {
+    let unformatted = || {
+        NodeError::Identity(format!(
+            "controller.quorum.voters is not set, so node {node_id} is a controller of a dynamic quorum: format its storage first with `sluice storage format --cluster-id <id>` and one of --standalone, --initial-controllers or --no-initial-controllers"
+        ))
+    };
+    let voters = crate::storage::initial_controllers(metadata_dir)
+        .map_err(NodeError::Identity)?
+        .ok_or_else(unformatted)?;
+    if MetaProperties::read(data_dir)?.is_none() {
+        return Err(unformatted());
+    }
+    let directory_id = crate::storage::directory_id(metadata_dir).map_err(|_| unformatted())?;
+    Ok(DynamicStart {
+        voters,
+        directory_id,
+    })
+}
+
+/// `controller.quorum.bootstrap.servers`.
+fn bootstrap_servers(config: &BrokerConfig) -> Vec<String> {
+    config
+        .value("controller.quorum.bootstrap.servers")
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| s.trim().to_string())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// This node's controller listeners as bound (port 0 and wildcard hosts resolved).
+fn controller_endpoints(config: &BrokerConfig, bound: &[BoundListener]) -> Vec<Endpoint> {
+    let names = config.controller_listener_names();
+    config
+        .listeners()
+        .into_iter()
+        .filter(|l| names.contains(&l.name))
+        .filter_map(|l| {
+            let b = bound.iter().find(|b| b.name == l.name)?;
+            let host = if l.host.is_empty() || l.host == "0.0.0.0" || l.host == "::" {
+                if b.addr.ip().is_unspecified() {
+                    "localhost".to_string()
+                } else {
+                    b.addr.ip().to_string()
+                }
+            } else {
+                l.host
+            };
+            Some(Endpoint {
+                name: l.name,
+                host,
+                port: b.addr.port(),
+            })
+        })
+        .collect()
+}
+
 /// Bind `admin.http.listener` (None when it is empty: no admin HTTP).
 async fn bind_admin(
     config: &BrokerConfig,
@@ -241,16 +311,15 @@ impl Node {
         let config = Arc::new(config);
         let node_id = config.node_id();
         let (is_broker, is_controller) = config.roles();
-        let data_dir = config
-            .log_dirs()
-            .into_iter()
-            .next()
-            .unwrap_or_else(|| PathBuf::from("./sluice-data"));
+        let (data_dir, metadata_dir) = crate::storage::directories(&config);
         let voters = config.quorum_voters().map_err(NodeError::Identity)?;
+        // A controller without static voters belongs to a dynamic quorum (KIP-853), which
+        // starts from what `sluice storage format` recorded.
+        let dynamic =
+            (is_controller && voters.is_empty() && config.explicit("process.roles").is_some())
+                .then(|| dynamic_start(&data_dir, &metadata_dir, node_id))
+                .transpose()?;
         let meta = identity(&data_dir, node_id, &voters)?;
-        let metadata_dir = config
-            .explicit("metadata.log.dir")
-            .map_or_else(|| data_dir.clone(), PathBuf::from);
         let controller_names = config.controller_listener_names();
         crate::admin_http::install_metrics();
         let bound = bind_listeners(&config).await?;
@@ -288,7 +357,12 @@ impl Node {
         // The controller role: a voter of the metadata quorum. With no voters configured
         // this is the standalone single-node quorum of `sluice server` (no network).
         let quorum = if is_controller {
-            let voter_map: BTreeMap<u64, String> = if voters.is_empty() {
+            let voter_map: BTreeMap<u64, String> = if let Some(d) = &dynamic {
+                d.voters
+                    .iter()
+                    .map(|v| (v.id as u64, v.addr.clone()))
+                    .collect()
+            } else if voters.is_empty() {
                 BTreeMap::from([(node_id as u64, String::new())])
             } else {
                 voters
@@ -301,6 +375,12 @@ impl Node {
                 node_id,
                 transport: Arc::clone(&quorum_transport),
                 voters: voter_map,
+                dynamic: dynamic.is_some(),
+                directories: dynamic
+                    .iter()
+                    .flat_map(|d| &d.voters)
+                    .map(|v| (v.id as u64, v.directory_id))
+                    .collect(),
                 dir: metadata_dir.clone(),
                 segment_bytes: number("metadata.log.segment.bytes").max(1024) as u64,
                 snapshot_every: (number("metadata.log.max.record.bytes.between.snapshots") / 1024)
@@ -333,6 +413,20 @@ impl Node {
                 tokio::spawn(Arc::clone(&q).serve(listener, shutdown_rx.clone()));
             }
             q.spawn_liveness(shutdown_rx.clone());
+            if let Some(d) = &dynamic {
+                let me = ControllerSpec {
+                    node_id,
+                    directory_id: d.directory_id,
+                    endpoints: controller_endpoints(&config, &listeners),
+                };
+                tokio::spawn(crate::controller_client::observe_quorum(
+                    Arc::clone(&q),
+                    me,
+                    bootstrap_servers(&config),
+                    Arc::clone(&quorum_transport),
+                    shutdown_rx.clone(),
+                ));
+            }
             Some(q)
         } else {
             None
@@ -381,13 +475,7 @@ impl Node {
         ));
         let mut bootstrap: Vec<String> = voters.iter().map(|(_, a)| a.clone()).collect();
         if bootstrap.is_empty() {
-            bootstrap = config
-                .value("controller.quorum.bootstrap.servers")
-                .unwrap_or_default()
-                .split(',')
-                .map(|s| s.trim().to_string())
-                .filter(|s| !s.is_empty())
-                .collect();
+            bootstrap = bootstrap_servers(&config);
         }
         let client = ControllerClient::new(
             node_id,

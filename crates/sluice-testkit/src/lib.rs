@@ -75,6 +75,35 @@ pub fn combined_nodes(extra: &[&str]) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Three combined nodes (ids 1-3) of a dynamic quorum (KIP-853): no static voters, each
+/// finds the quorum through `controller.quorum.bootstrap.servers` (all three controller
+/// listeners). Start them with [`TestServer::start_all_formatted`].
+pub fn dynamic_nodes(extra: &[&str]) -> Vec<Vec<String>> {
+    let ids = [1, 2, 3];
+    let ports: Vec<(u16, u16)> = ids.iter().map(|_| (free_port(), free_port())).collect();
+    let bootstrap: Vec<String> = ports
+        .iter()
+        .map(|(_, c)| format!("127.0.0.1:{c}"))
+        .collect();
+    ids.iter()
+        .zip(&ports)
+        .map(|(id, (p, c))| {
+            let mut o = vec![
+                "process.roles=broker,controller".to_string(),
+                format!("node.id={id}"),
+                format!("listeners=PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"),
+                "controller.listener.names=CONTROLLER".into(),
+                format!(
+                    "controller.quorum.bootstrap.servers={}",
+                    bootstrap.join(",")
+                ),
+            ];
+            o.extend(extra.iter().map(|s| s.to_string()));
+            o
+        })
+        .collect()
+}
+
 /// How long a node may take to start listening before the test fails.
 pub const START_TIMEOUT: Duration = Duration::from_secs(60);
 
@@ -112,6 +141,46 @@ impl TestServer {
                         Self::launch(binary, data, o.clone())
                     })
                 })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("node start"))
+                .collect()
+        })
+    }
+
+    /// As [`Self::start_all`], after `sluice storage format` with each node's overrides and
+    /// its own format arguments (e.g. `--cluster-id`, `--standalone`).
+    pub fn start_all_formatted(
+        binary: &Path,
+        nodes: &[Vec<String>],
+        format: &[Vec<String>],
+    ) -> Vec<TestServer> {
+        let dirs: Vec<Arc<tempfile::TempDir>> = nodes
+            .iter()
+            .zip(format)
+            .map(|(o, args)| {
+                let data = Arc::new(tempfile::tempdir().expect("create a temp dir"));
+                let mut cmd = Command::new(binary);
+                cmd.args(["storage", "format", "--override"])
+                    .arg(format!("log.dirs={}", data.path().join("data").display()));
+                for o in o {
+                    cmd.arg("--override").arg(o);
+                }
+                let out = cmd.args(args).output().expect("run sluice storage format");
+                assert!(
+                    out.status.success(),
+                    "sluice storage format: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+                data
+            })
+            .collect();
+        std::thread::scope(|s| {
+            let handles: Vec<_> = nodes
+                .iter()
+                .zip(dirs)
+                .map(|(o, data)| s.spawn(move || Self::launch(binary, data, o.clone())))
                 .collect();
             handles
                 .into_iter()

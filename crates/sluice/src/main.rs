@@ -74,6 +74,8 @@ enum Command {
     Cluster(cli::cluster::ClusterArgs),
     /// Print partition offsets (kafka-get-offsets.sh).
     Offsets(cli::offsets::OffsetsArgs),
+    /// Format a node's directories before its first start; make ids (kafka-storage.sh).
+    Storage(cli::storage::StorageArgs),
     /// Print the contents of log segment and index files (kafka-dump-log.sh).
     #[command(name = "dump-log")]
     DumpLog(cli::dump_log::DumpLogArgs),
@@ -122,6 +124,7 @@ fn main() -> ExitCode {
             log_format,
         } => run_server(config, overrides, log_format == "json"),
         Command::DumpLog(args) => finish(cli::dump_log::run(args)),
+        Command::Storage(args) => finish(cli::storage::run(args)),
         tool => run_tool(tool),
     }
 }
@@ -180,7 +183,7 @@ fn run_tool(command: Command) -> ExitCode {
             Command::Features(a) => cli::features::run(a).await,
             Command::Cluster(a) => cli::cluster::run(a).await,
             Command::Perf(a) => cli::perf::run(a).await,
-            Command::Server { .. } | Command::DumpLog(_) => Ok(()),
+            Command::Server { .. } | Command::DumpLog(_) | Command::Storage(_) => Ok(()),
         }
     });
     // Do not wait for background tasks (a consumer's parked fetch) once the answer is in.

@@ -817,7 +817,8 @@ fn features_and_metadata_quorum_like_kafkas_tools() {
     let b = server.bootstrap.as_str();
     assert_eq!(
         ok(&sluice(b, &["features", "describe"])),
-        "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.9-IV0\tEpoch: 0\n"
+        "Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: 0\n\
+         Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.9-IV0\tEpoch: 0\n"
     );
     assert_eq!(
         ok(&sluice(

@@ -2703,3 +2703,210 @@ fn replica_fetchers_per_leader_change_at_runtime() {
     });
     assert_eq!(partitions(&m, "nf").len(), 24);
 }
+
+/// `sluice <args>`: its output, asserting success.
+fn sluice_ok(args: &[&str]) -> String {
+    let out = std::process::Command::new(sluice_bin())
+        .args(args)
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "sluice {args:?}: {text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    text
+}
+
+/// The voters `describe --status` lists, by id.
+fn voter_ids(bootstrap: &str) -> Vec<i32> {
+    let status = quorum_status(bootstrap);
+    let voters = &status["CurrentVoters"];
+    voters
+        .split("\"id\": ")
+        .skip(1)
+        .filter_map(|s| s.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok())
+        .collect()
+}
+
+/// KIP-853: three combined nodes that know only `controller.quorum.bootstrap.servers`.
+/// Node 1 is formatted standalone, nodes 2 and 3 join as observers; `add-controller` makes
+/// them voters while acks=all producers write, then `remove-controller` takes the first
+/// voter (the active controller) out and it is killed: the two left elect a new active
+/// controller, and every acknowledged record is still there.
+#[test]
+fn a_dynamic_quorum_grows_to_three_voters_and_survives_removing_one_under_load() {
+    let _serial = one_cluster_at_a_time();
+    let configs = sluice_testkit::dynamic_nodes(&TIMING);
+    let cluster_id = sluice_ok(&["storage", "random-uuid"]).trim().to_string();
+    let format: Vec<Vec<String>> = (0..3)
+        .map(|i| {
+            let mode = if i == 0 {
+                "--standalone"
+            } else {
+                "--no-initial-controllers"
+            };
+            vec!["--cluster-id".into(), cluster_id.clone(), mode.into()]
+        })
+        .collect();
+    let mut nodes = TestServer::start_all_formatted(sluice_bin(), &configs, &format);
+    let b = nodes[1].bootstrap.clone();
+    assert_eq!(voter_ids(&b), [1]);
+    let status = quorum_status(&b);
+    assert_eq!(status["ClusterId"], cluster_id);
+    // Nodes 2 and 3 follow the metadata log as observers, their brokers are registered.
+    converge(&b, "three brokers", |m| brokers(m).len() == 3);
+    let observers = &status["CurrentObservers"];
+    assert!(observers.contains("\"id\": 2"), "{observers}");
+    create_replicated(&b, "dyn", 3, "2");
+    // Producers keep writing (acks=all) while the quorum changes.
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Arc<Mutex<Vec<String>>> = Arc::default();
+    let writer = {
+        let (stop, acked, b) = (Arc::clone(&stop), Arc::clone(&acked), b.clone());
+        std::thread::spawn(move || {
+            let producer: FutureProducer = ClientConfig::new()
+                .set("bootstrap.servers", &b)
+                .set("acks", "all")
+                .set("message.timeout.ms", "60000")
+                .create()
+                .unwrap();
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            let mut i = 0u32;
+            while !stop.load(Ordering::Relaxed) {
+                let v = format!("r{i}");
+                let sent = rt.block_on(producer.send(
+                    FutureRecord::to("dyn").key(&v).payload(&v),
+                    Duration::from_secs(60),
+                ));
+                if sent.is_ok() {
+                    acked.lock().unwrap().push(v);
+                }
+                i += 1;
+            }
+        })
+    };
+    let wait_acked = |n: usize| {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while acked.lock().unwrap().len() < n {
+            assert!(Instant::now() < deadline, "producers stalled");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    wait_acked(200);
+    // add-controller takes the new controller's own server.properties.
+    for (i, node) in nodes.iter().enumerate().skip(1) {
+        let props = node.data_dir().with_file_name("controller.properties");
+        let mut text = format!("log.dirs={}\n", node.data_dir().display());
+        for o in &configs[i] {
+            text.push_str(o);
+            text.push('\n');
+        }
+        std::fs::write(&props, text).unwrap();
+        let out = sluice_ok(&[
+            "metadata-quorum",
+            "--bootstrap-server",
+            &b,
+            "--command-config",
+            props.to_str().unwrap(),
+            "add-controller",
+        ]);
+        assert!(
+            out.contains(&format!("Added controller {}", i + 1)),
+            "{out}"
+        );
+        let before = acked.lock().unwrap().len();
+        wait_acked(before + 100);
+    }
+    assert_eq!(voter_ids(&b), [1, 2, 3]);
+    // Adding one again is refused with Kafka's error.
+    let again = std::process::Command::new(sluice_bin())
+        .args([
+            "metadata-quorum",
+            "--bootstrap-server",
+            &b,
+            "--command-config",
+        ])
+        .arg(nodes[2].data_dir().with_file_name("controller.properties"))
+        .arg("add-controller")
+        .output()
+        .unwrap();
+    assert!(!again.status.success());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(err.contains("already part of the set of voters"), "{err}");
+    // Remove node 1, the voter the quorum started from, by its id and directory id.
+    let replication = quorum_tool(&b, "--replication");
+    let dir1 = replication
+        .lines()
+        .find(|l| l.starts_with("1\t"))
+        .and_then(|l| l.split('\t').nth(1))
+        .unwrap()
+        .trim()
+        .to_string();
+    assert_ne!(dir1, "AAAAAAAAAAAAAAAAAAAAAA");
+    let out = sluice_ok(&[
+        "metadata-quorum",
+        "--bootstrap-server",
+        &b,
+        "remove-controller",
+        "--controller-id",
+        "1",
+        "--controller-directory-id",
+        &dir1,
+    ]);
+    assert!(out.contains("Removed KRaft controller 1"), "{out}");
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let status = quorum_status(&b);
+        if voter_ids(&b) == [2, 3] && status["LeaderId"] != "1" {
+            assert!(
+                status["CurrentObservers"].contains("\"id\": 1"),
+                "{status:?}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "{status:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let before = acked.lock().unwrap().len();
+    wait_acked(before + 100);
+    // Node 1 goes away for good: the two voters left carry on.
+    nodes[0].kill();
+    let m = converge(&b, "node 1 fenced", |m| brokers(m).len() == 2);
+    assert_eq!(brokers(&m), BTreeSet::from([2, 3]));
+    let before = acked.lock().unwrap().len();
+    wait_acked(before + 200);
+    // The new active controller plans too: a topic on the two nodes left.
+    create(&b, "after", 1, 2).unwrap();
+    stop.store(true, Ordering::Relaxed);
+    writer.join().unwrap();
+    // Every acknowledged record is there.
+    let acked = acked.lock().unwrap().clone();
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .set("group.id", "dyn-check")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "false")
+        .create()
+        .unwrap();
+    c.subscribe(&["dyn"]).unwrap();
+    let mut seen = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while acked.iter().any(|v| !seen.contains(v)) {
+        assert!(
+            Instant::now() < deadline,
+            "{} of {} acknowledged records read",
+            acked.iter().filter(|v| seen.contains(*v)).count(),
+            acked.len()
+        );
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(500)) {
+            use rdkafka::Message;
+            seen.insert(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+        }
+    }
+    assert!(acked.len() >= 600, "{}", acked.len());
+}

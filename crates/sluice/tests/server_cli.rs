@@ -174,6 +174,17 @@ fn invalid_configuration_stops_startup_with_one_line_naming_the_key() {
             vec!["listeners=FOO://127.0.0.1:0"],
             "listener FOO has no security protocol",
         ),
+        (
+            // A dynamic quorum's controller starts from formatted storage.
+            vec![
+                "process.roles=broker,controller",
+                "node.id=1",
+                "listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:0",
+                "controller.listener.names=CONTROLLER",
+                "controller.quorum.bootstrap.servers=127.0.0.1:9093",
+            ],
+            "format its storage first with `sluice storage format",
+        ),
     ] {
         let mut args = vec!["server"];
         for o in &overrides {
@@ -354,4 +365,88 @@ fn retention_deletes_expired_segments_in_the_background() {
         })
         .count();
     assert_eq!(segments, 1, "only the (empty) active segment remains");
+}
+
+/// `sluice storage format` as `kafka-storage format`: a cluster id that is not a UUID, a
+/// dynamic quorum's controller without its start, or a directory formatted twice are
+/// refused with one line.
+#[test]
+fn storage_format_prepares_a_dynamic_controller_and_refuses_mistakes() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = format!("log.dirs={}", dir.path().join("data").display());
+    let port = sluice_testkit::free_port();
+    let node = [
+        "process.roles=broker,controller".to_string(),
+        "node.id=1".into(),
+        format!("listeners=PLAINTEXT://127.0.0.1:0,CONTROLLER://127.0.0.1:{port}"),
+        "controller.listener.names=CONTROLLER".into(),
+        format!("controller.quorum.bootstrap.servers=127.0.0.1:{port}"),
+        data,
+    ];
+    let with = |extra: &[&str]| {
+        let mut args = vec!["storage", "format"];
+        for o in &node {
+            args.extend(["--override", o.as_str()]);
+        }
+        args.extend(extra);
+        run(&args, &[])
+    };
+    let (code, out, _) = run(&["storage", "random-uuid"], &[]);
+    assert_eq!(code, 0);
+    let id = out.trim().to_string();
+    assert_eq!(id.len(), 22, "{id}");
+    for (extra, code_wanted, expect) in [
+        (
+            vec!["--cluster-id", "nope", "--standalone"],
+            1,
+            "does not appear to be a valid UUID",
+        ),
+        (
+            vec!["--cluster-id", &id],
+            1,
+            "you must specify one of the following: --standalone",
+        ),
+        (
+            vec![
+                "--cluster-id",
+                &id,
+                "--standalone",
+                "--no-initial-controllers",
+            ],
+            2,
+            "cannot be used with",
+        ),
+        (
+            vec!["--cluster-id", &id, "--initial-controllers", "1@h:1"],
+            1,
+            "is not id@host:port:directory-id",
+        ),
+    ] {
+        let (code, _, err) = with(&extra);
+        assert_eq!(code, code_wanted, "{extra:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{extra:?}: {err}");
+        assert!(err.contains(expect), "{extra:?}: {err}");
+    }
+    let (code, out, err) = with(&["--cluster-id", &id, "--standalone"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("Formatted"), "{out}");
+    let (code, _, err) = with(&["--cluster-id", &id, "--standalone"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("is already formatted"), "{err}");
+    let (code, out, _) = with(&["--cluster-id", &id, "--standalone", "--ignore-formatted"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("already formatted"), "{out}");
+    // meta.properties as Kafka writes it, and the quorum the controller starts from: itself.
+    let meta = std::fs::read_to_string(dir.path().join("data/meta.properties")).unwrap();
+    assert!(meta.contains(&format!("cluster.id={id}")), "{meta}");
+    assert!(
+        meta.contains("node.id=1") && meta.contains("version=1"),
+        "{meta}"
+    );
+    let directory = meta
+        .lines()
+        .find_map(|l| l.strip_prefix("directory.id="))
+        .unwrap();
+    let start = std::fs::read_to_string(dir.path().join("data/initial-controllers")).unwrap();
+    assert_eq!(start.trim(), format!("1@127.0.0.1:{port}:{directory}"));
 }

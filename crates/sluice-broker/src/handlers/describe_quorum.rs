@@ -32,6 +32,7 @@ const CONTROLLER_LISTENER: &str = "CONTROLLER";
 fn replica(r: &QuorumReplica) -> ReplicaState {
     let mut s = ReplicaState::default();
     s.replica_id = BrokerId(r.id);
+    s.replica_directory_id = r.directory_id;
     s.log_end_offset = r.log_end_offset;
     s.last_fetch_timestamp = r.last_fetch_ms;
     s.last_caught_up_timestamp = r.last_caught_up_ms;

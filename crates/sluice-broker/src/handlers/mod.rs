@@ -102,6 +102,7 @@ pub mod offset_delete;
 pub mod offset_fetch;
 pub mod offset_for_leader_epoch;
 pub mod produce;
+pub mod raft_voters;
 pub mod sasl;
 pub mod sync_group;
 pub mod txn_offset_commit;
@@ -154,6 +155,8 @@ pub fn specs() -> Vec<Spec> {
         describe_topic_partitions::SPEC,
         update_features::SPEC,
         unregister_broker::SPEC,
+        raft_voters::SPEC,
+        raft_voters::remove::SPEC,
         describe_log_dirs::SPEC,
         describe_producers::SPEC,
         init_producer_id::SPEC,

@@ -1,8 +1,12 @@
 //! The metadata quorum (DescribeQuorum): what `kafka-metadata-quorum describe` shows.
 
+use kafka_protocol::messages::add_raft_voter_request::Listener;
 use kafka_protocol::messages::describe_quorum_request::{PartitionData, TopicData};
 use kafka_protocol::messages::describe_quorum_response::ReplicaState;
-use kafka_protocol::messages::{DescribeQuorumRequest, DescribeQuorumResponse, TopicName};
+use kafka_protocol::messages::{
+    AddRaftVoterRequest, AddRaftVoterResponse, DescribeQuorumRequest, DescribeQuorumResponse,
+    RemoveRaftVoterRequest, RemoveRaftVoterResponse, TopicName,
+};
 use kafka_protocol::protocol::StrBytes;
 
 use super::Admin;
@@ -16,6 +20,8 @@ const METADATA_TOPIC: &str = "__cluster_metadata";
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct QuorumReplica {
     pub id: i32,
+    /// The directory id of its metadata log, in Kafka's text form (all zero: none).
+    pub directory_id: String,
     pub log_end_offset: i64,
     pub last_fetch_ms: i64,
     pub last_caught_up_ms: i64,
@@ -39,6 +45,7 @@ fn replicas(states: Vec<ReplicaState>) -> Vec<QuorumReplica> {
         .into_iter()
         .map(|s| QuorumReplica {
             id: s.replica_id.0,
+            directory_id: sluice_protocol::base64::encode(s.replica_directory_id.as_bytes()),
             log_end_offset: s.log_end_offset,
             last_fetch_ms: s.last_fetch_timestamp,
             last_caught_up_ms: s.last_caught_up_timestamp,
@@ -83,5 +90,43 @@ impl Admin {
                 })
                 .collect(),
         })
+    }
+
+    /// AddRaftVoter (KIP-853): make controller `id`, whose metadata log directory is
+    /// `directory_id` and which listens on `endpoints` ((listener, host, port) each), a voter.
+    pub async fn add_raft_voter(
+        &self,
+        id: i32,
+        directory_id: uuid::Uuid,
+        endpoints: &[(String, String, u16)],
+    ) -> Result<()> {
+        let mut req = AddRaftVoterRequest::default();
+        req.voter_id = id;
+        req.voter_directory_id = directory_id;
+        req.timeout_ms = 30_000;
+        req.listeners = endpoints
+            .iter()
+            .map(|(name, host, port)| {
+                let mut l = Listener::default();
+                l.name = StrBytes::from_string(name.clone());
+                l.host = StrBytes::from_string(host.clone());
+                l.port = *port;
+                l
+            })
+            .collect();
+        let conn = self.core.any_connection().await?;
+        let resp: AddRaftVoterResponse = conn.call(&req).await?;
+        check(resp.error_code, resp.error_message.map(|m| m.to_string()))
+    }
+
+    /// RemoveRaftVoter (KIP-853): controller `id` with metadata log directory
+    /// `directory_id` stops voting.
+    pub async fn remove_raft_voter(&self, id: i32, directory_id: uuid::Uuid) -> Result<()> {
+        let mut req = RemoveRaftVoterRequest::default();
+        req.voter_id = id;
+        req.voter_directory_id = directory_id;
+        let conn = self.core.any_connection().await?;
+        let resp: RemoveRaftVoterResponse = conn.call(&req).await?;
+        check(resp.error_code, resp.error_message.map(|m| m.to_string()))
     }
 }

@@ -139,10 +139,10 @@ impl BrokerConfig {
             let bootstrap = self
                 .value("controller.quorum.bootstrap.servers")
                 .unwrap_or_default();
-            if voters.is_empty() && (controller || bootstrap.trim().is_empty()) {
+            if voters.is_empty() && bootstrap.trim().is_empty() {
                 return Err(err(
                     "controller.quorum.voters",
-                    "a multi-node cluster needs controller.quorum.voters (id@host:port,...); controller.quorum.bootstrap.servers alone (a dynamic quorum) is not supported".into(),
+                    "a multi-node cluster needs controller.quorum.voters (id@host:port,...) or controller.quorum.bootstrap.servers (host:port,...: a dynamic quorum)".into(),
                 ));
             }
             if controller {
@@ -158,7 +158,7 @@ impl BrokerConfig {
                         format!("must include the controller listener {}", names.join(",")),
                     ));
                 }
-                if !voters.iter().any(|(id, _)| *id == self.node_id()) {
+                if !voters.is_empty() && !voters.iter().any(|(id, _)| *id == self.node_id()) {
                     return Err(err(
                         "controller.quorum.voters",
                         format!(

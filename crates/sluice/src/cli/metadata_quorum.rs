@@ -1,11 +1,13 @@
 //! `sluice metadata-quorum describe --status | --replication` — the metadata quorum as
-//! `kafka-metadata-quorum.sh describe` shows it (Kafka 4's layout).
+//! `kafka-metadata-quorum.sh describe` shows it (Kafka 4's layout) — and
+//! `add-controller` / `remove-controller`, which change the voters of a dynamic quorum
+//! (KIP-853).
 
 use clap::{ArgGroup, Args, Subcommand};
 use sluice_client::admin::{QuorumDescription, QuorumReplica};
 use sluice_client::Admin;
 
-use super::{CliResult, ConnArgs};
+use super::{usage, CliError, CliResult, ConnArgs};
 
 #[derive(Args, Debug)]
 #[command(
@@ -33,18 +35,53 @@ pub enum QuorumCommand {
         #[arg(long = "human-readable")]
         human_readable: bool,
     },
+    /// Make the controller whose server.properties is --command-config a voter (it must be
+    /// running, formatted with --no-initial-controllers, and is caught up first). The file's
+    /// ssl.*/sasl.*/security.protocol settings also serve the connection.
+    #[command(name = "add-controller")]
+    AddController,
+    /// Remove a voter: it keeps following the metadata log as an observer.
+    #[command(name = "remove-controller")]
+    RemoveController {
+        /// The voter's node id.
+        #[arg(long = "controller-id", value_name = "ID")]
+        controller_id: i32,
+        /// Its metadata log directory id (`describe --replication` shows it).
+        #[arg(long = "controller-directory-id", value_name = "ID")]
+        controller_directory_id: String,
+    },
 }
 
-/// Kafka's text for an all-zero directory id (Sluice's replicas have no directory ids).
+/// Kafka's text for an all-zero directory id (static voters and brokers have none).
 const NO_DIRECTORY: &str = "AAAAAAAAAAAAAAAAAAAAAA";
 
 pub async fn run(args: MetadataQuorumArgs) -> CliResult {
+    let (status, human_readable) = match args.command {
+        QuorumCommand::Describe {
+            status,
+            human_readable,
+            ..
+        } => (status, human_readable),
+        QuorumCommand::AddController => return add_controller(&args.conn).await,
+        QuorumCommand::RemoveController {
+            controller_id,
+            controller_directory_id,
+        } => {
+            let directory = sluice_server::storage::parse_uuid(&controller_directory_id)
+                .ok_or_else(|| {
+                    usage(format!(
+                        "--controller-directory-id {controller_directory_id} is not a directory id"
+                    ))
+                })?;
+            let admin = Admin::new(args.conn.client_config()?)?;
+            admin.remove_raft_voter(controller_id, directory).await?;
+            println!(
+                "Removed KRaft controller {controller_id} with directory id {controller_directory_id}"
+            );
+            return Ok(());
+        }
+    };
     let admin = Admin::new(args.conn.client_config()?)?;
-    let QuorumCommand::Describe {
-        status,
-        human_readable,
-        ..
-    } = args.command;
     let q = admin.describe_metadata_quorum().await?;
     if status {
         let cluster = admin.describe_cluster().await?;
@@ -52,6 +89,65 @@ pub async fn run(args: MetadataQuorumArgs) -> CliResult {
     } else {
         print!("{}", replication_text(&q, human_readable.then(wall_ms)));
     }
+    Ok(())
+}
+
+/// `add-controller --command-config controller.properties`: the new voter's id, controller
+/// listeners and metadata directory id come from its own config and meta.properties.
+async fn add_controller(conn: &ConnArgs) -> CliResult {
+    let path = conn.command_config.as_ref().ok_or_else(|| {
+        usage("add-controller needs --command-config: the new controller's server.properties")
+    })?;
+    let (config, _) = sluice_server::settings::load(Some(path), std::iter::empty(), &[])
+        .map_err(|e| usage(format!("--command-config {}: {e}", path.display())))?;
+    let id = config.node_id();
+    let names = config.controller_listener_names();
+    let endpoints: Vec<(String, String, u16)> = config
+        .listeners()
+        .into_iter()
+        .filter(|l| names.contains(&l.name))
+        .map(|l| {
+            let host = if l.host.is_empty() || l.host == "0.0.0.0" {
+                "localhost".to_string()
+            } else {
+                l.host
+            };
+            (l.name, host, l.port)
+        })
+        .collect();
+    if endpoints.is_empty() || endpoints.iter().any(|(.., port)| *port == 0) {
+        return Err(usage(format!(
+            "--command-config {}: node {id} has no controller listener on a fixed port (controller.listener.names, listeners)",
+            path.display()
+        )));
+    }
+    let (_, metadata_dir) = sluice_server::storage::directories(&config);
+    let directory =
+        sluice_server::storage::directory_id(&metadata_dir).map_err(CliError::Failed)?;
+    let shown = sluice_protocol::base64::encode(directory.as_bytes());
+    // Only the connection's own settings from the controller's config.
+    let mut client = ConnArgs {
+        command_config: None,
+        ..conn.clone()
+    }
+    .client_config()?;
+    for (k, v) in config.explicit_keys() {
+        if k == "security.protocol" || k.starts_with("ssl.") || k.starts_with("sasl.") {
+            client = client
+                .set(k, v)
+                .map_err(|e| usage(format!("--command-config {}: {e}", path.display())))?;
+        }
+    }
+    let admin = Admin::new(client)?;
+    admin.add_raft_voter(id, directory, &endpoints).await?;
+    println!(
+        "Added controller {id} with directory id {shown} and endpoints: {}",
+        endpoints
+            .iter()
+            .map(|(n, h, p)| format!("{n}://{h}:{p}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
     Ok(())
 }
 
@@ -63,6 +159,15 @@ fn wall_ms() -> i64 {
 
 fn leader_of(q: &QuorumDescription) -> Option<&QuorumReplica> {
     q.voters.iter().find(|v| v.id == q.leader_id)
+}
+
+/// `"id": N` and, when it has one, `"directoryId": "..."`.
+fn replica_key(r: &QuorumReplica) -> String {
+    if r.directory_id == NO_DIRECTORY || r.directory_id.is_empty() {
+        format!("\"id\": {}", r.id)
+    } else {
+        format!("\"id\": {}, \"directoryId\": \"{}\"", r.id, r.directory_id)
+    }
 }
 
 /// `describe --status`.
@@ -92,21 +197,17 @@ fn status_text(cluster_id: &str, q: &QuorumDescription) -> String {
                 .filter(|(id, ..)| *id == v.id)
                 .map(|(_, listener, host, port)| format!("\"{listener}://{host}:{port}\""))
                 .collect();
-            if endpoints.is_empty() {
-                format!("{{\"id\": {}}}", v.id)
-            } else {
-                format!(
-                    "{{\"id\": {}, \"endpoints\": [{}]}}",
-                    v.id,
-                    endpoints.join(", ")
-                )
+            let mut text = replica_key(v);
+            if !endpoints.is_empty() {
+                text.push_str(&format!(", \"endpoints\": [{}]", endpoints.join(", ")));
             }
+            format!("{{{text}}}")
         })
         .collect();
     let observers: Vec<String> = q
         .observers
         .iter()
-        .map(|o| format!("{{\"id\": {}}}", o.id))
+        .map(|o| format!("{{{}}}", replica_key(o)))
         .collect();
     format!(
         "ClusterId:              {cluster_id}\n\
@@ -148,8 +249,13 @@ fn replication_text(q: &QuorumDescription, now: Option<i64>) -> String {
     );
     for (r, status) in rows {
         out.push_str(&format!(
-            "{}\t{NO_DIRECTORY}\t{}\t{}\t{}\t{}\t{status}\n",
+            "{}\t{}\t{}\t{}\t{}\t{}\t{status}\n",
             r.id,
+            if r.directory_id.is_empty() {
+                NO_DIRECTORY
+            } else {
+                &r.directory_id
+            },
             r.log_end_offset,
             (leader_end - r.log_end_offset).max(0),
             time(r.last_fetch_ms),
@@ -166,6 +272,11 @@ mod tests {
     fn replica(id: i32, end: i64, caught_up: i64) -> QuorumReplica {
         QuorumReplica {
             id,
+            directory_id: if id == 2 {
+                "AAAAAAAAAAAAAAAAAAAAAg".into()
+            } else {
+                NO_DIRECTORY.into()
+            },
             log_end_offset: end,
             last_fetch_ms: caught_up,
             last_caught_up_ms: caught_up,
@@ -194,7 +305,7 @@ mod tests {
         assert!(status.contains("MaxFollowerLag:         3\n"), "{status}");
         assert!(status.contains("MaxFollowerLagTimeMs:   100\n"), "{status}");
         assert!(
-            status.contains(r#"CurrentVoters:          [{"id": 1, "endpoints": ["CONTROLLER://h1:9093"]}, {"id": 2, "endpoints": ["CONTROLLER://h2:9093"]}, {"id": 3}]"#),
+            status.contains(r#"CurrentVoters:          [{"id": 1, "endpoints": ["CONTROLLER://h1:9093"]}, {"id": 2, "directoryId": "AAAAAAAAAAAAAAAAAAAAAg", "endpoints": ["CONTROLLER://h2:9093"]}, {"id": 3}]"#),
             "{status}"
         );
         assert!(
@@ -204,7 +315,9 @@ mod tests {
         let text = replication_text(&q, Some(1010));
         let rows: Vec<&str> = text.lines().skip(1).collect();
         assert_eq!(rows.len(), 4);
-        assert!(rows[0].starts_with("2\t") && rows[0].ends_with("\tLeader"));
+        assert!(
+            rows[0].starts_with("2\tAAAAAAAAAAAAAAAAAAAAAg\t") && rows[0].ends_with("\tLeader")
+        );
         assert!(rows[1].starts_with("1\t") && rows[1].contains("\t38\t3\t110 ms ago\t"));
         assert!(rows[3].starts_with("4\t") && rows[3].ends_with("\tObserver"));
     }
