@@ -721,6 +721,13 @@ impl QuorumController {
         self.membership().get_node(&(self.node_id as u64)).is_some()
     }
 
+    /// Whether this controller votes.
+    pub fn is_voter(&self) -> bool {
+        self.membership()
+            .voter_ids()
+            .any(|v| v == self.node_id as u64)
+    }
+
     /// Resolves once this controller is in the quorum's membership.
     pub async fn joined(&self) {
         let mut m = self.raft.metrics();

@@ -660,12 +660,14 @@ pub async fn fetch_loop(
 /// A controller of a dynamic quorum that is not in it yet asks the active controller
 /// (found through `bootstrap`, following NOT_CONTROLLER hints) to let it follow the
 /// metadata log as an observer, until it is in the membership. Kafka's observers fetch on
-/// their own; a Raft learner is sent the log, so the leader has to know it.
+/// their own; a Raft learner is sent the log, so the leader has to know it. With
+/// `auto_join` (`controller.quorum.auto.join.enable`) it then asks to become a voter.
 pub async fn observe_quorum(
     quorum: Arc<QuorumController>,
     me: ControllerSpec,
     bootstrap: Vec<String>,
     transport: Arc<dyn Transport>,
+    auto_join: bool,
     mut shutdown: watch::Receiver<bool>,
 ) {
     if bootstrap.is_empty() {
@@ -674,48 +676,93 @@ pub async fn observe_quorum(
         );
         return;
     }
-    let payload = ControllerRequest::ObserveQuorum(me).encode();
-    let mut hint: Option<String> = None;
-    let mut next = 0usize;
+    let mut asker = Asker {
+        bootstrap,
+        transport,
+        hint: None,
+        next: 0,
+    };
+    let observe = ControllerRequest::ObserveQuorum(me.clone()).encode();
     while !quorum.in_quorum() {
-        let addr = hint.take().unwrap_or_else(|| {
-            next += 1;
-            bootstrap[next % bootstrap.len()].clone()
+        let pause = match asker.ask(&observe).await {
+            Some(Ok(())) => {
+                info!("observing the metadata quorum");
+                Duration::from_secs(5)
+            }
+            Some(Err(e)) => {
+                warn!(error = %e.message, "the quorum refused this controller as an observer");
+                Duration::from_secs(5)
+            }
+            None if asker.hint.is_some() => Duration::ZERO,
+            None => Duration::from_millis(500),
+        };
+        tokio::select! {
+            () = quorum.joined() => {}
+            _ = shutdown.changed() => return,
+            () = tokio::time::sleep(pause) => {}
+        }
+    }
+    if !auto_join {
+        return;
+    }
+    let add = ControllerRequest::AddVoter(me).encode();
+    while !quorum.is_voter() {
+        let pause = match asker.ask(&add).await {
+            Some(Ok(())) => {
+                info!("joined the metadata quorum as a voter (controller.quorum.auto.join.enable)");
+                return;
+            }
+            Some(Err(e)) if e.code == sluice_protocol::ErrorCode::DuplicateVoter => return,
+            Some(Err(e)) => {
+                debug!(error = %e.message, "not added as a voter yet");
+                Duration::from_secs(1)
+            }
+            None if asker.hint.is_some() => Duration::ZERO,
+            None => Duration::from_millis(500),
+        };
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            () = tokio::time::sleep(pause) => {}
+        }
+    }
+}
+
+/// Asks the active controller over the controller listener, starting from bootstrap
+/// servers and following NOT_CONTROLLER hints.
+struct Asker {
+    bootstrap: Vec<String>,
+    transport: Arc<dyn Transport>,
+    hint: Option<String>,
+    next: usize,
+}
+
+impl Asker {
+    /// The controller's answer to a request answered with `Done`; None when none answered
+    /// (the next call tries the hinted controller, or the next bootstrap server).
+    async fn ask(&mut self, payload: &[u8]) -> Option<Result<(), ApiError>> {
+        let addr = self.hint.take().unwrap_or_else(|| {
+            self.next += 1;
+            self.bootstrap[self.next % self.bootstrap.len()].clone()
         });
-        let mut conn = Conn::new(Arc::clone(&transport));
+        let mut conn = Conn::new(Arc::clone(&self.transport));
         let answer = conn
-            .call(&addr, KIND_CONTROLLER, &payload, CALL_TIMEOUT)
+            .call(&addr, KIND_CONTROLLER, payload, CALL_TIMEOUT)
             .await
             .map_err(|e| e.to_string())
             .and_then(|b| ControllerResponse::decode(&b).map_err(|e| e.to_string()));
-        let pause = match answer {
+        match answer {
             Ok(ControllerResponse::Ok {
-                body: ReplyBody::Done(Ok(())),
+                body: ReplyBody::Done(r),
                 ..
-            }) => {
-                info!(controller = %addr, "observing the metadata quorum");
-                Duration::from_secs(5)
-            }
-            Ok(ControllerResponse::Ok {
-                body: ReplyBody::Done(Err(e)),
-                ..
-            }) => {
-                warn!(controller = %addr, error = %e.message, "the quorum refused this controller as an observer");
-                Duration::from_secs(5)
-            }
+            }) => Some(r),
             Ok(ControllerResponse::NotController(Some((_, leader)))) if !leader.is_empty() => {
-                hint = Some(leader);
-                Duration::ZERO
+                self.hint = Some(leader);
+                None
             }
             other => {
                 debug!(controller = %addr, answer = ?other, "no active controller there");
-                Duration::from_millis(500)
+                None
             }
-        };
-        tokio::select! {
-            () = quorum.joined() => return,
-            _ = shutdown.changed() => return,
-            () = tokio::time::sleep(pause) => {}
         }
     }
 }

@@ -424,6 +424,9 @@ impl Node {
                     me,
                     bootstrap_servers(&config),
                     Arc::clone(&quorum_transport),
+                    config
+                        .value("controller.quorum.auto.join.enable")
+                        .is_some_and(|v| v.eq_ignore_ascii_case("true")),
                     shutdown_rx.clone(),
                 ));
             }

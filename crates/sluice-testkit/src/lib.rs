@@ -52,51 +52,45 @@ pub fn free_port() -> u16 {
 /// The overrides of three combined broker + controller nodes (ids 1-3) on loopback ports
 /// picked now, each with `extra` added: one entry per node, for [`TestServer::start_all`].
 pub fn combined_nodes(extra: &[&str]) -> Vec<Vec<String>> {
-    let ids = [1, 2, 3];
-    let ports: Vec<(u16, u16)> = ids.iter().map(|_| (free_port(), free_port())).collect();
-    let voters: Vec<String> = ids
-        .iter()
-        .zip(&ports)
-        .map(|(id, (_, c))| format!("{id}@127.0.0.1:{c}"))
-        .collect();
-    ids.iter()
-        .zip(&ports)
-        .map(|(id, (p, c))| {
-            let mut o = vec![
-                "process.roles=broker,controller".to_string(),
-                format!("node.id={id}"),
-                format!("listeners=PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"),
-                "controller.listener.names=CONTROLLER".into(),
-                format!("controller.quorum.voters={}", voters.join(",")),
-            ];
-            o.extend(extra.iter().map(|s| s.to_string()));
-            o
-        })
-        .collect()
+    three_nodes(extra, |controllers| {
+        let voters: Vec<String> = controllers
+            .iter()
+            .enumerate()
+            .map(|(i, c)| format!("{}@127.0.0.1:{c}", i + 1))
+            .collect();
+        format!("controller.quorum.voters={}", voters.join(","))
+    })
 }
 
 /// Three combined nodes (ids 1-3) of a dynamic quorum (KIP-853): no static voters, each
 /// finds the quorum through `controller.quorum.bootstrap.servers` (all three controller
 /// listeners). Start them with [`TestServer::start_all_formatted`].
 pub fn dynamic_nodes(extra: &[&str]) -> Vec<Vec<String>> {
-    let ids = [1, 2, 3];
-    let ports: Vec<(u16, u16)> = ids.iter().map(|_| (free_port(), free_port())).collect();
-    let bootstrap: Vec<String> = ports
+    three_nodes(extra, |controllers| {
+        let servers: Vec<String> = controllers
+            .iter()
+            .map(|c| format!("127.0.0.1:{c}"))
+            .collect();
+        format!("controller.quorum.bootstrap.servers={}", servers.join(","))
+    })
+}
+
+/// Three combined nodes (ids 1-3) on loopback ports picked now; `quorum` gives the line
+/// that tells them where the controllers are (their controller ports, by node).
+fn three_nodes(extra: &[&str], quorum: impl Fn(&[u16]) -> String) -> Vec<Vec<String>> {
+    let ports: Vec<(u16, u16)> = (0..3).map(|_| (free_port(), free_port())).collect();
+    let controllers: Vec<u16> = ports.iter().map(|(_, c)| *c).collect();
+    let quorum = quorum(&controllers);
+    ports
         .iter()
-        .map(|(_, c)| format!("127.0.0.1:{c}"))
-        .collect();
-    ids.iter()
-        .zip(&ports)
-        .map(|(id, (p, c))| {
+        .enumerate()
+        .map(|(i, (p, c))| {
             let mut o = vec![
                 "process.roles=broker,controller".to_string(),
-                format!("node.id={id}"),
+                format!("node.id={}", i + 1),
                 format!("listeners=PLAINTEXT://127.0.0.1:{p},CONTROLLER://127.0.0.1:{c}"),
                 "controller.listener.names=CONTROLLER".into(),
-                format!(
-                    "controller.quorum.bootstrap.servers={}",
-                    bootstrap.join(",")
-                ),
+                quorum.clone(),
             ];
             o.extend(extra.iter().map(|s| s.to_string()));
             o

@@ -390,18 +390,9 @@ fn three_controllers_and_three_brokers() {
 
 /// `sluice cluster <args>` through `bootstrap`, which must succeed: its output.
 fn cluster_tool(bootstrap: &str, args: &[&str]) -> String {
-    let out = std::process::Command::new(sluice_bin())
-        .args(["cluster", "--bootstrap-server", bootstrap])
-        .args(args)
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
+    let mut all = vec!["cluster", "--bootstrap-server", bootstrap];
+    all.extend(args);
+    sluice_ok(&all)
 }
 
 /// `sluice metadata-quorum describe --status` through `bootstrap`: each line's key and value.
@@ -431,18 +422,13 @@ fn quorum_replication(bootstrap: &str) -> Vec<(i32, i64, String)> {
 }
 
 fn quorum_tool(bootstrap: &str, what: &str) -> String {
-    let out = std::process::Command::new(sluice_bin())
-        .args(["metadata-quorum", "--bootstrap-server", bootstrap])
-        .args(["describe", what])
-        .output()
-        .unwrap();
-    let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    text
+    sluice_ok(&[
+        "metadata-quorum",
+        "--bootstrap-server",
+        bootstrap,
+        "describe",
+        what,
+    ])
 }
 
 /// The network between three combined nodes: a proxy for each direction of each pair, for
@@ -2909,4 +2895,37 @@ fn a_dynamic_quorum_grows_to_three_voters_and_survives_removing_one_under_load()
         }
     }
     assert!(acked.len() >= 600, "{}", acked.len());
+}
+
+/// `controller.quorum.auto.join.enable`: controllers formatted with
+/// `--no-initial-controllers` add themselves as voters once they observe the log, with no
+/// add-controller; the quorum then survives losing its first voter.
+#[test]
+fn controllers_with_auto_join_add_themselves_as_voters() {
+    let _serial = one_cluster_at_a_time();
+    let mut extra = TIMING.to_vec();
+    extra.push("controller.quorum.auto.join.enable=true");
+    let configs = sluice_testkit::dynamic_nodes(&extra);
+    let cluster_id = sluice_ok(&["storage", "random-uuid"]).trim().to_string();
+    let format: Vec<Vec<String>> = [
+        "--standalone",
+        "--no-initial-controllers",
+        "--no-initial-controllers",
+    ]
+    .iter()
+    .map(|mode| vec![format!("--cluster-id={cluster_id}"), mode.to_string()])
+    .collect();
+    let mut nodes = TestServer::start_all_formatted(sluice_bin(), &configs, &format);
+    let b = nodes[2].bootstrap.clone();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while voter_ids(&b) != [1, 2, 3] {
+        assert!(Instant::now() < deadline, "{:?}", quorum_status(&b));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Three voters: losing one (the first, active controller) leaves a majority.
+    nodes[0].kill();
+    converge(&b, "node 1 fenced", |m| {
+        brokers(m) == BTreeSet::from([2, 3])
+    });
+    create(&b, "after-auto-join", 1, 2).unwrap();
 }

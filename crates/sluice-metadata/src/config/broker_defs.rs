@@ -69,6 +69,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "host:port of controllers to bootstrap from.",
     ),
     def(
+        "controller.quorum.auto.join.enable",
+        T::Boolean,
+        Some("false"),
+        Any,
+        "A controller of a dynamic quorum that is not a voter adds itself as one once it follows the metadata log.",
+    ),
+    def(
         "broker.session.timeout.ms",
         T::Int,
         Some("9000"),

@@ -330,6 +330,26 @@ public class Main {
             }
         });
 
+        step("admin.addRaftVoter / removeRaftVoter on a static quorum: UnsupportedVersionException", () -> {
+            Uuid dir = Uuid.randomUuid();
+            try {
+                admin.addRaftVoter(7, dir, Set.of(new RaftVoterEndpoint("CONTROLLER", "127.0.0.1", 9093)))
+                    .all().get();
+                check(false, "a voter was added to a static quorum");
+            } catch (ExecutionException e) {
+                check(e.getCause() instanceof org.apache.kafka.common.errors.UnsupportedVersionException
+                        && e.getCause().getMessage().contains("kraft.version"),
+                    "addRaftVoter refused with " + e.getCause());
+            }
+            try {
+                admin.removeRaftVoter(0, dir).all().get();
+                check(false, "a voter was removed from a static quorum");
+            } catch (ExecutionException e) {
+                check(e.getCause() instanceof org.apache.kafka.common.errors.UnsupportedVersionException,
+                    "removeRaftVoter refused with " + e.getCause());
+            }
+        });
+
         step("admin.createPartitions(topic -> 5)", () -> {
             admin.createPartitions(Map.of(topic, NewPartitions.increaseTo(5))).all().get();
             TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames().get().get(topic);
