@@ -64,8 +64,6 @@ pub struct NetworkLimits {
     pub sasl_max_receive: usize,
 }
 
-/// A read buffer grown past this for one large frame is not kept while the client is idle.
-const READ_CHUNK_BYTES: usize = 1024 * 1024;
 /// A connection's read buffer to start with: small, so idle connections cost little.
 const READ_BUFFER_BYTES: usize = 8 * 1024;
 /// How long a client of an SSL listener has to complete its TLS handshake.
@@ -184,7 +182,18 @@ fn take_frame(buf: &mut BytesMut, size: usize) -> Option<Bytes> {
         return None;
     }
     buf.advance(SIZE_PREFIX_LEN);
-    Some(buf.split_to(size).freeze())
+    let frame = buf.split_to(size).freeze();
+    if size > READ_BUFFER_BYTES {
+        // The buffer was sized for this frame: the frame alone keeps its allocation (freed
+        // with the frame). Otherwise the next read would reclaim it once the frame is
+        // dropped, and read up to its size of the next request before the budget admits
+        // that, or hold it while the client is idle: 200 clients answered but not yet gone
+        // held 4 MiB each.
+        let mut fresh = BytesMut::with_capacity(READ_BUFFER_BYTES.max(buf.len()));
+        fresh.extend_from_slice(buf);
+        *buf = fresh;
+    }
+    Some(frame)
 }
 
 /// Who a connection's requests come from: its principal, and the SASL exchange still to
@@ -373,10 +382,7 @@ async fn connection<S: Transport>(
         if *shutdown.borrow() {
             break "broker shutting down".into();
         }
-        if rbuf.is_empty() && rbuf.capacity() > READ_CHUNK_BYTES {
-            // A buffer grown for one large frame is not kept while the client is idle.
-            rbuf = BytesMut::with_capacity(READ_BUFFER_BYTES);
-        } else if rbuf.capacity() - rbuf.len() < 1024 {
+        if rbuf.capacity() - rbuf.len() < 1024 {
             rbuf.reserve(READ_BUFFER_BYTES);
         }
         let read = tokio::select! {
@@ -502,5 +508,34 @@ mod tests {
         assert_eq!(frame_size(&[0, 0], 100, "x").unwrap(), None);
         assert!(frame_size(&200i32.to_be_bytes(), 100, "x").is_err());
         assert!(frame_size(&(-5i32).to_be_bytes(), 100, "x").is_err());
+    }
+
+    #[test]
+    fn a_large_frame_does_not_leave_its_buffer_to_the_next_read() {
+        let size = 64 * READ_BUFFER_BYTES;
+        let mut buf = BytesMut::with_capacity(READ_BUFFER_BYTES);
+        buf.extend_from_slice(&(size as i32).to_be_bytes());
+        buf.extend_from_slice(b"head");
+        assert_eq!(take_frame(&mut buf, size), None);
+        assert!(
+            buf.capacity() >= SIZE_PREFIX_LEN + size,
+            "sized for the frame"
+        );
+        buf.resize(SIZE_PREFIX_LEN + size, b'x');
+        // The next frame's prefix arrived with this one's tail.
+        buf.extend_from_slice(&3i32.to_be_bytes());
+        let frame = take_frame(&mut buf, size).expect("the frame is whole");
+        assert_eq!(frame.len(), size);
+        assert_eq!(&frame[..4], b"head");
+        drop(frame);
+        // What is left is the next prefix in a small buffer; making room for the next read
+        // does not take back the frame's allocation.
+        assert_eq!(&buf[..], &3i32.to_be_bytes());
+        buf.reserve(READ_BUFFER_BYTES);
+        assert!(
+            buf.capacity() < 4 * READ_BUFFER_BYTES,
+            "capacity {} after a {size}-byte frame",
+            buf.capacity()
+        );
     }
 }
