@@ -9,6 +9,13 @@
 //! not have yet. Those features are not offered, so clients keep to the protocols Sluice
 //! speaks.
 //!
+//! `transaction.version` 2 is transactions v2 (KIP-890 part 2): a client that sees it finalized
+//! adds partitions to its transaction by producing to them, and every commit or abort bumps
+//! its epoch. As in Kafka 4, a new cluster starts at level 2, and a cluster whose log never
+//! named the feature is at 2 as well; it may be downgraded (to 0 or 1, which Sluice treats
+//! alike), after which clients keep to transactions v1 from their next transaction on. The
+//! broker decides by each request's version, so a transaction in flight finishes either way.
+//!
 //! `kraft.version` 1 is the dynamic controller quorum (KIP-853): finalized when the quorum
 //! was formatted without static voters, and reachable from a static quorum by upgrading it;
 //! never downgraded, as in Kafka.
@@ -19,9 +26,17 @@ use crate::MetadataImage;
 
 pub const METADATA_VERSION: &str = "metadata.version";
 pub const KRAFT_VERSION: &str = "kraft.version";
+pub const TRANSACTION_VERSION: &str = "transaction.version";
 
 /// (feature, lowest, highest) level this build supports.
-pub const SUPPORTED: &[(&str, i16, i16)] = &[(KRAFT_VERSION, 0, 1), (METADATA_VERSION, 7, 21)];
+pub const SUPPORTED: &[(&str, i16, i16)] = &[
+    (KRAFT_VERSION, 0, 1),
+    (METADATA_VERSION, 7, 21),
+    (TRANSACTION_VERSION, 0, 2),
+];
+
+/// The `transaction.version` of a cluster whose log never set it.
+pub const DEFAULT_TRANSACTION_VERSION: i16 = 2;
 
 /// Whether the controller quorum takes voters added and removed at runtime (KIP-853).
 pub fn dynamic_quorum(image: &MetadataImage) -> bool {
@@ -79,6 +94,8 @@ pub fn finalized(image: &MetadataImage) -> BTreeMap<String, i16> {
     let mut out = image.features.clone();
     out.entry(METADATA_VERSION.to_string())
         .or_insert(DEFAULT_METADATA_VERSION);
+    out.entry(TRANSACTION_VERSION.to_string())
+        .or_insert(DEFAULT_TRANSACTION_VERSION);
     out.retain(|_, level| *level > 0);
     out
 }
@@ -203,5 +220,32 @@ mod tests {
                 .unwrap_err()
                 .contains("not supported")
         );
+    }
+
+    #[test]
+    fn transaction_version_starts_at_2_and_may_be_turned_off_and_on() {
+        let mut image = MetadataImage::empty();
+        assert_eq!(finalized(&image).get(TRANSACTION_VERSION), Some(&2));
+        assert!(check_update(&image, TRANSACTION_VERSION, 3, UpgradeType::Upgrade).is_err());
+        assert!(
+            check_update(&image, TRANSACTION_VERSION, 0, UpgradeType::Upgrade)
+                .unwrap_err()
+                .contains("Can't downgrade")
+        );
+        assert!(check_update(&image, TRANSACTION_VERSION, 0, UpgradeType::SafeDowngrade).is_ok());
+        let off = crate::MetadataRecord::FeatureLevel {
+            name: TRANSACTION_VERSION.into(),
+            level: 0,
+        };
+        image.apply(3, &off);
+        assert_eq!(finalized(&image).get(TRANSACTION_VERSION), None, "off");
+        assert_eq!(image.features_epoch, 3);
+        // A snapshot keeps it off.
+        let mut restored = MetadataImage::empty();
+        for (i, r) in image.to_records().iter().enumerate() {
+            restored.apply(i as i64, r);
+        }
+        assert_eq!(finalized(&restored).get(TRANSACTION_VERSION), None);
+        assert!(check_update(&image, TRANSACTION_VERSION, 2, UpgradeType::Upgrade).is_ok());
     }
 }

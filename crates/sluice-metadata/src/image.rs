@@ -324,7 +324,8 @@ impl MetadataImage {
                 self.acls.remove(id);
             }
             MetadataRecord::FeatureLevel { name, level } => {
-                if *level > 0 {
+                // A feature with a default level above 0 keeps its 0: it was turned off.
+                if *level > 0 || name == crate::features::TRANSACTION_VERSION {
                     self.features.insert(name.clone(), *level);
                 } else {
                     self.features.remove(name);

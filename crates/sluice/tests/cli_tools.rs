@@ -818,8 +818,30 @@ fn features_and_metadata_quorum_like_kafkas_tools() {
     assert_eq!(
         ok(&sluice(b, &["features", "describe"])),
         "Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: 0\n\
-         Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.9-IV0\tEpoch: 0\n"
+         Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.9-IV0\tEpoch: 0\n\
+         Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\tEpoch: 0\n"
     );
+    // Transactions v2 may be turned off (clients keep to v1) and on again.
+    ok(&sluice(
+        b,
+        &[
+            "features",
+            "downgrade",
+            "--feature",
+            "transaction.version=0",
+        ],
+    ));
+    let described = ok(&sluice(b, &["features", "describe"]));
+    assert!(
+        described.contains("Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 0\t"),
+        "{described}"
+    );
+    ok(&sluice(
+        b,
+        &["features", "upgrade", "--feature", "transaction.version=2"],
+    ));
+    assert!(ok(&sluice(b, &["features", "describe"]))
+        .contains("Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\t"));
     assert_eq!(
         ok(&sluice(
             b,

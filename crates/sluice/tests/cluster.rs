@@ -2929,3 +2929,134 @@ fn controllers_with_auto_join_add_themselves_as_voters() {
     });
     create(&b, "after-auto-join", 1, 2).unwrap();
 }
+
+/// One transactional batch of one record.
+fn txn_batch(pid: i64, epoch: i16, seq: i32, value: &str) -> Bytes {
+    let mut b = BatchBuilder::new(Compression::None)
+        .with_producer(pid, epoch, seq)
+        .with_transactional(true);
+    b.append(0, Some(value.as_bytes()), Some(value.as_bytes()), &[]);
+    b.build(0).unwrap().into()
+}
+
+/// Call `f` until its error code is not one of `retriable` (or 30 s pass).
+fn until_settled<T>(retriable: &[i16], mut f: impl FnMut() -> (i16, T)) -> (i16, T) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let (code, v) = f();
+        if !retriable.contains(&code) || Instant::now() > deadline {
+            return (code, v);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Transactions v2 across brokers: a v2 producer (Produce v12, EndTxn v5) never names its
+/// partitions; each partition's leader adds it to the transaction at the coordinator, on
+/// another broker for most of them (AddPartitionsToTxn v4), and the epoch the commit moves to
+/// fences a late write of the committed transaction there too.
+#[test]
+fn transactions_v2_partitions_are_added_by_their_leaders_at_the_coordinator() {
+    let _serial = one_cluster_at_a_time();
+    let nodes = TestServer::start_all(sluice_bin(), &combined(&TIMING));
+    let b = nodes[0].bootstrap.clone();
+    create(&b, "tv2", 6, 1).unwrap();
+    let m = converge(&b, "tv2 leaders", |m| {
+        let ps = partitions(m, "tv2");
+        ps.len() == 6 && ps.iter().all(|p| p.0 > 0)
+    });
+    let leaders: Vec<i32> = partitions(&m, "tv2").iter().map(|p| p.0).collect();
+    let at = |node: i32| Wire::connect(&nodes[(node - 1) as usize].bootstrap);
+    let s = |v: &str| StrBytes::from_string(v.to_string());
+    let id = "tv2-across";
+    let (_, coordinator) = until_settled(&[15], || {
+        let resp: FindCoordinatorResponse = Wire::connect(&b).call(
+            ApiKey::FindCoordinator,
+            4,
+            &FindCoordinatorRequest::default()
+                .with_key_type(1)
+                .with_coordinator_keys(vec![s(id)]),
+        );
+        let c = &resp.coordinators[0];
+        (c.error_code, c.node_id.0)
+    });
+    assert!(
+        leaders.iter().any(|l| *l != coordinator),
+        "leaders {leaders:?}, coordinator {coordinator}"
+    );
+    let mut txn = at(coordinator);
+    let (code, (pid, e0)) = until_settled(&[14, 15, 51], || {
+        let r: InitProducerIdResponse = txn.call(
+            ApiKey::InitProducerId,
+            5,
+            &InitProducerIdRequest::default()
+                .with_transactional_id(Some(TransactionalId(s(id))))
+                .with_transaction_timeout_ms(60_000)
+                .with_producer_id(ProducerId(-1))
+                .with_producer_epoch(-1),
+        );
+        (r.error_code, (r.producer_id.0, r.producer_epoch))
+    });
+    assert_eq!(code, 0);
+    let produce = |partition: i32, records: Bytes| -> i16 {
+        let req = ProduceRequest::default()
+            .with_transactional_id(Some(TransactionalId(s(id))))
+            .with_acks(-1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(s("tv2")))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(records))])]);
+        let resp: ProduceResponse = at(leaders[partition as usize]).call(ApiKey::Produce, 12, &req);
+        resp.responses[0].partition_responses[0].error_code
+    };
+    for p in 0..6 {
+        let code = produce(p, txn_batch(pid, e0, 0, &format!("one-{p}")));
+        assert_eq!(code, 0, "partition {p} (leader {})", leaders[p as usize]);
+    }
+    let end = |txn: &mut Wire, epoch: i16, commit: bool| {
+        until_settled(&[51], || {
+            let r: EndTxnResponse = txn.call(
+                ApiKey::EndTxn,
+                5,
+                &EndTxnRequest::default()
+                    .with_transactional_id(TransactionalId(s(id)))
+                    .with_producer_id(ProducerId(pid))
+                    .with_producer_epoch(epoch)
+                    .with_committed(commit),
+            );
+            (r.error_code, (r.producer_id.0, r.producer_epoch))
+        })
+    };
+    assert_eq!(end(&mut txn, e0, true), (0, (pid, e0 + 1)));
+    // Once complete, the commit's epoch is fenced on every broker.
+    assert_eq!(end(&mut txn, e0, true), (0, (pid, e0 + 1)));
+    let remote = (0..6)
+        .find(|p| leaders[*p as usize] != coordinator)
+        .unwrap();
+    assert_eq!(produce(remote, txn_batch(pid, e0, 1, "late")), 47);
+    // A read_committed consumer sees the transaction's six records.
+    let c: BaseConsumer = ClientConfig::new()
+        .set("bootstrap.servers", &b)
+        .set("group.id", "tv2-check")
+        .set("isolation.level", "read_committed")
+        .create()
+        .unwrap();
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in 0..6 {
+        tpl.add_partition_offset("tv2", p, rdkafka::Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut seen = BTreeSet::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while seen.len() < 6 && Instant::now() < deadline {
+        if let Some(Ok(m)) = c.poll(Duration::from_millis(500)) {
+            use rdkafka::Message;
+            seen.insert(String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned());
+        }
+    }
+    let want: BTreeSet<String> = (0..6).map(|p| format!("one-{p}")).collect();
+    assert_eq!(seen, want);
+}

@@ -4,6 +4,8 @@
 //! produce), timeouts, and an open transaction surviving a kill -9 of the broker.
 
 mod common;
+#[path = "common/wire.rs"]
+mod wire;
 
 use std::collections::HashSet;
 use std::time::{Duration, Instant};
@@ -662,5 +664,153 @@ mod native {
             producer.begin_transaction().await.is_err()
                 || producer.abort_transaction().await.is_err()
         );
+    }
+}
+
+mod v2 {
+    //! Transactions v2 (KIP-890 part 2) on the wire, as a Java 4 producer speaks it when the
+    //! cluster finalizes `transaction.version` 2: no AddPartitionsToTxn or AddOffsetsToTxn
+    //! (Produce v12 and TxnOffsetCommit v5 add the partitions), and EndTxn v5 bumps the epoch.
+
+    use super::*;
+
+    use super::wire::Wire;
+    use bytes::Bytes;
+    use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
+    use kafka_protocol::messages::txn_offset_commit_request::{
+        TxnOffsetCommitRequestPartition, TxnOffsetCommitRequestTopic,
+    };
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
+    use sluice_protocol::batch::BatchBuilder;
+    use sluice_protocol::compression::Compression;
+
+    const ID: &str = "tv2-producer";
+
+    fn s(v: &str) -> StrBytes {
+        StrBytes::from_string(v.to_string())
+    }
+
+    fn batch(pid: i64, epoch: i16, seq: i32, value: &str) -> Bytes {
+        let mut b = BatchBuilder::new(Compression::None)
+            .with_producer(pid, epoch, seq)
+            .with_transactional(true);
+        b.append(0, Some(value.as_bytes()), Some(value.as_bytes()), &[]);
+        b.build(0).unwrap().into()
+    }
+
+    /// Produce v12 of one transactional batch: the partition's error code.
+    fn produce(w: &mut Wire, topic: &str, partition: i32, records: Bytes) -> i16 {
+        let req = ProduceRequest::default()
+            .with_transactional_id(Some(TransactionalId(s(ID))))
+            .with_acks(-1)
+            .with_timeout_ms(10_000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(TopicName(s(topic)))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(partition)
+                    .with_records(Some(records))])]);
+        let resp: ProduceResponse = w.call(ApiKey::Produce, 12, &req);
+        resp.responses[0].partition_responses[0].error_code
+    }
+
+    /// EndTxn v5, retried while the previous end's markers are written: (error, pid, epoch).
+    fn end(w: &mut Wire, pid: i64, epoch: i16, commit: bool) -> (i16, i64, i16) {
+        let req = EndTxnRequest::default()
+            .with_transactional_id(TransactionalId(s(ID)))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_committed(commit);
+        let deadline = Instant::now() + T;
+        loop {
+            let resp: EndTxnResponse = w.call(ApiKey::EndTxn, 5, &req);
+            if resp.error_code != 51 || Instant::now() > deadline {
+                return (resp.error_code, resp.producer_id.0, resp.producer_epoch);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn commit_offset(w: &mut Wire, pid: i64, epoch: i16, topic: &str, offset: i64) -> i16 {
+        let req = TxnOffsetCommitRequest::default()
+            .with_transactional_id(TransactionalId(s(ID)))
+            .with_group_id(GroupId(s("tv2-group")))
+            .with_producer_id(ProducerId(pid))
+            .with_producer_epoch(epoch)
+            .with_generation_id(-1)
+            .with_member_id(s(""))
+            .with_topics(vec![TxnOffsetCommitRequestTopic::default()
+                .with_name(TopicName(s(topic)))
+                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
+                    .with_partition_index(0)
+                    .with_committed_offset(offset)])]);
+        let deadline = Instant::now() + T;
+        loop {
+            let resp: TxnOffsetCommitResponse = w.call(ApiKey::TxnOffsetCommit, 5, &req);
+            let code = resp.topics[0].partitions[0].error_code;
+            // The group coordinator may still be loading its new partition.
+            if ![14, 15, 16].contains(&code) || Instant::now() > deadline {
+                return code;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    #[test]
+    fn partitions_join_by_being_written_and_every_end_fences_the_ended_transaction() {
+        let server = start(&[]);
+        let b = &server.bootstrap;
+        create_topic(b, "tv2", 3, &[]);
+        let mut w = Wire::connect(b);
+        let deadline = Instant::now() + T;
+        let init = loop {
+            let init: InitProducerIdResponse = w.call(
+                ApiKey::InitProducerId,
+                5,
+                &InitProducerIdRequest::default()
+                    .with_transactional_id(Some(TransactionalId(s(ID))))
+                    .with_transaction_timeout_ms(60_000)
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1),
+            );
+            // The coordinator loads its new partition first.
+            if ![14, 15].contains(&init.error_code) || Instant::now() > deadline {
+                break init;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        };
+        assert_eq!(init.error_code, 0);
+        let (pid, e0) = (init.producer_id.0, init.producer_epoch);
+        // Transaction 1: two partitions and the group's offsets, none added beforehand.
+        assert_eq!(produce(&mut w, "tv2", 0, batch(pid, e0, 0, "one-0")), 0);
+        assert_eq!(produce(&mut w, "tv2", 1, batch(pid, e0, 0, "one-1")), 0);
+        assert_eq!(produce(&mut w, "tv2", 0, batch(pid, e0, 1, "one-2")), 0);
+        assert_eq!(commit_offset(&mut w, pid, e0, "tv2", 42), 0);
+        assert_eq!(end(&mut w, pid, e0, true), (0, pid, e0 + 1));
+        // The ended transaction's epoch is fenced everywhere: in a partition it wrote (the
+        // marker moved the epoch there) and in one it did not (the coordinator refuses it).
+        assert_eq!(produce(&mut w, "tv2", 0, batch(pid, e0, 2, "late-0")), 47);
+        assert_eq!(produce(&mut w, "tv2", 2, batch(pid, e0, 0, "late-2")), 47);
+        // A retried commit is answered with the epoch the producer goes on with.
+        assert_eq!(end(&mut w, pid, e0, true), (0, pid, e0 + 1));
+        assert_eq!(end(&mut w, pid, e0, false).0, 48, "INVALID_TXN_STATE");
+        // Transaction 2 at the new epoch, aborted; then an abort with nothing open.
+        let e1 = e0 + 1;
+        assert_eq!(produce(&mut w, "tv2", 0, batch(pid, e1, 0, "two-0")), 0);
+        assert_eq!(produce(&mut w, "tv2", 2, batch(pid, e1, 0, "two-2")), 0);
+        assert_eq!(end(&mut w, pid, e1, false), (0, pid, e1 + 1));
+        // A retry waits out the abort's markers (CONCURRENT_TRANSACTIONS until then).
+        let retried = end(&mut w, pid, e1, false);
+        assert_eq!(retried, (0, pid, e1 + 1), "the retry, once complete");
+        assert_eq!(end(&mut w, pid, e1 + 1, true).0, 48, "commit of nothing");
+        assert_eq!(end(&mut w, pid, e1 + 1, false), (0, pid, e1 + 2));
+        // read_committed sees transaction 1 only; the group's offset is committed.
+        let got = sorted(read(b, "tv2", 3, "read_committed", 3));
+        assert_eq!(got, vec!["one-0", "one-1", "one-2"]);
+        assert_eq!(committed(b, "tv2-group", "tv2"), Some(42));
+        // The coordinator shows the last epoch.
+        let out = cli(b, &["transactions", "--describe", "--transactional-id", ID]);
+        let fields: Vec<&str> = out.lines().nth(1).unwrap().split('\t').collect();
+        assert!(fields.contains(&(e1 + 2).to_string().as_str()), "{out}");
     }
 }

@@ -64,6 +64,9 @@ fn handle(h: &ApiVersions, ctx: &RequestContext, body: Bytes) -> Result<Response
         let image = h.metadata.current();
         resp.supported_features = sluice_metadata::features::SUPPORTED
             .iter()
+            // As Kafka (KAFKA-17492): a range starting at 0 is only shown from v4 on, since
+            // older clients refuse it.
+            .filter(|(_, min, _)| *min > 0 || ctx.api_version >= 4)
             .map(|(name, min, max)| {
                 let mut f = SupportedFeatureKey::default();
                 f.name = str_bytes(name.to_string());

@@ -5,6 +5,10 @@
 //! (NOT_LEADER_OR_FOLLOWER as soon as this broker stops leading first, REQUEST_TIMED_OUT after
 //! `timeout_ms`, NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank below
 //! `min.insync.replicas` meanwhile).
+//!
+//! From v12 the client speaks transactions v2 (KIP-890): a transactional batch for a partition
+//! not yet in its open transaction makes this broker add the partition to the transaction at
+//! the coordinator first ([`crate::txn::adder`]).
 
 use std::time::Duration;
 
@@ -32,7 +36,8 @@ handler!(
         replicas: crate::replica::ReplicaManager,
         access: crate::authorizer::Access,
         quotas: crate::quota::ClientQuotas,
-        topics: crate::services::topics::TopicCreator
+        topics: crate::services::topics::TopicCreator,
+        txns: crate::txn::coordinator::TxnCoordinator
     }
 );
 
@@ -62,6 +67,71 @@ fn partition_error(index: i32, e: &AppendError, version: i16) -> PartitionProduc
 
 fn refused(code: ErrorCode) -> AppendError {
     AppendError::Code(code, String::new())
+}
+
+fn refused_code() -> AppendError {
+    refused(ErrorCode::UnknownServerError)
+}
+
+/// Transactions v2: add the partitions of `entries` whose transactional batches open the
+/// producer's transaction there (none open at the batch's epoch) to the transaction of `id`.
+/// Returns the entries refused, with the error to answer for them (the coordinator's, but
+/// PRODUCER_FENCED as INVALID_PRODUCER_EPOCH, as Kafka's leader answers a late write of a
+/// fenced or ended transaction).
+async fn add_to_transaction(
+    h: &Produce,
+    id: &str,
+    entries: &[AppendEntry],
+) -> Vec<(usize, AppendError)> {
+    let mut producer = None;
+    let mut opening = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let Ok(header) = sluice_protocol::batch::BatchHeader::parse(&e.records) else {
+            continue; // the append refuses it
+        };
+        if !header.is_transactional() {
+            continue;
+        }
+        producer = Some((header.producer_id, header.producer_epoch));
+        if !h
+            .replicas
+            .in_open_txn(&e.tp, header.producer_id, header.producer_epoch)
+        {
+            opening.push(i);
+        }
+    }
+    let Some((producer_id, epoch)) = producer.filter(|_| !opening.is_empty()) else {
+        return Vec::new();
+    };
+    let partitions = opening
+        .iter()
+        .map(|i| (entries[*i].tp.topic.to_string(), entries[*i].tp.partition.0))
+        .collect();
+    match h
+        .txns
+        .add_for_producer(id, producer_id, epoch, partitions, true)
+        .await
+    {
+        Ok(()) => Vec::new(),
+        Err(code) => {
+            let code = match code {
+                ErrorCode::ProducerFenced => ErrorCode::InvalidProducerEpoch,
+                c => c,
+            };
+            opening
+                .into_iter()
+                .map(|i| {
+                    (
+                        i,
+                        AppendError::Code(
+                            code,
+                            "the partition was not added to the transaction".into(),
+                        ),
+                    )
+                })
+                .collect()
+        }
+    }
 }
 
 /// Where a partition's answer comes from.
@@ -142,10 +212,40 @@ async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Respon
         topics.push((topic.name, topic.topic_id, slots));
     }
     let acks = acks.unwrap_or(Acks::Leader);
+    // Transactions v2: the partitions this request opens in the producer's transaction are
+    // added to it first; those the coordinator refuses are not written.
+    let mut not_added: Vec<(usize, AppendError)> = Vec::new();
+    if ctx.api_version >= 12 {
+        if let Some(id) = req.transactional_id.as_ref().filter(|_| !txn_denied) {
+            not_added = add_to_transaction(h, id, &entries).await;
+        }
+    }
     let results = if entries.is_empty() {
         Vec::new()
-    } else {
+    } else if not_added.is_empty() {
         h.replicas.append(AppendOrigin::Client, acks, entries).await
+    } else {
+        let mut errors: std::collections::HashMap<usize, AppendError> =
+            not_added.into_iter().collect();
+        let n = entries.len();
+        let write: Vec<AppendEntry> = entries
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !errors.contains_key(i))
+            .map(|(_, e)| e)
+            .collect();
+        let mut written = if write.is_empty() {
+            Vec::new()
+        } else {
+            h.replicas.append(AppendOrigin::Client, acks, write).await
+        }
+        .into_iter();
+        (0..n)
+            .map(|i| match errors.remove(&i) {
+                Some(e) => Err(e),
+                None => written.next().unwrap_or_else(|| Err(refused_code())),
+            })
+            .collect()
     };
     // The records are in the log: the request's bytes are no longer held.
     ctx.release_budget();

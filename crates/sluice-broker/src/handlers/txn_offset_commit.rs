@@ -1,7 +1,9 @@
 //! TxnOffsetCommit (key 28): a transactional producer commits a consumer group's offsets
 //! inside its transaction. The group coordinator writes them to `__consumer_offsets` as the
 //! producer's transactional batch; they become the group's committed offsets when the commit
-//! marker arrives, and vanish with an abort.
+//! marker arrives, and vanish with an abort. From v5 the client speaks transactions v2 and
+//! sends no AddOffsetsToTxn: the group's `__consumer_offsets` partition is added to the
+//! transaction here first (KIP-890).
 
 use bytes::Bytes;
 use kafka_protocol::messages::txn_offset_commit_response::{
@@ -12,18 +14,19 @@ use kafka_protocol::messages::{ApiKey, TxnOffsetCommitRequest, TxnOffsetCommitRe
 use sluice_metadata::acl::op;
 use sluice_protocol::ErrorCode;
 
-use crate::group::coordinator::TxnCommitRequest;
+use crate::group::coordinator::{partition_for, TxnCommitRequest, OFFSETS_TOPIC};
 use crate::request::{HandlerError, RequestContext, Response};
 use crate::txn::fenced_as;
 
 handler!(
     ApiKey::TxnOffsetCommit,
     0,
-    4,
+    5,
     TxnOffsetCommit {
         access: crate::authorizer::Access,
         topics: crate::services::topics::TopicCreator,
-        groups: crate::group::coordinator::GroupCoordinator
+        groups: crate::group::coordinator::GroupCoordinator,
+        txns: crate::txn::coordinator::TxnCoordinator
     }
 );
 
@@ -68,10 +71,32 @@ async fn handle(
             })
         })
         .collect();
-    let ensured = match refused {
+    let mut ensured = match refused {
         Some(code) => Err(code),
         None => h.topics.ensure_offsets_topic().await,
     };
+    if ensured.is_ok() && ctx.api_version >= 5 && !offsets.is_empty() {
+        let partition = partition_for(&req.group_id, h.groups.config.offsets_partitions);
+        ensured = h
+            .txns
+            .add_for_producer(
+                &req.transactional_id,
+                req.producer_id.0,
+                req.producer_epoch,
+                vec![(OFFSETS_TOPIC.to_string(), partition)],
+                false,
+            )
+            .await
+            .map_err(|code| match code {
+                // Kafka's group coordinator answers these for a failed add.
+                ErrorCode::NetworkException => ErrorCode::CoordinatorLoadInProgress,
+                ErrorCode::NotEnoughReplicas
+                | ErrorCode::UnknownTopicOrPartition
+                | ErrorCode::RequestTimedOut => ErrorCode::CoordinatorNotAvailable,
+                ErrorCode::NotLeaderOrFollower => ErrorCode::NotCoordinator,
+                c => c,
+            });
+    }
     let result = match ensured {
         Ok(()) if offsets.is_empty() => Ok(Vec::new()),
         Ok(()) => {

@@ -145,6 +145,17 @@ impl ReplicaManager {
         Ok(producers)
     }
 
+    /// Whether `producer_id` has a transaction open in `tp` at `epoch` (transactions v2: such a
+    /// partition is already part of the producer's transaction). False when not the leader.
+    pub fn in_open_txn(&self, tp: &TopicPartition, producer_id: i64, epoch: i16) -> bool {
+        self.led(tp).is_ok_and(|p| {
+            p.read_log()
+                .producer_state()
+                .get(producer_id)
+                .is_some_and(|e| e.epoch == epoch && e.txn_first_offset.is_some())
+        })
+    }
+
     /// DeleteRecords: move the log start offset to `offset` (-1: the high watermark) and
     /// delete the whole segments below it, on a blocking thread. Returns the new log start.
     pub async fn delete_records(

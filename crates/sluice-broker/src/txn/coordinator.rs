@@ -114,7 +114,10 @@ enum Command {
         producer_id: i64,
         epoch: i16,
         commit: bool,
-        reply: Answer<()>,
+        /// A transactions-v2 client (EndTxn v5+), and the new producer id it moves to if its
+        /// epoch runs out.
+        v2: Option<Option<i64>>,
+        reply: Answer<(i64, i16)>,
     },
     Describe(
         Vec<String>,
@@ -161,6 +164,8 @@ pub struct TxnCoordinator {
     tx: mpsc::Sender<Command>,
     task: std::sync::Mutex<Option<sluice_rt::task::Dedicated>>,
     pub config: TxnConfig,
+    pub(super) metadata: Arc<MetadataCache>,
+    pub(super) adder_conns: super::adder::AdderConns,
 }
 
 async fn ask<T>(
@@ -190,7 +195,7 @@ impl TxnCoordinator {
                 Coordinator {
                     config: config.clone(),
                     replicas,
-                    metadata,
+                    metadata: Arc::clone(&metadata),
                     owned: HashMap::new(),
                     txns: HashMap::new(),
                     tx: tx.clone(),
@@ -205,6 +210,8 @@ impl TxnCoordinator {
             tx,
             task: std::sync::Mutex::new(task),
             config,
+            metadata,
+            adder_conns: Default::default(),
         })
     }
 
@@ -252,18 +259,23 @@ impl TxnCoordinator {
         .await
     }
 
+    /// EndTxn: the producer id and epoch the producer goes on with (with `v2`, a
+    /// transactions-v2 client's, those after the bump; `v2` holds the producer id to move to
+    /// if the epoch runs out).
     pub async fn end_txn(
         &self,
         id: String,
         producer_id: i64,
         epoch: i16,
         commit: bool,
-    ) -> Result<(), ErrorCode> {
+        v2: Option<Option<i64>>,
+    ) -> Result<(i64, i16), ErrorCode> {
         ask(&self.tx, |reply| Command::EndTxn {
             id,
             producer_id,
             epoch,
             commit,
+            v2,
             reply,
         })
         .await
@@ -589,6 +601,7 @@ impl Coordinator {
                 producer_id,
                 epoch,
                 commit,
+                v2,
                 reply,
             } => {
                 let current = match self.known(&id) {
@@ -599,10 +612,14 @@ impl Coordinator {
                     }
                 };
                 let mut meta = current.clone();
-                let result = meta
-                    .end(producer_id, epoch, commit, now)
-                    .map_err(|e| e.code());
-                self.settle(id, Some(current), meta, Reply::Unit(reply, result));
+                let result = match v2 {
+                    Some(fresh) => meta.end_v2(producer_id, epoch, commit, now, fresh),
+                    None => meta
+                        .end(producer_id, epoch, commit, now)
+                        .map(|()| (producer_id, epoch)),
+                };
+                let result = result.map_err(|e| e.code());
+                self.settle(id, Some(current), meta, Reply::Ids(reply, result));
             }
             Command::Describe(ids, reply) => {
                 let out = ids
@@ -890,6 +907,9 @@ fn same_durable_state(a: &TxnMetadata, b: &TxnMetadata) -> bool {
         && a.partitions == b.partitions
         && a.timeout_ms == b.timeout_ms
         && a.txn_start_ms == b.txn_start_ms
+        && a.previous_producer_id == b.previous_producer_id
+        && a.next_producer_id == b.next_producer_id
+        && a.client_version == b.client_version
 }
 
 #[cfg(test)]

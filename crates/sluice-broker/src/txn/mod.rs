@@ -5,7 +5,9 @@
 //! - [`coordinator`]: the task that owns the transactions of the `__transaction_state`
 //!   partitions this broker leads, persists every change and answers the transaction APIs.
 //! - [`markers`]: writes a finished transaction's commit/abort markers to its partitions.
+//! - [`adder`]: adds partitions to a transactions-v2 client's transaction as it writes them.
 
+pub mod adder;
 pub mod coordinator;
 pub mod markers;
 pub mod records;

@@ -1,6 +1,8 @@
-//! One transactional id's state (Kafka's `TransactionMetadata`, transactions v1): its producer
-//! id and epoch, the partitions of the open transaction, and the state that says what the
-//! coordinator does next. Pure, with time passed in: the coordinator persists each change in
+//! One transactional id's state (Kafka's `TransactionMetadata`): its producer id and epoch,
+//! the partitions of the open transaction, and the state that says what the coordinator does
+//! next. Transactions v1 and v2 (KIP-890 part 2) share it: a v2 client's EndTxn
+//! ([`TxnMetadata::end_v2`]) bumps the epoch of every transaction it ends, so nothing its
+//! producer wrote under the old epoch can join the next transaction. Pure, with time passed in: the coordinator persists each change in
 //! `__transaction_state` before it answers, and for `PrepareCommit`/`PrepareAbort` writes the
 //! markers to `partitions`, then calls [`TxnMetadata::complete`].
 
@@ -62,7 +64,14 @@ impl TxnState {
             Empty => &[Empty, CompleteCommit, CompleteAbort],
             Ongoing => &[Ongoing, Empty, CompleteCommit, CompleteAbort],
             PrepareCommit => &[Ongoing],
-            PrepareAbort => &[Ongoing, PrepareEpochFence],
+            // A v2 client may abort with nothing open (to bump its epoch).
+            PrepareAbort => &[
+                Ongoing,
+                PrepareEpochFence,
+                Empty,
+                CompleteCommit,
+                CompleteAbort,
+            ],
             CompleteCommit => &[PrepareCommit],
             CompleteAbort => &[PrepareAbort],
             Dead => &[Empty, CompleteAbort, CompleteCommit],
@@ -93,7 +102,7 @@ impl TxnError {
 }
 
 /// Past this epoch a producer id is retired and the transactional id gets a new one.
-const MAX_EPOCH: i16 = i16::MAX - 1;
+pub const MAX_EPOCH: i16 = i16::MAX - 1;
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TxnMetadata {
@@ -108,6 +117,15 @@ pub struct TxnMetadata {
     /// When the open transaction began (its first partition), -1 when none is open.
     pub txn_start_ms: i64,
     pub last_update_ms: i64,
+    /// The producer id before the last one the id was given when an epoch ran out (-1: none):
+    /// a v2 client retrying the EndTxn that moved it still presents it.
+    pub previous_producer_id: i64,
+    /// The producer id a v2 EndTxn gave out when the epoch ran out, taken on completion
+    /// (-1: none). Until then the markers go out under the old id, at epoch `i16::MAX`.
+    pub next_producer_id: i64,
+    /// The transactions version (KIP-890) of the client's last request that changed the
+    /// transaction: 2 for v2, else 0.
+    pub client_version: i16,
 }
 
 impl TxnMetadata {
@@ -123,6 +141,9 @@ impl TxnMetadata {
             partitions: BTreeSet::new(),
             txn_start_ms: -1,
             last_update_ms: now_ms,
+            previous_producer_id: -1,
+            next_producer_id: -1,
+            client_version: 0,
         }
     }
 
@@ -259,7 +280,89 @@ impl TxnMetadata {
         self.go(next, now_ms)?;
         self.partitions.clear();
         self.txn_start_ms = -1;
+        if self.next_producer_id >= 0 {
+            self.previous_producer_id = self.producer_id;
+            self.producer_id = self.next_producer_id;
+            self.producer_epoch = 0;
+            self.next_producer_id = -1;
+        }
         Ok(())
+    }
+
+    /// The producer id and epoch the producer uses once the transaction being ended is
+    /// complete: the id a run-out epoch moved it to, or the current ones.
+    pub fn producer_after_completion(&self) -> (i64, i16) {
+        if self.next_producer_id >= 0 {
+            (self.next_producer_id, 0)
+        } else {
+            (self.producer_id, self.producer_epoch)
+        }
+    }
+
+    /// EndTxn from a transactions-v2 client (v5+): commit or abort under a new epoch, which
+    /// the markers carry and the answer gives the producer (or a new producer id when the
+    /// epoch ran out: `fresh`, needed only then). Kafka's rules, in its order:
+    /// - a retry presents the epoch before the bump (or, across a change of producer id, the
+    ///   previous id at the last epoch): answered with the current id and epoch when that
+    ///   end is complete, CONCURRENT_TRANSACTIONS while its markers are written;
+    /// - an abort with no transaction open still bumps the epoch; a commit is refused.
+    pub fn end_v2(
+        &mut self,
+        producer_id: i64,
+        epoch: i16,
+        commit: bool,
+        now_ms: i64,
+        fresh: Option<i64>,
+    ) -> Result<(i64, i16), TxnError> {
+        use TxnState::*;
+        let retry_on_bump = producer_id == self.producer_id
+            && i32::from(epoch) + 1 == i32::from(self.producer_epoch);
+        let retry_on_overflow = self.previous_producer_id == producer_id
+            && producer_id != self.producer_id
+            && epoch == MAX_EPOCH
+            && self.producer_epoch == 0;
+        if producer_id != self.producer_id && !retry_on_overflow {
+            return Err(TxnError::InvalidProducerIdMapping);
+        }
+        let valid_epoch = match self.state {
+            Ongoing | Empty => epoch == self.producer_epoch,
+            PrepareCommit | PrepareAbort => retry_on_bump,
+            CompleteCommit | CompleteAbort => {
+                retry_on_bump || retry_on_overflow || epoch == self.producer_epoch
+            }
+            Dead | PrepareEpochFence => return Err(TxnError::ConcurrentTransactions),
+        };
+        if !valid_epoch {
+            return Err(TxnError::ProducerFenced);
+        }
+        let retry = retry_on_bump || retry_on_overflow;
+        match (self.state, commit) {
+            (PrepareCommit, true) | (PrepareAbort, false) => {
+                return Err(TxnError::ConcurrentTransactions)
+            }
+            (PrepareCommit, false) | (PrepareAbort, true) => return Err(TxnError::InvalidTxnState),
+            (CompleteCommit, true) | (CompleteAbort, false) if retry => {
+                return Ok((self.producer_id, self.producer_epoch))
+            }
+            (Ongoing, _) | (Empty | CompleteCommit | CompleteAbort, false) if !retry => {}
+            _ => return Err(TxnError::InvalidTxnState),
+        }
+        if self.producer_epoch >= MAX_EPOCH {
+            // The id is used up: the markers go out under it at the last epoch, then the
+            // producer continues with a new one.
+            self.next_producer_id = fresh.ok_or(TxnError::ConcurrentTransactions)?;
+            self.producer_epoch = i16::MAX;
+        } else {
+            self.producer_epoch += 1;
+        }
+        if self.state != Ongoing {
+            // An abort with nothing open: an empty transaction, begun now.
+            self.partitions.clear();
+            self.txn_start_ms = now_ms;
+        }
+        self.client_version = 2;
+        self.go(if commit { PrepareCommit } else { PrepareAbort }, now_ms)?;
+        Ok(self.producer_after_completion())
     }
 
     /// An open transaction that has been open for longer than its timeout
@@ -385,6 +488,89 @@ mod tests {
             t.init_producer_id(60_000, Some((100, 2)), 6, || 0),
             Ok((100, 3))
         );
+    }
+
+    #[test]
+    fn v2_ends_bump_the_epoch_and_answer_retries_as_kafka() {
+        let mut t = TxnMetadata::new("tx", 100, 60_000, 0);
+        t.init_producer_id(60_000, None, 0, || 0).unwrap();
+        // Committing with nothing open is refused; aborting bumps the epoch all the same.
+        assert_eq!(
+            t.end_v2(100, 0, true, 1, None),
+            Err(TxnError::InvalidTxnState)
+        );
+        assert_eq!(t.end_v2(100, 0, false, 1, None), Ok((100, 1)));
+        assert_eq!((t.state, t.partitions.len()), (TxnState::PrepareAbort, 0));
+        t.complete(2).unwrap();
+        assert_eq!(t.state, TxnState::CompleteAbort);
+        // A commit at epoch 1: the markers and the producer go on at 2.
+        t.add_partitions(100, 1, &[tp(0)], 3).unwrap();
+        assert_eq!(t.end_v2(100, 1, true, 4, None), Ok((100, 2)));
+        assert_eq!((t.state, t.producer_epoch), (TxnState::PrepareCommit, 2));
+        // Retries (the epoch before the bump): wait while markers are written, then Ok.
+        assert_eq!(
+            t.end_v2(100, 1, true, 5, None),
+            Err(TxnError::ConcurrentTransactions)
+        );
+        assert_eq!(
+            t.end_v2(100, 1, false, 5, None),
+            Err(TxnError::InvalidTxnState)
+        );
+        assert_eq!(
+            t.end_v2(100, 0, true, 5, None),
+            Err(TxnError::ProducerFenced)
+        );
+        // Nothing is added under the old epoch: a late write of the ended transaction.
+        assert_eq!(
+            t.add_partitions(100, 1, &[tp(1)], 5),
+            Err(TxnError::ProducerFenced)
+        );
+        t.complete(6).unwrap();
+        assert_eq!(t.end_v2(100, 1, true, 7, None), Ok((100, 2)));
+        assert_eq!(
+            t.end_v2(100, 1, false, 7, None),
+            Err(TxnError::InvalidTxnState)
+        );
+        assert_eq!(
+            t.end_v2(100, 2, true, 7, None),
+            Err(TxnError::InvalidTxnState),
+            "a commit with nothing open"
+        );
+        assert_eq!(
+            t.end_v2(7, 2, true, 7, None),
+            Err(TxnError::InvalidProducerIdMapping)
+        );
+    }
+
+    #[test]
+    fn a_v2_end_at_the_last_epoch_moves_the_producer_to_a_new_id() {
+        let mut t = TxnMetadata::new("tx", 100, 60_000, 0);
+        t.init_producer_id(60_000, None, 0, || 0).unwrap();
+        t.producer_epoch = MAX_EPOCH;
+        t.add_partitions(100, MAX_EPOCH, &[tp(0)], 1).unwrap();
+        // A new id is needed and must be supplied.
+        assert_eq!(
+            t.clone().end_v2(100, MAX_EPOCH, true, 2, None),
+            Err(TxnError::ConcurrentTransactions)
+        );
+        assert_eq!(t.end_v2(100, MAX_EPOCH, true, 2, Some(555)), Ok((555, 0)));
+        // The markers go out under the old id at the very last epoch.
+        assert_eq!((t.producer_id, t.producer_epoch), (100, i16::MAX));
+        assert_eq!(
+            t.end_v2(100, MAX_EPOCH, true, 3, Some(556)),
+            Err(TxnError::ConcurrentTransactions)
+        );
+        t.complete(4).unwrap();
+        assert_eq!((t.producer_id, t.producer_epoch), (555, 0));
+        assert_eq!((t.previous_producer_id, t.next_producer_id), (100, -1));
+        // The retry across the change of id is answered with the new id.
+        assert_eq!(t.end_v2(100, MAX_EPOCH, true, 5, None), Ok((555, 0)));
+        assert_eq!(
+            t.end_v2(100, MAX_EPOCH - 1, true, 5, None),
+            Err(TxnError::InvalidProducerIdMapping)
+        );
+        t.add_partitions(555, 0, &[tp(0)], 6).unwrap();
+        assert_eq!(t.end_v2(555, 0, false, 7, None), Ok((555, 1)));
     }
 
     #[test]

@@ -35,13 +35,18 @@ pub enum FeatureUpgrade {
 }
 
 impl Admin {
-    /// DescribeFeatures (ApiVersions v3+ of any broker): supported and finalized levels.
+    /// DescribeFeatures (ApiVersions v4, or v3, of any broker): supported and finalized levels.
     pub async fn describe_features(&self) -> Result<FeatureMetadata> {
         let req = ApiVersionsRequest::default()
             .with_client_software_name(StrBytes::from_static_str("sluice-client"))
             .with_client_software_version(StrBytes::from_static_str(env!("CARGO_PKG_VERSION")));
         let conn = self.core.any_connection().await?;
-        let resp: ApiVersionsResponse = conn.call_at(&req, 3).await?;
+        // v4: features whose range starts at 0 are shown only from v4 on (KAFKA-17492); a
+        // broker older than Kafka 3.9 answers v3.
+        let resp: ApiVersionsResponse = match conn.call_at(&req, 4).await {
+            Ok(r) if r.error_code == 0 => r,
+            _ => conn.call_at(&req, 3).await?,
+        };
         check(resp.error_code, None)?;
         let mut features: Vec<FeatureDescription> = resp
             .supported_features

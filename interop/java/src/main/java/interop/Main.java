@@ -10,6 +10,8 @@ import java.util.stream.Collectors;
 
 import org.apache.kafka.clients.admin.*;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerGroupMetadata;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.ConsumerRecords;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
@@ -104,6 +106,7 @@ public class Main {
         }
         producerSteps();
         consumerSteps();
+        transactionSteps();
         GroupSteps.run(bootstrap, topic, totalProduced);
 
         System.out.println();
@@ -663,6 +666,84 @@ public class Main {
                 check(la == l.size(), "latest " + la);
                 check(mx.timestamp() == maxTs, "maxTimestamp ts " + mx.timestamp() + " expected " + maxTs);
                 check(mx.offset() == maxOff, "maxTimestamp offset " + mx.offset() + " expected " + maxOff);
+            }
+        });
+    }
+
+    // ------------------------------------------------------------------ transactions
+
+    /**
+     * A transactional producer: a commit (with offsets sent to the transaction) and an abort;
+     * read_committed sees the commit only. A 4.x client on a cluster finalizing
+     * transaction.version 2 speaks transactions v2 (KIP-890): no AddPartitionsToTxn, and every
+     * commit or abort bumps the producer epoch, which DescribeTransactions shows.
+     */
+    static void transactionSteps() {
+        step("transactional producer: commit with sendOffsetsToTransaction, abort; read_committed; epochs", () -> {
+            String txTopic = topic + "-txn";
+            String txId = "interop-txn-" + topic;
+            String group = "interop-txn-group-" + topic;
+            Properties ap = new Properties();
+            ap.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+            ap.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30000);
+            try (Admin admin = Admin.create(ap)) {
+                admin.createTopics(List.of(new NewTopic(txTopic, 3, (short) 1))).all().get();
+                FinalizedVersionRange tv = admin.describeFeatures().featureMetadata().get()
+                    .finalizedFeatures().get("transaction.version");
+                System.out.println("  finalized transaction.version " + tv);
+                check(tv != null && tv.maxVersionLevel() == 2, "transaction.version = " + tv);
+                Properties pp = new Properties();
+                pp.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+                pp.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txId);
+                pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                int firstEpoch;
+                try (KafkaProducer<String, String> p = new KafkaProducer<>(pp)) {
+                    p.initTransactions();
+                    firstEpoch = admin.describeTransactions(List.of(txId)).description(txId).get().producerEpoch();
+                    p.beginTransaction();
+                    for (int i = 0; i < 30; i++) p.send(new ProducerRecord<>(txTopic, "k" + i, "committed-" + i));
+                    p.sendOffsetsToTransaction(Map.of(new TopicPartition(topic, 0), new OffsetAndMetadata(5)),
+                        new ConsumerGroupMetadata(group));
+                    p.commitTransaction();
+                    p.beginTransaction();
+                    for (int i = 0; i < 10; i++) p.send(new ProducerRecord<>(txTopic, "k" + i, "aborted-" + i));
+                    p.flush();
+                    p.abortTransaction();
+                    p.beginTransaction();
+                    for (int i = 30; i < 40; i++) p.send(new ProducerRecord<>(txTopic, "k" + i, "committed-" + i));
+                    p.commitTransaction();
+                }
+                TransactionDescription d = admin.describeTransactions(List.of(txId)).description(txId).get();
+                int bumps = d.producerEpoch() - firstEpoch;
+                boolean v2 = !appInfo("getVersion").startsWith("3.");
+                System.out.println("  epoch " + firstEpoch + " -> " + d.producerEpoch() + " (" + d.state() + ")");
+                check(bumps == (v2 ? 3 : 0), "epoch bumps " + bumps + " (transactions v2: " + v2 + ")");
+                long committed = admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get()
+                    .get(new TopicPartition(topic, 0)).offset();
+                check(committed == 5, "committed offset " + committed);
+            }
+            Properties c = consumerProps();
+            c.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+            try (KafkaConsumer<String, String> consumer = new KafkaConsumer<>(c)) {
+                List<TopicPartition> tps = new ArrayList<>();
+                for (int i = 0; i < 3; i++) tps.add(new TopicPartition(txTopic, i));
+                consumer.assign(tps);
+                consumer.seekToBeginning(tps);
+                Set<String> seen = new TreeSet<>();
+                long deadline = System.currentTimeMillis() + 30_000;
+                while (seen.size() < 40 && System.currentTimeMillis() < deadline) {
+                    for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(500))) {
+                        check(r.value().startsWith("committed-"), "read_committed read " + r.value());
+                        seen.add(r.value());
+                    }
+                }
+                // Anything past the 40 (an aborted record) would show in one more poll.
+                for (ConsumerRecord<String, String> r : consumer.poll(Duration.ofMillis(500))) {
+                    check(r.value().startsWith("committed-"), "read_committed read " + r.value());
+                    seen.add(r.value());
+                }
+                check(seen.size() == 40, "read_committed saw " + seen.size() + " of 40");
             }
         });
     }
