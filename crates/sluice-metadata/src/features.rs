@@ -11,10 +11,12 @@
 //!
 //! `transaction.version` 2 is transactions v2 (KIP-890 part 2): a client that sees it finalized
 //! adds partitions to its transaction by producing to them, and every commit or abort bumps
-//! its epoch. As in Kafka 4, a new cluster starts at level 2, and a cluster whose log never
-//! named the feature is at 2 as well; it may be downgraded (to 0 or 1, which Sluice treats
-//! alike), after which clients keep to transactions v1 from their next transaction on. The
-//! broker decides by each request's version, so a transaction in flight finishes either way.
+//! its epoch. A cluster is at 0 until upgraded (a new Kafka 4 cluster is formatted at 2): a
+//! node that finalized 2 by default while older nodes of a rolling upgrade still accept
+//! Produce v12 without adding the partition would leave transactions open for good. It may be
+//! downgraded again (1 is treated as 0), after which clients keep to transactions v1 from
+//! their next transaction on. The broker decides by each request's version, so a transaction
+//! in flight finishes either way.
 //!
 //! `kraft.version` 1 is the dynamic controller quorum (KIP-853): finalized when the quorum
 //! was formatted without static voters, and reachable from a static quorum by upgrading it;
@@ -34,9 +36,6 @@ pub const SUPPORTED: &[(&str, i16, i16)] = &[
     (METADATA_VERSION, 7, 21),
     (TRANSACTION_VERSION, 0, 2),
 ];
-
-/// The `transaction.version` of a cluster whose log never set it.
-pub const DEFAULT_TRANSACTION_VERSION: i16 = 2;
 
 /// Whether the controller quorum takes voters added and removed at runtime (KIP-853).
 pub fn dynamic_quorum(image: &MetadataImage) -> bool {
@@ -94,8 +93,6 @@ pub fn finalized(image: &MetadataImage) -> BTreeMap<String, i16> {
     let mut out = image.features.clone();
     out.entry(METADATA_VERSION.to_string())
         .or_insert(DEFAULT_METADATA_VERSION);
-    out.entry(TRANSACTION_VERSION.to_string())
-        .or_insert(DEFAULT_TRANSACTION_VERSION);
     out.retain(|_, level| *level > 0);
     out
 }
@@ -223,10 +220,19 @@ mod tests {
     }
 
     #[test]
-    fn transaction_version_starts_at_2_and_may_be_turned_off_and_on() {
+    fn transaction_version_is_turned_on_and_off_by_updates() {
         let mut image = MetadataImage::empty();
-        assert_eq!(finalized(&image).get(TRANSACTION_VERSION), Some(&2));
+        assert_eq!(finalized(&image).get(TRANSACTION_VERSION), None, "off");
         assert!(check_update(&image, TRANSACTION_VERSION, 3, UpgradeType::Upgrade).is_err());
+        assert!(check_update(&image, TRANSACTION_VERSION, 2, UpgradeType::Upgrade).is_ok());
+        image.apply(
+            2,
+            &crate::MetadataRecord::FeatureLevel {
+                name: TRANSACTION_VERSION.into(),
+                level: 2,
+            },
+        );
+        assert_eq!(finalized(&image).get(TRANSACTION_VERSION), Some(&2));
         assert!(
             check_update(&image, TRANSACTION_VERSION, 0, UpgradeType::Upgrade)
                 .unwrap_err()

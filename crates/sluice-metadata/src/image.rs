@@ -324,8 +324,7 @@ impl MetadataImage {
                 self.acls.remove(id);
             }
             MetadataRecord::FeatureLevel { name, level } => {
-                // A feature with a default level above 0 keeps its 0: it was turned off.
-                if *level > 0 || name == crate::features::TRANSACTION_VERSION {
+                if *level > 0 {
                     self.features.insert(name.clone(), *level);
                 } else {
                     self.features.remove(name);

@@ -9,7 +9,9 @@ mod wire;
 
 use bytes::Bytes;
 use common::*;
-use kafka_protocol::messages::add_partitions_to_txn_request::AddPartitionsToTxnTopic;
+use kafka_protocol::messages::add_partitions_to_txn_request::{
+    AddPartitionsToTxnTopic, AddPartitionsToTxnTransaction,
+};
 use kafka_protocol::messages::alter_configs_request::{
     AlterConfigsResource, AlterableConfig as LegacyConfig,
 };
@@ -591,6 +593,41 @@ fn cases() -> Vec<Case> {
                         .with_partitions(vec![0])]);
                 let resp: AddPartitionsToTxnResponse = w.call(ApiKey::AddPartitionsToTxn, 3, &req);
                 resp.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code
+            },
+        ),
+        // From a broker acting for a v2 producer: CLUSTER_ACTION alone, as Kafka (the
+        // producer's own rights were checked by the broker it wrote to).
+        case(
+            "AddPartitionsToTxn (broker, v4)",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::CLUSTER_ACTION)],
+            Some(0),
+            |w| {
+                let req = AddPartitionsToTxnRequest::default().with_transactions(vec![
+                    AddPartitionsToTxnTransaction::default()
+                        .with_transactional_id(TransactionalId(s("tx4")))
+                        .with_producer_id(ProducerId(1))
+                        .with_producer_epoch(0)
+                        .with_topics(vec![AddPartitionsToTxnTopic::default()
+                            .with_name(topic("t"))
+                            .with_partitions(vec![0])]),
+                ]);
+                let resp: AddPartitionsToTxnResponse = w.call(ApiKey::AddPartitionsToTxn, 4, &req);
+                if resp.error_code != 0 {
+                    return resp.error_code;
+                }
+                // Past authorization the id is unknown; only an authorization error counts.
+                let code = resp.results_by_transaction[0].topic_results[0].results_by_partition[0]
+                    .partition_error_code;
+                let authz = [
+                    TransactionalIdAuthorizationFailed.code(),
+                    TopicAuthorizationFailed.code(),
+                ];
+                if authz.contains(&code) {
+                    code
+                } else {
+                    0
+                }
             },
         ),
         case(

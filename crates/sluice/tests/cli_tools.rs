@@ -819,9 +819,18 @@ fn features_and_metadata_quorum_like_kafkas_tools() {
         ok(&sluice(b, &["features", "describe"])),
         "Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: 0\n\
          Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.9-IV0\tEpoch: 0\n\
-         Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\tEpoch: 0\n"
+         Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 0\tEpoch: 0\n"
     );
-    // Transactions v2 may be turned off (clients keep to v1) and on again.
+    // Transactions v2 is turned on (clients use it from their next transaction) and off.
+    ok(&sluice(
+        b,
+        &["features", "upgrade", "--feature", "transaction.version=2"],
+    ));
+    let described = ok(&sluice(b, &["features", "describe"]));
+    assert!(
+        described.contains("Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\t"),
+        "{described}"
+    );
     ok(&sluice(
         b,
         &[
@@ -831,17 +840,8 @@ fn features_and_metadata_quorum_like_kafkas_tools() {
             "transaction.version=0",
         ],
     ));
-    let described = ok(&sluice(b, &["features", "describe"]));
-    assert!(
-        described.contains("Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 0\t"),
-        "{described}"
-    );
-    ok(&sluice(
-        b,
-        &["features", "upgrade", "--feature", "transaction.version=2"],
-    ));
     assert!(ok(&sluice(b, &["features", "describe"]))
-        .contains("Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\t"));
+        .contains("Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 0\t"));
     assert_eq!(
         ok(&sluice(
             b,

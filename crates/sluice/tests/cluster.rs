@@ -2985,7 +2985,7 @@ fn transactions_v2_partitions_are_added_by_their_leaders_at_the_coordinator() {
         "leaders {leaders:?}, coordinator {coordinator}"
     );
     let mut txn = at(coordinator);
-    let (code, (pid, e0)) = until_settled(&[14, 15, 51], || {
+    let (code, (pid, e0)) = until_settled(&[14, 15, 16, 51], || {
         let r: InitProducerIdResponse = txn.call(
             ApiKey::InitProducerId,
             5,

@@ -94,6 +94,8 @@ async fn handle(
                 | ErrorCode::UnknownTopicOrPartition
                 | ErrorCode::RequestTimedOut => ErrorCode::CoordinatorNotAvailable,
                 ErrorCode::NotLeaderOrFollower => ErrorCode::NotCoordinator,
+                // As the partition leader's add answers a fenced producer.
+                ErrorCode::ProducerFenced => ErrorCode::InvalidProducerEpoch,
                 c => c,
             });
     }

@@ -179,6 +179,7 @@ impl TxnMetadata {
         new_producer_id: impl FnOnce() -> i64,
     ) -> Result<(i64, i16), TxnError> {
         if let Some((id, epoch)) = expected {
+            self.ahead_of_completion(id)?;
             if self.producer_epoch >= 0 && (id != self.producer_id || epoch != self.producer_epoch)
             {
                 return Err(TxnError::ProducerFenced);
@@ -214,7 +215,18 @@ impl TxnMetadata {
         self.go(TxnState::PrepareAbort, now_ms)
     }
 
+    /// A request from the producer id a v2 end moved the producer to, before that end's
+    /// markers are written: it waits (CONCURRENT_TRANSACTIONS), as in Kafka, whose pending
+    /// state holds the new id until then.
+    fn ahead_of_completion(&self, producer_id: i64) -> Result<(), TxnError> {
+        if self.next_producer_id >= 0 && producer_id == self.next_producer_id {
+            return Err(TxnError::ConcurrentTransactions);
+        }
+        Ok(())
+    }
+
     fn check_producer(&self, producer_id: i64, epoch: i16) -> Result<(), TxnError> {
+        self.ahead_of_completion(producer_id)?;
         if producer_id != self.producer_id {
             return Err(TxnError::InvalidProducerIdMapping);
         }
@@ -315,6 +327,7 @@ impl TxnMetadata {
         fresh: Option<i64>,
     ) -> Result<(i64, i16), TxnError> {
         use TxnState::*;
+        self.ahead_of_completion(producer_id)?;
         let retry_on_bump = producer_id == self.producer_id
             && i32::from(epoch) + 1 == i32::from(self.producer_epoch);
         let retry_on_overflow = self.previous_producer_id == producer_id
@@ -558,6 +571,19 @@ mod tests {
         assert_eq!((t.producer_id, t.producer_epoch), (100, i16::MAX));
         assert_eq!(
             t.end_v2(100, MAX_EPOCH, true, 3, Some(556)),
+            Err(TxnError::ConcurrentTransactions)
+        );
+        // The producer, already on its new id, waits for the markers.
+        assert_eq!(
+            t.add_partitions(555, 0, &[tp(1)], 3),
+            Err(TxnError::ConcurrentTransactions)
+        );
+        assert_eq!(
+            t.end_v2(555, 0, false, 3, None),
+            Err(TxnError::ConcurrentTransactions)
+        );
+        assert_eq!(
+            t.init_producer_id(60_000, Some((555, 0)), 3, || 0),
             Err(TxnError::ConcurrentTransactions)
         );
         t.complete(4).unwrap();

@@ -674,9 +674,10 @@ public class Main {
 
     /**
      * A transactional producer: a commit (with offsets sent to the transaction) and an abort;
-     * read_committed sees the commit only. A 4.x client on a cluster finalizing
-     * transaction.version 2 speaks transactions v2 (KIP-890): no AddPartitionsToTxn, and every
-     * commit or abort bumps the producer epoch, which DescribeTransactions shows.
+     * read_committed sees the commit only. Once transaction.version 2 is finalized (an
+     * updateFeatures upgrade), a 4.x client speaks transactions v2 (KIP-890): no
+     * AddPartitionsToTxn, and every commit or abort bumps the producer epoch, which
+     * DescribeTransactions shows.
      */
     static void transactionSteps() {
         step("transactional producer: commit with sendOffsetsToTransaction, abort; read_committed; epochs", () -> {
@@ -688,8 +689,18 @@ public class Main {
             ap.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30000);
             try (Admin admin = Admin.create(ap)) {
                 admin.createTopics(List.of(new NewTopic(txTopic, 3, (short) 1))).all().get();
-                FinalizedVersionRange tv = admin.describeFeatures().featureMetadata().get()
-                    .finalizedFeatures().get("transaction.version");
+                // Off until upgraded, as on a Kafka cluster upgraded from 3.x.
+                check(admin.describeFeatures().featureMetadata().get().finalizedFeatures()
+                    .get("transaction.version") == null, "transaction.version finalized before the upgrade");
+                admin.updateFeatures(Map.of("transaction.version",
+                        new FeatureUpdate((short) 2, FeatureUpdate.UpgradeType.UPGRADE)),
+                    new UpdateFeaturesOptions()).all().get();
+                FinalizedVersionRange tv = null;
+                long until = System.currentTimeMillis() + 10_000;
+                while ((tv == null || tv.maxVersionLevel() != 2) && System.currentTimeMillis() < until) {
+                    tv = admin.describeFeatures().featureMetadata().get().finalizedFeatures().get("transaction.version");
+                    if (tv == null || tv.maxVersionLevel() != 2) Thread.sleep(50);
+                }
                 System.out.println("  finalized transaction.version " + tv);
                 check(tv != null && tv.maxVersionLevel() == 2, "transaction.version = " + tv);
                 Properties pp = new Properties();
