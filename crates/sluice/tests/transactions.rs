@@ -757,6 +757,33 @@ mod v2 {
     }
 
     #[test]
+    fn a_transactional_batch_without_a_transactional_id_is_refused() {
+        let server = start(&[]);
+        let b = &server.bootstrap;
+        create_topic(b, "no-id", 1, &[]);
+        let mut w = Wire::connect(b);
+        for version in [9, 12] {
+            let req = ProduceRequest::default()
+                .with_acks(1)
+                .with_timeout_ms(10_000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(TopicName(s("no-id")))
+                    .with_partition_data(vec![PartitionProduceData::default()
+                        .with_index(0)
+                        .with_records(Some(batch(4321, 0, 0, "orphan")))])]);
+            let resp: ProduceResponse = w.call(ApiKey::Produce, version, &req);
+            let code = resp.responses[0].partition_responses[0].error_code;
+            assert_eq!(
+                code, 53,
+                "v{version}: TRANSACTIONAL_ID_AUTHORIZATION_FAILED"
+            );
+        }
+        // Nothing was written: no transaction that nobody would end holds the stable offset.
+        assert_eq!(ends(b, "no-id", 1, "read_uncommitted"), vec![0]);
+        assert_eq!(ends(b, "no-id", 1, "read_committed"), vec![0]);
+    }
+
+    #[test]
     fn partitions_join_by_being_written_and_every_end_fences_the_ended_transaction() {
         let server = start(&[]);
         let b = &server.bootstrap;

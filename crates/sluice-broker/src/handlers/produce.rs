@@ -148,10 +148,21 @@ async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Respon
     let by_id = ctx.api_version >= 13;
     // WRITE on each topic, and on the transactional id of a transactional batch.
     let acl = h.access.check(ctx);
-    let txn_denied = req
-        .transactional_id
-        .as_ref()
-        .is_some_and(|id| !acl.transactional_id(op::WRITE, id));
+    // As Kafka: transactional batches need a transactional id the client may write; without
+    // one, no coordinator would ever end their transaction and the partitions' last stable
+    // offset would stay behind them for good.
+    let transactional = req
+        .topic_data
+        .iter()
+        .flat_map(|t| &t.partition_data)
+        .filter_map(|p| p.records.as_ref())
+        .any(|r| sluice_protocol::batch::BatchHeader::parse(r).is_ok_and(|h| h.is_transactional()));
+    let txn_denied = transactional
+        && req
+            .transactional_id
+            .as_ref()
+            .filter(|id| !id.is_empty())
+            .is_none_or(|id| !acl.transactional_id(op::WRITE, id));
     if !by_id {
         let image = h.metadata.current();
         let unknown: Vec<String> = req

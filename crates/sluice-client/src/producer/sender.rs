@@ -12,7 +12,9 @@ use tokio::time::Instant;
 use bytes::Bytes;
 use kafka_protocol::messages::produce_request::{PartitionProduceData, TopicProduceData};
 use kafka_protocol::messages::produce_response::PartitionProduceResponse;
-use kafka_protocol::messages::{ApiKey, ProduceRequest, ProduceResponse, TopicName};
+use kafka_protocol::messages::{
+    ApiKey, ProduceRequest, ProduceResponse, TopicName, TransactionalId,
+};
 use kafka_protocol::protocol::StrBytes;
 use sluice_protocol::ErrorCode;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -246,6 +248,13 @@ async fn send(
         );
     }
     let req = ProduceRequest::default()
+        .with_transactional_id(
+            shared
+                .config
+                .transactional_id
+                .as_ref()
+                .map(|id| TransactionalId(StrBytes::from_string(id.clone()))),
+        )
         .with_acks(shared.config.acks)
         .with_timeout_ms(
             shared
