@@ -624,6 +624,22 @@ impl Controller {
                 format!("Invalid broker id {broker}"),
             ));
         }
+        let unprefixed: Vec<&str> = changes
+            .iter()
+            .filter(|(k, v)| {
+                v.is_some() && sluice_metadata::config::PER_LISTENER_ONLY_KEYS.contains(&k.as_str())
+            })
+            .map(|(k, _)| k.as_str())
+            .collect();
+        if !unprefixed.is_empty() {
+            return Err(ApiError::new(
+                ErrorCode::InvalidConfig,
+                format!(
+                    "These security configs can be dynamically updated only per-listener using the listener prefix: {}",
+                    unprefixed.join(", ")
+                ),
+            ));
+        }
         let fixed: Vec<&str> = changes
             .iter()
             .filter(|(k, v)| v.is_some() && !sluice_metadata::config::dynamic_broker_key(k))
@@ -640,7 +656,10 @@ impl Controller {
         }
         let per_broker: Vec<&str> = changes
             .iter()
-            .filter(|(k, _)| sluice_metadata::config::listener_store_key(k).is_some())
+            .filter(|(k, _)| {
+                sluice_metadata::config::listener_key(k).is_some()
+                    && !sluice_metadata::config::listener_key_cluster_wide(k)
+            })
             .map(|(k, _)| k.as_str())
             .collect();
         if broker.is_empty() && !per_broker.is_empty() {
@@ -653,16 +672,8 @@ impl Controller {
             ));
         }
         for (k, v) in changes {
-            let def = sluice_metadata::config::broker_def(k).or_else(|| {
-                let setting = match sluice_metadata::config::listener_store_key(k) {
-                    Some((_, setting)) => setting,
-                    None if sluice_metadata::config::listener_max_connections_key(k) => {
-                        "max.connections"
-                    }
-                    None => return None,
-                };
-                sluice_metadata::config::broker_def(setting)
-            });
+            let def = sluice_metadata::config::broker_def(k)
+                .or_else(|| sluice_metadata::config::listener_key(k));
             if let (Some(v), Some(def)) = (v, def) {
                 sluice_metadata::config::validate(def, v)
                     .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, format!("{k}: {m}")))?;

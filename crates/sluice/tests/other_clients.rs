@@ -3,6 +3,8 @@
 //! processes against a real node; `scripts/test` installs them first.
 
 mod common;
+#[path = "common/wire.rs"]
+mod wire;
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -332,7 +334,10 @@ fn python_clients_over_sasl_scram_and_plain() {
     for (out, case) in tls_clients(&cases).iter().zip(&cases) {
         assert!(out.contains("FAILED CLEANLY"), "{case:?}: {out}");
     }
-    assert!(server.log().contains("SASL authentication failed"));
+    assert!(
+        server.wait_for_log(std::time::Duration::from_secs(10), |l| l
+            .contains("SASL authentication failed"))
+    );
 
     // A deleted credential no longer authenticates; the other mechanism still does.
     users(&["--delete", "alice", "--mechanism", "SCRAM-SHA-512"]);
@@ -665,6 +670,73 @@ fn alter_broker_config(bootstrap: &str, entity: &[&str], config: &str) -> (bool,
         String::from_utf8_lossy(&out.stderr)
     );
     (out.status.success(), text)
+}
+
+/// Listener security settings at runtime, as Kafka 4.4 answers them (checked against it):
+/// with the listener prefix, any TLS or SASL setting may be set on a broker, for any
+/// listener name, and is kept (a running listener takes only new key and trust stores); not
+/// as a cluster-wide default; and the stores only with the prefix.
+#[test]
+fn listener_security_settings_are_kept_per_broker_and_listener() {
+    let jaas = r#"listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";"#;
+    let server = start(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms=PLAIN",
+        jaas,
+    ]);
+    let b = server.bootstrap.clone();
+    let me = ["--entity-name", "0"];
+    let kept = [
+        "listener.name.sasl_plaintext.sasl.kerberos.min.time.before.relogin=120000",
+        "listener.name.sasl_plaintext.sasl.enabled.mechanisms=SCRAM-SHA-512",
+        "listener.name.external.ssl.client.auth=required",
+        "listener.name.plaintext.ssl.keystore.location=/nowhere/keystore.pem",
+    ];
+    for config in kept {
+        let (ok, out) = alter_broker_config(&b, &me, config);
+        assert!(ok, "{config}: {out}");
+    }
+    let shown = sluice_tool(
+        "configs",
+        &b,
+        &[
+            "--describe",
+            "--entity-type",
+            "brokers",
+            "--entity-name",
+            "0",
+        ],
+    );
+    for config in kept {
+        assert!(shown.contains(config), "{config} not in {shown}");
+    }
+    // The running SASL listener keeps its mechanisms until a restart, as Kafka's does.
+    use kafka_protocol::messages::{ApiKey, SaslHandshakeRequest, SaslHandshakeResponse};
+    use kafka_protocol::protocol::StrBytes;
+    use wire::Wire;
+    let sasl = server.listener("SASL_PLAINTEXT").expect("SASL listener");
+    let mut w = Wire::connect(&sasl);
+    let handshake: SaslHandshakeResponse = w.call(
+        ApiKey::SaslHandshake,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(StrBytes::from_static_str("PLAIN")),
+    );
+    assert_eq!(handshake.error_code, 0);
+    for (entity, config, why) in [
+        (
+            &["--entity-default"][..],
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms=PLAIN",
+            "broker id must be specified",
+        ),
+        (
+            &me[..],
+            "ssl.keystore.location=/nowhere/keystore.pem",
+            "only per-listener using the listener prefix",
+        ),
+    ] {
+        let (ok, out) = alter_broker_config(&b, entity, config);
+        assert!(!ok && out.contains(why), "{config}: {out}");
+    }
 }
 
 /// Certificate rotation as in Kafka: `listener.name.<l>.ssl.keystore.location` set on one

@@ -601,7 +601,8 @@ fn connection_limits_apply_at_runtime_per_address_and_per_broker() {
     let mut third = Wire::connect_from("127.0.0.2", &client);
     assert!(answered_within(&mut third, Duration::from_secs(10)));
     held.push(third);
-    assert!(server.log().contains("max.connections.per.ip reached"));
+    assert!(server.wait_for_log(Duration::from_secs(10), |l| l
+        .contains("max.connections.per.ip reached")));
 
     // Per broker: 3 connections are open (the tools' come and go on the inter-broker
     // listener, which this limit leaves alone). A fourth waits, unserved, for a slot.

@@ -167,16 +167,15 @@ impl ConfigAdmin {
         let config = self.config.with_dynamic(&dynamic);
         let mut listeners = Vec::new();
         for l in named {
-            let tls = self
+            // A listener without TLS (or not there) keeps the setting unchecked and unused,
+            // as in Kafka, until it is one with TLS.
+            let Some(tls) = self
                 .listener_tls
                 .iter()
                 .find(|t| t.listener().eq_ignore_ascii_case(l))
-                .ok_or_else(|| {
-                    (
-                        ErrorCode::InvalidConfig,
-                        format!("listener {l} of broker {name} does not use TLS"),
-                    )
-                })?;
+            else {
+                continue;
+            };
             tls.check(&config)
                 .map_err(|m| (ErrorCode::InvalidConfig, m))?;
             listeners.push(Arc::clone(tls));

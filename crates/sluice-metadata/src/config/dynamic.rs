@@ -11,14 +11,50 @@ use super::*;
 /// `num.io.threads`). Other broker keys are read at startup only.
 pub fn dynamic_broker_key(key: &str) -> bool {
     RUNTIME_BROKER_KEYS.contains(&key)
-        || listener_store_key(key).is_some()
-        || listener_max_connections_key(key)
+        || listener_key(key).is_some()
         || TOPIC_CONFIGS
             .iter()
             .any(|t| t.broker_synonyms.first().is_some_and(|(s, _)| *s == key))
         || broker_def(key).is_some_and(|d| d.dynamic)
         || listener_override(key).is_some_and(|(_, d)| d.dynamic)
 }
+
+/// A listener's own TLS, SASL or connection setting (`listener.name.<listener>.<key>`): its
+/// definition. As in Kafka, each may be set per broker at runtime, for any listener name; it
+/// is kept in metadata and applied at once where the broker can (a TLS listener's key and
+/// trust stores, a listener's connection limit), otherwise from the broker's next start
+/// (Kafka, too, reconfigures a running listener's stores only).
+pub fn listener_key(key: &str) -> Option<&'static ConfigDef> {
+    listener_override(key).map(|(_, d)| d)
+}
+
+/// Whether a listener's setting may also be set as a cluster-wide default (the rest are per
+/// broker, as in Kafka).
+pub fn listener_key_cluster_wide(key: &str) -> bool {
+    listener_key(key).is_some_and(|d| {
+        [
+            "max.connections",
+            "max.connection.creation.rate",
+            "num.network.threads",
+        ]
+        .contains(&d.name)
+    })
+}
+
+/// Kafka's key and trust store settings (`SslConfigs.RECONFIGURABLE_CONFIGS`): at runtime
+/// they may only be set per listener, with the listener prefix.
+pub const PER_LISTENER_ONLY_KEYS: &[&str] = &[
+    "ssl.keystore.type",
+    "ssl.keystore.location",
+    "ssl.keystore.password",
+    "ssl.key.password",
+    "ssl.truststore.type",
+    "ssl.truststore.location",
+    "ssl.truststore.password",
+    "ssl.keystore.certificate.chain",
+    "ssl.keystore.key",
+    "ssl.truststore.certificates",
+];
 
 /// A listener's TLS store setting that can change at runtime, per broker only (as in Kafka,
 /// for certificate rotation): `listener.name.<listener>.ssl.keystore.location` or
