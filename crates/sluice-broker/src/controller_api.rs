@@ -9,7 +9,8 @@ use std::pin::Pin;
 use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
     ApiError, ControllerSpec, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome,
-    IsrChange, PartitionOutcome, QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
+    IsrChange, PartitionOutcome, QuotaChange, ReassignTarget, ScramChange, TokenReply,
+    TokenRequest, TopicRef, UserOutcome,
 };
 use sluice_metadata::Uuid;
 
@@ -141,6 +142,12 @@ pub trait ControllerApi: Send + Sync + 'static {
     fn alter_scram_credentials(&self, changes: &[ScramChange]) -> Call<'_, Vec<UserOutcome>> {
         let _ = changes;
         refused("store SCRAM credentials")
+    }
+
+    /// Create, Renew or ExpireDelegationToken.
+    fn delegation_token(&self, request: &TokenRequest) -> Call<'_, Result<TokenReply, ApiError>> {
+        let _ = request;
+        refused("handle delegation tokens")
     }
 
     /// AlterClientQuotas: one outcome per entity.

@@ -22,6 +22,8 @@ pub struct RequestContext {
     pub listener: String,
     /// Who is asking: `User:ANONYMOUS`, or `User:<certificate subject>` over mutual TLS.
     pub principal: std::sync::Arc<str>,
+    /// The principal authenticated with a delegation token (SCRAM `tokenauth`).
+    pub token_authenticated: bool,
     pub peer: SocketAddr,
     /// How long the connection is muted after this request (a quota violation), in ms.
     pub throttle_ms: std::sync::Arc<std::sync::atomic::AtomicI32>,

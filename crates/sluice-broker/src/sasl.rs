@@ -46,6 +46,8 @@ pub struct SaslSettings {
     pub oauthbearer: Option<crate::oauthbearer::UnsecuredValidator>,
     /// `connections.max.reauth.ms` of the listener (0: sessions never expire).
     pub reauth_ms: i64,
+    /// `delegation.token.secret.key`: SCRAM with a delegation token (None: tokens are off).
+    pub token_key: Option<String>,
 }
 
 impl SaslSettings {
@@ -74,6 +76,7 @@ impl SaslSettings {
             plain_users,
             oauthbearer,
             reauth_ms,
+            token_key: config.token_settings().key().map(str::to_owned),
         })
     }
 }
@@ -107,11 +110,21 @@ pub enum Outcome {
     Route(Bytes),
     /// Send this and carry on authenticating.
     Continue(BytesMut),
-    /// Authenticated as `principal` for a session of this many ms (0: no end); send this
-    /// last answer.
-    Authenticated(BytesMut, Arc<str>, i64),
+    /// Authenticated; send this last answer.
+    Authenticated(BytesMut, Authenticated),
     /// Send this (if anything), then close the connection, logging the reason.
     Close(Option<BytesMut>, String),
+}
+
+/// Who a connection authenticated as.
+#[derive(Debug)]
+pub struct Authenticated {
+    pub principal: Arc<str>,
+    /// The session's length in ms (0: no end).
+    pub lifetime_ms: i64,
+    /// With a delegation token (SCRAM `tokenauth`): such a connection may not create,
+    /// renew, expire or describe tokens.
+    pub token: bool,
 }
 
 /// One connection's authentication in progress.
@@ -184,6 +197,7 @@ impl SaslSession {
             client_id: header.client_id.map(|c| c.to_string()),
             listener: listener.to_string(),
             principal: crate::tls::ANONYMOUS.into(),
+            token_authenticated: false,
             peer,
             throttle_ms: Default::default(),
             reservation: Default::default(),
@@ -243,6 +257,8 @@ impl SaslSession {
         let now = sluice_rt::wall_ms();
         // The session's end, before connections.max.reauth.ms: an OAuth token's expiry.
         let mut token_expiry: Option<i64> = None;
+        // With a delegation token: when it expires (its session ends then at the latest).
+        let mut delegation_expiry: Option<i64> = None;
         // Ok((reply token, Some(user) when done)) or the failure message.
         let step: Result<(Vec<u8>, Option<String>), String> = match mech {
             Mech::Plain => plain(&self.settings.plain_users, &token).map(|u| (Vec::new(), Some(u))),
@@ -263,7 +279,13 @@ impl SaslSession {
             Mech::Scram(m) => match scram.take() {
                 None => {
                     let image = broker.metadata.current();
-                    let lookup = |user: &str| {
+                    let key = self.settings.token_key.as_deref();
+                    let lookup = |user: &str, token: bool| {
+                        if token {
+                            return key
+                                .filter(|_| image.tokens.contains_key(user))
+                                .map(|key| token_credential(*m, key, user));
+                        }
                         image
                             .scram
                             .get(&(user.to_string(), m.code()))
@@ -274,23 +296,45 @@ impl SaslSession {
                                 server_key: c.server_key.clone(),
                             })
                     };
-                    ServerFirst::new(*m, &token, lookup)
-                        .map(|(state, reply)| {
+                    match ServerFirst::new(*m, &token, lookup) {
+                        Ok((state, reply)) => {
                             *scram = Some(Box::new(state));
-                            (reply, None)
-                        })
-                        .map_err(|e| e.to_string())
+                            Ok((reply, None))
+                        }
+                        Err(e) => Err(e.to_string()),
+                    }
                 }
-                Some(state) => state
-                    .finish(&token)
-                    .map(|(user, reply)| (reply, Some(user)))
-                    .map_err(|e| e.to_string()),
+                Some(state) => {
+                    let delegation = state.token_auth();
+                    match state.finish(&token) {
+                        Err(e) => Err(e.to_string()),
+                        Ok((user, reply)) if !delegation => Ok((reply, Some(user))),
+                        // The connection acts as the token's owner (by name, as Kafka).
+                        Ok((token_id, reply)) => {
+                            match broker.metadata.current().tokens.get(&token_id) {
+                                Some(t) => {
+                                    delegation_expiry = Some(t.expiry_ms);
+                                    let owner =
+                                        t.owner.split_once(':').map_or(&*t.owner, |(_, n)| n);
+                                    Ok((reply, Some(owner.to_string())))
+                                }
+                                None => Err(format!(
+                                    "Token Authentication failed: Invalid tokenId : {token_id}"
+                                )),
+                            }
+                        }
+                    }
+                }
             },
         };
-        let lifetime_ms = match (self.settings.reauth_ms, token_expiry) {
-            (0, _) => 0,
-            (max, None) => max,
-            (max, Some(expiry)) => max.min(expiry - now).max(1),
+        let lifetime_ms = match (self.settings.reauth_ms, token_expiry, delegation_expiry) {
+            // A delegation token's session ends when the token expires, as in Kafka (whose
+            // SCRAM server gives its expiry as the credential's lifetime).
+            (0, _, Some(expiry)) => (expiry - now).max(1),
+            (max, _, Some(expiry)) => max.min(expiry - now).max(1),
+            (0, _, None) => 0,
+            (max, None, None) => max,
+            (max, Some(expiry), None) => max.min(expiry - now).max(1),
         };
         let reply = |error: Option<&str>, auth: Vec<u8>| -> Option<BytesMut> {
             match ctx {
@@ -326,13 +370,29 @@ impl SaslSession {
                 None => fail(None, "cannot encode the SaslAuthenticate response"),
             },
             Ok((auth, Some(user))) => match reply(None, auth) {
-                Some(out) => {
-                    Outcome::Authenticated(out, format!("User:{user}").into(), lifetime_ms)
-                }
+                Some(out) => Outcome::Authenticated(
+                    out,
+                    Authenticated {
+                        principal: format!("User:{user}").into(),
+                        lifetime_ms,
+                        token: delegation_expiry.is_some(),
+                    },
+                ),
                 None => fail(None, "cannot encode the SaslAuthenticate response"),
             },
         }
     }
+}
+
+/// The SCRAM credential of a delegation token: its password is the padded base64 of its
+/// HMAC, salted afresh, with Kafka's 4096 iterations (as Kafka derives it for both
+/// mechanisms when it learns of the token).
+fn token_credential(mech: Mechanism, key: &str, token_id: &str) -> scram::Credential {
+    let password = sluice_protocol::base64::encode_padded(&scram::token_hmac(key, token_id));
+    let salt = scram::random_bytes(16);
+    let iterations = scram::MIN_ITERATIONS;
+    let salted = scram::salted_password(mech, password.as_bytes(), &salt, iterations as u32);
+    scram::credential_from_salted(mech, &salt, &salted, iterations)
 }
 
 /// PLAIN (RFC 4616): `authzid NUL authcid NUL password`; the user if the password matches.

@@ -84,6 +84,9 @@ pub struct SecurityConfig {
     pub sasl_username: Option<String>,
     /// `sasl.password` (librdkafka), else the `password` option of `sasl.jaas.config`.
     pub sasl_password: Option<String>,
+    /// The `tokenauth="true"` option of a ScramLoginModule entry: the user name is a
+    /// delegation token's id and the password its HMAC.
+    pub sasl_token: bool,
 }
 
 impl std::fmt::Debug for SecurityConfig {
@@ -97,6 +100,7 @@ impl std::fmt::Debug for SecurityConfig {
             .field("verify_hostname", &self.verify_hostname)
             .field("sasl_mechanism", &self.sasl_mechanism)
             .field("sasl_username", &self.sasl_username)
+            .field("sasl_token", &self.sasl_token)
             .field(
                 "sasl_password",
                 &self.sasl_password.as_ref().map(|_| "[hidden]"),
@@ -149,6 +153,8 @@ impl SecurityConfig {
                 if let Some(p) = jaas::option(&options, "password") {
                     self.sasl_password = Some(p.to_string());
                 }
+                self.sasl_token = jaas::option(&options, "tokenauth")
+                    .is_some_and(|t| t.eq_ignore_ascii_case("true"));
             }
             _ => return Ok(false),
         }
@@ -168,6 +174,8 @@ struct Sasl {
     mechanism: SaslMechanism,
     username: String,
     password: String,
+    /// SCRAM with a delegation token.
+    token: bool,
 }
 
 /// Opens connections as configured; cheap to clone.
@@ -216,6 +224,7 @@ impl Connector {
                 mechanism,
                 username,
                 password,
+                token: config.sasl_token,
             }))
         } else {
             None
@@ -449,7 +458,11 @@ async fn authenticate(stream: &mut Stream, sasl: &Sasl, client_id: &str) -> io::
             sasl_step(stream, &mut correlation, client_id, token).await?;
         }
         SaslMechanism::Scram(m) => {
-            let (first, msg) = ClientFirst::new(m, &sasl.username, &sasl.password);
+            let (first, msg) = if sasl.token {
+                ClientFirst::for_token(m, &sasl.username, &sasl.password)
+            } else {
+                ClientFirst::new(m, &sasl.username, &sasl.password)
+            };
             let server_first = sasl_step(stream, &mut correlation, client_id, msg).await?;
             let (last, proof) = first
                 .respond(&server_first)

@@ -24,8 +24,10 @@ use crate::election::{elect, isr_without};
 use crate::{placement, reassign};
 pub use sluice_metadata::controller_types::{
     ApiError, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome, IsrChange,
-    PartitionOutcome, QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
+    PartitionOutcome, QuotaChange, ReassignTarget, ScramChange, TokenReply, TokenRequest,
+    TokenSettings, TopicRef, UserOutcome,
 };
+use sluice_metadata::record::TokenRecord;
 
 /// Cluster-wide defaults for new topics.
 #[derive(Clone, Debug)]
@@ -37,6 +39,8 @@ pub struct ControllerDefaults {
     pub unclean_leader_election: bool,
     /// The broker default of `min.insync.replicas`.
     pub min_insync_replicas: i32,
+    /// `delegation.token.*`.
+    pub tokens: TokenSettings,
 }
 
 pub struct Controller {
@@ -75,6 +79,11 @@ fn live(image: &MetadataImage) -> Vec<i32> {
 impl Controller {
     pub fn new(defaults: ControllerDefaults) -> Self {
         Self { defaults }
+    }
+
+    /// `delegation.token.*` as this controller has them.
+    pub fn token_settings(&self) -> &TokenSettings {
+        &self.defaults.tokens
     }
 
     /// A (re)registration: a new incarnation gets a new epoch and starts fenced. A broker
@@ -1080,6 +1089,145 @@ impl Controller {
         (outcomes, records)
     }
 
+    /// Create, Renew or ExpireDelegationToken at `now_ms`, as Kafka's
+    /// DelegationTokenControlManager: off without `delegation.token.secret.key`
+    /// (DELEGATION_TOKEN_AUTH_DISABLED); a token is found by its HMAC; only its owner or a
+    /// renewer may renew or expire it (DELEGATION_TOKEN_OWNER_MISMATCH, checked after expiry
+    /// for renew and before it for expire); a new expiry never passes the token's maximum.
+    pub fn delegation_token(
+        &self,
+        image: &MetadataImage,
+        now_ms: i64,
+        request: &TokenRequest,
+    ) -> (Result<TokenReply, ApiError>, Vec<MetadataRecord>) {
+        let settings = &self.defaults.tokens;
+        let Some(key) = settings.key() else {
+            return (
+                Err(ApiError::new(
+                    ErrorCode::DelegationTokenAuthDisabled,
+                    "Delegation Token feature is not enabled.",
+                )),
+                Vec::new(),
+            );
+        };
+        let reply = |token: TokenRecord| TokenReply {
+            hmac: sluice_protocol::scram::token_hmac(key, &token.token_id),
+            token,
+        };
+        let expired = |t: &TokenRecord| t.max_ms < now_ms || t.expiry_ms < now_ms;
+        let (hmac, principal, period_ms, renew) = match request {
+            TokenRequest::Create {
+                owner,
+                requester,
+                renewers,
+                max_lifetime_ms,
+            } => {
+                if let Some(r) = renewers.iter().find(|r| !r.starts_with("User:")) {
+                    return (
+                        Err(ApiError::new(
+                            ErrorCode::InvalidPrincipalType,
+                            format!("Renewer principal type is not supported: {r}"),
+                        )),
+                        Vec::new(),
+                    );
+                }
+                let max_life = match *max_lifetime_ms {
+                    m if m > 0 => m.min(settings.max_lifetime_ms),
+                    _ => settings.max_lifetime_ms,
+                };
+                let max_ms = now_ms.saturating_add(max_life);
+                let token = TokenRecord {
+                    token_id: sluice_protocol::base64::encode(random_topic_id().as_bytes()),
+                    owner: owner.clone(),
+                    requester: requester.clone(),
+                    renewers: renewers.clone(),
+                    issue_ms: now_ms,
+                    max_ms,
+                    expiry_ms: max_ms.min(now_ms.saturating_add(settings.expiry_time_ms)),
+                };
+                let record = MetadataRecord::DelegationToken(token.clone());
+                return (Ok(reply(token)), vec![record]);
+            }
+            TokenRequest::Renew {
+                hmac,
+                principal,
+                period_ms,
+            } => (hmac, principal, *period_ms, true),
+            TokenRequest::Expire {
+                hmac,
+                principal,
+                period_ms,
+            } => (hmac, principal, *period_ms, false),
+        };
+        let found = image.tokens.values().find(|t| {
+            let mine = sluice_protocol::scram::token_hmac(key, &t.token_id);
+            mine.len() == hmac.len()
+                && mine.iter().zip(hmac).fold(0u8, |a, (x, y)| a | (x ^ y)) == 0
+        });
+        let Some(token) = found else {
+            return (
+                Err(ApiError::new(
+                    ErrorCode::DelegationTokenNotFound,
+                    "Delegation Token not found.",
+                )),
+                Vec::new(),
+            );
+        };
+        let is_expired = expired(token);
+        let may = token.owner == *principal || token.renewers.contains(principal);
+        let expired_error = || {
+            ApiError::new(
+                ErrorCode::DelegationTokenExpired,
+                "Delegation Token is expired.",
+            )
+        };
+        let refusal = if renew && is_expired {
+            Some(expired_error())
+        } else if !may {
+            Some(ApiError::new(
+                ErrorCode::DelegationTokenOwnerMismatch,
+                "Delegation Token owner mismatch: only the owner or a renewer may renew or expire it.",
+            ))
+        } else if !renew && period_ms >= 0 && is_expired {
+            Some(expired_error())
+        } else {
+            None
+        };
+        if let Some(e) = refusal {
+            return (Err(e), Vec::new());
+        }
+        let mut token = token.clone();
+        if !renew && period_ms < 0 {
+            token.expiry_ms = now_ms;
+            let record = MetadataRecord::RemoveDelegationToken {
+                token_id: token.token_id.clone(),
+            };
+            return (Ok(reply(token)), vec![record]);
+        }
+        let period = match (renew, period_ms) {
+            (true, p) if p > 0 => p.min(settings.expiry_time_ms),
+            (true, _) => settings.expiry_time_ms,
+            (false, p) => p,
+        };
+        token.expiry_ms = token.max_ms.min(now_ms.saturating_add(period));
+        let record = MetadataRecord::DelegationToken(token.clone());
+        (Ok(reply(token)), vec![record])
+    }
+
+    /// The controller's sweep (every `delegation.token.expiry.check.interval.ms`): remove
+    /// every token past its expiry or maximum, at most 1000 at a time, as Kafka.
+    pub fn expired_tokens(&self, image: &MetadataImage, now_ms: i64) -> Vec<MetadataRecord> {
+        image
+            .tokens
+            .values()
+            .filter(|t| t.max_ms < now_ms || t.expiry_ms < now_ms)
+            .take(1000)
+            .map(|t| MetadataRecord::RemoveDelegationToken {
+                token_id: t.token_id.clone(),
+            })
+            .collect()
+    }
+
     /// AlterClientQuotas: validate each entity's changes as Kafka does (known keys, values
     /// above 0, byte rates whole numbers) and turn them into quota records; an entity's
     /// changes apply all or none.
@@ -1336,6 +1484,7 @@ mod tests {
             delete_topic_enable: true,
             unclean_leader_election: false,
             min_insync_replicas: 1,
+            tokens: Default::default(),
         });
         let mut image = MetadataImage::empty();
         let (first, records) = c.allocate_producer_ids(&image, 1, 1000);
@@ -1345,6 +1494,105 @@ mod tests {
         }
         let (second, _) = c.allocate_producer_ids(&image, 2, 1000);
         assert_eq!(second, first + 1000);
+    }
+
+    /// Kafka's DelegationTokenControlManager rules: lifetimes capped by the settings, only
+    /// the owner or a renewer renews or expires (the requester may not), renew refuses an
+    /// expired token before checking who asks while expire checks who asks first, a negative
+    /// expiry period removes the token, and the sweep removes what has expired.
+    #[test]
+    fn delegation_tokens_follow_kafkas_rules() {
+        use ErrorCode::*;
+        let settings = TokenSettings {
+            secret_key: Some("key".into()),
+            max_lifetime_ms: 10_000,
+            expiry_time_ms: 1_000,
+            expiry_check_interval_ms: 100,
+        };
+        let c = Controller::new(ControllerDefaults {
+            num_partitions: 1,
+            replication_factor: 1,
+            delete_topic_enable: true,
+            unclean_leader_election: false,
+            min_insync_replicas: 1,
+            tokens: settings,
+        });
+        let mut image = MetadataImage::empty();
+        let mut apply = |image: &mut MetadataImage, records: Vec<MetadataRecord>| {
+            let offset = image.offset + 1;
+            for r in &records {
+                image.apply(offset, r);
+            }
+        };
+        let create = TokenRequest::Create {
+            owner: "User:o".into(),
+            requester: "User:q".into(),
+            renewers: vec!["User:r".into()],
+            max_lifetime_ms: 99_999,
+        };
+        let (made, records) = c.delegation_token(&image, 100, &create);
+        let made = made.unwrap();
+        apply(&mut image, records);
+        assert_eq!((made.token.max_ms, made.token.expiry_ms), (10_100, 1_100));
+        assert_eq!(
+            made.hmac,
+            sluice_protocol::scram::token_hmac("key", &made.token.token_id)
+        );
+        let code = |r: &Result<TokenReply, ApiError>| r.as_ref().err().map(|e| e.code);
+        let renew = |who: &str, period_ms| TokenRequest::Renew {
+            hmac: made.hmac.clone(),
+            principal: who.into(),
+            period_ms,
+        };
+        let expire = |who: &str, period_ms| TokenRequest::Expire {
+            hmac: made.hmac.clone(),
+            principal: who.into(),
+            period_ms,
+        };
+        assert_eq!(
+            code(&c.delegation_token(&image, 200, &renew("User:q", 500)).0),
+            Some(DelegationTokenOwnerMismatch)
+        );
+        let (renewed, records) = c.delegation_token(&image, 200, &renew("User:r", 500));
+        assert_eq!(renewed.unwrap().token.expiry_ms, 700);
+        apply(&mut image, records);
+        // Past its expiry: renew says expired whoever asks; expire asks who first.
+        assert_eq!(
+            code(&c.delegation_token(&image, 800, &renew("User:q", 500)).0),
+            Some(DelegationTokenExpired)
+        );
+        assert_eq!(
+            code(&c.delegation_token(&image, 800, &expire("User:q", 0)).0),
+            Some(DelegationTokenOwnerMismatch)
+        );
+        assert_eq!(
+            code(&c.delegation_token(&image, 800, &expire("User:o", 0)).0),
+            Some(DelegationTokenExpired)
+        );
+        assert_eq!(c.expired_tokens(&image, 700), vec![]);
+        assert_eq!(c.expired_tokens(&image, 800).len(), 1);
+        // A negative period removes it now.
+        let (gone, records) = c.delegation_token(&image, 800, &expire("User:o", -1));
+        assert_eq!(gone.unwrap().token.expiry_ms, 800);
+        apply(&mut image, records);
+        assert!(image.tokens.is_empty());
+        assert_eq!(
+            code(&c.delegation_token(&image, 800, &renew("User:o", 1)).0),
+            Some(DelegationTokenNotFound)
+        );
+        // Off without a secret key.
+        let off = Controller::new(ControllerDefaults {
+            num_partitions: 1,
+            replication_factor: 1,
+            delete_topic_enable: true,
+            unclean_leader_election: false,
+            min_insync_replicas: 1,
+            tokens: TokenSettings::default(),
+        });
+        assert_eq!(
+            code(&off.delegation_token(&image, 1, &create).0),
+            Some(DelegationTokenAuthDisabled)
+        );
     }
 
     struct Cluster {
@@ -1361,6 +1609,7 @@ mod tests {
                     delete_topic_enable: true,
                     unclean_leader_election: false,
                     min_insync_replicas: 1,
+                    tokens: Default::default(),
                 }),
                 image: MetadataImage::empty(),
             };

@@ -871,6 +871,15 @@ impl QuorumController {
                 let (out, records) = p.alter_scram_credentials(&image, &changes);
                 Ok((self.write(records).await?, ReplyBody::PerUser(out)))
             }
+            ControllerRequest::DelegationToken(request) => {
+                let (out, records) = p.delegation_token(&image, sluice_rt::wall_ms(), &request);
+                let offset = if records.is_empty() {
+                    image.offset
+                } else {
+                    self.write(records).await?
+                };
+                Ok((offset, ReplyBody::Token(Box::new(out))))
+            }
             ControllerRequest::AlterPartition(c) => match p.alter_partition(&image, &c) {
                 Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
                 Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),
@@ -1187,20 +1196,47 @@ impl QuorumController {
         let (rebalance_every, pct) = self
             .rebalance
             .unwrap_or((Duration::from_secs(24 * 3600), -1));
+        let tokens = self.planner.token_settings();
+        let (sweep_every, sweep) = (
+            Duration::from_millis(tokens.expiry_check_interval_ms.max(1) as u64),
+            tokens.key().is_some(),
+        );
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(period);
             tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             let mut rebalance = tokio::time::interval(rebalance_every);
             rebalance.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             rebalance.reset();
+            let mut token_sweep = tokio::time::interval(sweep_every);
+            token_sweep.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            token_sweep.reset();
             loop {
                 tokio::select! {
                     _ = shutdown.changed() => return,
                     _ = tick.tick() => me.check_sessions().await,
                     _ = rebalance.tick(), if pct >= 0 => me.check_imbalance(pct).await,
+                    _ = token_sweep.tick(), if sweep => me.remove_expired_tokens().await,
                 }
             }
         });
+    }
+
+    /// The active controller removes expired delegation tokens (Kafka's
+    /// `expireDelegationTokens` task).
+    async fn remove_expired_tokens(&self) {
+        let Ok(_active) = self.lead().await else {
+            return;
+        };
+        let image = self.shared.current();
+        let records = self.planner.expired_tokens(&image, sluice_rt::wall_ms());
+        if records.is_empty() {
+            return;
+        }
+        let n = records.len();
+        match self.write(records).await {
+            Ok(_) => info!(tokens = n, "expired delegation tokens removed"),
+            Err(e) => warn!(error = ?e, "removing expired delegation tokens failed"),
+        }
     }
 
     /// Serve the controller listener until shutdown.

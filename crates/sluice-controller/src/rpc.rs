@@ -5,11 +5,11 @@ use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
     ApiError, ControllerSpec, CreateTopicSpec, CreatedTopic, DeleteOutcome, IsrChange,
     PartitionOutcome, QuorumInfo, QuorumReplica, QuotaChange, ReassignTarget, ScramChange,
-    TopicRef, UserOutcome,
+    TokenReply, TokenRequest, TopicRef, UserOutcome,
 };
 use sluice_metadata::image::QuotaEntity;
 use sluice_metadata::image::ScramEntry;
-use sluice_metadata::record::Endpoint;
+use sluice_metadata::record::{Endpoint, TokenRecord};
 use sluice_metadata::{MetadataRecord, Uuid};
 use sluice_protocol::ErrorCode;
 
@@ -109,6 +109,8 @@ pub enum ControllerRequest {
         node_id: i32,
         directory_id: Uuid,
     },
+    /// Create, Renew or ExpireDelegationToken.
+    DelegationToken(TokenRequest),
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -131,6 +133,8 @@ pub enum ReplyBody {
     AclsDeleted(Vec<Result<Vec<AclBinding>, ApiError>>),
     /// DescribeQuorum.
     Quorum(QuorumInfo),
+    /// A delegation token request's outcome.
+    Token(Box<Result<TokenReply, ApiError>>),
 }
 
 fn put_endpoints(w: &mut Writer, endpoints: &[Endpoint]) {
@@ -448,6 +452,37 @@ impl ControllerRequest {
             } => {
                 w.u8(22).i32(*node_id).uuid(directory_id);
             }
+            ControllerRequest::DelegationToken(t) => {
+                w.u8(23);
+                match t {
+                    TokenRequest::Create {
+                        owner,
+                        requester,
+                        renewers,
+                        max_lifetime_ms,
+                    } => {
+                        w.u8(0).str(owner).str(requester).u32(renewers.len() as u32);
+                        for r in renewers {
+                            w.str(r);
+                        }
+                        w.i64(*max_lifetime_ms);
+                    }
+                    TokenRequest::Renew {
+                        hmac,
+                        principal,
+                        period_ms,
+                    } => {
+                        w.u8(1).bytes(hmac).str(principal).i64(*period_ms);
+                    }
+                    TokenRequest::Expire {
+                        hmac,
+                        principal,
+                        period_ms,
+                    } => {
+                        w.u8(2).bytes(hmac).str(principal).i64(*period_ms);
+                    }
+                }
+            }
             ControllerRequest::UpdateFeatures {
                 updates,
                 validate_only,
@@ -576,6 +611,31 @@ impl ControllerRequest {
                 node_id: r.i32()?,
                 directory_id: r.uuid()?,
             },
+            23 => ControllerRequest::DelegationToken(match r.u8()? {
+                0 => {
+                    let owner = r.str()?;
+                    let requester = r.str()?;
+                    let n = r.count(2)?;
+                    let renewers = (0..n).map(|_| r.str()).collect::<Result<_, _>>()?;
+                    TokenRequest::Create {
+                        owner,
+                        requester,
+                        renewers,
+                        max_lifetime_ms: r.i64()?,
+                    }
+                }
+                1 => TokenRequest::Renew {
+                    hmac: r.bytes()?.to_vec(),
+                    principal: r.str()?,
+                    period_ms: r.i64()?,
+                },
+                2 => TokenRequest::Expire {
+                    hmac: r.bytes()?.to_vec(),
+                    principal: r.str()?,
+                    period_ms: r.i64()?,
+                },
+                _ => return Err(WireError("unknown delegation token request")),
+            }),
             18 => {
                 let validate_only = r.bool()?;
                 let n = r.count(7)?;
@@ -810,6 +870,22 @@ impl ControllerResponse {
                             });
                         }
                     }
+                    ReplyBody::Token(t) => {
+                        w.u8(11);
+                        put_result(&mut w, t.as_ref(), |w, t| {
+                            w.bytes(&t.hmac)
+                                .str(&t.token.token_id)
+                                .str(&t.token.owner)
+                                .str(&t.token.requester)
+                                .u32(t.token.renewers.len() as u32);
+                            for r in &t.token.renewers {
+                                w.str(r);
+                            }
+                            w.i64(t.token.issue_ms)
+                                .i64(t.token.max_ms)
+                                .i64(t.token.expiry_ms);
+                        });
+                    }
                     ReplyBody::Quorum(q) => {
                         w.u8(10)
                             .i32(q.leader_id)
@@ -934,6 +1010,26 @@ impl ControllerResponse {
                             voter_endpoints,
                         })
                     }
+                    11 => ReplyBody::Token(Box::new(get_result(&mut r, |r| {
+                        let hmac = r.bytes()?.to_vec();
+                        let token_id = r.str()?;
+                        let owner = r.str()?;
+                        let requester = r.str()?;
+                        let n = r.count(2)?;
+                        let renewers = (0..n).map(|_| r.str()).collect::<Result<_, _>>()?;
+                        Ok(TokenReply {
+                            hmac,
+                            token: TokenRecord {
+                                token_id,
+                                owner,
+                                requester,
+                                renewers,
+                                issue_ms: r.i64()?,
+                                max_ms: r.i64()?,
+                                expiry_ms: r.i64()?,
+                            },
+                        })
+                    })?)),
                     _ => return Err(WireError("unknown reply")),
                 };
                 ControllerResponse::Ok { offset, body }
@@ -1163,6 +1259,22 @@ mod tests {
                 operation: 1,
                 permission: 1,
             }]),
+            ControllerRequest::DelegationToken(TokenRequest::Create {
+                owner: "User:a".into(),
+                requester: "User:b".into(),
+                renewers: vec!["User:c".into()],
+                max_lifetime_ms: -1,
+            }),
+            ControllerRequest::DelegationToken(TokenRequest::Renew {
+                hmac: vec![1, 2],
+                principal: "User:a".into(),
+                period_ms: 5,
+            }),
+            ControllerRequest::DelegationToken(TokenRequest::Expire {
+                hmac: vec![3],
+                principal: "User:a".into(),
+                period_ms: -1,
+            }),
         ];
         for req in reqs {
             let bytes = req.encode();
@@ -1174,6 +1286,28 @@ mod tests {
         }
         let err = ApiError::new(ErrorCode::TopicAlreadyExists, "no");
         let resps = [
+            ControllerResponse::Ok {
+                offset: 9,
+                body: ReplyBody::Token(Box::new(Ok(TokenReply {
+                    hmac: vec![9; 64],
+                    token: TokenRecord {
+                        token_id: "id".into(),
+                        owner: "User:a".into(),
+                        requester: "User:b".into(),
+                        renewers: vec!["User:c".into(), "User:d".into()],
+                        issue_ms: 1,
+                        max_ms: 3,
+                        expiry_ms: 2,
+                    },
+                }))),
+            },
+            ControllerResponse::Ok {
+                offset: 9,
+                body: ReplyBody::Token(Box::new(Err(ApiError::new(
+                    ErrorCode::DelegationTokenExpired,
+                    "x",
+                )))),
+            },
             ControllerResponse::Ok {
                 offset: 5,
                 body: ReplyBody::Created(vec![

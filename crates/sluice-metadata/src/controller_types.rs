@@ -118,3 +118,68 @@ pub struct QuorumReplica {
     pub last_fetch_ms: i64,
     pub last_caught_up_ms: i64,
 }
+
+/// `delegation.token.*` settings: with no secret key, delegation tokens are off.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenSettings {
+    /// `delegation.token.secret.key` (None or empty: disabled).
+    pub secret_key: Option<String>,
+    /// `delegation.token.max.lifetime.ms`
+    pub max_lifetime_ms: i64,
+    /// `delegation.token.expiry.time.ms`
+    pub expiry_time_ms: i64,
+    /// `delegation.token.expiry.check.interval.ms`
+    pub expiry_check_interval_ms: i64,
+}
+
+impl Default for TokenSettings {
+    /// Kafka's defaults: 7 days, 1 day, 1 hour; off.
+    fn default() -> Self {
+        Self {
+            secret_key: None,
+            max_lifetime_ms: 7 * 24 * 3600 * 1000,
+            expiry_time_ms: 24 * 3600 * 1000,
+            expiry_check_interval_ms: 3600 * 1000,
+        }
+    }
+}
+
+impl TokenSettings {
+    /// The secret key, when delegation tokens are on.
+    pub fn key(&self) -> Option<&str> {
+        self.secret_key.as_deref().filter(|k| !k.is_empty())
+    }
+}
+
+/// A delegation token request the broker forwards to the controller (principals as
+/// `Type:name`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TokenRequest {
+    /// CreateDelegationToken for `owner`, asked by `requester`; `max_lifetime_ms` <= 0 for
+    /// the configured maximum.
+    Create {
+        owner: String,
+        requester: String,
+        renewers: Vec<String>,
+        max_lifetime_ms: i64,
+    },
+    /// RenewDelegationToken by `principal`.
+    Renew {
+        hmac: Vec<u8>,
+        principal: String,
+        period_ms: i64,
+    },
+    /// ExpireDelegationToken by `principal`; a negative period removes the token now.
+    Expire {
+        hmac: Vec<u8>,
+        principal: String,
+        period_ms: i64,
+    },
+}
+
+/// The token after a [`TokenRequest`] (its new expiry for renew and expire) and its HMAC.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenReply {
+    pub token: crate::record::TokenRecord,
+    pub hmac: Vec<u8>,
+}

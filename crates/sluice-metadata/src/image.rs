@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use uuid::Uuid;
 
 use crate::acl::AclBinding;
-use crate::record::{Endpoint, MetadataRecord};
+use crate::record::{Endpoint, MetadataRecord, TokenRecord};
 
 /// Config resource types (Kafka's `ConfigResource.Type` codes).
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -87,6 +87,8 @@ pub struct MetadataImage {
     /// Controllers of a dynamic quorum that made themselves known (see
     /// [`MetadataRecord::RegisterController`]).
     pub controllers: BTreeMap<i32, ControllerRegistration>,
+    /// Delegation tokens, by token id.
+    pub tokens: BTreeMap<String, TokenRecord>,
 }
 
 /// A controller's metadata log directory id and controller listener endpoints.
@@ -323,6 +325,12 @@ impl MetadataImage {
             MetadataRecord::RemoveAcl { id } => {
                 self.acls.remove(id);
             }
+            MetadataRecord::DelegationToken(t) => {
+                self.tokens.insert(t.token_id.clone(), t.clone());
+            }
+            MetadataRecord::RemoveDelegationToken { token_id } => {
+                self.tokens.remove(token_id);
+            }
             MetadataRecord::FeatureLevel { name, level } => {
                 if *level > 0 {
                     self.features.insert(name.clone(), *level);
@@ -413,6 +421,9 @@ impl MetadataImage {
                 server_key: c.server_key.clone(),
                 iterations: c.iterations,
             });
+        }
+        for t in self.tokens.values() {
+            out.push(MetadataRecord::DelegationToken(t.clone()));
         }
         for (id, binding) in &self.acls {
             out.push(MetadataRecord::Acl {
@@ -703,5 +714,36 @@ mod tests {
             },
         );
         assert!(a.scram.is_empty());
+    }
+
+    #[test]
+    fn delegation_tokens_are_set_renewed_removed_and_snapshotted() {
+        let token = |expiry_ms| {
+            MetadataRecord::DelegationToken(TokenRecord {
+                token_id: "tok".into(),
+                owner: "User:alice".into(),
+                requester: "User:alice".into(),
+                renewers: vec!["User:bob".into()],
+                issue_ms: 1,
+                max_ms: 100,
+                expiry_ms,
+            })
+        };
+        let mut a = MetadataImage::empty();
+        a.apply(0, &token(10));
+        a.apply(1, &token(20));
+        assert_eq!(a.tokens["tok"].expiry_ms, 20);
+        let mut rebuilt = MetadataImage::empty();
+        for r in a.to_records() {
+            rebuilt.apply(1, &r);
+        }
+        assert_eq!(rebuilt, a);
+        a.apply(
+            2,
+            &MetadataRecord::RemoveDelegationToken {
+                token_id: "tok".into(),
+            },
+        );
+        assert!(a.tokens.is_empty());
     }
 }

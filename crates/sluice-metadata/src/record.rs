@@ -107,6 +107,25 @@ pub enum MetadataRecord {
         key: String,
         value: Option<QuotaValue>,
     },
+    /// A delegation token was created, or its expiry changed (renewed, expired): Kafka's
+    /// DelegationTokenRecord. The HMAC is not in it: each node derives it from the token id
+    /// and its `delegation.token.secret.key`.
+    DelegationToken(TokenRecord),
+    /// A delegation token was removed (expired by request or by the controller's sweep).
+    RemoveDelegationToken { token_id: String },
+}
+
+/// A delegation token as the metadata log holds it. Principals as `Type:name`; times in ms
+/// since the epoch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TokenRecord {
+    pub token_id: String,
+    pub owner: String,
+    pub requester: String,
+    pub renewers: Vec<String>,
+    pub issue_ms: i64,
+    pub max_ms: i64,
+    pub expiry_ms: i64,
 }
 
 /// A partition's replica set during a reassignment (KIP-455): every replica (the targets
@@ -417,6 +436,23 @@ impl MetadataRecord {
                 w.str(name);
                 w.u16(*level as u16);
             }
+            MetadataRecord::DelegationToken(t) => {
+                w.0.extend_from_slice(&[18, 0]);
+                w.str(&t.token_id);
+                w.str(&t.owner);
+                w.str(&t.requester);
+                w.i32(t.renewers.len() as i32);
+                for r in &t.renewers {
+                    w.str(r);
+                }
+                w.i64(t.issue_ms);
+                w.i64(t.max_ms);
+                w.i64(t.expiry_ms);
+            }
+            MetadataRecord::RemoveDelegationToken { token_id } => {
+                w.0.extend_from_slice(&[19, 0]);
+                w.str(token_id);
+            }
             MetadataRecord::ClientQuota { entity, key, value } => {
                 w.0.extend_from_slice(&[14, 0]);
                 for part in [&entity.user, &entity.client_id] {
@@ -587,6 +623,27 @@ impl MetadataRecord {
                 name: r.str()?,
                 level: r.u16()? as i16,
             },
+            (18, 0) => {
+                let token_id = r.str()?;
+                let owner = r.str()?;
+                let requester = r.str()?;
+                let n = r.i32()?;
+                // Each renewer takes at least its 2-byte length.
+                if n < 0 || n as usize > r.buf.len() / 2 {
+                    return Err(RecordError::Truncated);
+                }
+                let renewers = (0..n).map(|_| r.str()).collect::<Result<_, _>>()?;
+                MetadataRecord::DelegationToken(TokenRecord {
+                    token_id,
+                    owner,
+                    requester,
+                    renewers,
+                    issue_ms: r.i64()?,
+                    max_ms: r.i64()?,
+                    expiry_ms: r.i64()?,
+                })
+            }
+            (19, 0) => MetadataRecord::RemoveDelegationToken { token_id: r.str()? },
             (t, v) => return Err(RecordError::UnknownType(t, v)),
         };
         if !r.buf.is_empty() {
@@ -738,6 +795,18 @@ mod tests {
                 },
                 key: "request_percentage".into(),
                 value: None,
+            },
+            MetadataRecord::DelegationToken(TokenRecord {
+                token_id: "tok".into(),
+                owner: "User:alice".into(),
+                requester: "User:admin".into(),
+                renewers: vec!["User:bob".into(), "User:carol".into()],
+                issue_ms: 1,
+                max_ms: 3,
+                expiry_ms: 2,
+            }),
+            MetadataRecord::RemoveDelegationToken {
+                token_id: "tok".into(),
             },
         ]
     }

@@ -120,6 +120,13 @@ pub fn credential_from_salted(
     }
 }
 
+/// A delegation token's HMAC as Kafka computes it: HMAC-SHA512 of the token id keyed with
+/// `delegation.token.secret.key`. Its padded base64 is the token's SCRAM password.
+pub fn token_hmac(secret_key: &str, token_id: &str) -> Vec<u8> {
+    let key = hmac::Key::new(hmac::HMAC_SHA512, secret_key.as_bytes());
+    hmac::sign(&key, token_id.as_bytes()).as_ref().to_vec()
+}
+
 /// `n` random bytes from the system's secure generator.
 pub fn random_bytes(n: usize) -> Vec<u8> {
     let mut out = vec![0u8; n];
@@ -219,14 +226,18 @@ pub struct ServerFirst {
     server_first: String,
     nonce: String,
     credential: Credential,
+    /// The client authenticates with a delegation token (Kafka's `tokenauth=true`
+    /// extension): the user is the token id.
+    token: bool,
 }
 
 impl ServerFirst {
-    /// Handle `client-first`; `lookup` finds the user's stored credential.
+    /// Handle `client-first`; `lookup` finds the stored credential of a user, or with
+    /// `true` of a delegation token (the user named is its token id).
     pub fn new(
         mech: Mechanism,
         client_first: &[u8],
-        lookup: impl FnOnce(&str) -> Option<Credential>,
+        lookup: impl FnOnce(&str, bool) -> Option<Credential>,
     ) -> Result<(ServerFirst, Vec<u8>), ScramError> {
         Self::with_nonce(mech, client_first, lookup, &nonce())
     }
@@ -234,7 +245,7 @@ impl ServerFirst {
     fn with_nonce(
         mech: Mechanism,
         client_first: &[u8],
-        lookup: impl FnOnce(&str) -> Option<Credential>,
+        lookup: impl FnOnce(&str, bool) -> Option<Credential>,
         server_nonce: &str,
     ) -> Result<(ServerFirst, Vec<u8>), ScramError> {
         let msg = utf8(client_first)?;
@@ -271,19 +282,18 @@ impl ServerFirst {
         if !valid_nonce(client_nonce) {
             return Err(malformed("client nonce"));
         }
+        let mut token = false;
         for ext in parts
             .next()
             .unwrap_or("")
             .split(',')
             .filter(|e| !e.is_empty())
         {
-            if !ext.contains('=') {
+            let Some((key, value)) = ext.split_once('=') else {
                 return Err(malformed(format!("extension {ext:?}")));
-            }
-            if ext == "tokenauth=true" {
-                return Err(ScramError::Unsupported(
-                    "delegation token authentication is not supported".into(),
-                ));
+            };
+            if key == "tokenauth" {
+                token = value.eq_ignore_ascii_case("true");
             }
         }
         if !authzid.is_empty() {
@@ -296,7 +306,7 @@ impl ServerFirst {
                 ));
             }
         }
-        let credential = lookup(&user).ok_or(ScramError::UnknownUser)?;
+        let credential = lookup(&user, token).ok_or(ScramError::UnknownUser)?;
         let nonce = format!("{client_nonce}{server_nonce}");
         let server_first = format!(
             "r={nonce},s={},i={}",
@@ -313,14 +323,21 @@ impl ServerFirst {
                 server_first,
                 nonce,
                 credential,
+                token,
             },
             out,
         ))
     }
 
-    /// The authenticated user's name (known since the first message).
+    /// The authenticated user's name (known since the first message); a token id when
+    /// [`Self::token_auth`].
     pub fn user(&self) -> &str {
         &self.user
+    }
+
+    /// The client authenticates with a delegation token.
+    pub fn token_auth(&self) -> bool {
+        self.token
     }
 
     /// Check `client-final`'s proof; on success the user and `server-final`.
@@ -381,6 +398,15 @@ pub struct ClientFinal {
 impl ClientFirst {
     pub fn new(mech: Mechanism, user: &str, password: &str) -> (ClientFirst, Vec<u8>) {
         Self::with_nonce(mech, user, password, &nonce())
+    }
+
+    /// Authenticate with a delegation token (Kafka's `tokenauth=true` extension): the user is
+    /// the token id, the password the padded base64 of its HMAC.
+    pub fn for_token(mech: Mechanism, token_id: &str, hmac: &str) -> (ClientFirst, Vec<u8>) {
+        let (mut first, _) = Self::with_nonce(mech, token_id, hmac, &nonce());
+        first.client_first_bare.push_str(",tokenauth=true");
+        let msg = format!("n,,{}", first.client_first_bare).into_bytes();
+        (first, msg)
     }
 
     fn with_nonce(
@@ -478,7 +504,7 @@ mod tests {
         let (server, server_first) = ServerFirst::with_nonce(
             Mechanism::Sha256,
             &first,
-            |u| (u == "user").then(|| cred.clone()),
+            |u, token| (u == "user" && !token).then(|| cred.clone()),
             "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0",
         )
         .unwrap();
@@ -510,7 +536,7 @@ mod tests {
         );
         let (client, first) = ClientFirst::new(mech, "al,i=ce", given_pw);
         let (server, server_first) =
-            ServerFirst::new(mech, &first, |u| (u == "al,i=ce").then(|| cred.clone()))?;
+            ServerFirst::new(mech, &first, |u, _| (u == "al,i=ce").then(|| cred.clone()))?;
         let (client, client_final) = client.respond(&server_first)?;
         let (user, server_final) = server.finish(&client_final)?;
         client.verify(&server_final)?;
@@ -528,10 +554,50 @@ mod tests {
         }
     }
 
+    /// Kafka's `tokenauth=true` extension asks for a delegation token's credential (the
+    /// user is the token id); other extensions are ignored.
+    #[test]
+    fn the_tokenauth_extension_looks_up_a_token() {
+        let cred = credential_from_salted(Mechanism::Sha512, b"salt", &[7; 64], 4096);
+        for (first, token) in [
+            (&b"n,,n=tok,r=abc,tokenauth=true"[..], true),
+            (b"n,,n=tok,r=abc,tokenauth=TRUE,other=x", true),
+            (b"n,,n=tok,r=abc,tokenauth=false", false),
+            (b"n,,n=tok,r=abc,other=x", false),
+        ] {
+            let (server, _) = ServerFirst::new(Mechanism::Sha512, first, |user, t| {
+                (user == "tok" && t == token).then(|| cred.clone())
+            })
+            .unwrap();
+            assert_eq!(server.token_auth(), token);
+            assert_eq!(server.user(), "tok");
+        }
+        // A whole exchange with a token: the extension is part of the signed message.
+        let password = base64::encode_padded(&token_hmac("secret", "tok"));
+        let salt = b"pepper".to_vec();
+        let salted = salted_password(Mechanism::Sha256, password.as_bytes(), &salt, 4096);
+        let cred = credential_from_salted(Mechanism::Sha256, &salt, &salted, 4096);
+        let (client, first) = ClientFirst::for_token(Mechanism::Sha256, "tok", &password);
+        let (server, server_first) = ServerFirst::new(Mechanism::Sha256, &first, |u, t| {
+            (u == "tok" && t).then(|| cred.clone())
+        })
+        .unwrap();
+        assert!(server.token_auth());
+        let (client, client_final) = client.respond(&server_first).unwrap();
+        let (user, server_final) = server.finish(&client_final).unwrap();
+        assert_eq!(user, "tok");
+        client.verify(&server_final).unwrap();
+        // Python: base64(hmac.new(b"secret", b"tokenid", sha512).digest())
+        assert_eq!(
+            base64::encode_padded(&token_hmac("secret", "tokenid")),
+            "ruEIJamjEQsAtxNf4aMj/H003j0BJ7Kr8kS4xNJigwoEEpg98/JUxFugV/1oCBP8VM8ftcNJKuPxqbzlchmshA=="
+        );
+    }
+
     #[test]
     fn bad_client_messages_are_errors_not_panics() {
         let cred = credential_from_salted(Mechanism::Sha512, b"salt", &[7; 64], 4096);
-        let lookup = |_: &str| Some(cred.clone());
+        let lookup = |_: &str, _| Some(cred.clone());
         for bad in [
             &b""[..],
             b"n",
@@ -543,7 +609,6 @@ mod tests {
             b"n,,n=u,r=",
             b"n,a=other,n=u,r=abc",
             b"n,,m=ext,n=u,r=abc",
-            b"n,,n=u,r=abc,tokenauth=true",
             b"\xff\xfe",
         ] {
             assert!(
@@ -553,7 +618,7 @@ mod tests {
             );
         }
         assert_eq!(
-            ServerFirst::new(Mechanism::Sha512, b"n,,n=nobody,r=abc", |_| None).unwrap_err(),
+            ServerFirst::new(Mechanism::Sha512, b"n,,n=nobody,r=abc", |_, _| None).unwrap_err(),
             ScramError::UnknownUser
         );
         for bad in [

@@ -19,7 +19,8 @@ use sluice_controller::QuorumController;
 use sluice_metadata::acl::{AclBinding, AclFilter};
 use sluice_metadata::controller_types::{
     ApiError, ControllerSpec, CreateTopicSpec, CreatedTopic, DeleteOutcome, ElectionOutcome,
-    IsrChange, PartitionOutcome, QuotaChange, ReassignTarget, ScramChange, TopicRef, UserOutcome,
+    IsrChange, PartitionOutcome, QuotaChange, ReassignTarget, ScramChange, TokenReply,
+    TokenRequest, TopicRef, UserOutcome,
 };
 use sluice_metadata::MetadataImage;
 use tokio::sync::watch;
@@ -443,6 +444,16 @@ impl ControllerApi for ControllerClient {
             ControllerRequest::DeleteAcls(filters.to_vec()),
             |b| match b {
                 ReplyBody::AclsDeleted(v) => Ok(v),
+                other => Err(other),
+            },
+        )
+    }
+
+    fn delegation_token(&self, request: &TokenRequest) -> Call<'_, Result<TokenReply, ApiError>> {
+        self.ask(
+            ControllerRequest::DelegationToken(request.clone()),
+            |b| match b {
+                ReplyBody::Token(t) => Ok(*t),
                 other => Err(other),
             },
         )

@@ -405,6 +405,7 @@ impl Node {
                         .value("min.insync.replicas")
                         .and_then(|v| v.parse().ok())
                         .unwrap_or(1),
+                    tokens: config.token_settings(),
                 },
             })
             .await

@@ -850,6 +850,23 @@ fn cases() -> Vec<Case> {
                 resp.error_code
             },
         ),
+        // A token for another owner needs CREATE_TOKENS on that user; with it, the request
+        // reaches the controller, which has no secret key here.
+        case(
+            "CreateDelegationToken (for another owner)",
+            DelegationTokenAuthorizationFailed,
+            vec![(resource::USER, "User:bob", op::CREATE_TOKENS)],
+            Some(DelegationTokenAuthDisabled.code()),
+            |w| {
+                let req = CreateDelegationTokenRequest::default()
+                    .with_owner_principal_type(Some(s("User")))
+                    .with_owner_principal_name(Some(s("bob")))
+                    .with_max_lifetime_ms(-1);
+                let resp: CreateDelegationTokenResponse =
+                    w.call(ApiKey::CreateDelegationToken, 3, &req);
+                resp.error_code
+            },
+        ),
     ]
 }
 
@@ -1346,4 +1363,289 @@ fn a_cluster_secured_end_to_end_replicates_over_sasl_ssl_and_tools_use_command_c
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
+}
+
+/// SCRAM-SHA-512 with a delegation token (`tokenauth=true`): the connection, or the
+/// SaslAuthenticate error code when the broker refuses the token.
+fn login_with_token(addr: &str, token_id: &str, hmac: &[u8]) -> Result<Wire, i16> {
+    use sluice_protocol::scram::{ClientFirst, Mechanism};
+    let mut w = Wire::connect(addr);
+    let hs: SaslHandshakeResponse = w.call(
+        ApiKey::SaslHandshake,
+        1,
+        &SaslHandshakeRequest::default().with_mechanism(s("SCRAM-SHA-512")),
+    );
+    assert_eq!(hs.error_code, 0);
+    let password = sluice_protocol::base64::encode_padded(hmac);
+    let (client, first) = ClientFirst::for_token(Mechanism::Sha512, token_id, &password);
+    let mut step = |token: Vec<u8>| -> SaslAuthenticateResponse {
+        w.call(
+            ApiKey::SaslAuthenticate,
+            2,
+            &SaslAuthenticateRequest::default().with_auth_bytes(token.into()),
+        )
+    };
+    let server_first = step(first);
+    if server_first.error_code != 0 {
+        return Err(server_first.error_code);
+    }
+    let (client, proof) = client.respond(&server_first.auth_bytes).unwrap();
+    let server_final = step(proof);
+    if server_final.error_code != 0 {
+        return Err(server_final.error_code);
+    }
+    client.verify(&server_final.auth_bytes).unwrap();
+    // A token's session ends when the token expires (a day from now here).
+    assert!(
+        server_final.session_lifetime_ms > 3_600_000,
+        "{server_final:?}"
+    );
+    Ok(w)
+}
+
+fn create_token(
+    w: &mut Wire,
+    owner: Option<&str>,
+    renewers: &[&str],
+) -> CreateDelegationTokenResponse {
+    let req = CreateDelegationTokenRequest::default()
+        .with_owner_principal_type(owner.map(|_| s("User")))
+        .with_owner_principal_name(owner.map(s))
+        .with_renewers(
+            renewers
+                .iter()
+                .map(|r| {
+                    let (ty, name) = r.split_once(':').unwrap();
+                    create_delegation_token_request::CreatableRenewers::default()
+                        .with_principal_type(s(ty))
+                        .with_principal_name(s(name))
+                })
+                .collect(),
+        )
+        .with_max_lifetime_ms(-1);
+    w.call(ApiKey::CreateDelegationToken, 3, &req)
+}
+
+fn describe_tokens(w: &mut Wire, owners: Option<&[&str]>) -> DescribeDelegationTokenResponse {
+    let owners = owners.map(|o| {
+        o.iter()
+            .map(|p| {
+                let (ty, name) = p.split_once(':').unwrap();
+                describe_delegation_token_request::DescribeDelegationTokenOwner::default()
+                    .with_principal_type(s(ty))
+                    .with_principal_name(s(name))
+            })
+            .collect()
+    });
+    w.call(
+        ApiKey::DescribeDelegationToken,
+        3,
+        &DescribeDelegationTokenRequest::default().with_owners(owners),
+    )
+}
+
+fn renew_token(w: &mut Wire, hmac: &Bytes, period: i64) -> RenewDelegationTokenResponse {
+    let req = RenewDelegationTokenRequest::default()
+        .with_hmac(hmac.clone())
+        .with_renew_period_ms(period);
+    w.call(ApiKey::RenewDelegationToken, 2, &req)
+}
+
+fn expire_token(w: &mut Wire, hmac: &Bytes, period: i64) -> ExpireDelegationTokenResponse {
+    let req = ExpireDelegationTokenRequest::default()
+        .with_hmac(hmac.clone())
+        .with_expiry_time_period_ms(period);
+    w.call(ApiKey::ExpireDelegationToken, 2, &req)
+}
+
+/// Delegation tokens as Kafka 4.4: created over SASL only (not on PLAINTEXT, not by a
+/// token-authenticated connection), for oneself or, with CREATE_TOKENS on the user, for
+/// another; a token authenticates over SCRAM as its owner (its ACLs apply); only the owner
+/// or a renewer renews or expires it; describe shows each caller the tokens it is involved
+/// in; an expired token is removed by the controller's sweep and authenticates no more.
+#[test]
+fn delegation_tokens_authenticate_as_their_owner_until_expired() {
+    use ErrorCode::*;
+    let (server, sasl) = start_secured_with(&[
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+        "delegation.token.secret.key=s3cret-key",
+        "delegation.token.expiry.check.interval.ms=200",
+    ]);
+    let mut admin = login(&sasl, "admin");
+    assert_eq!(create_topic_as(&mut admin, "t", 1), 0);
+    // u0 may write t; u1 may create tokens for u0.
+    grant(
+        &mut admin,
+        &[
+            allow("u0", resource::TOPIC, "t", op::WRITE),
+            allow("u1", resource::USER, "User:u0", op::CREATE_TOKENS),
+        ],
+    );
+    // Not on PLAINTEXT.
+    let mut plain = Wire::connect(&server.bootstrap);
+    assert_eq!(
+        create_token(&mut plain, None, &[]).error_code,
+        DelegationTokenRequestNotAllowed.code()
+    );
+    assert_eq!(
+        describe_tokens(&mut plain, None).error_code,
+        DelegationTokenRequestNotAllowed.code()
+    );
+    let mut u0 = login(&sasl, "u0");
+    let mut u1 = login(&sasl, "u1");
+    let mut u2 = login(&sasl, "u2");
+    assert_eq!(
+        create_token(&mut u0, None, &["Group:g"]).error_code,
+        InvalidPrincipalType.code()
+    );
+    assert_eq!(
+        create_token(&mut u2, Some("u0"), &[]).error_code,
+        DelegationTokenAuthorizationFailed.code()
+    );
+    // u1 creates a token owned by u0, renewable by u2.
+    let created = create_token(&mut u1, Some("u0"), &["User:u2"]);
+    assert_eq!(created.error_code, 0, "{created:?}");
+    assert_eq!(
+        (
+            created.principal_type.as_str(),
+            created.principal_name.as_str()
+        ),
+        ("User", "u0")
+    );
+    assert_eq!(created.token_requester_principal_name.as_str(), "u1");
+    assert_eq!(created.token_id.len(), 22, "{created:?}");
+    assert_eq!(created.hmac.len(), 64);
+    assert_eq!(
+        created.max_timestamp_ms - created.issue_timestamp_ms,
+        7 * 86_400_000
+    );
+    assert_eq!(
+        created.expiry_timestamp_ms - created.issue_timestamp_ms,
+        86_400_000
+    );
+    let (id, hmac) = (created.token_id.to_string(), created.hmac.clone());
+
+    // Describe: each caller sees the tokens it owns, asked for or renews.
+    for (w, who) in [(&mut u0, "u0"), (&mut u1, "u1"), (&mut u2, "u2")] {
+        let d = describe_tokens(w, None);
+        assert_eq!(d.error_code, 0);
+        assert_eq!(d.tokens.len(), 1, "{who}");
+        assert_eq!(d.tokens[0].token_id.as_str(), id);
+        assert_eq!(d.tokens[0].hmac, hmac);
+        assert_eq!(d.tokens[0].renewers[0].principal_name.as_str(), "u2");
+    }
+    let mut u3 = login(&sasl, "u3");
+    assert!(describe_tokens(&mut u3, None).tokens.is_empty());
+    assert_eq!(describe_tokens(&mut u0, Some(&["User:u2"])).tokens.len(), 1);
+    assert!(describe_tokens(&mut u0, Some(&["User:u3"]))
+        .tokens
+        .is_empty());
+    assert!(describe_tokens(&mut u0, Some(&[])).tokens.is_empty());
+
+    // The token authenticates as u0: it may write t, as u0 may.
+    let mut with_token = login_with_token(&sasl, &id, &hmac).expect("token login");
+    let produce = |w: &mut Wire| -> i16 {
+        let req = ProduceRequest::default()
+            .with_acks(1)
+            .with_timeout_ms(5000)
+            .with_topic_data(vec![TopicProduceData::default()
+                .with_name(topic("t"))
+                .with_partition_data(vec![PartitionProduceData::default()
+                    .with_index(0)
+                    .with_records(Some(records()))])]);
+        let resp: ProduceResponse = w.call(ApiKey::Produce, 9, &req);
+        resp.responses[0].partition_responses[0].error_code
+    };
+    assert_eq!(produce(&mut with_token), 0);
+    assert_eq!(produce(&mut u3), TopicAuthorizationFailed.code());
+    // So do the `sluice` tools, with Kafka's `tokenauth="true"` option: as u0 they see t.
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("token.properties");
+    std::fs::write(
+        &config,
+        format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=SCRAM-SHA-512\n\
+             sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required \
+             username=\"{id}\" password=\"{}\" tokenauth=\"true\";\n",
+            sluice_protocol::base64::encode_padded(&hmac)
+        ),
+    )
+    .unwrap();
+    let listed = sluice_tool(
+        "topics",
+        &sasl,
+        &["--list", "--command-config", &config.display().to_string()],
+    );
+    assert_eq!(listed.trim(), "t", "{listed}");
+    // A token-authenticated connection may not handle tokens.
+    assert_eq!(
+        create_token(&mut with_token, None, &[]).error_code,
+        DelegationTokenRequestNotAllowed.code()
+    );
+    assert_eq!(
+        renew_token(&mut with_token, &hmac, -1).error_code,
+        DelegationTokenRequestNotAllowed.code()
+    );
+    assert_eq!(
+        describe_tokens(&mut with_token, None).error_code,
+        DelegationTokenRequestNotAllowed.code()
+    );
+    // A wrong HMAC, or a token id the broker does not know, authenticates nothing.
+    assert_eq!(
+        login_with_token(&sasl, &id, &[0; 64]).err(),
+        Some(SaslAuthenticationFailed.code())
+    );
+    assert_eq!(
+        login_with_token(&sasl, "no-such-token", &hmac).err(),
+        Some(SaslAuthenticationFailed.code())
+    );
+
+    // Renew: only the owner or a renewer (not the requester); never past the maximum.
+    assert_eq!(
+        renew_token(&mut u1, &hmac, 60_000).error_code,
+        DelegationTokenOwnerMismatch.code()
+    );
+    assert_eq!(
+        renew_token(&mut u0, &Bytes::from_static(b"nope"), 60_000).error_code,
+        DelegationTokenNotFound.code()
+    );
+    let renewed = renew_token(&mut u2, &hmac, 60_000);
+    assert_eq!(renewed.error_code, 0);
+    let d = describe_tokens(&mut u0, None);
+    assert_eq!(d.tokens[0].expiry_timestamp, renewed.expiry_timestamp_ms);
+    assert!(renewed.expiry_timestamp_ms < created.expiry_timestamp_ms);
+
+    // Expire now (-1): removed at once; the token no longer authenticates.
+    assert_eq!(
+        expire_token(&mut u3, &hmac, -1).error_code,
+        DelegationTokenOwnerMismatch.code()
+    );
+    assert_eq!(expire_token(&mut u0, &hmac, -1).error_code, 0);
+    assert!(describe_tokens(&mut u0, None).tokens.is_empty());
+    assert_eq!(
+        login_with_token(&sasl, &id, &hmac).err(),
+        Some(SaslAuthenticationFailed.code())
+    );
+    assert_eq!(
+        renew_token(&mut u0, &hmac, 1000).error_code,
+        DelegationTokenNotFound.code()
+    );
+
+    // A token expired with period 0 stays until the controller's sweep removes it.
+    let second = create_token(&mut u0, None, &[]);
+    assert_eq!(second.error_code, 0);
+    let expired = expire_token(&mut u0, &second.hmac, 0);
+    assert_eq!(expired.error_code, 0);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !describe_tokens(&mut u0, None).tokens.is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the sweep never removed the expired token"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(
+        login_with_token(&sasl, &second.token_id, &second.hmac).err(),
+        Some(SaslAuthenticationFailed.code())
+    );
 }

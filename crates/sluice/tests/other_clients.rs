@@ -103,16 +103,27 @@ fn kcat_produces_consumes_and_queries_offsets() {
     assert!(q.contains("offset 0"), "{q}");
 }
 
+/// Build `interop/java` for a client version, once per test process (tests that use it run
+/// in parallel and share its output directory); its classpath, relative to that directory.
+fn java_build(profile: &str, version: &str) -> String {
+    static BUILT: std::sync::Mutex<Vec<String>> = std::sync::Mutex::new(Vec::new());
+    let mut built = BUILT.lock().unwrap_or_else(|e| e.into_inner());
+    if !built.iter().any(|v| v == version) {
+        must_succeed(
+            Command::new("mvn")
+                .args(["-q", "-B", &format!("-P{profile}"), "package"])
+                .current_dir(repo_root().join("interop/java")),
+            "mvn package",
+        );
+        built.push(version.to_string());
+    }
+    format!("target-{version}/classes:target-{version}/lib/*")
+}
+
 fn java_client(profile: &str, version: &str) {
     let server = start(&[]);
     let dir = repo_root().join("interop/java");
-    must_succeed(
-        Command::new("mvn")
-            .args(["-q", "-B", &format!("-P{profile}"), "package"])
-            .current_dir(&dir),
-        "mvn package",
-    );
-    let cp = format!("target-{version}/classes:target-{version}/lib/*");
+    let cp = java_build(profile, version);
     let out = must_succeed(
         Command::new("java")
             .args(["-cp", &cp, "interop.Main", &server.bootstrap, "5000"])
@@ -134,6 +145,102 @@ fn java_client_3x() {
 #[test]
 fn java_client_4x() {
     java_client("kafka4", "4.4.0");
+}
+
+/// Delegation tokens with Kafka 4.4's Java client (`interop/java/.../Tokens.java`: create,
+/// describe, produce and consume with the token over SCRAM, renew, expire) and with Kafka's
+/// own `kafka-delegation-tokens.sh` (its class, `DelegationTokenCommand`), whose output is
+/// read as an operator would.
+#[test]
+fn delegation_tokens_with_the_java_client_and_kafkas_tool() {
+    let jaas = "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"pw\" user_bob=\"pw\";";
+    let server = start(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+        jaas,
+        "delegation.token.secret.key=interop-secret",
+    ]);
+    let sasl = server.listener("SASL_PLAINTEXT").expect("SASL listener");
+    sluice_tool(
+        "topics",
+        &server.bootstrap,
+        &["--create", "--topic", "tokens", "--partitions", "1"],
+    );
+    let dir = repo_root().join("interop/java");
+    let cp = java_build("kafka4", "4.4.0");
+    let out = must_succeed(
+        Command::new("java")
+            .args(["-cp", &cp, "interop.Tokens", &sasl, "tokens"])
+            .current_dir(&dir),
+        "java interop.Tokens",
+    );
+    assert!(out.contains("TOKENS OK"), "{out}");
+
+    let tmp = tempfile::tempdir().unwrap();
+    let config = tmp.path().join("alice.properties");
+    std::fs::write(
+        &config,
+        "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n\
+         sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username=\"alice\" password=\"pw\";\n",
+    )
+    .unwrap();
+    let config = config.display().to_string();
+    let tool = |args: &[&str]| {
+        must_succeed(
+            Command::new("java")
+                .args(["-cp", &cp, "org.apache.kafka.tools.DelegationTokenCommand"])
+                .args(["--bootstrap-server", &sasl, "--command-config", &config])
+                .args(args)
+                .current_dir(&dir),
+            &format!("kafka-delegation-tokens {args:?}"),
+        )
+    };
+    let created = tool(&[
+        "--create",
+        "--max-life-time-period",
+        "-1",
+        "--renewer-principal",
+        "User:bob",
+    ]);
+    let id = created
+        .lines()
+        .find_map(|l| l.strip_prefix("Created delegation token with tokenId : "))
+        .unwrap_or_else(|| panic!("no token id in {created}"))
+        .trim()
+        .to_string();
+    // The table row: TOKENID HMAC OWNER REQUESTER RENEWERS ...
+    let row: Vec<&str> = created
+        .lines()
+        .find(|l| l.starts_with(&format!("{id} ")))
+        .unwrap_or_else(|| panic!("no row for {id} in {created}"))
+        .split_whitespace()
+        .collect();
+    let hmac = row[1].to_string();
+    assert_eq!(
+        (row[2], row[3], row[4]),
+        ("User:alice", "User:alice", "[User:bob]")
+    );
+    let described = tool(&["--describe", "--owner-principal", "User:alice"]);
+    assert!(
+        described.contains("Total number of tokens : 1"),
+        "{described}"
+    );
+    assert!(
+        described.contains(&id) && described.contains(&hmac),
+        "{described}"
+    );
+    let renewed = tool(&["--renew", "--hmac", &hmac, "--renew-time-period", "60000"]);
+    assert!(
+        renewed.contains("Completed renew operation. New expiry date : "),
+        "{renewed}"
+    );
+    let expired = tool(&["--expire", "--hmac", &hmac, "--expiry-time-period", "-1"]);
+    assert!(expired.contains("Completed expire operation."), "{expired}");
+    let described = tool(&["--describe", "--owner-principal", "User:alice"]);
+    assert!(
+        described.contains("Total number of tokens : 0"),
+        "{described}"
+    );
 }
 
 fn tls_fixture(name: &str) -> String {

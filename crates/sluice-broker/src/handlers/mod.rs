@@ -70,6 +70,7 @@ pub mod api_versions;
 pub mod client_quotas;
 pub mod create_partitions;
 pub mod create_topics;
+pub mod delegation_tokens;
 pub mod delete_groups;
 pub mod delete_records;
 pub mod delete_topics;
@@ -185,6 +186,10 @@ pub fn specs() -> Vec<Spec> {
         sasl::authenticate::SPEC,
         describe_user_scram_credentials::SPEC,
         alter_user_scram_credentials::SPEC,
+        delegation_tokens::create::SPEC,
+        delegation_tokens::renew::SPEC,
+        delegation_tokens::expire::SPEC,
+        delegation_tokens::describe::SPEC,
         acls::create::SPEC,
         acls::describe::SPEC,
         acls::delete::SPEC,

@@ -35,7 +35,7 @@ use crate::handlers::HandlerTable;
 use crate::metadata_cache::MetadataCache;
 use crate::quota::{ClientQuotas, QuotaKind};
 use crate::request::{RequestContext, Response};
-use crate::sasl::{Outcome, SaslSession, SaslSettings};
+use crate::sasl::{Authenticated, Outcome, SaslSession, SaslSettings};
 use budget::{RequestBudget, Reservation};
 use writer::{Reply, ResponseWriter, Transport};
 
@@ -207,6 +207,8 @@ struct Auth {
     expires: Option<tokio::time::Instant>,
     /// The exchange in progress re-authenticates an authenticated connection.
     reauthenticating: bool,
+    /// Authenticated with a delegation token.
+    token: bool,
 }
 
 impl Auth {
@@ -217,7 +219,13 @@ impl Auth {
             settings,
             expires: None,
             reauthenticating: false,
+            token: false,
         }
+    }
+
+    /// The connection's principal, and whether it authenticated with a delegation token.
+    fn who(&self) -> (&Arc<str>, bool) {
+        (&self.principal, self.token)
     }
 
     /// Handle one frame: the SASL exchange until it completes, then ordinary requests; on a
@@ -256,18 +264,26 @@ impl Auth {
             }
         }
         let Some(session) = self.sasl.as_mut() else {
-            return process(broker, listener, &self.principal, peer, frame, reservation)
+            return process(broker, listener, self.who(), peer, frame, reservation)
                 .await
                 .map_err(|r| (None, r));
         };
         match session.handle(broker, listener, peer, frame).await {
             Outcome::Route(frame) => {
-                process(broker, listener, &self.principal, peer, frame, reservation)
+                let who = (&self.principal, self.token);
+                process(broker, listener, who, peer, frame, reservation)
                     .await
                     .map_err(|r| (None, r))
             }
             Outcome::Continue(out) => Ok((Some(Reply::Frame(out)), 0)),
-            Outcome::Authenticated(out, principal, lifetime_ms) => {
+            Outcome::Authenticated(
+                out,
+                Authenticated {
+                    principal,
+                    lifetime_ms,
+                    token,
+                },
+            ) => {
                 if self.reauthenticating && principal != self.principal {
                     return Err((
                         None,
@@ -284,6 +300,7 @@ impl Auth {
                         .increment(1);
                 }
                 self.principal = principal;
+                self.token = token;
                 self.sasl = None;
                 self.reauthenticating = false;
                 self.expires = (lifetime_ms > 0).then(|| {
@@ -437,7 +454,7 @@ impl std::future::Future for Timed<'_> {
 async fn process(
     broker: &Frontend,
     listener: &str,
-    principal: &Arc<str>,
+    (principal, token_authenticated): (&Arc<str>, bool),
     peer: SocketAddr,
     frame: Bytes,
     reservation: Reservation,
@@ -468,6 +485,7 @@ async fn process(
         client_id: header.client_id.map(|c| c.to_string()),
         listener: listener.to_string(),
         principal: Arc::clone(principal),
+        token_authenticated,
         peer,
         throttle_ms: Default::default(),
         reservation: Arc::new(std::sync::Mutex::new(reservation)),

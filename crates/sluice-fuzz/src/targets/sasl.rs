@@ -37,7 +37,7 @@ pub fn sasl(data: &[u8]) {
                 Mechanism::Sha512
             };
             let (first, last) = split_at_newline(msg);
-            if let Ok((server, _)) = ServerFirst::new(mech, first, |_| Some(credential(mech))) {
+            if let Ok((server, _)) = ServerFirst::new(mech, first, |_, _| Some(credential(mech))) {
                 let _ = server.user();
                 let _ = server.finish(last);
             }

@@ -679,6 +679,16 @@ impl BrokerConfig {
         self.flag("auto.create.topics.enable")
     }
 
+    /// `delegation.token.*`.
+    pub fn token_settings(&self) -> crate::controller_types::TokenSettings {
+        crate::controller_types::TokenSettings {
+            secret_key: self.value("delegation.token.secret.key"),
+            max_lifetime_ms: self.int("delegation.token.max.lifetime.ms").max(1),
+            expiry_time_ms: self.int("delegation.token.expiry.time.ms").max(1),
+            expiry_check_interval_ms: self.int("delegation.token.expiry.check.interval.ms").max(1),
+        }
+    }
+
     pub fn delete_topic_enable(&self) -> bool {
         self.flag("delete.topic.enable")
     }

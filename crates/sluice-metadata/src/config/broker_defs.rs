@@ -272,6 +272,36 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
          then, or the connection is closed at its next request. 0: sessions never expire.",
     ),
     def(
+        "delegation.token.secret.key",
+        T::Password,
+        None,
+        Any,
+        "Secret key of delegation tokens: a token's HMAC (its SCRAM password) is HMAC-SHA512 of \
+         its id with this key, so every node must have the same. Unset or empty: delegation \
+         tokens are off (DELEGATION_TOKEN_AUTH_DISABLED).",
+    ),
+    def(
+        "delegation.token.max.lifetime.ms",
+        T::Long,
+        Some("604800000"),
+        AtLeast(1),
+        "Longest a delegation token lives, however often it is renewed.",
+    ),
+    def(
+        "delegation.token.expiry.time.ms",
+        T::Long,
+        Some("86400000"),
+        AtLeast(1),
+        "How long a delegation token lives after its creation or last renewal, at most.",
+    ),
+    def(
+        "delegation.token.expiry.check.interval.ms",
+        T::Long,
+        Some("3600000"),
+        AtLeast(1),
+        "How often the active controller removes expired delegation tokens.",
+    ),
+    def(
         "inter.broker.listener.name",
         T::String,
         None,
