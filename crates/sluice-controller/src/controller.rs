@@ -1518,7 +1518,7 @@ mod tests {
             tokens: settings,
         });
         let mut image = MetadataImage::empty();
-        let mut apply = |image: &mut MetadataImage, records: Vec<MetadataRecord>| {
+        let apply = |image: &mut MetadataImage, records: Vec<MetadataRecord>| {
             let offset = image.offset + 1;
             for r in &records {
                 image.apply(offset, r);
