@@ -102,6 +102,9 @@ pub struct QuorumConfig {
     pub dynamic: bool,
     /// The metadata log directory ids of a dynamic quorum's initial voters.
     pub directories: BTreeMap<u64, Uuid>,
+    /// Feature levels this controller was formatted with (`storage format --feature`):
+    /// finalized by the first active controller of a log with no feature level yet.
+    pub bootstrap_features: Vec<(String, i16)>,
     pub dir: PathBuf,
     /// `metadata.log.segment.bytes`
     pub segment_bytes: u64,
@@ -268,6 +271,7 @@ pub struct QuorumController {
     directories: BTreeMap<u64, Uuid>,
     /// One voter change at a time.
     voter_change: tokio::sync::Mutex<()>,
+    bootstrap_features: Vec<(String, i16)>,
     /// This active controller removed itself from the voters and resigned: it writes nothing
     /// more and waits (sending no heartbeats) for the voters to elect another.
     resigned: Arc<AtomicBool>,
@@ -348,6 +352,7 @@ impl QuorumController {
             dynamic: config.dynamic,
             directories: config.directories.clone(),
             voter_change: tokio::sync::Mutex::new(()),
+            bootstrap_features: config.bootstrap_features.clone(),
             resigned: Arc::new(AtomicBool::new(false)),
             transport: Arc::clone(&config.transport),
             node_id: config.node_id,
@@ -469,6 +474,7 @@ impl QuorumController {
             if self.raft.ensure_linearizable().await.is_err() {
                 return Err(self.not_controller());
             }
+            self.bootstrap_features().await?;
             if self.dynamic {
                 self.bootstrap_dynamic().await?;
             }
@@ -477,6 +483,28 @@ impl QuorumController {
             info!(node_id = self.node_id, term, "active controller");
         }
         Ok(active)
+    }
+
+    /// The first active controller of a log that holds no feature level yet finalizes the
+    /// levels it was formatted with (Kafka's bootstrap metadata). They include
+    /// `metadata.version`, which is never disabled, so a log once bootstrapped (or its
+    /// snapshot) always holds a level.
+    async fn bootstrap_features(&self) -> Result<(), ControllerResponse> {
+        let image = self.shared.current();
+        if self.bootstrap_features.is_empty() || image.features_epoch >= 0 {
+            return Ok(());
+        }
+        let records = self
+            .bootstrap_features
+            .iter()
+            .map(|(name, level)| MetadataRecord::FeatureLevel {
+                name: name.clone(),
+                level: *level,
+            })
+            .collect();
+        self.write(records).await?;
+        info!(features = ?self.bootstrap_features, "bootstrap feature levels finalized");
+        Ok(())
     }
 
     /// The first active controller of a dynamic quorum finalizes `kraft.version` 1 and

@@ -18,6 +18,7 @@ fn config(id: i32, voters: &BTreeMap<u64, String>, dir: &std::path::Path) -> Quo
         node_id: id,
         voters: voters.clone(),
         dynamic: false,
+        bootstrap_features: Vec::new(),
         directories: BTreeMap::new(),
         dir: dir.join(format!("n{id}")),
         segment_bytes: 4096,

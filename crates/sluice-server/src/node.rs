@@ -381,6 +381,8 @@ impl Node {
                     .flat_map(|d| &d.voters)
                     .map(|v| (v.id as u64, v.directory_id))
                     .collect(),
+                bootstrap_features: crate::storage::read_bootstrap_features(&metadata_dir)
+                    .map_err(NodeError::Identity)?,
                 dir: metadata_dir.clone(),
                 segment_bytes: number("metadata.log.segment.bytes").max(1024) as u64,
                 snapshot_every: (number("metadata.log.max.record.bytes.between.snapshots") / 1024)

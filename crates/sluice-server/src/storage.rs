@@ -9,7 +9,7 @@
 
 use std::path::{Path, PathBuf};
 
-use sluice_metadata::{BrokerConfig, Uuid};
+use sluice_metadata::{features, BrokerConfig, Uuid};
 use sluice_storage::checkpoint::MetaProperties;
 
 /// In the metadata directory: the quorum a dynamic controller was formatted with, in
@@ -139,12 +139,100 @@ fn controller_addr(config: &BrokerConfig) -> Result<String, String> {
     Ok(format!("{host}:{}", listener.port))
 }
 
+/// The feature levels a cluster formatted with `--feature` starts with, written by
+/// [`format`] into the metadata directory (a `name=level` line each); the first active
+/// controller finalizes them before anything else (as Kafka's bootstrap checkpoint).
+pub const BOOTSTRAP_FEATURES_FILE: &str = "bootstrap-features";
+
+/// `--release-version` and `--feature NAME=LEVEL` of `storage format`, checked against
+/// the levels this build supports: (feature, level) each, `metadata.version` first.
+pub fn bootstrap_features(
+    release_version: Option<&str>,
+    features: &[String],
+) -> Result<Vec<(String, i16)>, String> {
+    let mut out: Vec<(String, i16)> = Vec::new();
+    if let Some(v) = release_version {
+        let level = features::parse_metadata_version(v)
+            .filter(|l| features::metadata_version_name(*l) != l.to_string())
+            .ok_or_else(|| {
+                format!(
+                    "Unknown release version '{v}': this build supports metadata.version {} to {}",
+                    features::metadata_version_name(7),
+                    features::metadata_version_name(features::DEFAULT_METADATA_VERSION)
+                )
+            })?;
+        out.push((features::METADATA_VERSION.into(), level));
+    }
+    for f in features {
+        let (name, level) = f
+            .split_once('=')
+            .ok_or_else(|| format!("--feature {f}: expected NAME=LEVEL"))?;
+        let (name, level) = (name.trim(), level.trim());
+        if name == features::KRAFT_VERSION {
+            return Err("--feature kraft.version: the quorum's kind sets it (--standalone, --initial-controllers or --no-initial-controllers: 1; controller.quorum.voters: 0)".into());
+        }
+        let Some((_, min, max)) = features::SUPPORTED.iter().find(|(n, ..)| *n == name) else {
+            let known: Vec<&str> = features::SUPPORTED
+                .iter()
+                .map(|(n, ..)| *n)
+                .filter(|n| *n != features::KRAFT_VERSION)
+                .collect();
+            return Err(format!(
+                "--feature {f}: unknown feature {name} (known: {})",
+                known.join(", ")
+            ));
+        };
+        let level = if name == features::METADATA_VERSION {
+            features::parse_metadata_version(level)
+        } else {
+            level.parse::<i16>().ok()
+        }
+        .filter(|l| (*min..=*max).contains(l))
+        .ok_or_else(|| format!("--feature {f}: {name} must be between {min} and {max}"))?;
+        if out.iter().any(|(n, _)| n == name) {
+            return Err(format!(
+                "--feature {name} is given more than once (or with --release-version)"
+            ));
+        }
+        out.push((name.to_string(), level));
+    }
+    // metadata.version always comes along (it is never disabled, so once finalized it marks
+    // the log as bootstrapped, snapshots included).
+    if !out.is_empty() && !out.iter().any(|(n, _)| n == features::METADATA_VERSION) {
+        out.push((
+            features::METADATA_VERSION.into(),
+            features::DEFAULT_METADATA_VERSION,
+        ));
+    }
+    out.sort_by_key(|(n, _)| n != features::METADATA_VERSION);
+    Ok(out)
+}
+
+/// The feature levels the metadata directory was formatted with (empty: none given).
+pub fn read_bootstrap_features(metadata_dir: &Path) -> Result<Vec<(String, i16)>, String> {
+    let path = metadata_dir.join(BOOTSTRAP_FEATURES_FILE);
+    match std::fs::read_to_string(&path) {
+        Ok(text) => text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                l.split_once('=')
+                    .and_then(|(n, v)| Some((n.trim().to_string(), v.trim().parse().ok()?)))
+                    .ok_or_else(|| format!("{}: bad line {l:?}", path.display()))
+            })
+            .collect(),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(format!("cannot read {}: {e}", path.display())),
+    }
+}
+
 /// Format this node's storage; returns what it did, a line per directory.
 pub fn format(
     config: &BrokerConfig,
     cluster_id: &str,
     start: &QuorumStart,
     ignore_formatted: bool,
+    bootstrap: &[(String, i16)],
 ) -> Result<Vec<String>, String> {
     if parse_uuid(cluster_id).is_none() {
         return Err(format!(
@@ -232,10 +320,24 @@ pub fn format(
                 std::fs::write(&path, format!("{}\n", show(voters)))
                     .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
             }
+            if !bootstrap.is_empty() {
+                let path = dir.join(BOOTSTRAP_FEATURES_FILE);
+                let text: String = bootstrap
+                    .iter()
+                    .map(|(n, l)| format!("{n}={l}\n"))
+                    .collect();
+                std::fs::write(&path, text)
+                    .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+            }
         }
+        let metadata_version = bootstrap
+            .iter()
+            .find(|(n, _)| n == features::METADATA_VERSION)
+            .map_or(features::DEFAULT_METADATA_VERSION, |(_, l)| *l);
         done.push(format!(
-            "Formatted {} with metadata.version 3.9-IV0.",
-            dir.display()
+            "Formatted {} with metadata.version {}.",
+            dir.display(),
+            features::metadata_version_name(metadata_version)
         ));
     }
     Ok(done)

@@ -898,3 +898,68 @@ fn features_and_metadata_quorum_like_kafkas_tools() {
     );
     fails(&sluice(b, &["metadata-quorum", "describe"]), 2);
 }
+
+/// `sluice storage format --release-version / --feature`, as kafka-storage.sh's: the
+/// cluster starts at those levels (the first active controller finalizes them), and they
+/// survive a restart; unknown features and levels out of range are one-line usage errors.
+#[test]
+fn storage_format_sets_the_features_the_cluster_starts_with() {
+    let cluster_id = "MkU3OEVBNTcwNTJENDM2Qg";
+    let format = |args: &[&str]| {
+        let dir = tempfile::tempdir().unwrap();
+        let mut full = vec![
+            "storage".to_string(),
+            "format".into(),
+            "--override".into(),
+            format!("log.dirs={}", dir.path().display()),
+            "--cluster-id".into(),
+            cluster_id.into(),
+        ];
+        full.extend(args.iter().map(|a| a.to_string()));
+        let args: Vec<&str> = full.iter().map(String::as_str).collect();
+        sluice("", &args)
+    };
+    for (args, why) in [
+        (&["--feature", "nope=1"][..], "unknown feature nope"),
+        (&["--feature", "transaction.version=9"], "between 0 and 2"),
+        (&["--feature", "transaction.version"], "expected NAME=LEVEL"),
+        (&["--feature", "kraft.version=1"], "--standalone"),
+        (&["--release-version", "9.9"], "Unknown release version"),
+        (
+            &[
+                "--release-version",
+                "3.8",
+                "--feature",
+                "metadata.version=3.9",
+            ],
+            "more than once",
+        ),
+    ] {
+        let err = fails(&format(args), 2);
+        assert!(err.contains(why), "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{err}");
+    }
+    let format_args = vec![
+        "--cluster-id".to_string(),
+        cluster_id.into(),
+        "--release-version".into(),
+        "3.8".into(),
+        "--feature".into(),
+        "transaction.version=2".into(),
+    ];
+    let mut nodes = TestServer::start_all_formatted(sluice_bin(), &[Vec::new()], &[format_args]);
+    let expected = [
+        "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.8-IV0\t",
+        "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\t",
+    ];
+    for round in ["started", "restarted"] {
+        let described = ok(&sluice(&nodes[0].bootstrap, &["features", "describe"]));
+        for line in expected {
+            assert!(described.contains(line), "{round}: {described}");
+        }
+        if round == "started" {
+            nodes[0].kill();
+            nodes[0].restart();
+        }
+    }
+}

@@ -10,7 +10,7 @@ use super::{CliError, CliResult};
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  sluice storage random-uuid\n  sluice storage format --config controller.properties --cluster-id $ID --standalone\n  sluice storage format --config controller.properties --cluster-id $ID --no-initial-controllers\n  sluice storage format --config controller.properties --cluster-id $ID --initial-controllers 1@host1:9093:DIRID1,2@host2:9093:DIRID2"
+    after_help = "Examples:\n  sluice storage random-uuid\n  sluice storage format --config controller.properties --cluster-id $ID --standalone\n  sluice storage format --config server.properties --cluster-id $ID --release-version 3.9 --feature transaction.version=2\n  sluice storage format --config controller.properties --cluster-id $ID --no-initial-controllers\n  sluice storage format --config controller.properties --cluster-id $ID --initial-controllers 1@host1:9093:DIRID1,2@host2:9093:DIRID2"
 )]
 pub struct StorageArgs {
     #[command(subcommand)]
@@ -49,6 +49,14 @@ pub enum StorageCommand {
         /// Leave already formatted directories as they are.
         #[arg(long = "ignore-formatted", short = 'g')]
         ignore_formatted: bool,
+        /// The metadata.version the cluster starts at: a release (3.9) or a level name
+        /// (3.7-IV2).
+        #[arg(long = "release-version", short = 'r', value_name = "VERSION")]
+        release_version: Option<String>,
+        /// A feature level the cluster starts with, NAME=LEVEL (repeatable), e.g.
+        /// transaction.version=2.
+        #[arg(long = "feature", short = 'f', value_name = "NAME=LEVEL")]
+        features: Vec<String>,
     },
 }
 
@@ -63,6 +71,8 @@ pub fn run(args: StorageArgs) -> CliResult {
             initial_controllers,
             no_initial_controllers,
             ignore_formatted,
+            release_version,
+            features,
         } => {
             let (config, _) =
                 sluice_server::settings::load(config.as_deref(), std::env::vars(), &overrides)
@@ -73,7 +83,9 @@ pub fn run(args: StorageArgs) -> CliResult {
                 (_, _, true) => QuorumStart::NoInitialControllers,
                 _ => QuorumStart::Unset,
             };
-            let done = storage::format(&config, &cluster_id, &start, ignore_formatted)
+            let features = storage::bootstrap_features(release_version.as_deref(), &features)
+                .map_err(CliError::Usage)?;
+            let done = storage::format(&config, &cluster_id, &start, ignore_formatted, &features)
                 .map_err(CliError::Failed)?;
             for line in done {
                 println!("{line}");
