@@ -783,6 +783,38 @@ mod v2 {
         assert_eq!(ends(b, "no-id", 1, "read_committed"), vec![0]);
     }
 
+    /// As Kafka's leader: one request's transactional batches come from one producer (id and
+    /// epoch); batches of two are refused whole, INVALID_PRODUCER_ID_MAPPING everywhere.
+    #[test]
+    fn a_request_with_two_transactional_producers_is_refused_whole() {
+        let server = start(&[]);
+        let b = &server.bootstrap;
+        create_topic(b, "two-pids", 2, &[]);
+        let mut w = Wire::connect(b);
+        for (first, second) in [((11, 0), (12, 0)), ((11, 0), (11, 1))] {
+            let part = |index: i32, (pid, epoch): (i64, i16)| {
+                PartitionProduceData::default()
+                    .with_index(index)
+                    .with_records(Some(batch(pid, epoch, 0, "x")))
+            };
+            let req = ProduceRequest::default()
+                .with_transactional_id(Some(TransactionalId(s(ID))))
+                .with_acks(-1)
+                .with_timeout_ms(10_000)
+                .with_topic_data(vec![TopicProduceData::default()
+                    .with_name(TopicName(s("two-pids")))
+                    .with_partition_data(vec![part(0, first), part(1, second)])]);
+            let resp: ProduceResponse = w.call(ApiKey::Produce, 12, &req);
+            let codes: Vec<i16> = resp.responses[0]
+                .partition_responses
+                .iter()
+                .map(|p| p.error_code)
+                .collect();
+            assert_eq!(codes, vec![49, 49], "{first:?} and {second:?}");
+        }
+        assert_eq!(ends(b, "two-pids", 2, "read_uncommitted"), vec![0, 0]);
+    }
+
     #[test]
     fn partitions_join_by_being_written_and_every_end_fences_the_ended_transaction() {
         let server = start(&[]);

@@ -151,12 +151,21 @@ async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Respon
     // As Kafka: transactional batches need a transactional id the client may write; without
     // one, no coordinator would ever end their transaction and the partitions' last stable
     // offset would stay behind them for good.
-    let transactional = req
+    let mut txn_producers: Vec<(i64, i16)> = req
         .topic_data
         .iter()
         .flat_map(|t| &t.partition_data)
         .filter_map(|p| p.records.as_ref())
-        .any(|r| sluice_protocol::batch::BatchHeader::parse(r).is_ok_and(|h| h.is_transactional()));
+        .filter_map(|r| sluice_protocol::batch::BatchHeader::parse(r).ok())
+        .filter(|h| h.is_transactional())
+        .map(|h| (h.producer_id, h.producer_epoch))
+        .collect();
+    txn_producers.sort_unstable();
+    txn_producers.dedup();
+    let transactional = !txn_producers.is_empty();
+    // As Kafka: one request's transactional batches belong to one producer (id and epoch);
+    // otherwise nothing is written and every partition is answered INVALID_PRODUCER_ID_MAPPING.
+    let mixed_producers = txn_producers.len() > 1;
     let txn_denied = transactional
         && req
             .transactional_id
@@ -192,6 +201,7 @@ async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Respon
             let refusal = match &name {
                 _ if acks.is_none() => Some(ErrorCode::InvalidRequiredAcks),
                 _ if txn_denied => Some(ErrorCode::TransactionalIdAuthorizationFailed),
+                _ if mixed_producers => Some(ErrorCode::InvalidProducerIdMapping),
                 None => Some(ErrorCode::UnknownTopicId),
                 Some(name) if !acl.topic(op::WRITE, name) => {
                     Some(ErrorCode::TopicAuthorizationFailed)
