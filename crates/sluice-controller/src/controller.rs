@@ -642,23 +642,31 @@ impl Controller {
             .collect();
         if !unprefixed.is_empty() {
             return Err(ApiError::new(
-                ErrorCode::InvalidConfig,
+                ErrorCode::InvalidRequest,
                 format!(
-                    "These security configs can be dynamically updated only per-listener using the listener prefix: {}",
+                    "These security configs can be dynamically updated only per-listener using the listener prefix: [{}]",
                     unprefixed.join(", ")
                 ),
             ));
         }
+        // Keys Kafka reads at startup only; a key no definition knows (a plugin's own
+        // setting) is kept, as Kafka keeps it.
+        let known = |k: &str| {
+            sluice_metadata::config::broker_def(k).is_some()
+                || sluice_metadata::config::listener_key(k).is_some()
+        };
         let fixed: Vec<&str> = changes
             .iter()
-            .filter(|(k, v)| v.is_some() && !sluice_metadata::config::dynamic_broker_key(k))
+            .filter(|(k, v)| {
+                v.is_some() && known(k) && !sluice_metadata::config::dynamic_broker_key(k)
+            })
             .map(|(k, _)| k.as_str())
             .collect();
         if !fixed.is_empty() {
             return Err(ApiError::new(
-                ErrorCode::InvalidConfig,
+                ErrorCode::InvalidRequest,
                 format!(
-                    "Cannot update these configs dynamically: {} (they cannot be changed at runtime; set them in server.properties)",
+                    "Cannot update these configs dynamically: [{}]",
                     fixed.join(", ")
                 ),
             ));
@@ -673,9 +681,9 @@ impl Controller {
             .collect();
         if broker.is_empty() && !per_broker.is_empty() {
             return Err(ApiError::new(
-                ErrorCode::InvalidConfig,
+                ErrorCode::InvalidRequest,
                 format!(
-                    "Cannot update these configs at default cluster level, broker id must be specified: {}",
+                    "Cannot update these configs at default cluster level, broker id must be specified: [{}]",
                     per_broker.join(", ")
                 ),
             ));
@@ -684,8 +692,14 @@ impl Controller {
             let def = sluice_metadata::config::broker_def(k)
                 .or_else(|| sluice_metadata::config::listener_key(k));
             if let (Some(v), Some(def)) = (v, def) {
-                sluice_metadata::config::validate(def, v)
-                    .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, format!("{k}: {m}")))?;
+                sluice_metadata::config::validate(def, v).map_err(|m| {
+                    let m = if def.name == k {
+                        m
+                    } else {
+                        format!("{k}: {m}")
+                    };
+                    ApiError::new(ErrorCode::InvalidRequest, m)
+                })?;
             }
         }
         if validate_only {

@@ -567,7 +567,10 @@ fn configs_and_offsets() {
         "leader.replication.throttled.rate",
     ));
     let err = fails(&broker_alter("--add-config", "num.partitions=3"), 1);
-    assert!(err.contains("cannot be changed at runtime"), "{err}");
+    assert!(
+        err.contains("Cannot update these configs dynamically: [num.partitions]"),
+        "{err}"
+    );
     let err = fails(
         &sluice(
             b,

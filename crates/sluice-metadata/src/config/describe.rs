@@ -207,19 +207,48 @@ pub fn describe_broker_with(
             synonyms,
         });
     }
-    for (k, _) in broker.explicit_keys() {
-        if broker_def(k).is_none() && !store_keys.contains(k) {
-            out.push(DescribedConfig {
-                name: k.to_string(),
-                value: None,
-                source: ConfigSource::StaticBrokerConfig,
-                read_only: true,
-                sensitive: true,
-                ty: T::String,
-                doc: "",
-                synonyms: vec![(k.to_string(), None, ConfigSource::StaticBrokerConfig)],
-            });
-        }
+    // Keys no definition knows (a plugin's own settings, as Kafka keeps them): described, as
+    // Kafka does, as sensitive, with no value shown.
+    let custom: std::collections::BTreeSet<&str> = dynamic
+        .broker
+        .keys()
+        .chain(dynamic.cluster_default.keys())
+        .map(String::as_str)
+        .chain(broker.explicit_keys().map(|(k, _)| k))
+        .filter(|k| broker_def(k).is_none() && !store_keys.contains(k))
+        .collect();
+    for k in custom {
+        let synonyms: Vec<_> = [
+            (
+                dynamic.broker.contains_key(k),
+                ConfigSource::DynamicBrokerConfig,
+            ),
+            (
+                dynamic.cluster_default.contains_key(k),
+                ConfigSource::DynamicDefaultBrokerConfig,
+            ),
+            (
+                broker.explicit(k).is_some(),
+                ConfigSource::StaticBrokerConfig,
+            ),
+        ]
+        .into_iter()
+        .filter(|(set, _)| *set)
+        .map(|(_, source)| (k.to_string(), None, source))
+        .collect();
+        let source = synonyms
+            .first()
+            .map_or(ConfigSource::StaticBrokerConfig, |s| s.2);
+        out.push(DescribedConfig {
+            name: k.to_string(),
+            value: None,
+            source,
+            read_only: source == ConfigSource::StaticBrokerConfig,
+            sensitive: true,
+            ty: T::String,
+            doc: "",
+            synonyms,
+        });
     }
     out
 }
