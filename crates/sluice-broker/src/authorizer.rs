@@ -154,7 +154,7 @@ impl Check<'_> {
                 ErrorCode::TopicAuthorizationFailed,
                 "Topic authorization failed.".into(),
             )),
-            4 | 8 | 64 if !self.cluster(operation) => Err((
+            4 | 8 | 16 | 64 if !self.cluster(operation) => Err((
                 ErrorCode::ClusterAuthorizationFailed,
                 "Cluster authorization failed.".into(),
             )),

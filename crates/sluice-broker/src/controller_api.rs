@@ -79,6 +79,18 @@ pub trait ControllerApi: Send + Sync + 'static {
         refused("keep cluster links")
     }
 
+    /// Set or remove configs of a resource kept by type (client-metrics subscriptions).
+    fn alter_resource_configs(
+        &self,
+        resource_type: i8,
+        name: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Call<'_, Result<(), ApiError>> {
+        let _ = (resource_type, name, changes, validate_only);
+        refused("keep client-metrics subscriptions")
+    }
+
     /// AlterPartition: commit a leader's ISR change.
     fn alter_partition(&self, change: &IsrChange) -> Call<'_, Result<(), ApiError>> {
         let _ = change;

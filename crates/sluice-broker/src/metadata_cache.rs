@@ -120,6 +120,13 @@ impl MetadataCache {
         )
     }
 
+    /// Put `image` in place as if published (unit tests of what reads the cache).
+    #[cfg(test)]
+    pub(crate) fn replace(&self, image: MetadataImage) {
+        let config = self.config_for(&image);
+        self.set(Arc::new(image), config);
+    }
+
     fn set(&self, image: Arc<MetadataImage>, config: (DynamicBrokerConfigs, Arc<BrokerConfig>)) {
         let offset = image.offset;
         *self

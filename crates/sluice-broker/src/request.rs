@@ -29,6 +29,84 @@ pub struct RequestContext {
     pub throttle_ms: std::sync::Arc<std::sync::atomic::AtomicI32>,
     /// The request's share of the broker's request budget (`queued.max.request*`).
     pub reservation: std::sync::Arc<std::sync::Mutex<Reservation>>,
+    /// What the connection it came on knows of its client.
+    pub connection: std::sync::Arc<Connection>,
+}
+
+/// Something to do when a connection closes.
+type CloseHook = Box<dyn FnOnce() + Send>;
+
+/// What a connection knows of its client beyond one request, and what to do when it closes.
+pub struct Connection {
+    id: u64,
+    /// The client's software name and version, as ApiVersions named them (KIP-511).
+    software: std::sync::Mutex<Option<(String, String)>>,
+    /// What to run when it closes, each under a key it is registered once for.
+    on_close: std::sync::Mutex<Vec<(u128, CloseHook)>>,
+}
+
+impl Default for Connection {
+    fn default() -> Self {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        Self {
+            id: NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            software: Default::default(),
+            on_close: Default::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection").field("id", &self.id).finish()
+    }
+}
+
+impl Connection {
+    /// Unique among this process's connections.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub fn set_software(&self, name: &str, version: &str) {
+        *self
+            .software
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((name.to_string(), version.to_string()));
+    }
+
+    pub fn software(&self) -> Option<(String, String)> {
+        self.software
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// Run `f` once the connection has closed (and its last request is done), unless
+    /// something was already registered under `key`.
+    pub fn on_close(&self, key: u128, f: impl FnOnce() + Send + 'static) {
+        let mut hooks = self
+            .on_close
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !hooks.iter().any(|(k, _)| *k == key) {
+            hooks.push((key, Box::new(f)));
+        }
+    }
+}
+
+impl Drop for Connection {
+    fn drop(&mut self) {
+        let hooks = std::mem::take(
+            self.on_close
+                .get_mut()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        for (_, f) in hooks {
+            f();
+        }
+    }
 }
 
 /// A request that cannot be answered: the connection is closed with this reason logged.

@@ -201,6 +201,7 @@ impl SaslSession {
             peer,
             throttle_ms: Default::default(),
             reservation: Default::default(),
+            connection: Default::default(),
         };
         match expected {
             ApiKey::SaslHandshake => self.handshake(&ctx, body),

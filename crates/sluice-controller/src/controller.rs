@@ -594,6 +594,54 @@ impl Controller {
             .collect())
     }
 
+    /// Set or remove configs of a resource kept in metadata by type: client-metrics
+    /// subscriptions (KIP-714), checked as a whole after the change, as Kafka's controller
+    /// checks them. Removing every config removes the subscription.
+    pub fn alter_resource_configs(
+        &self,
+        image: &MetadataImage,
+        resource_type: i8,
+        name: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Result<Vec<MetadataRecord>, ApiError> {
+        use sluice_metadata::config::client_metrics::{subscription, Refusal};
+        use sluice_metadata::config::RESOURCE_CLIENT_METRICS;
+        if resource_type != RESOURCE_CLIENT_METRICS {
+            return Err(ApiError::new(
+                ErrorCode::InvalidRequest,
+                format!("Unsupported resource type {resource_type}"),
+            ));
+        }
+        let mut after = image
+            .configs
+            .get(&(resource_type, name.to_string()))
+            .cloned()
+            .unwrap_or_default();
+        for (k, v) in changes {
+            match v {
+                Some(v) => after.insert(k.clone(), v.clone()),
+                None => after.remove(k),
+            };
+        }
+        subscription(name, &after).map_err(|r| match r {
+            Refusal::Request(m) => ApiError::new(ErrorCode::InvalidRequest, m),
+            Refusal::Config(m) => ApiError::new(ErrorCode::InvalidConfig, m),
+        })?;
+        if validate_only {
+            return Ok(Vec::new());
+        }
+        Ok(changes
+            .iter()
+            .map(|(k, v)| MetadataRecord::Config {
+                resource_type,
+                resource_name: name.to_string(),
+                name: k.clone(),
+                value: v.clone(),
+            })
+            .collect())
+    }
+
     /// Set or remove configs of cluster link `link` (removing every one deletes the link).
     pub fn alter_link_configs(
         &self,

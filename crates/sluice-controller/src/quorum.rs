@@ -836,6 +836,21 @@ impl QuorumController {
                 Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
                 Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),
             },
+            ControllerRequest::AlterResourceConfigs {
+                resource_type,
+                name,
+                changes,
+                validate_only,
+            } => match p.alter_resource_configs(
+                &image,
+                resource_type,
+                &name,
+                &changes,
+                validate_only,
+            ) {
+                Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
+                Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),
+            },
             ControllerRequest::AllocateProducerIds { node_id, count } => {
                 let (first, records) = p.allocate_producer_ids(&image, node_id, count);
                 Ok((self.write(records).await?, ReplyBody::ProducerIds(first)))

@@ -63,6 +63,13 @@ pub enum ControllerRequest {
         changes: Vec<(String, Option<String>)>,
         validate_only: bool,
     },
+    /// The configs of a resource kept by type (client-metrics subscriptions).
+    AlterResourceConfigs {
+        resource_type: i8,
+        name: String,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    },
     Heartbeat(Heartbeat),
     AlterPartition(IsrChange),
     /// ElectLeaders: preferred (true) or unclean; None = every partition.
@@ -351,6 +358,18 @@ impl ControllerRequest {
                 validate_only,
             } => {
                 w.u8(15).str(link).bool(*validate_only);
+                put_changes(&mut w, changes);
+            }
+            ControllerRequest::AlterResourceConfigs {
+                resource_type,
+                name,
+                changes,
+                validate_only,
+            } => {
+                w.u8(24)
+                    .u8(*resource_type as u8)
+                    .str(name)
+                    .bool(*validate_only);
                 put_changes(&mut w, changes);
             }
             ControllerRequest::Heartbeat(h) => {
@@ -662,6 +681,12 @@ impl ControllerRequest {
             }
             15 => ControllerRequest::AlterLinkConfigs {
                 link: r.str()?,
+                validate_only: r.bool()?,
+                changes: get_changes(&mut r)?,
+            },
+            24 => ControllerRequest::AlterResourceConfigs {
+                resource_type: r.u8()? as i8,
+                name: r.str()?,
                 validate_only: r.bool()?,
                 changes: get_changes(&mut r)?,
             },
@@ -1162,6 +1187,12 @@ mod tests {
                 link: "dr".into(),
                 changes: vec![("bootstrap.servers".into(), Some("a:1".into()))],
                 validate_only: false,
+            },
+            ControllerRequest::AlterResourceConfigs {
+                resource_type: 16,
+                name: "sub".into(),
+                changes: vec![("metrics".into(), Some("*".into())), ("match".into(), None)],
+                validate_only: true,
             },
             ControllerRequest::Heartbeat(Heartbeat {
                 node_id: 1,

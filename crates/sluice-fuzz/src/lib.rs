@@ -43,6 +43,11 @@ fn frame_bound(len: usize) -> usize {
     64 * len + (64 << 10)
 }
 
+/// Pushed metrics may inflate to 16 × the push bound, plus the frame bound.
+fn telemetry_bound(len: usize) -> usize {
+    frame_bound(len) + 32 * 4096
+}
+
 /// A record batch may inflate to the decompression limit, plus the frame bound.
 fn records_bound(len: usize) -> usize {
     frame_bound(len) + 2 * targets::records::DECOMPRESSED_MAX as usize
@@ -105,6 +110,13 @@ pub fn targets() -> Vec<Target> {
             seeds: sasl::seeds,
             max_len: 1024,
             memory_bound: frame_bound,
+        },
+        Target {
+            name: "telemetry",
+            run: telemetry::telemetry,
+            seeds: telemetry::seeds,
+            max_len: 4096,
+            memory_bound: telemetry_bound,
         },
     ]
 }

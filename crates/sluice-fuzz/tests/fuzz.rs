@@ -88,6 +88,11 @@ fn sasl() {
     run("sasl");
 }
 
+#[test]
+fn telemetry() {
+    run("telemetry");
+}
+
 /// Every target has seeds, and every seed passes as it is.
 #[test]
 fn every_target_has_seeds() {

@@ -182,11 +182,12 @@ async fn metrics_text(State(s): State<AdminState>) -> Response {
         update_state_gauges(b).await;
     }
     handle.run_upkeep();
-    (
-        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
-        handle.render(),
-    )
-        .into_response()
+    let mut text = handle.render();
+    // What clients pushed (KIP-714), after the broker's own metrics.
+    if let Some(b) = &s.broker {
+        text.push_str(&b.telemetry.render());
+    }
+    ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], text).into_response()
 }
 
 fn no_broker() -> Response {

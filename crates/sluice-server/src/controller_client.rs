@@ -517,6 +517,27 @@ impl ControllerApi for ControllerClient {
         )
     }
 
+    fn alter_resource_configs(
+        &self,
+        resource_type: i8,
+        name: &str,
+        changes: &[(String, Option<String>)],
+        validate_only: bool,
+    ) -> Call<'_, Result<(), ApiError>> {
+        self.ask(
+            ControllerRequest::AlterResourceConfigs {
+                resource_type,
+                name: name.into(),
+                changes: changes.to_vec(),
+                validate_only,
+            },
+            |b| match b {
+                ReplyBody::Done(r) => Ok(r),
+                other => Err(other),
+            },
+        )
+    }
+
     fn alter_topic_configs(
         &self,
         topic: &str,

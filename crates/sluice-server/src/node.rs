@@ -639,6 +639,10 @@ impl Node {
                 settings.fetch_session_cache_slots,
             )),
             mirrors,
+            telemetry: sluice_broker::telemetry::ClientTelemetry::new(
+                Arc::clone(&cache),
+                config.telemetry_max_bytes(),
+            ),
         });
         let frontend = Arc::new(network::Frontend {
             node_id,

@@ -379,6 +379,33 @@ fn cases() -> Vec<Case> {
             |w| describe_configs(w, 4, "0"),
         ),
         case(
+            "DescribeConfigs (client metrics)",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::DESCRIBE_CONFIGS)],
+            Some(0),
+            |w| describe_configs(w, 16, "subscription"),
+        ),
+        case(
+            "IncrementalAlterConfigs (client metrics)",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::ALTER_CONFIGS)],
+            Some(0),
+            |w| {
+                let req = IncrementalAlterConfigsRequest::default().with_resources(vec![
+                    IncResource::default()
+                        .with_resource_type(16)
+                        .with_resource_name(s("subscription"))
+                        .with_configs(vec![AlterableConfig::default()
+                            .with_name(s("metrics"))
+                            .with_config_operation(0)
+                            .with_value(Some(s("org.apache.kafka.producer.")))]),
+                ]);
+                let resp: IncrementalAlterConfigsResponse =
+                    w.call(ApiKey::IncrementalAlterConfigs, 1, &req);
+                resp.responses[0].error_code
+            },
+        ),
+        case(
             "AlterConfigs",
             TopicAuthorizationFailed,
             vec![(TOPIC, "t", op::ALTER_CONFIGS)],

@@ -601,6 +601,49 @@ fn configs_and_offsets() {
         2,
     );
 
+    // Client-metrics subscriptions (KIP-714), as kafka-configs.sh --entity-type client-metrics.
+    let cm = |extra: &[&str]| {
+        let mut a = vec![
+            "configs",
+            "--entity-type",
+            "client-metrics",
+            "--entity-name",
+            "prod",
+        ];
+        a.extend_from_slice(extra);
+        sluice(b, &a)
+    };
+    ok(&cm(&[
+        "--alter",
+        "--add-config",
+        "metrics=[org.apache.kafka.producer.,org.apache.kafka.consumer.],interval.ms=10000,match=[client_id=app-.*]",
+    ]));
+    assert_eq!(
+        ok(&cm(&["--describe"])),
+        "Dynamic configs for client-metrics prod are:\n  \
+         interval.ms=10000 sensitive=false source=CLIENT_METRICS_CONFIG\n  \
+         match=client_id=app-.* sensitive=false source=CLIENT_METRICS_CONFIG\n  \
+         metrics=org.apache.kafka.producer.,org.apache.kafka.consumer. sensitive=false source=CLIENT_METRICS_CONFIG\n"
+    );
+    let err = fails(&cm(&["--alter", "--add-config", "interval.ms=1"]), 1);
+    assert!(
+        err.contains("Invalid value 1 for interval.ms, interval must be between 100 and 3600000"),
+        "{err}"
+    );
+    let err = fails(&cm(&["--alter", "--add-config", "match=[app=1]"]), 1);
+    assert!(
+        err.contains("InvalidConfig") && err.contains("Illegal client matching pattern: app=1"),
+        "{err}"
+    );
+    ok(&cm(&["--alter", "--delete-config", "match,metrics"]));
+    assert_eq!(
+        ok(&cm(&["--describe", "--all"])),
+        "All configs for client-metrics prod are:\n  \
+         interval.ms=10000 sensitive=false source=CLIENT_METRICS_CONFIG\n  \
+         match= sensitive=false source=DEFAULT_CONFIG\n  \
+         metrics= sensitive=false source=DEFAULT_CONFIG\n"
+    );
+
     produce_lines(b, &["produce", "--topic", "cfg"], "a\nb\nc\n");
     let latest = ok(&sluice(b, &["offsets", "--topic", "cfg"]));
     let total: i64 = latest

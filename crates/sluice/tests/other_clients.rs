@@ -921,3 +921,170 @@ fn a_listener_key_store_is_replaced_at_runtime() {
         "the restarted broker served its static key store"
     );
 }
+
+/// Wait (at most `timeout`) for `/metrics` to satisfy `done`; the last scrape.
+fn scrape_until(admin: &str, timeout: std::time::Duration, done: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        let text = http_get(admin, "/metrics").1;
+        if done(&text) || std::time::Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+/// Client telemetry (KIP-714): subscriptions set and shown with Kafka 4.4's
+/// kafka-client-metrics tool (same output as against Kafka 4.4), then the Java 4.4 producer
+/// and librdkafka (confluent-kafka) push what they are subscribed to, which `/metrics`
+/// exports labelled with the client until the client closes.
+#[test]
+fn client_telemetry_with_kafkas_tool_the_java_client_and_librdkafka() {
+    let server = start(&[]);
+    let admin = server.admin().expect("admin listener");
+    let dir = repo_root().join("interop/java");
+    let cp = java_build("kafka4", "4.4.0");
+    let tool = |args: &[&str]| {
+        let out = Command::new("java")
+            .args(["-cp", &cp, "org.apache.kafka.tools.ClientMetricsCommand"])
+            .args(["--bootstrap-server", &server.bootstrap])
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("java");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    assert_eq!(
+        tool(&[
+            "--alter",
+            "--name",
+            "java-producers",
+            "--metrics",
+            "org.apache.kafka.producer.",
+            "--interval",
+            "300",
+            "--match",
+            "client_id=telemetry-.*,client_software_name=apache-kafka-java",
+        ]),
+        "Altered client metrics config for java-producers.\n"
+    );
+    assert_eq!(
+        tool(&[
+            "--alter",
+            "--name",
+            "librdkafka",
+            "--metrics",
+            "*",
+            "--interval",
+            "300",
+            "--match",
+            "client_software_name=confluent-kafka-python"
+        ]),
+        "Altered client metrics config for librdkafka.\n"
+    );
+    assert_eq!(
+        tool(&["--describe", "--name", "java-producers"]),
+        "Client metrics configs for java-producers are:\n  interval.ms=300\n  \
+         match=client_id=telemetry-.*,client_software_name=apache-kafka-java\n  \
+         metrics=org.apache.kafka.producer.\n"
+    );
+    assert_eq!(tool(&["--list"]), "java-producers\nlibrdkafka\n");
+    assert_eq!(
+        tool(&["--describe", "--name", "nope"]),
+        "The client metric resource nope doesn't exist and doesn't have dynamic config.\n"
+    );
+    assert!(
+        tool(&["--alter", "--name", "bad", "--interval", "5"]).starts_with(
+            "Error while executing client metrics command : Invalid value 5 for interval.ms, \
+             interval must be between 100 and 3600000 (1 hour)"
+        )
+    );
+    assert!(tool(&["--alter", "--name", "bad", "--match", "client_id=("])
+        .starts_with("Error while executing client metrics command : Illegal client matching pattern: client_id=("));
+
+    // The Java producer: it learns its instance id from the broker, pushes producer metrics
+    // only, and is forgotten once it has closed.
+    let mut child = Command::new("java")
+        .args([
+            "-cp",
+            &cp,
+            "interop.Telemetry",
+            &server.bootstrap,
+            "telemetry",
+            "telemetry-1",
+        ])
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .expect("java interop.Telemetry");
+    let mut stdout = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    std::io::BufRead::read_line(&mut stdout, &mut line).unwrap();
+    let id = line
+        .strip_prefix("INSTANCE ")
+        .unwrap_or_else(|| panic!("no instance id: {line:?}"))
+        .trim()
+        .to_string();
+    let sent = format!("org_apache_kafka_producer_record_send_total{{client_instance_id=\"{id}\",client_id=\"telemetry-1\",client_software_name=\"apache-kafka-java\",client_software_version=\"4.4.0\"}}");
+    let text = scrape_until(&admin, std::time::Duration::from_secs(60), |t| {
+        metric(t, &sent).is_some_and(|v| v > 0.0)
+    });
+    assert!(
+        metric(&text, &sent).is_some_and(|v| v > 0.0),
+        "{sent} not in\n{text}"
+    );
+    assert!(text.contains("# TYPE org_apache_kafka_producer_record_send_total counter\n"));
+    let java_lines: Vec<&str> = text.lines().filter(|l| l.contains(&id)).collect();
+    assert!(
+        java_lines
+            .iter()
+            .all(|l| l.starts_with("org_apache_kafka_producer_")),
+        "only subscribed metrics: {java_lines:?}"
+    );
+    drop(child.stdin.take());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stdout, &mut rest).unwrap();
+    assert!(
+        child.wait().unwrap().success() && rest.contains("TELEMETRY DONE"),
+        "{rest}"
+    );
+    let text = scrape_until(&admin, std::time::Duration::from_secs(30), |t| {
+        !t.contains(&id)
+    });
+    assert!(
+        !text.contains(&id),
+        "a closed client's metrics stay:\n{text}"
+    );
+
+    // librdkafka, through confluent-kafka: every metric, each 300 ms.
+    let script = format!(
+        r#"
+import sys, time, urllib.request, confluent_kafka
+p = confluent_kafka.Producer({{'bootstrap.servers': '{bootstrap}', 'client.id': 'rdkafka-1'}})
+deadline = time.time() + 60
+while time.time() < deadline:
+    p.produce('telemetry', b'v'); p.poll(0.05)
+    text = urllib.request.urlopen('http://{admin}/metrics').read().decode()
+    lines = [l for l in text.splitlines() if 'client_id="rdkafka-1"' in l and 'client_software_name="confluent-kafka-python"' in l]
+    if any(l.startswith('org_apache_kafka_producer_') for l in lines):
+        print('PUSHED', len(lines)); break
+p.flush()
+"#,
+        bootstrap = server.bootstrap,
+    );
+    let out = must_succeed(
+        Command::new("python3").args(["-c", &script]),
+        "confluent-kafka telemetry",
+    );
+    assert!(
+        out.starts_with("PUSHED "),
+        "librdkafka pushed nothing: {out}"
+    );
+
+    assert_eq!(
+        tool(&["--delete", "--name", "java-producers"]),
+        "Deleted client metrics config for java-producers.\n"
+    );
+    assert_eq!(tool(&["--list"]), "librdkafka\n");
+}

@@ -1,10 +1,12 @@
-//! AlterConfigs (key 33, the legacy form): replaces a topic's whole set of overrides — keys
-//! not named are reset to their defaults.
+//! AlterConfigs (key 33, the legacy form): replaces the whole set of a topic's overrides, of a
+//! broker's dynamic configs or of a client-metrics subscription's settings — keys not named
+//! are reset to their defaults.
 
 use bytes::Bytes;
 use kafka_protocol::messages::alter_configs_response::AlterConfigsResourceResponse;
 use kafka_protocol::messages::{AlterConfigsRequest, AlterConfigsResponse, ApiKey};
 use sluice_metadata::acl::op;
+use sluice_metadata::config::RESOURCE_CLIENT_METRICS;
 use sluice_metadata::image::{RESOURCE_BROKER, RESOURCE_TOPIC};
 
 use crate::request::{str_bytes, HandlerError, RequestContext, Response};
@@ -57,20 +59,14 @@ async fn handle(
                 .await
         } else if res.resource_type == RESOURCE_BROKER {
             // The legacy form replaces the whole dynamic set of that broker (or default).
-            let mut changes: Vec<(String, Option<String>)> = res
-                .configs
-                .iter()
-                .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
-                .collect();
-            if let Some(existing) = image.configs.get(&(RESOURCE_BROKER, name.clone())) {
-                for k in existing.keys() {
-                    if !changes.iter().any(|(c, _)| c == k) {
-                        changes.push((k.clone(), None));
-                    }
-                }
-            }
+            let changes = replace_all(&image, res.resource_type, &name, &res.configs);
             h.configs
                 .alter_broker(name, changes, req.validate_only)
+                .await
+        } else if res.resource_type == RESOURCE_CLIENT_METRICS {
+            let changes = replace_all(&image, res.resource_type, &name, &res.configs);
+            h.configs
+                .alter_resource(res.resource_type, name, changes, req.validate_only)
                 .await
         } else {
             not_alterable(res.resource_type)
@@ -82,4 +78,25 @@ async fn handle(
         resp.responses.push(out);
     }
     ctx.respond(&resp)
+}
+
+/// The legacy form's changes: `configs` set, every other config the resource has removed.
+fn replace_all(
+    image: &sluice_metadata::image::MetadataImage,
+    resource_type: i8,
+    name: &str,
+    configs: &[kafka_protocol::messages::alter_configs_request::AlterableConfig],
+) -> Vec<(String, Option<String>)> {
+    let mut changes: Vec<(String, Option<String>)> = configs
+        .iter()
+        .map(|c| (c.name.to_string(), c.value.as_ref().map(|v| v.to_string())))
+        .collect();
+    if let Some(existing) = image.configs.get(&(resource_type, name.to_string())) {
+        for k in existing.keys() {
+            if !changes.iter().any(|(c, _)| c == k) {
+                changes.push((k.clone(), None));
+            }
+        }
+    }
+    changes
 }

@@ -61,6 +61,8 @@ fn handle(h: &ApiVersions, ctx: &RequestContext, body: Bytes) -> Result<Response
         return ctx.respond(&resp);
     }
     if ctx.api_version >= 3 {
+        ctx.connection
+            .set_software(&req.client_software_name, &req.client_software_version);
         let image = h.metadata.current();
         resp.supported_features = sluice_metadata::features::SUPPORTED
             .iter()

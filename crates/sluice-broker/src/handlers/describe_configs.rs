@@ -1,5 +1,6 @@
 //! DescribeConfigs (key 32): topic configs (override > broker synonym > default, with
-//! sources and synonyms), this broker's static configs, and cluster links (see
+//! sources and synonyms), this broker's static configs, client-metrics subscriptions (every
+//! setting, at Kafka's default where not set) and cluster links (see
 //! [`crate::mirror::describe_link`]).
 
 use bytes::Bytes;
@@ -9,8 +10,8 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 use sluice_metadata::acl::op;
 use sluice_metadata::config::{
-    describe_broker_with, describe_topic_with, is_mirror_key, ConfigSource, ConfigType,
-    DescribedConfig, DynamicBrokerConfigs,
+    describe_broker_with, describe_client_metrics, describe_topic_with, is_mirror_key,
+    ConfigSource, ConfigType, DescribedConfig, DynamicBrokerConfigs, RESOURCE_CLIENT_METRICS,
 };
 use sluice_metadata::image::{
     RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLUSTER_LINK, RESOURCE_TOPIC,
@@ -160,6 +161,16 @@ fn handle(
                 )),
             },
             RESOURCE_CLUSTER_LINK => crate::mirror::describe_link(&image, &h.mirrors, &name),
+            RESOURCE_CLIENT_METRICS if name.is_empty() => Err((
+                ErrorCode::InvalidRequest,
+                "Client metrics subscription name must not be empty".into(),
+            )),
+            RESOURCE_CLIENT_METRICS => Ok(describe_client_metrics(
+                image
+                    .configs
+                    .get(&(RESOURCE_CLIENT_METRICS, name.clone()))
+                    .unwrap_or(&Default::default()),
+            )),
             other => Err((
                 ErrorCode::InvalidRequest,
                 format!("Unsupported resource type {other}"),

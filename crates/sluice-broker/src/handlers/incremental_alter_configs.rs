@@ -1,7 +1,8 @@
 //! IncrementalAlterConfigs (key 44): SET / DELETE / APPEND / SUBTRACT on topic configs and
 //! SET / DELETE on dynamic broker configs, committed by the controller; SET / DELETE on this
 //! broker's log levels (BROKER_LOGGER, applied here and now, see [`crate::loggers`]); SET /
-//! DELETE on cluster links (removing every config deletes the link).
+//! DELETE on cluster links (removing every config deletes the link); all four on client-metrics
+//! subscriptions (KIP-714), checked by the controller as a whole.
 
 use bytes::Bytes;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -9,7 +10,8 @@ use kafka_protocol::messages::{
     ApiKey, IncrementalAlterConfigsRequest, IncrementalAlterConfigsResponse,
 };
 use sluice_metadata::acl::op;
-use sluice_metadata::config::{topic_value, ConfigType};
+use sluice_metadata::config::client_metrics::CLIENT_METRICS_CONFIGS;
+use sluice_metadata::config::{topic_value, ConfigType, RESOURCE_CLIENT_METRICS};
 use sluice_metadata::image::{
     RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLUSTER_LINK, RESOURCE_TOPIC,
 };
@@ -55,61 +57,35 @@ async fn handle(
             allowed
         } else if res.resource_type == RESOURCE_TOPIC {
             let current = image.topic_configs(&name);
-            let mut changes = Vec::new();
-            let mut bad = None;
-            for c in &res.configs {
-                let key = c.name.to_string();
-                let value = c.value.as_ref().map(|v| v.to_string());
-                match c.config_operation {
-                    SET => changes.push((key, value)),
-                    DELETE => changes.push((key, None)),
-                    APPEND | SUBTRACT => {
-                        let is_list = sluice_metadata::config::topic_def(&key)
-                            .is_some_and(|d| d.def.ty == ConfigType::List);
-                        if !is_list {
-                            bad = Some((
-                                ErrorCode::InvalidConfig,
-                                format!("{key} is not a list config"),
-                            ));
-                            break;
-                        }
-                        let now = topic_value(&h.config, &current, &key).unwrap_or_default();
-                        let mut items: Vec<String> = now
-                            .split(',')
-                            .map(str::trim)
-                            .filter(|s| !s.is_empty())
-                            .map(str::to_owned)
-                            .collect();
-                        for v in value
-                            .unwrap_or_default()
-                            .split(',')
-                            .map(str::trim)
-                            .filter(|s| !s.is_empty())
-                        {
-                            if c.config_operation == APPEND {
-                                if !items.iter().any(|i| i == v) {
-                                    items.push(v.to_string());
-                                }
-                            } else {
-                                items.retain(|i| i != v);
-                            }
-                        }
-                        changes.push((key, Some(items.join(","))));
-                    }
-                    other => {
-                        bad = Some((
-                            ErrorCode::InvalidRequest,
-                            format!("unknown config operation {other}"),
-                        ));
-                        break;
-                    }
-                }
-            }
-            match bad {
-                Some(e) => Err(e),
-                None => {
+            let is_list = |k: &str| {
+                sluice_metadata::config::topic_def(k).is_some_and(|d| d.def.ty == ConfigType::List)
+            };
+            let now = |k: &str| topic_value(&h.config, &current, k).unwrap_or_default();
+            match changes(&res.configs, is_list, now) {
+                Err(e) => Err(e),
+                Ok(changes) => {
                     h.configs
                         .alter_topic(name, changes, req.validate_only)
+                        .await
+                }
+            }
+        } else if res.resource_type == RESOURCE_CLIENT_METRICS {
+            let current = image
+                .configs
+                .get(&(RESOURCE_CLIENT_METRICS, name.clone()))
+                .cloned()
+                .unwrap_or_default();
+            let is_list = |k: &str| {
+                CLIENT_METRICS_CONFIGS
+                    .iter()
+                    .any(|d| d.name == k && d.ty == ConfigType::List)
+            };
+            let now = |k: &str| current.get(k).cloned().unwrap_or_default();
+            match changes(&res.configs, is_list, now) {
+                Err(e) => Err(e),
+                Ok(changes) => {
+                    h.configs
+                        .alter_resource(RESOURCE_CLIENT_METRICS, name, changes, req.validate_only)
                         .await
                 }
             }
@@ -193,6 +169,60 @@ fn alter_loggers(
 
 /// Config changes: a value to set, None to remove.
 type Changes = Vec<(String, Option<String>)>;
+
+/// The changes of a resource that takes all four operations: APPEND and SUBTRACT apply to
+/// list configs (`is_list`), on the value `now` gives.
+fn changes(
+    configs: &[kafka_protocol::messages::incremental_alter_configs_request::AlterableConfig],
+    is_list: impl Fn(&str) -> bool,
+    now: impl Fn(&str) -> String,
+) -> Result<Changes, (ErrorCode, String)> {
+    let mut out = Vec::new();
+    for c in configs {
+        let key = c.name.to_string();
+        let value = c.value.as_ref().map(|v| v.to_string());
+        match c.config_operation {
+            SET => out.push((key, value)),
+            DELETE => out.push((key, None)),
+            APPEND | SUBTRACT => {
+                if !is_list(&key) {
+                    return Err((
+                        ErrorCode::InvalidConfig,
+                        format!("{key} is not a list config"),
+                    ));
+                }
+                let mut items: Vec<String> = now(&key)
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                    .map(str::to_owned)
+                    .collect();
+                for v in value
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|s| !s.is_empty())
+                {
+                    if c.config_operation == APPEND {
+                        if !items.iter().any(|i| i == v) {
+                            items.push(v.to_string());
+                        }
+                    } else {
+                        items.retain(|i| i != v);
+                    }
+                }
+                out.push((key, Some(items.join(","))));
+            }
+            other => {
+                return Err((
+                    ErrorCode::InvalidRequest,
+                    format!("unknown config operation {other}"),
+                ))
+            }
+        }
+    }
+    Ok(out)
+}
 
 /// The changes of a resource that takes SET and DELETE only (`what` names it in the error).
 fn set_and_delete(

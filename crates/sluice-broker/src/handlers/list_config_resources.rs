@@ -1,9 +1,9 @@
 //! ListConfigResources (key 74, KIP-1142; v0 was ListClientMetricsResources): the names of the
 //! resources that configs can be described for, by config resource type. As Kafka 4.4 answers
 //! (checked on the wire): an empty type list means every type, listed broker loggers first,
-//! then brokers, then topics; a type that has no configs is UNSUPPORTED_VERSION. Groups and
-//! client-metrics subscriptions are listed when they have configs, which Sluice does not keep
-//! yet, so those lists are empty. It takes DESCRIBE_CONFIGS on the cluster, and only topics the
+//! then brokers, then topics; a type that has no configs is UNSUPPORTED_VERSION. Client-metrics
+//! subscriptions are listed while they have configs; groups would be too, but Sluice does not
+//! keep group configs yet, so that list is empty. It takes DESCRIBE_CONFIGS on the cluster, and only topics the
 //! principal may describe are named.
 
 use bytes::Bytes;
@@ -29,7 +29,7 @@ handler!(
 const TOPIC: i8 = 2;
 const BROKER: i8 = 4;
 const BROKER_LOGGER: i8 = 8;
-const CLIENT_METRICS: i8 = 16;
+const CLIENT_METRICS: i8 = sluice_metadata::config::RESOURCE_CLIENT_METRICS;
 const GROUP: i8 = 32;
 
 /// Kafka's order of the types in an answer to "every type".
@@ -81,6 +81,13 @@ fn handle(
                     .keys()
                     .filter(|n| acl.topic(op::DESCRIBE, n))
                     .map(|n| entry(n.clone(), kind)),
+            ),
+            CLIENT_METRICS => resp.config_resources.extend(
+                image
+                    .configs
+                    .range((CLIENT_METRICS, String::new())..)
+                    .take_while(|((t, _), _)| *t == CLIENT_METRICS)
+                    .map(|((_, name), _)| entry(name.clone(), kind)),
             ),
             _ => {}
         }

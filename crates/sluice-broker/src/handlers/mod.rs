@@ -106,6 +106,7 @@ pub mod produce;
 pub mod raft_voters;
 pub mod sasl;
 pub mod sync_group;
+pub mod telemetry;
 pub mod txn_offset_commit;
 pub mod unregister_broker;
 pub mod update_features;
@@ -153,6 +154,8 @@ pub fn specs() -> Vec<Spec> {
         describe_cluster::SPEC,
         describe_quorum::SPEC,
         list_config_resources::SPEC,
+        telemetry::get::SPEC,
+        telemetry::push::SPEC,
         describe_topic_partitions::SPEC,
         update_features::SPEC,
         unregister_broker::SPEC,

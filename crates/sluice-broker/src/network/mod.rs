@@ -196,6 +196,9 @@ fn take_frame(buf: &mut BytesMut, size: usize) -> Option<Bytes> {
     Some(frame)
 }
 
+/// A request's principal, whether it authenticated with a delegation token, and its connection.
+type Who<'a> = (&'a Arc<str>, bool, &'a Arc<crate::request::Connection>);
+
 /// Who a connection's requests come from: its principal, and the SASL exchange still to
 /// complete (None once authenticated, or on a listener without SASL).
 struct Auth {
@@ -209,6 +212,8 @@ struct Auth {
     reauthenticating: bool,
     /// Authenticated with a delegation token.
     token: bool,
+    /// What the connection knows of its client (and does when it closes).
+    connection: Arc<crate::request::Connection>,
 }
 
 impl Auth {
@@ -220,12 +225,14 @@ impl Auth {
             expires: None,
             reauthenticating: false,
             token: false,
+            connection: Default::default(),
         }
     }
 
-    /// The connection's principal, and whether it authenticated with a delegation token.
-    fn who(&self) -> (&Arc<str>, bool) {
-        (&self.principal, self.token)
+    /// The connection's principal, whether it authenticated with a delegation token, and
+    /// what it knows of its client.
+    fn who(&self) -> Who<'_> {
+        (&self.principal, self.token, &self.connection)
     }
 
     /// Handle one frame: the SASL exchange until it completes, then ordinary requests; on a
@@ -270,8 +277,7 @@ impl Auth {
         };
         match session.handle(broker, listener, peer, frame).await {
             Outcome::Route(frame) => {
-                let who = (&self.principal, self.token);
-                process(broker, listener, who, peer, frame, reservation)
+                process(broker, listener, self.who(), peer, frame, reservation)
                     .await
                     .map_err(|r| (None, r))
             }
@@ -454,7 +460,7 @@ impl std::future::Future for Timed<'_> {
 async fn process(
     broker: &Frontend,
     listener: &str,
-    (principal, token_authenticated): (&Arc<str>, bool),
+    (principal, token_authenticated, connection): Who<'_>,
     peer: SocketAddr,
     frame: Bytes,
     reservation: Reservation,
@@ -489,6 +495,7 @@ async fn process(
         peer,
         throttle_ms: Default::default(),
         reservation: Arc::new(std::sync::Mutex::new(reservation)),
+        connection: Arc::clone(connection),
     };
     let timed = Timed {
         inner: route.handler.handle(&ctx, body),

@@ -104,6 +104,27 @@ impl ConfigAdmin {
         }
     }
 
+    /// Commit config changes of a resource kept by type (client-metrics subscriptions); the
+    /// controller checks them.
+    pub async fn alter_resource(
+        &self,
+        resource_type: i8,
+        name: String,
+        changes: Vec<(String, Option<String>)>,
+        validate_only: bool,
+    ) -> Result<(), ConfigError> {
+        match self
+            .controller
+            .api()
+            .alter_resource_configs(resource_type, &name, &changes, validate_only)
+            .await
+        {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err((e.code, e.message)),
+            Err(e) => Err((ErrorCode::UnknownServerError, e)),
+        }
+    }
+
     /// Commit dynamic broker config changes (`name` "" = the cluster-wide defaults).
     pub async fn alter_broker(
         &self,

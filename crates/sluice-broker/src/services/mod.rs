@@ -52,4 +52,5 @@ pub struct Services {
     pub txns: Arc<TxnCoordinator>,
     pub fetch_sessions: Arc<FetchSessionCache>,
     pub mirrors: Arc<crate::mirror::MirrorManager>,
+    pub telemetry: Arc<crate::telemetry::ClientTelemetry>,
 }

@@ -80,6 +80,8 @@ pub enum ConfigResource {
     ClusterLink(String),
     /// A cluster link as one broker describes it: with the mirror partitions it copies.
     ClusterLinkOn(String, i32),
+    /// A client-metrics subscription (KIP-714).
+    ClientMetrics(String),
 }
 
 impl ConfigResource {
@@ -90,6 +92,7 @@ impl ConfigResource {
             ConfigResource::BrokerDefault => (4, String::new()),
             ConfigResource::BrokerLogger(b) => (8, b.to_string()),
             ConfigResource::ClusterLink(l) | ConfigResource::ClusterLinkOn(l, _) => (64, l.clone()),
+            ConfigResource::ClientMetrics(n) => (16, n.clone()),
         }
     }
 
@@ -101,7 +104,8 @@ impl ConfigResource {
             | ConfigResource::ClusterLinkOn(_, b) => Some(*b),
             ConfigResource::Topic(_)
             | ConfigResource::BrokerDefault
-            | ConfigResource::ClusterLink(_) => None,
+            | ConfigResource::ClusterLink(_)
+            | ConfigResource::ClientMetrics(_) => None,
         }
     }
 }

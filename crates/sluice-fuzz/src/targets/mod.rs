@@ -3,4 +3,5 @@ pub mod controller;
 pub mod files;
 pub mod records;
 pub mod sasl;
+pub mod telemetry;
 pub mod wire;

@@ -689,6 +689,11 @@ impl BrokerConfig {
         }
     }
 
+    /// `telemetry.max.bytes`: the largest metrics payload a client may push (KIP-714).
+    pub fn telemetry_max_bytes(&self) -> i32 {
+        i32::try_from(self.int("telemetry.max.bytes")).unwrap_or(i32::MAX)
+    }
+
     pub fn delete_topic_enable(&self) -> bool {
         self.flag("delete.topic.enable")
     }

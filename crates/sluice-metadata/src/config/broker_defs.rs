@@ -302,6 +302,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "How often the active controller removes expired delegation tokens.",
     ),
     def(
+        "telemetry.max.bytes",
+        T::Int,
+        Some("1048576"),
+        AtLeast(1),
+        "The largest metrics payload, in bytes, a client may push with PushTelemetry (KIP-714).",
+    ),
+    def(
         "inter.broker.listener.name",
         T::String,
         None,

@@ -26,6 +26,7 @@ pub enum ConfigSource {
     StaticBrokerConfig = 4,
     DefaultConfig = 5,
     DynamicBrokerLoggerConfig = 6,
+    ClientMetricsConfig = 7,
 }
 
 /// A value constraint beyond the type.

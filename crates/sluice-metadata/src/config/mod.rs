@@ -13,6 +13,7 @@
 //! - [`dynamic`]: [`DynamicBrokerConfigs`] and the keys that may change at runtime.
 //! - [`describe`]: [`DescribedConfig`] rows for DescribeConfigs.
 //! - [`mirror`]: cluster links and mirror topics as configs.
+//! - [`client_metrics`]: client-metrics subscriptions (KIP-714) as configs.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -20,6 +21,7 @@ use std::path::PathBuf;
 
 pub mod broker;
 pub mod broker_defs;
+pub mod client_metrics;
 pub mod defs;
 pub mod describe;
 pub mod dynamic;
@@ -32,6 +34,7 @@ pub mod topic_defs;
 
 pub use broker::*;
 pub use broker_defs::*;
+pub use client_metrics::{describe_client_metrics, RESOURCE_CLIENT_METRICS};
 pub use defs::*;
 pub use describe::*;
 pub use dynamic::*;
