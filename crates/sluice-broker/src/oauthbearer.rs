@@ -8,10 +8,32 @@
 //! development, as in Kafka: anyone can make such a token. Signed tokens (a JWKS endpoint) are
 //! refused at startup rather than accepted unchecked.
 
+pub mod jwt;
+
 use std::collections::BTreeMap;
 
 use serde_json::Value;
 use sluice_protocol::base64;
+
+/// A listener's OAUTHBEARER validator: Kafka's default (unsecured tokens) or its JWT
+/// validator (signed tokens, a JWKS).
+#[derive(Debug)]
+pub enum Validator {
+    Unsecured(UnsecuredValidator),
+    Jwt(jwt::JwtValidator),
+}
+
+impl Validator {
+    /// The client's first message: the principal's name and when the token expires (ms),
+    /// or why it is refused.
+    pub fn authenticate(&self, client_first: &[u8], now_ms: i64) -> Result<(String, i64), String> {
+        let token = bearer_token(client_first)?;
+        match self {
+            Validator::Unsecured(v) => v.validate(token, now_ms),
+            Validator::Jwt(v) => v.validate(token, now_ms),
+        }
+    }
+}
 
 /// The unsecured validator's options (the listener's OAuthBearerLoginModule options).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -5,8 +5,9 @@
 //! listener offers (`sasl.enabled.mechanisms`). With handshake v1 the mechanism's tokens
 //! travel in SaslAuthenticate requests; with v0 (the pre-KIP-152 form) as bare
 //! size-prefixed frames. PLAIN checks the listener's JAAS users; SCRAM-SHA-256/512 the
-//! credentials in cluster metadata (AlterUserScramCredentials); OAUTHBEARER an unsecured
-//! token as Kafka's default validator does (see [`crate::oauthbearer`]; an invalid one is
+//! credentials in cluster metadata (AlterUserScramCredentials); OAUTHBEARER a token as
+//! Kafka's default (unsecured) validator or its JWT validator does (see
+//! [`crate::oauthbearer`]; an invalid one is
 //! answered with RFC 7628's error challenge, and the client's 0x01 reply with the failure).
 //! Success makes the connection's principal `User:<name>`. Any failure answers SASL_AUTHENTICATION_FAILED
 //! (or UNSUPPORTED_SASL_MECHANISM) with a message and closes the connection; any other
@@ -43,7 +44,7 @@ pub struct SaslSettings {
     /// PLAIN's users: name -> password (the listener's PlainLoginModule options).
     pub plain_users: BTreeMap<String, String>,
     /// OAUTHBEARER's validator (the listener's OAuthBearerLoginModule options).
-    pub oauthbearer: Option<crate::oauthbearer::UnsecuredValidator>,
+    pub oauthbearer: Option<crate::oauthbearer::Validator>,
     /// `connections.max.reauth.ms` of the listener (0: sessions never expire).
     pub reauth_ms: i64,
     /// `delegation.token.secret.key`: SCRAM with a delegation token (None: tokens are off).
@@ -59,10 +60,16 @@ impl SaslSettings {
             BTreeMap::new()
         };
         let oauthbearer = if mechanisms.iter().any(|m| m == "OAUTHBEARER") {
-            let options = config.oauthbearer_options(listener)?;
-            Some(crate::oauthbearer::UnsecuredValidator::from_options(
-                &options,
-            )?)
+            use crate::oauthbearer::{jwt::JwtValidator, UnsecuredValidator, Validator};
+            match config
+                .oauthbearer_jwt(listener)
+                .map_err(|e| format!("{}: {}", e.key, e.message))?
+            {
+                Some(jwt) => Some(Validator::Jwt(JwtValidator::start(jwt)?)),
+                None => Some(Validator::Unsecured(UnsecuredValidator::from_options(
+                    &config.oauthbearer_options(listener)?,
+                )?)),
+            }
         } else {
             None
         };

@@ -1088,3 +1088,283 @@ p.flush()
     );
     assert_eq!(tool(&["--list"]), "librdkafka\n");
 }
+
+/// Serve `body()` to every HTTP GET on an ephemeral port, in a thread: a JWKS endpoint.
+fn serve_http(body: std::sync::Arc<std::sync::Mutex<String>>) -> String {
+    use std::io::{BufRead, BufReader};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for conn in listener.incoming() {
+            let Ok(mut conn) = conn else { return };
+            let mut reader = BufReader::new(conn.try_clone().unwrap());
+            let mut line = String::new();
+            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                line.clear();
+            }
+            let b = body.lock().unwrap().clone();
+            let _ = write!(
+                conn,
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
+                b.len()
+            );
+        }
+    });
+    format!("http://{addr}/.well-known/jwks.json")
+}
+
+/// SASL/OAUTHBEARER with signed tokens, as Kafka's OAuthBearerValidatorCallbackHandler checks
+/// them against an identity provider's JWKS endpoint (here a local HTTP server): the Java 4.4
+/// client (Kafka's console producer and consumer, reading an RS256 token from a file) and
+/// librdkafka (an ES256 token from its refresh callback) produce and consume as the token's
+/// subject; tokens for another audience, from another issuer, expired, or signed by a key
+/// the JWKS does not have are refused, and a key the provider adds later is picked up.
+#[test]
+fn oauthbearer_with_signed_tokens_from_a_jwks_endpoint() {
+    use rdkafka::client::{ClientContext, OAuthToken};
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
+    use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
+    use serde_json::json;
+    use sluice_broker::oauthbearer::jwt::testing::{jwks, Signer};
+    use std::sync::{Arc, Mutex};
+    use std::time::{Duration, Instant};
+
+    let rsa = Signer::rs256(include_bytes!("fixtures/oauth/rsa-2048.pk8"));
+    let ec = Signer::es256();
+    let keys = Arc::new(Mutex::new(jwks(&[rsa.jwk("rsa-1"), ec.jwk("ec-1")])));
+    let url = serve_http(Arc::clone(&keys));
+    let server = start(&[
+        "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms=OAUTHBEARER",
+        "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=\
+         org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        &format!("sasl.oauthbearer.jwks.endpoint.url={url}"),
+        "sasl.oauthbearer.expected.audience=kafka",
+        "sasl.oauthbearer.expected.issuer=https://idp.test",
+        "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users=User:ANONYMOUS;User:alice",
+    ]);
+    let sasl = server.listener("SASL_PLAINTEXT").expect("SASL listener");
+    sluice_tool(
+        "topics",
+        &server.bootstrap,
+        &["--create", "--topic", "signed", "--partitions", "1"],
+    );
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let claims = |sub: &str, aud: &str, iss: &str, exp: u64| json!({"sub": sub, "aud": aud, "iss": iss, "iat": now - 5, "exp": exp, "scope": "kafka"});
+    let good = |sub: &str| claims(sub, "kafka", "https://idp.test", now + 3600);
+
+    // The Java client: Kafka's login handler reads the token from a file.
+    let tmp = tempfile::tempdir().unwrap();
+    let token_file = tmp.path().join("token.jwt");
+    std::fs::write(&token_file, rsa.token(Some("rsa-1"), &good("alice"))).unwrap();
+    let token_url = format!("file://{}", token_file.display());
+    let props = tmp.path().join("client.properties");
+    std::fs::write(
+        &props,
+        format!(
+            "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=OAUTHBEARER\n\
+             sasl.login.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginCallbackHandler\n\
+             sasl.oauthbearer.token.endpoint.url={token_url}\n\
+             sasl.jaas.config=org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required ;\n"
+        ),
+    )
+    .unwrap();
+    let dir = repo_root().join("interop/java");
+    let cp = java_build("kafka4", "4.4.0");
+    let allowed = format!("-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={token_url}");
+    let props = props.display().to_string();
+    let mut producer = Command::new("java")
+        .args([
+            &allowed,
+            "-cp",
+            &cp,
+            "org.apache.kafka.tools.ConsoleProducer",
+        ])
+        .args([
+            "--bootstrap-server",
+            &sasl,
+            "--topic",
+            "signed",
+            "--command-config",
+            &props,
+        ])
+        .current_dir(&dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("java ConsoleProducer");
+    producer
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"one\ntwo\nthree\n")
+        .unwrap();
+    let out = producer.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let consumed = must_succeed(
+        Command::new("java")
+            .args([
+                &allowed,
+                "-cp",
+                &cp,
+                "org.apache.kafka.tools.consumer.ConsoleConsumer",
+            ])
+            .args([
+                "--bootstrap-server",
+                &sasl,
+                "--topic",
+                "signed",
+                "--from-beginning",
+            ])
+            .args([
+                "--max-messages",
+                "3",
+                "--timeout-ms",
+                "30000",
+                "--command-config",
+                &props,
+            ])
+            .current_dir(&dir),
+        "java ConsoleConsumer",
+    );
+    assert_eq!(consumed, "one\ntwo\nthree\n");
+
+    // librdkafka: the token comes from the refresh callback.
+    /// A token to authenticate with, and what became of the records sent with it.
+    struct Token {
+        token: String,
+        expires_ms: i64,
+        acked: std::sync::atomic::AtomicUsize,
+        failed: std::sync::atomic::AtomicUsize,
+    }
+    impl ClientContext for Token {
+        const ENABLE_REFRESH_OAUTH_TOKEN: bool = true;
+        fn generate_oauth_token(
+            &self,
+            _: Option<&str>,
+        ) -> Result<OAuthToken, Box<dyn std::error::Error>> {
+            Ok(OAuthToken {
+                token: self.token.clone(),
+                principal_name: "from-token".into(),
+                lifetime_ms: self.expires_ms,
+            })
+        }
+    }
+    impl ProducerContext for Token {
+        type DeliveryOpaque = ();
+        fn delivery(&self, r: &rdkafka::message::DeliveryResult<'_>, _: ()) {
+            let n = if r.is_ok() { &self.acked } else { &self.failed };
+            n.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+    impl rdkafka::consumer::ConsumerContext for Token {}
+    let with = |token: String| Token {
+        token,
+        expires_ms: i64::try_from(now + 3600).unwrap() * 1000,
+        acked: Default::default(),
+        failed: Default::default(),
+    };
+    let config = || {
+        let mut c = ClientConfig::new();
+        c.set("bootstrap.servers", &sasl)
+            .set("security.protocol", "SASL_PLAINTEXT")
+            .set("sasl.mechanism", "OAUTHBEARER");
+        c
+    };
+    let p: BaseProducer<Token> = config()
+        .create_with_context(with(ec.token(Some("ec-1"), &good("alice"))))
+        .unwrap();
+    p.send(BaseRecord::<(), _>::to("signed").payload("four"))
+        .unwrap();
+    p.flush(Duration::from_secs(20))
+        .expect("librdkafka's record");
+    let c: BaseConsumer<Token> = config()
+        .set("group.id", "g-signed")
+        .create_with_context(with(ec.token(None, &good("alice"))))
+        .unwrap();
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("signed", 0, Offset::Offset(3))
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        assert!(Instant::now() < deadline, "librdkafka read nothing");
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            assert_eq!(m.expect("fetch").payload(), Some(&b"four"[..]));
+            break;
+        }
+    }
+
+    // Refused tokens: the connection fails authentication and nothing is delivered.
+    let other = Signer::es256();
+    let refused = [
+        (
+            "another audience",
+            ec.token(
+                Some("ec-1"),
+                &claims("alice", "billing", "https://idp.test", now + 3600),
+            ),
+            "names none of [kafka]",
+        ),
+        (
+            "another issuer",
+            ec.token(
+                Some("ec-1"),
+                &claims("alice", "kafka", "https://evil.test", now + 3600),
+            ),
+            "is not https://idp.test",
+        ),
+        (
+            "expired",
+            ec.token(
+                Some("ec-1"),
+                &claims("alice", "kafka", "https://idp.test", now - 600),
+            ),
+            "has expired",
+        ),
+        (
+            "an unknown key",
+            other.token(Some("ec-2"), &good("alice")),
+            "no ES256 key with kid ec-2",
+        ),
+    ];
+    for (what, token, logged) in refused {
+        let p: BaseProducer<Token> = config()
+            .set("message.timeout.ms", "3000")
+            .create_with_context(with(token))
+            .unwrap();
+        p.send(BaseRecord::<(), _>::to("signed").payload("never"))
+            .unwrap();
+        let _ = p.flush(Duration::from_secs(15));
+        let acked = p.context().acked.load(std::sync::atomic::Ordering::Relaxed);
+        let failed = p
+            .context()
+            .failed
+            .load(std::sync::atomic::Ordering::Relaxed);
+        assert_eq!((acked, failed), (0, 1), "{what}: delivered or never failed");
+        assert!(
+            server.wait_for_log(Duration::from_secs(20), |l| l.contains(logged)),
+            "{what}: no refusal logged ({logged})"
+        );
+    }
+    // The provider publishes that key: it is read again and the token accepted.
+    *keys.lock().unwrap() = jwks(&[rsa.jwk("rsa-1"), ec.jwk("ec-1"), other.jwk("ec-2")]);
+    let p: BaseProducer<Token> = config()
+        .set("message.timeout.ms", "30000")
+        .create_with_context(with(other.token(Some("ec-2"), &good("alice"))))
+        .unwrap();
+    p.send(BaseRecord::<(), _>::to("signed").payload("five"))
+        .unwrap();
+    p.flush(Duration::from_secs(30))
+        .expect("the rotated-in key's token");
+}

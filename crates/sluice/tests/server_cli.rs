@@ -104,7 +104,36 @@ fn invalid_configuration_stops_startup_with_one_line_naming_the_key() {
                 "sasl.enabled.mechanisms=OAUTHBEARER",
                 "sasl.oauthbearer.jwks.endpoint.url=https://idp.example/jwks",
             ],
-            "sasl.oauthbearer.jwks.endpoint.url: OAUTHBEARER on listener SASL_PLAINTEXT: Sluice validates unsecured tokens only",
+            "sasl.oauthbearer.jwks.endpoint.url: OAUTHBEARER on listener SASL_PLAINTEXT: a JWKS endpoint is used by Kafka's org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+        ),
+        (
+            vec![
+                "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms=OAUTHBEARER",
+                "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+                "sasl.oauthbearer.jwks.endpoint.url=https://idp.example/jwks",
+                "sasl.oauthbearer.expected.issuer=https://idp.example",
+            ],
+            "sasl.oauthbearer.expected.audience: OAUTHBEARER on listener SASL_PLAINTEXT: with a JWKS endpoint, set the audiences",
+        ),
+        (
+            vec![
+                "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms=OAUTHBEARER",
+                "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler",
+                "sasl.oauthbearer.jwks.endpoint.url=file:/nonexistent/jwks.json",
+                "sasl.oauthbearer.allow.unverified.audience=true",
+                "sasl.oauthbearer.allow.unverified.issuer=true",
+            ],
+            "file:/nonexistent/jwks.json: No such file or directory",
+        ),
+        (
+            vec![
+                "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+                "sasl.enabled.mechanisms=OAUTHBEARER",
+                "listener.name.sasl_plaintext.oauthbearer.sasl.server.callback.handler.class=com.example.MyHandler",
+            ],
+            "not com.example.MyHandler",
         ),
         (
             vec![

@@ -20,12 +20,13 @@ fn credential(mech: Mechanism) -> Credential {
 
 /// `[which][message]`: 0 PLAIN token; 1/2 SCRAM-SHA-256/512 client-first then (after a
 /// `\n`) client-final; 3 a client reading server-first and server-final; 4 an OAUTHBEARER
-/// client-first message with its unsecured token.
+/// client-first message with its unsecured token; 5 one with a signed token (and the same
+/// bytes as a JWKS document).
 pub fn sasl(data: &[u8]) {
     let Some((&which, msg)) = data.split_first() else {
         return;
     };
-    match which % 5 {
+    match which % 6 {
         0 => {
             let users = BTreeMap::from([("alice".to_string(), "secret".to_string())]);
             let _ = sluice_broker::sasl::plain(&users, msg);
@@ -46,6 +47,10 @@ pub fn sasl(data: &[u8]) {
             let v = sluice_broker::oauthbearer::UnsecuredValidator::default();
             let _ = v.authenticate(msg, 1_800_000_000_000);
         }
+        5 => {
+            let _ = jwt_validator().authenticate(msg, 1_800_000_000_000);
+            let _ = sluice_broker::oauthbearer::jwt::parse_jwks(msg);
+        }
         _ => {
             let (first, last) = split_at_newline(msg);
             let (client, _) = ClientFirst::new(Mechanism::Sha256, "alice", "secret");
@@ -54,6 +59,28 @@ pub fn sasl(data: &[u8]) {
             }
         }
     }
+}
+
+/// A JWT validator over one fixed P-256 key (made once).
+fn jwt_validator() -> &'static sluice_broker::oauthbearer::Validator {
+    use sluice_broker::oauthbearer::jwt::{parse_jwks, testing, JwtValidator};
+    static V: OnceLock<sluice_broker::oauthbearer::Validator> = OnceLock::new();
+    V.get_or_init(|| {
+        let signer = testing::Signer::es256();
+        let keys = parse_jwks(testing::jwks(&[signer.jwk("k")]).as_bytes()).expect("jwks");
+        let settings = sluice_metadata::config::JwtSettings {
+            jwks_url: "file:/unused".into(),
+            audiences: vec!["kafka".into()],
+            issuer: Some("https://idp".into()),
+            clock_skew_s: 30,
+            scope_claim: "scope".into(),
+            sub_claim: "sub".into(),
+            refresh_ms: 3_600_000,
+            retry_backoff_ms: 100,
+            retry_backoff_max_ms: 10_000,
+        };
+        sluice_broker::oauthbearer::Validator::Jwt(JwtValidator::with_keys(settings, keys))
+    })
 }
 
 fn split_at_newline(msg: &[u8]) -> (&[u8], &[u8]) {
@@ -75,6 +102,11 @@ pub fn seeds() -> Vec<Vec<u8>> {
         seeds.push(s);
     }
     seeds.push(b"\x03r=abc,s=QSXCR+Q6sek8bf92,i=4096\nv=rmF9pqV8S7suAoZWja4dJRkFsKQ=".to_vec());
+    // A signed-looking token ({"alg":"ES256","kid":"k"} . {"sub":"alice",...} . signature).
+    seeds.push(
+        b"\x05n,,\x01auth=Bearer eyJhbGciOiJFUzI1NiIsImtpZCI6ImsifQ.eyJzdWIiOiJhbGljZSIsImlhdCI6MTgwMDAwMDAwMCwiZXhwIjoxODAwMDAwMTAwfQ.AAAA\x01\x01"
+            .to_vec(),
+    );
     // {"alg":"none"} . {"sub":"alice","exp":1800000100}
     seeds.push(
         b"\x04n,,\x01auth=Bearer eyJhbGciOiJub25lIn0.eyJzdWIiOiJhbGljZSIsImV4cCI6MTgwMDAwMDEwMH0.\x01\x01"

@@ -419,26 +419,7 @@ impl BrokerConfig {
             })?;
         }
         if mechanisms.iter().any(|m| m == "OAUTHBEARER") {
-            // Tokens are validated as Kafka's default (unsecured) validator does; a JWKS
-            // endpoint or a custom validator asks for signature checks Sluice cannot make,
-            // and accepting unsigned tokens instead would let anyone in.
-            for setting in [
-                "sasl.oauthbearer.jwks.endpoint.url",
-                "sasl.server.callback.handler.class",
-                "oauthbearer.sasl.server.callback.handler.class",
-            ] {
-                let key = self.listener_key(listener, setting);
-                if self.explicit(&key).is_some_and(|v| !v.trim().is_empty()) {
-                    return Err(ConfigError {
-                        key,
-                        message: format!(
-                            "OAUTHBEARER on listener {listener}: Sluice validates unsecured \
-                             tokens only (Kafka's default); signed-token validation is not \
-                             supported yet"
-                        ),
-                    });
-                }
-            }
+            self.oauthbearer_jwt(listener)?;
             self.oauthbearer_options(listener)
                 .map_err(|message| ConfigError {
                     key: oauthbearer_jaas_key(listener),
@@ -446,6 +427,143 @@ impl BrokerConfig {
                 })?;
         }
         Ok(())
+    }
+
+    /// An OAUTHBEARER setting of listener `listener`: Kafka reads
+    /// `listener.name.<l>.oauthbearer.<key>`, then `listener.name.<l>.<key>`, then `<key>`.
+    fn oauthbearer_value(&self, listener: &str, key: &str) -> (String, Option<String>) {
+        let l = listener.to_lowercase();
+        for k in [
+            format!("listener.name.{l}.oauthbearer.{key}"),
+            format!("listener.name.{l}.{key}"),
+        ] {
+            if let Some(v) = self.explicit(&k) {
+                return (k, Some(v.to_string()));
+            }
+        }
+        (key.to_string(), self.value(key))
+    }
+
+    /// OAUTHBEARER's validator on listener `listener`: signed JWTs checked against a JWKS
+    /// (Some) when the server callback handler is Kafka's `OAuthBearerValidatorCallbackHandler`,
+    /// else Kafka's default unsecured validator (None). A JWKS endpoint without that handler,
+    /// or another handler class, is refused: tokens would otherwise be accepted unchecked.
+    pub fn oauthbearer_jwt(&self, listener: &str) -> Result<Option<JwtSettings>, ConfigError> {
+        const VALIDATOR: &str =
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler";
+        let handler = Some(self.oauthbearer_value(listener, "sasl.server.callback.handler.class"))
+            .filter(|(_, v)| v.as_deref().is_some_and(|v| !v.trim().is_empty()));
+        let (url_key, url) = self.oauthbearer_value(listener, "sasl.oauthbearer.jwks.endpoint.url");
+        let url = url.filter(|u| !u.trim().is_empty());
+        let Some((handler_key, handler)) = handler else {
+            if url.is_some() {
+                return Err(ConfigError {
+                    key: url_key,
+                    message: format!(
+                        "OAUTHBEARER on listener {listener}: a JWKS endpoint is used by Kafka's \
+                         {VALIDATOR}; set listener.name.{}.oauthbearer.sasl.server.callback.handler.class \
+                         to it (without it Kafka would accept unsecured tokens, and Sluice refuses that)",
+                        listener.to_lowercase()
+                    ),
+                });
+            }
+            return Ok(None);
+        };
+        let handler = handler.unwrap_or_default();
+        if handler.trim() != VALIDATOR {
+            return Err(ConfigError {
+                key: handler_key,
+                message: format!(
+                    "OAUTHBEARER on listener {listener}: Sluice has two validators, Kafka's default \
+                     (unsecured tokens) and {VALIDATOR} (signed tokens, with a JWKS); not {}",
+                    handler.trim()
+                ),
+            });
+        }
+        let url = url.ok_or_else(|| ConfigError {
+            key: url_key.clone(),
+            message: format!(
+                "OAUTHBEARER on listener {listener}: {VALIDATOR} needs sasl.oauthbearer.jwks.endpoint.url"
+            ),
+        })?;
+        if !["http://", "https://", "file:"]
+            .iter()
+            .any(|p| url.trim().starts_with(p))
+        {
+            return Err(ConfigError {
+                key: url_key,
+                message: format!(
+                    "the JWKS endpoint must be an http://, https:// or file: URL, not {url}"
+                ),
+            });
+        }
+        let get = |key: &str| self.oauthbearer_value(listener, key);
+        let number = |key: &str| -> Result<i64, ConfigError> {
+            let (k, v) = get(key);
+            v.unwrap_or_default()
+                .trim()
+                .parse::<i64>()
+                .ok()
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| ConfigError {
+                    key: k,
+                    message: "must be a non-negative number".into(),
+                })
+        };
+        let flag = |key: &str| {
+            get(key)
+                .1
+                .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+        };
+        let audiences: Vec<String> = get("sasl.oauthbearer.expected.audience")
+            .1
+            .unwrap_or_default()
+            .split(',')
+            .map(str::trim)
+            .filter(|a| !a.is_empty())
+            .map(str::to_owned)
+            .collect();
+        let issuer = get("sasl.oauthbearer.expected.issuer")
+            .1
+            .map(|i| i.trim().to_string())
+            .filter(|i| !i.is_empty());
+        // As Kafka 4.4: the validator checks issuer and audience unless told not to.
+        if audiences.is_empty() && !flag("sasl.oauthbearer.allow.unverified.audience") {
+            return Err(ConfigError {
+                key: "sasl.oauthbearer.expected.audience".into(),
+                message: format!(
+                    "OAUTHBEARER on listener {listener}: with a JWKS endpoint, set the audiences \
+                     tokens must be for (or sasl.oauthbearer.allow.unverified.audience=true)"
+                ),
+            });
+        }
+        if issuer.is_none() && !flag("sasl.oauthbearer.allow.unverified.issuer") {
+            return Err(ConfigError {
+                key: "sasl.oauthbearer.expected.issuer".into(),
+                message: format!(
+                    "OAUTHBEARER on listener {listener}: with a JWKS endpoint, set the issuer \
+                     tokens must come from (or sasl.oauthbearer.allow.unverified.issuer=true)"
+                ),
+            });
+        }
+        let claim = |key: &str, default: &str| {
+            get(key)
+                .1
+                .map(|c| c.trim().to_string())
+                .filter(|c| !c.is_empty())
+                .unwrap_or_else(|| default.to_string())
+        };
+        Ok(Some(JwtSettings {
+            jwks_url: url.trim().to_string(),
+            audiences,
+            issuer,
+            clock_skew_s: number("sasl.oauthbearer.clock.skew.seconds")?,
+            scope_claim: claim("sasl.oauthbearer.scope.claim.name", "scope"),
+            sub_claim: claim("sasl.oauthbearer.sub.claim.name", "sub"),
+            refresh_ms: number("sasl.oauthbearer.jwks.endpoint.refresh.ms")?,
+            retry_backoff_ms: number("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms")?,
+            retry_backoff_max_ms: number("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms")?,
+        }))
     }
 
     /// OAUTHBEARER's unsecured-validator options on listener `listener`: the options of its

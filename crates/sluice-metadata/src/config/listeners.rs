@@ -170,3 +170,20 @@ pub fn parse_listeners(v: &str) -> Result<Vec<Listener>, String> {
     }
     Ok(out)
 }
+
+/// OAUTHBEARER's JWT validation (Kafka's `OAuthBearerValidatorCallbackHandler`) on a listener.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JwtSettings {
+    /// `sasl.oauthbearer.jwks.endpoint.url`: http(s):// or file:.
+    pub jwks_url: String,
+    /// `sasl.oauthbearer.expected.audience` (empty: not checked).
+    pub audiences: Vec<String>,
+    /// `sasl.oauthbearer.expected.issuer` (None: not checked).
+    pub issuer: Option<String>,
+    pub clock_skew_s: i64,
+    pub scope_claim: String,
+    pub sub_claim: String,
+    pub refresh_ms: i64,
+    pub retry_backoff_ms: i64,
+    pub retry_backoff_max_ms: i64,
+}
