@@ -138,6 +138,38 @@ fn identity(
     }
 }
 
+/// Another log directory of this node: formatted for the same cluster and node (its
+/// `meta.properties` written now, with its own directory id, if it has none), as Kafka
+/// requires of every `log.dirs` entry.
+fn same_node(dir: &std::path::Path, meta: &MetaProperties) -> Result<(), NodeError> {
+    std::fs::create_dir_all(dir)
+        .map_err(|e| NodeError::Identity(format!("cannot create {}: {e}", dir.display())))?;
+    match MetaProperties::read(dir)? {
+        Some(m) if m.cluster_id != meta.cluster_id => Err(NodeError::Identity(format!(
+            "Invalid cluster.id in: {}/meta.properties. Expected {}, but read {}",
+            dir.display(),
+            meta.cluster_id,
+            m.cluster_id
+        ))),
+        Some(m) if m.node_id != meta.node_id => Err(NodeError::Identity(format!(
+            "{} belongs to node.id={} but this node is node.id={}",
+            dir.display(),
+            m.node_id,
+            meta.node_id
+        ))),
+        Some(_) => Ok(()),
+        None => {
+            MetaProperties {
+                cluster_id: meta.cluster_id.clone(),
+                node_id: meta.node_id,
+                directory_id: sluice_protocol::base64::encode(sluice_rt::random_uuid().as_bytes()),
+            }
+            .write(dir)?;
+            Ok(())
+        }
+    }
+}
+
 /// What a controller of a dynamic quorum starts from.
 struct DynamicStart {
     /// The initial voters it was formatted with (empty: it waits to be added).
@@ -320,6 +352,10 @@ impl Node {
                 .then(|| dynamic_start(&data_dir, &metadata_dir, node_id))
                 .transpose()?;
         let meta = identity(&data_dir, node_id, &voters)?;
+        let log_dirs = crate::storage::log_dirs(&config);
+        for dir in log_dirs.iter().skip(1) {
+            same_node(dir, &meta)?;
+        }
         let controller_names = config.controller_listener_names();
         crate::admin_http::install_metrics();
         let bound = bind_listeners(&config).await?;
@@ -545,9 +581,9 @@ impl Node {
         let image = (**images.borrow()).clone();
 
         let now = now_ms();
-        let logs = Arc::new(LogManager::open(&data_dir)?);
+        let logs = Arc::new(LogManager::open_all(&log_dirs)?);
         if !logs.had_clean_shutdown() {
-            tracing::debug!(dir = %data_dir.display(), "no clean-shutdown marker: logs are re-validated past their recovery points");
+            tracing::debug!(dirs = ?log_dirs, "no clean-shutdown marker: logs are re-validated past their recovery points");
         }
         let inter = InterBroker::from_config(&config).map_err(NodeError::InterBroker)?;
         let replicas = Arc::new(ReplicaManager::new(

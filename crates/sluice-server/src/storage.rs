@@ -117,6 +117,16 @@ pub fn directories(config: &BrokerConfig) -> (PathBuf, PathBuf) {
     (data, metadata)
 }
 
+/// Every `log.dirs` entry (the first is the data directory of [`directories`]).
+pub fn log_dirs(config: &BrokerConfig) -> Vec<PathBuf> {
+    let dirs = config.log_dirs();
+    if dirs.is_empty() {
+        vec![PathBuf::from("./sluice-data")]
+    } else {
+        dirs
+    }
+}
+
 /// This node's controller listener as `host:port`, for `--standalone`.
 fn controller_addr(config: &BrokerConfig) -> Result<String, String> {
     let names = config.controller_listener_names();
@@ -276,9 +286,9 @@ pub fn format(
         }
         QuorumStart::NoInitialControllers => Some(Vec::new()),
     };
-    let (data, metadata) = directories(config);
-    let mut dirs = vec![data.clone()];
-    if metadata != data {
+    let (_, metadata) = directories(config);
+    let mut dirs = log_dirs(config);
+    if !dirs.contains(&metadata) {
         dirs.push(metadata.clone());
     }
     let mut done = Vec::new();

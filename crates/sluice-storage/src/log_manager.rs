@@ -1,8 +1,11 @@
-//! [`LogManager`]: every partition log of one log directory, plus the directory-level files:
-//! the recovery-point and log-start-offset checkpoints and the clean-shutdown marker.
+//! [`LogManager`]: every partition log of the node's log directories (`log.dirs`, JBOD), plus
+//! each directory's own files: the recovery-point, log-start-offset and cleaner checkpoints and
+//! the clean-shutdown marker.
 //!
-//! The marker (`.kafka_cleanshutdown`, as Kafka names it) is written last on a clean
-//! shutdown and removed at startup, so its absence at the next start means "recover".
+//! A new partition's log goes to the directory that holds the fewest (the first of those on a
+//! tie), as Kafka places them; an existing one stays where it is found. The marker
+//! (`.kafka_cleanshutdown`, as Kafka names it) is written last on a clean shutdown and removed
+//! at startup, so its absence at the next start means "recover" (per directory).
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
@@ -26,6 +29,8 @@ pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 /// Directory of the metadata log, which is not a partition of a user topic.
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 const DELETE_SUFFIX: &str = "-delete";
+/// A log being copied to another directory (AlterReplicaLogDirs), as Kafka names it.
+const FUTURE_SUFFIX: &str = "-future";
 
 pub type SharedLog = Arc<RwLock<Log>>;
 
@@ -46,30 +51,18 @@ pub fn run_pending_io(log: &SharedLog, io: PendingIo) -> Result<(), LogError> {
     Ok(())
 }
 
-pub struct LogManager {
+/// One log directory: where it is and what its files said at startup.
+struct LogDir {
     dir: PathBuf,
-    logs: Mutex<HashMap<TopicPartition, SharedLog>>,
     had_clean_shutdown: bool,
     recovery_points: HashMap<TopicPartition, i64>,
     log_start_offsets: HashMap<TopicPartition, i64>,
     /// How far each compacted log is clean (the cleaner's checkpoint).
     cleaned_up_to: Mutex<BTreeMap<TopicPartition, i64>>,
-    delete_counter: AtomicU64,
 }
 
-fn lock_read(log: &SharedLog) -> std::sync::RwLockReadGuard<'_, Log> {
-    log.read()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-fn lock_write(log: &SharedLog) -> std::sync::RwLockWriteGuard<'_, Log> {
-    log.write()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-impl LogManager {
-    /// Open (creating if needed) a log directory and read its checkpoints.
-    pub fn open(dir: &Path) -> Result<Self, LogError> {
+impl LogDir {
+    fn open(dir: &Path) -> Result<Self, LogError> {
         fs::create_dir_all(dir).at(dir)?;
         let marker = dir.join(CLEAN_SHUTDOWN_FILE);
         let had_clean_shutdown = marker.exists();
@@ -86,7 +79,6 @@ impl LogManager {
         };
         Ok(Self {
             dir: dir.to_path_buf(),
-            logs: Mutex::new(HashMap::new()),
             had_clean_shutdown,
             recovery_points: read_or_empty(RECOVERY_POINT_CHECKPOINT),
             log_start_offsets: read_or_empty(LOG_START_OFFSET_CHECKPOINT),
@@ -95,49 +87,378 @@ impl LogManager {
                     .into_iter()
                     .collect(),
             ),
+        })
+    }
+
+    fn cleaned_up_to(&self) -> std::sync::MutexGuard<'_, BTreeMap<TopicPartition, i64>> {
+        self.cleaned_up_to
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+pub struct LogManager {
+    dirs: Vec<LogDir>,
+    /// Each log and the index of the directory it is in.
+    logs: Mutex<HashMap<TopicPartition, (usize, SharedLog)>>,
+    /// Logs being moved to another directory, and to which (a "future" replica there).
+    moving: Mutex<HashMap<TopicPartition, usize>>,
+    /// Where a partition this node does not hold yet is to be created (AlterReplicaLogDirs
+    /// before the replica arrives, as Kafka remembers it).
+    preferred: Mutex<HashMap<TopicPartition, usize>>,
+    delete_counter: AtomicU64,
+}
+
+/// A file as it was when copied: it has changed since if any of these differ.
+type Stamp = (u64, u64, Option<std::time::SystemTime>);
+
+fn stamp(path: &Path) -> Result<Stamp, LogError> {
+    use std::os::unix::fs::MetadataExt;
+    let m = fs::metadata(path).at(path)?;
+    Ok((m.ino(), m.len(), m.modified().ok()))
+}
+
+/// Copy every file of `src` to `dst` that is not there as it is now (`copied` holds what
+/// each was when copied), remove from `dst` what `src` no longer has, and with `always`
+/// copy the files it names whatever their stamp (indexes written through a memory map).
+fn sync_files(
+    src: &Path,
+    dst: &Path,
+    copied: &mut HashMap<std::ffi::OsString, Stamp>,
+    always: impl Fn(&str) -> bool,
+) -> Result<(), LogError> {
+    let mut present = std::collections::HashSet::new();
+    for entry in fs::read_dir(src).at(src)? {
+        let entry = entry.at(src)?;
+        let name = entry.file_name();
+        let from = entry.path();
+        // Taken before the copy: a change during it shows at the next pass.
+        let Ok(now) = stamp(&from) else { continue };
+        present.insert(name.clone());
+        if copied.get(&name) == Some(&now) && !always(&name.to_string_lossy()) {
+            continue;
+        }
+        let to = dst.join(&name);
+        match fs::copy(&from, &to) {
+            Ok(_) => {
+                copied.insert(name, now);
+            }
+            // Deleted meanwhile (retention): gone from the copy too, below.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                present.remove(&name);
+            }
+            Err(e) => return Err(LogError::io(to, e)),
+        }
+    }
+    for entry in fs::read_dir(dst).at(dst)? {
+        let entry = entry.at(dst)?;
+        if !present.contains(&entry.file_name()) {
+            fs::remove_file(entry.path()).at(&entry.path())?;
+            copied.remove(&entry.file_name());
+        }
+    }
+    Ok(())
+}
+
+/// fsync every file of `dir`, then `dir` itself.
+fn sync_all(dir: &Path) -> Result<(), LogError> {
+    for entry in fs::read_dir(dir).at(dir)? {
+        let path = entry.at(dir)?.path();
+        fs::File::open(&path).and_then(|f| f.sync_all()).at(&path)?;
+    }
+    checkpoint::sync_dir(dir)
+}
+
+fn lock_read(log: &SharedLog) -> std::sync::RwLockReadGuard<'_, Log> {
+    log.read()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn lock_write(log: &SharedLog) -> std::sync::RwLockWriteGuard<'_, Log> {
+    log.write()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+impl LogManager {
+    /// Open (creating if needed) one log directory and read its checkpoints.
+    pub fn open(dir: &Path) -> Result<Self, LogError> {
+        Self::open_all(&[dir.to_path_buf()])
+    }
+
+    /// Open (creating if needed) the log directories, each with its checkpoints.
+    pub fn open_all(dirs: &[PathBuf]) -> Result<Self, LogError> {
+        Ok(Self {
+            dirs: dirs
+                .iter()
+                .map(|d| {
+                    let mut dir = LogDir::open(d)?;
+                    // As Kafka names them: absolute, canonical.
+                    if let Ok(c) = fs::canonicalize(d) {
+                        dir.dir = c;
+                    }
+                    Ok(dir)
+                })
+                .collect::<Result<_, LogError>>()?,
+            logs: Mutex::new(HashMap::new()),
+            moving: Mutex::new(HashMap::new()),
+            preferred: Mutex::new(HashMap::new()),
             delete_counter: AtomicU64::new(0),
         })
     }
 
+    /// The first log directory (where the metadata log lives unless configured elsewhere).
     pub fn dir(&self) -> &Path {
-        &self.dir
+        &self.dirs[0].dir
     }
 
+    /// Every log directory, in `log.dirs` order.
+    pub fn dirs(&self) -> Vec<&Path> {
+        self.dirs.iter().map(|d| d.dir.as_path()).collect()
+    }
+
+    /// The directory `tp`'s log is in.
+    pub fn dir_of(&self, tp: &TopicPartition) -> Option<&Path> {
+        let i = self.logs().get(tp).map(|(i, _)| *i)?;
+        Some(&self.dirs[i].dir)
+    }
+
+    /// Whether every directory was shut down cleanly last time.
     pub fn had_clean_shutdown(&self) -> bool {
-        self.had_clean_shutdown
+        self.dirs.iter().all(|d| d.had_clean_shutdown)
     }
 
-    fn logs(&self) -> std::sync::MutexGuard<'_, HashMap<TopicPartition, SharedLog>> {
+    fn logs(&self) -> std::sync::MutexGuard<'_, HashMap<TopicPartition, (usize, SharedLog)>> {
         self.logs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Partition directories on disk. Directories left by an interrupted delete are removed.
+    /// Partition directories on disk, in every log directory. Directories left by an
+    /// interrupted delete are removed. The same partition in two directories is an error
+    /// (as in Kafka): which copy is right cannot be told.
     pub fn scan(&self) -> Result<Vec<FoundLog>, LogError> {
-        let mut found = Vec::new();
-        for entry in fs::read_dir(&self.dir).at(&self.dir)? {
-            let entry = entry.at(&self.dir)?;
-            if !entry.file_type().at(&entry.path())?.is_dir() {
-                continue;
+        self.settle_moves()?;
+        let mut found: Vec<FoundLog> = Vec::new();
+        let mut seen: HashMap<TopicPartition, PathBuf> = HashMap::new();
+        for d in &self.dirs {
+            for entry in fs::read_dir(&d.dir).at(&d.dir)? {
+                let entry = entry.at(&d.dir)?;
+                if !entry.file_type().at(&entry.path())?.is_dir() {
+                    continue;
+                }
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if name.ends_with(DELETE_SUFFIX) {
+                    info!(dir = %name, "removing a partially deleted log");
+                    fs::remove_dir_all(entry.path()).at(&entry.path())?;
+                    continue;
+                }
+                if name == METADATA_LOG_DIR {
+                    continue;
+                }
+                let Some(tp) = TopicPartition::parse_dir_name(&name) else {
+                    warn!(dir = %name, "ignoring a directory that is not a partition log");
+                    continue;
+                };
+                if let Some(other) = seen.insert(tp.clone(), entry.path()) {
+                    return Err(LogError::io(
+                        entry.path(),
+                        std::io::Error::other(format!(
+                            "duplicate log directories for {tp}: {} and {}; remove the one that is not current",
+                            other.display(),
+                            entry.path().display()
+                        )),
+                    ));
+                }
+                let topic_id = checkpoint::read_partition_metadata(&entry.path())?;
+                found.push(FoundLog { tp, topic_id });
             }
-            let name = entry.file_name().to_string_lossy().into_owned();
-            if name.ends_with(DELETE_SUFFIX) {
-                info!(dir = %name, "removing a partially deleted log");
-                fs::remove_dir_all(entry.path()).at(&entry.path())?;
-                continue;
-            }
-            if name == METADATA_LOG_DIR {
-                continue;
-            }
-            let Some(tp) = TopicPartition::parse_dir_name(&name) else {
-                warn!(dir = %name, "ignoring a directory that is not a partition log");
-                continue;
-            };
-            let topic_id = checkpoint::read_partition_metadata(&entry.path())?;
-            found.push(FoundLog { tp, topic_id });
         }
         Ok(found)
+    }
+
+    /// Finish or drop moves a crash interrupted: a future log whose partition has no
+    /// current log anywhere was complete (the current one had been renamed away to be
+    /// deleted) and becomes the current one; any other future log is removed.
+    fn settle_moves(&self) -> Result<(), LogError> {
+        for d in &self.dirs {
+            for entry in fs::read_dir(&d.dir).at(&d.dir)? {
+                let entry = entry.at(&d.dir)?;
+                let name = entry.file_name().to_string_lossy().into_owned();
+                let Some(tp) = name
+                    .strip_suffix(FUTURE_SUFFIX)
+                    .and_then(|n| n.rsplit_once('.'))
+                    .and_then(|(tp, _)| TopicPartition::parse_dir_name(tp))
+                else {
+                    continue;
+                };
+                if self.on_disk(&tp).is_none() {
+                    let to = d.dir.join(tp.dir_name());
+                    info!(partition = %tp, dir = %d.dir.display(), "completing a log move a crash interrupted");
+                    fs::rename(entry.path(), &to).at(&to)?;
+                    checkpoint::sync_dir(&d.dir)?;
+                } else {
+                    info!(partition = %tp, dir = %d.dir.display(), "removing an unfinished copy of a moving log");
+                    fs::remove_dir_all(entry.path()).at(&entry.path())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The index of the directory `path` names (as `log.dirs` lists it), if it is one.
+    pub fn dir_index(&self, path: &Path) -> Option<usize> {
+        let path = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+        self.dirs.iter().position(|d| d.dir == path)
+    }
+
+    /// Partitions being moved, with the directory each goes to.
+    pub fn moving(&self) -> Vec<(TopicPartition, &Path)> {
+        self.moving
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(tp, i)| (tp.clone(), self.dirs[*i].dir.as_path()))
+            .collect()
+    }
+
+    /// Create `tp`'s log in directory `dir` when it comes (it is not here yet).
+    pub fn prefer(&self, tp: &TopicPartition, dir: usize) {
+        self.preferred
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(tp.clone(), dir);
+    }
+
+    /// Start moving `tp`'s log to directory `to`; false when it is already there or on its
+    /// way there (nothing to start).
+    pub fn begin_move(&self, tp: &TopicPartition, to: usize) -> bool {
+        if self.logs().get(tp).is_some_and(|(i, _)| *i == to) {
+            return false;
+        }
+        let mut moving = self
+            .moving
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if moving.get(tp) == Some(&to) {
+            return false;
+        }
+        moving.insert(tp.clone(), to);
+        true
+    }
+
+    /// Move `tp`'s log to the directory [`LogManager::begin_move`] named (AlterReplicaLogDirs),
+    /// while the partition keeps serving: its files are copied to a future log there, then,
+    /// with the log's lock held, what changed meanwhile is copied again, the current log is
+    /// renamed away, the future log takes its name and is opened in its place, and the old
+    /// copy is deleted. A crash at any point leaves one whole copy (see `settle_moves`).
+    pub fn move_log(&self, tp: &TopicPartition, now_ms: i64) -> Result<(), LogError> {
+        let result = self.move_log_inner(tp, now_ms);
+        self.moving
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(tp);
+        result
+    }
+
+    fn move_log_inner(&self, tp: &TopicPartition, now_ms: i64) -> Result<(), LogError> {
+        let Some(to) = self
+            .moving
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(tp)
+            .copied()
+        else {
+            return Ok(());
+        };
+        let Some((from, shared)) = self.logs().get(tp).map(|(i, l)| (*i, Arc::clone(l))) else {
+            return Ok(());
+        };
+        if from == to {
+            return Ok(());
+        }
+        let (src_root, dst_root) = (&self.dirs[from].dir, &self.dirs[to].dir);
+        let src = src_root.join(tp.dir_name());
+        let n = self.delete_counter.fetch_add(1, Ordering::Relaxed);
+        let future = dst_root.join(format!(
+            "{}.{}-{n}{FUTURE_SUFFIX}",
+            tp.dir_name(),
+            std::process::id()
+        ));
+        fs::create_dir_all(&future).at(&future)?;
+        let mut copied = HashMap::new();
+        // Without the lock: the bulk of the data.
+        if let Err(e) = sync_files(&src, &future, &mut copied, |_| false) {
+            let _ = fs::remove_dir_all(&future);
+            return Err(e);
+        }
+        let mut log = lock_write(&shared);
+        let io = log.take_pending_io();
+        io.run()?;
+        log.complete_io(&io);
+        let (config, recovery_point, log_start_offset) = (
+            log.config().clone(),
+            log.recovery_point(),
+            log.log_start_offset(),
+        );
+        log.close(now_ms)?;
+        // With it: what changed, and the indexes written through memory maps.
+        let mut finish = || -> Result<(), LogError> {
+            sync_files(&src, &future, &mut copied, |name| {
+                name.ends_with(".index") || name.ends_with(".timeindex")
+            })?;
+            sync_all(&future)
+        };
+        if let Err(e) = finish() {
+            let _ = fs::remove_dir_all(&future);
+            *log = Log::open(
+                &src,
+                tp.clone(),
+                config,
+                OpenOptions {
+                    clean_shutdown: true,
+                    recovery_point,
+                    log_start_offset,
+                    now_ms,
+                },
+            )?;
+            return Err(e);
+        }
+        let doomed = src_root.join(format!(
+            "{}.{}-{n}{DELETE_SUFFIX}",
+            tp.dir_name(),
+            std::process::id()
+        ));
+        fs::rename(&src, &doomed).at(&src)?;
+        checkpoint::sync_dir(src_root)?;
+        let dst = dst_root.join(tp.dir_name());
+        fs::rename(&future, &dst).at(&dst)?;
+        checkpoint::sync_dir(dst_root)?;
+        *log = Log::open(
+            &dst,
+            tp.clone(),
+            config,
+            OpenOptions {
+                clean_shutdown: true,
+                recovery_point,
+                log_start_offset,
+                now_ms,
+            },
+        )?;
+        self.logs().insert(tp.clone(), (to, Arc::clone(&shared)));
+        drop(log);
+        if let Some(clean) = self.dirs[from].cleaned_up_to().remove(tp) {
+            self.dirs[to].cleaned_up_to().insert(tp.clone(), clean);
+        }
+        fs::remove_dir_all(&doomed).at(&doomed)?;
+        info!(partition = %tp, from = %src_root.display(), to = %dst_root.display(), "moved partition log");
+        Ok(())
+    }
+
+    /// The index of the directory holding `tp` on disk, if any.
+    fn on_disk(&self, tp: &TopicPartition) -> Option<usize> {
+        self.dirs
+            .iter()
+            .position(|d| d.dir.join(tp.dir_name()).exists())
     }
 
     /// Open an existing partition log found by [`LogManager::scan`].
@@ -147,16 +468,35 @@ impl LogManager {
         config: LogConfig,
         now_ms: i64,
     ) -> Result<SharedLog, LogError> {
+        let i = self.on_disk(tp).unwrap_or(0);
+        let d = &self.dirs[i];
         let opts = OpenOptions {
-            clean_shutdown: self.had_clean_shutdown,
-            recovery_point: self.recovery_points.get(tp).copied().unwrap_or(0),
-            log_start_offset: self.log_start_offsets.get(tp).copied().unwrap_or(0),
+            clean_shutdown: d.had_clean_shutdown,
+            recovery_point: d.recovery_points.get(tp).copied().unwrap_or(0),
+            log_start_offset: d.log_start_offsets.get(tp).copied().unwrap_or(0),
             now_ms,
         };
-        let log = Log::open(&self.dir.join(tp.dir_name()), tp.clone(), config, opts)?;
+        let log = Log::open(&d.dir.join(tp.dir_name()), tp.clone(), config, opts)?;
         let shared = Arc::new(RwLock::new(log));
-        self.logs().insert(tp.clone(), Arc::clone(&shared));
+        self.logs().insert(tp.clone(), (i, Arc::clone(&shared)));
         Ok(shared)
+    }
+
+    /// The directory a new log goes to: the one asked for, else the one with the fewest
+    /// logs, the first on a tie.
+    fn place(&self, tp: &TopicPartition) -> usize {
+        if let Some(i) = self
+            .preferred
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(tp)
+        {
+            return i;
+        }
+        let logs = self.logs();
+        (0..self.dirs.len())
+            .min_by_key(|i| logs.values().filter(|(d, _)| d == i).count())
+            .unwrap_or(0)
     }
 
     /// The log of `tp`, creating an empty one if there is none.
@@ -170,48 +510,61 @@ impl LogManager {
         if let Some(log) = self.get(tp) {
             return Ok(log);
         }
-        let log = if self.dir.join(tp.dir_name()).exists() {
+        let log = if self.on_disk(tp).is_some() {
             self.load(tp, config, now_ms)?
         } else {
+            let i = self.place(tp);
             let log = Arc::new(RwLock::new(Log::create(
-                &self.dir,
+                &self.dirs[i].dir,
                 tp.clone(),
                 topic_id,
                 config,
                 now_ms,
             )?));
-            self.logs().insert(tp.clone(), Arc::clone(&log));
+            self.logs().insert(tp.clone(), (i, Arc::clone(&log)));
             log
         };
         Ok(log)
     }
 
     pub fn get(&self, tp: &TopicPartition) -> Option<SharedLog> {
-        self.logs().get(tp).cloned()
+        self.logs().get(tp).map(|(_, l)| Arc::clone(l))
     }
 
     pub fn all(&self) -> Vec<(TopicPartition, SharedLog)> {
         self.logs()
             .iter()
-            .map(|(k, v)| (k.clone(), Arc::clone(v)))
+            .map(|(k, (_, v))| (k.clone(), Arc::clone(v)))
+            .collect()
+    }
+
+    /// The logs of directory `i`.
+    fn all_in(&self, i: usize) -> Vec<(TopicPartition, SharedLog)> {
+        self.logs()
+            .iter()
+            .filter(|(_, (d, _))| *d == i)
+            .map(|(k, (_, v))| (k.clone(), Arc::clone(v)))
             .collect()
     }
 
     /// Remove a partition's log: rename its directory out of the way (so a crash midway
     /// cannot resurrect it), then delete it.
     pub fn delete(&self, tp: &TopicPartition) -> Result<(), LogError> {
-        self.cleaned_up_to
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(tp);
-        let log = self.logs().remove(tp);
-        let dir = self.dir.join(tp.dir_name());
-        drop(log);
+        let entry = self.logs().remove(tp);
+        let i = entry
+            .as_ref()
+            .map(|(i, _)| *i)
+            .or_else(|| self.on_disk(tp))
+            .unwrap_or(0);
+        drop(entry);
+        let d = &self.dirs[i];
+        d.cleaned_up_to().remove(tp);
+        let dir = d.dir.join(tp.dir_name());
         if !dir.exists() {
             return Ok(());
         }
         let n = self.delete_counter.fetch_add(1, Ordering::Relaxed);
-        let doomed = self.dir.join(format!(
+        let doomed = d.dir.join(format!(
             "{}.{}-{}{}",
             tp.dir_name(),
             std::process::id(),
@@ -219,23 +572,26 @@ impl LogManager {
             DELETE_SUFFIX
         ));
         fs::rename(&dir, &doomed).at(&dir)?;
-        checkpoint::sync_dir(&self.dir)?;
+        checkpoint::sync_dir(&d.dir)?;
         fs::remove_dir_all(&doomed).at(&doomed)?;
         info!(partition = %tp, "deleted partition log");
         Ok(())
     }
 
-    /// Write the recovery-point and log-start-offset checkpoints for every log.
+    /// Write each directory's recovery-point and log-start-offset checkpoints.
     pub fn checkpoint(&self) -> Result<(), LogError> {
-        let mut recovery = BTreeMap::new();
-        let mut starts = BTreeMap::new();
-        for (tp, log) in self.all() {
-            let log = lock_read(&log);
-            recovery.insert(tp.clone(), log.recovery_point());
-            starts.insert(tp, log.log_start_offset());
+        for (i, d) in self.dirs.iter().enumerate() {
+            let mut recovery = BTreeMap::new();
+            let mut starts = BTreeMap::new();
+            for (tp, log) in self.all_in(i) {
+                let log = lock_read(&log);
+                recovery.insert(tp.clone(), log.recovery_point());
+                starts.insert(tp, log.log_start_offset());
+            }
+            checkpoint::write_offsets(&d.dir.join(RECOVERY_POINT_CHECKPOINT), &recovery)?;
+            checkpoint::write_offsets(&d.dir.join(LOG_START_OFFSET_CHECKPOINT), &starts)?;
         }
-        checkpoint::write_offsets(&self.dir.join(RECOVERY_POINT_CHECKPOINT), &recovery)?;
-        checkpoint::write_offsets(&self.dir.join(LOG_START_OFFSET_CHECKPOINT), &starts)
+        Ok(())
     }
 
     /// One retention pass over every log; `upper_bound` gives each partition's high
@@ -261,52 +617,43 @@ impl LogManager {
     /// Returns the number of logs cleaned.
     pub fn clean(&self, now_ms: i64) -> usize {
         let mut cleaned = 0;
-        for (tp, log) in self.all() {
-            let first_dirty = self
-                .cleaned_up_to
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .get(&tp)
-                .copied()
-                .unwrap_or(0);
-            let input = {
-                let l = lock_read(&log);
-                if !l.config().cleanup_compact
-                    || l.dirty_ratio(first_dirty) < l.config().min_cleanable_dirty_ratio
+        for (i, d) in self.dirs.iter().enumerate() {
+            let mut cleaned_here = 0;
+            for (tp, log) in self.all_in(i) {
+                let first_dirty = d.cleaned_up_to().get(&tp).copied().unwrap_or(0);
+                let input = {
+                    let l = lock_read(&log);
+                    if !l.config().cleanup_compact
+                        || l.dirty_ratio(first_dirty) < l.config().min_cleanable_dirty_ratio
+                    {
+                        continue;
+                    }
+                    l.compaction_input(first_dirty, now_ms)
+                };
+                let Some(input) = input else { continue };
+                let result = crate::cleaner::compact(&input, now_ms).and_then(|output| {
+                    lock_write(&log)
+                        .install_compacted(&input, &output, now_ms)
+                        .map(|()| output)
+                });
+                match result {
+                    Ok(output) => {
+                        info!(partition = %tp, records_removed = output.records_removed, cleaned_up_to = output.cleaned_up_to, "compacted log");
+                        d.cleaned_up_to().insert(tp, output.cleaned_up_to);
+                        cleaned_here += 1;
+                    }
+                    Err(e) => warn!(partition = %tp, error = %e, "compaction failed"),
+                }
+            }
+            if cleaned_here > 0 {
+                let snapshot = d.cleaned_up_to().clone();
+                if let Err(e) =
+                    checkpoint::write_offsets(&d.dir.join(CLEANER_OFFSET_CHECKPOINT), &snapshot)
                 {
-                    continue;
+                    warn!(error = %e, "cannot write the cleaner checkpoint");
                 }
-                l.compaction_input(first_dirty, now_ms)
-            };
-            let Some(input) = input else { continue };
-            let result = crate::cleaner::compact(&input, now_ms).and_then(|output| {
-                lock_write(&log)
-                    .install_compacted(&input, &output, now_ms)
-                    .map(|()| output)
-            });
-            match result {
-                Ok(output) => {
-                    info!(partition = %tp, records_removed = output.records_removed, cleaned_up_to = output.cleaned_up_to, "compacted log");
-                    self.cleaned_up_to
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .insert(tp, output.cleaned_up_to);
-                    cleaned += 1;
-                }
-                Err(e) => warn!(partition = %tp, error = %e, "compaction failed"),
             }
-        }
-        if cleaned > 0 {
-            let snapshot = self
-                .cleaned_up_to
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner)
-                .clone();
-            if let Err(e) =
-                checkpoint::write_offsets(&self.dir.join(CLEANER_OFFSET_CHECKPOINT), &snapshot)
-            {
-                warn!(error = %e, "cannot write the cleaner checkpoint");
-            }
+            cleaned += cleaned_here;
         }
         cleaned
     }
@@ -328,7 +675,8 @@ impl LogManager {
         }
     }
 
-    /// Close every log, write the checkpoints and then the clean-shutdown marker.
+    /// Close every log, write the checkpoints and then each directory's clean-shutdown
+    /// marker.
     pub fn shutdown(&self, now_ms: i64) -> Result<(), LogError> {
         for (tp, log) in self.all() {
             lock_write(&log)
@@ -336,8 +684,11 @@ impl LogManager {
                 .inspect_err(|e| warn!(partition = %tp, error = %e, "close failed"))?;
         }
         self.checkpoint()?;
-        let marker = self.dir.join(CLEAN_SHUTDOWN_FILE);
-        fs::write(&marker, b"").at(&marker)?;
-        checkpoint::sync_dir(&self.dir)
+        for d in &self.dirs {
+            let marker = d.dir.join(CLEAN_SHUTDOWN_FILE);
+            fs::write(&marker, b"").at(&marker)?;
+            checkpoint::sync_dir(&d.dir)?;
+        }
+        Ok(())
     }
 }

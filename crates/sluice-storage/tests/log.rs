@@ -420,6 +420,89 @@ fn log_manager_checkpoints_and_detects_unclean_shutdown() {
     assert!(!dir.path().join("t-0").exists());
 }
 
+/// Several directories: new logs go to the emptier one; a log moved to another directory
+/// keeps every record and its appends (through the same handle), is found there after a
+/// restart, and a move a crash interrupted is settled: a whole future copy with no current
+/// log becomes the log, a future copy beside the current log is dropped.
+#[test]
+fn logs_are_placed_across_directories_and_move_between_them() {
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("a"), root.path().join("b")];
+    let other = TopicPartition::new("u", 0);
+    {
+        let mgr = LogManager::open_all(&dirs).unwrap();
+        let log = mgr
+            .get_or_create(&tp(), TOPIC_ID, small_segments(), NOW)
+            .unwrap();
+        mgr.get_or_create(&other, TOPIC_ID, small_segments(), NOW)
+            .unwrap();
+        assert_eq!(mgr.dir_of(&tp()), Some(dirs[0].as_path()));
+        assert_eq!(mgr.dir_of(&other), Some(dirs[1].as_path()));
+        for _ in 0..20 {
+            log.write()
+                .unwrap()
+                .append_as_leader(batch(5, NOW, Compression::Lz4), 0, NOW)
+                .unwrap();
+        }
+        assert!(mgr.begin_move(&tp(), 1));
+        assert!(!mgr.begin_move(&tp(), 1), "already on its way");
+        assert_eq!(mgr.moving().len(), 1);
+        mgr.move_log(&tp(), NOW).unwrap();
+        assert!(mgr.moving().is_empty());
+        assert_eq!(mgr.dir_of(&tp()), Some(dirs[1].as_path()));
+        assert!(!dirs[0].join("t-0").exists());
+        assert_eq!(
+            read_all(&log.read().unwrap(), 0),
+            (0..100).collect::<Vec<_>>()
+        );
+        log.write()
+            .unwrap()
+            .append_as_leader(batch(5, NOW, Compression::None), 0, NOW)
+            .unwrap();
+        assert!(!mgr.begin_move(&tp(), 1), "already there");
+        mgr.shutdown(NOW).unwrap();
+    }
+    {
+        let mgr = LogManager::open_all(&dirs).unwrap();
+        assert_eq!(mgr.scan().unwrap().len(), 2);
+        let log = mgr.load(&tp(), small_segments(), NOW).unwrap();
+        assert_eq!(mgr.dir_of(&tp()), Some(dirs[1].as_path()));
+        assert_eq!(log.read().unwrap().log_end_offset(), 105);
+        mgr.shutdown(NOW).unwrap();
+    }
+    // A crash after the current log was renamed away: its whole future copy takes over.
+    let copy = |from: &Path, to: &Path| {
+        std::fs::create_dir_all(to).unwrap();
+        for e in std::fs::read_dir(from).unwrap() {
+            let e = e.unwrap();
+            std::fs::copy(e.path(), to.join(e.file_name())).unwrap();
+        }
+    };
+    let future = dirs[0].join("t-0.7-1-future");
+    copy(&dirs[1].join("t-0"), &future);
+    std::fs::rename(dirs[1].join("t-0"), dirs[1].join("t-0.7-1-delete")).unwrap();
+    {
+        let mgr = LogManager::open_all(&dirs).unwrap();
+        assert_eq!(mgr.scan().unwrap().len(), 2);
+        let log = mgr.load(&tp(), small_segments(), NOW).unwrap();
+        assert_eq!(mgr.dir_of(&tp()), Some(dirs[0].as_path()));
+        assert_eq!(log.read().unwrap().log_end_offset(), 105);
+        assert!(!dirs[1].join("t-0.7-1-delete").exists());
+        mgr.shutdown(NOW).unwrap();
+    }
+    // A crash while copying: the partial future copy goes, the current log stays.
+    std::fs::create_dir_all(dirs[1].join("t-0.7-2-future")).unwrap();
+    let mgr = LogManager::open_all(&dirs).unwrap();
+    assert_eq!(mgr.scan().unwrap().len(), 2);
+    assert!(!dirs[1].join("t-0.7-2-future").exists());
+    assert!(dirs[0].join("t-0").exists());
+    // The same partition in two directories cannot be told apart: refused.
+    copy(&dirs[0].join("t-0"), &dirs[1].join("t-0"));
+    let mgr = LogManager::open_all(&dirs).unwrap();
+    let err = mgr.scan().unwrap_err().to_string();
+    assert!(err.contains("duplicate log directories for t-0"), "{err}");
+}
+
 #[test]
 fn segment_ms_rolls_by_age_of_the_first_record() {
     let dir = tempfile::tempdir().unwrap();

@@ -798,6 +798,31 @@ fn cases() -> Vec<Case> {
             },
         ),
         case(
+            "AlterReplicaLogDirs",
+            ClusterAuthorizationFailed,
+            vec![(CLUSTER, c, op::ALTER)],
+            // Allowed: a directory the node does not have.
+            Some(ErrorCode::LogDirNotFound.code()),
+            |w| {
+                use kafka_protocol::messages::alter_replica_log_dirs_request::{
+                    AlterReplicaLogDir, AlterReplicaLogDirTopic,
+                };
+                use kafka_protocol::messages::{
+                    AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse,
+                };
+                let req = AlterReplicaLogDirsRequest::default().with_dirs(vec![
+                    AlterReplicaLogDir::default()
+                        .with_path(s("/nowhere"))
+                        .with_topics(vec![AlterReplicaLogDirTopic::default()
+                            .with_name(topic("t"))
+                            .with_partitions(vec![0])]),
+                ]);
+                let resp: AlterReplicaLogDirsResponse =
+                    w.call(ApiKey::AlterReplicaLogDirs, 2, &req);
+                resp.results[0].partitions[0].error_code
+            },
+        ),
+        case(
             "DescribeAcls",
             ClusterAuthorizationFailed,
             vec![(CLUSTER, c, op::DESCRIBE)],

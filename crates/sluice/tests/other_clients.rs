@@ -1368,3 +1368,146 @@ fn oauthbearer_with_signed_tokens_from_a_jwks_endpoint() {
     p.flush(Duration::from_secs(30))
         .expect("the rotated-in key's token");
 }
+
+/// JBOD with Kafka 4.4's tools: `kafka-log-dirs --describe` lists each of a node's log
+/// directories with the replicas in it, and `kafka-reassign-partitions` with `log_dirs` in its
+/// plan moves replicas between them (AlterReplicaLogDirs) while a producer keeps writing;
+/// `--verify` reports the moves done, and every acknowledged record is there, also after a
+/// kill -9.
+#[test]
+fn kafkas_tools_describe_and_move_replicas_between_log_dirs() {
+    use rdkafka::producer::{BaseRecord, Producer};
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    let disks = tempfile::tempdir().unwrap();
+    let d1 = disks.path().join("disk1").display().to_string();
+    let d2 = disks.path().join("disk2").display().to_string();
+    let mut server = start(&[&format!("log.dirs={d1},{d2}")]);
+    create_topic(&server.bootstrap, "moving", 2, &[]);
+    let dir = repo_root().join("interop/java");
+    let cp = java_build("kafka4", "4.4.0");
+    let tool = |class: &str, args: &[&str]| {
+        must_succeed(
+            Command::new("java")
+                .args(["-cp", &cp, class, "--bootstrap-server", &server.bootstrap])
+                .args(args)
+                .current_dir(&dir),
+            class,
+        )
+    };
+    // partition -> (log dir, is future), from kafka-log-dirs' JSON.
+    let placement = |out: &str| -> Vec<(String, String, bool)> {
+        let json: serde_json::Value = serde_json::from_str(out.lines().last().unwrap()).unwrap();
+        let mut v = Vec::new();
+        for d in json["brokers"][0]["logDirs"].as_array().unwrap() {
+            assert!(d["error"].is_null(), "{d}");
+            for p in d["partitions"].as_array().unwrap() {
+                v.push((
+                    p["partition"].as_str().unwrap().to_string(),
+                    d["logDir"].as_str().unwrap().to_string(),
+                    p["isFuture"].as_bool().unwrap(),
+                ));
+            }
+        }
+        v.sort();
+        v
+    };
+    let describe = || {
+        placement(&tool(
+            "org.apache.kafka.tools.LogDirsCommand",
+            &["--describe", "--topic-list", "moving"],
+        ))
+    };
+    let before = describe();
+    assert_eq!(before.len(), 2, "{before:?}");
+    assert_ne!(
+        before[0].1, before[1].1,
+        "one partition in each directory: {before:?}"
+    );
+
+    // A producer writes all along.
+    let stop = Arc::new(AtomicBool::new(false));
+    let writer = {
+        let (stop, bootstrap) = (Arc::clone(&stop), server.bootstrap.clone());
+        std::thread::spawn(move || {
+            let p = producer(&bootstrap, &[("acks", "all"), ("linger.ms", "2")]);
+            let mut i = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let key = format!("k{i}");
+                let value = vec![b'v'; 200];
+                let rec = BaseRecord::to("moving").key(&key).payload(&value);
+                if p.send(rec).is_err() {
+                    p.poll(Duration::from_millis(10));
+                    continue;
+                }
+                p.poll(Duration::ZERO);
+                i += 1;
+                if i % 500 == 0 {
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+            }
+            p.flush(Duration::from_secs(60)).expect("flush");
+            assert_eq!(p.context().failed.load(Ordering::Relaxed), 0);
+            let acked = p.context().acked.lock().unwrap().len();
+            acked
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    // Swap the two partitions' directories.
+    let plan = disks.path().join("plan.json");
+    std::fs::write(
+        &plan,
+        serde_json::json!({"version": 1, "partitions": [
+            {"topic": "moving", "partition": 0, "replicas": [0], "log_dirs": [before[1].1]},
+            {"topic": "moving", "partition": 1, "replicas": [0], "log_dirs": [before[0].1]},
+        ]})
+        .to_string(),
+    )
+    .unwrap();
+    let plan = plan.display().to_string();
+    let reassign = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand";
+    let out = tool(reassign, &["--reassignment-json-file", &plan, "--execute"]);
+    assert!(
+        out.contains("Successfully started moving log directory to")
+            && out.contains("for replica moving-0 with broker 0"),
+        "{out}"
+    );
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = tool(reassign, &["--reassignment-json-file", &plan, "--verify"]);
+        if out.contains("Reassignment of replica moving-0-0 completed successfully.")
+            && out.contains("Reassignment of replica moving-1-0 completed successfully.")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the moves never finished:\n{out}"
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let acked = writer.join().unwrap();
+    assert!(acked > 1000, "only {acked} records written");
+    let after = describe();
+    assert_eq!(
+        after,
+        vec![
+            ("moving-0".to_string(), before[1].1.clone(), false),
+            ("moving-1".to_string(), before[0].1.clone(), false),
+        ]
+    );
+    assert_eq!(
+        consume_all(&server.bootstrap, "moving", 2, acked).len(),
+        acked
+    );
+    server.kill();
+    server.restart();
+    assert_eq!(
+        consume_all(&server.bootstrap, "moving", 2, acked).len(),
+        acked
+    );
+}

@@ -209,6 +209,72 @@ fn kill_9_after_acks_all_loses_nothing_acknowledged() {
     );
 }
 
+/// Several log directories (JBOD): a topic's partitions are spread over them (the one with
+/// the fewest first), each directory is formatted for the node (its own directory id), and a
+/// kill -9 loses nothing acknowledged: every partition is recovered in its own directory.
+#[test]
+fn several_log_dirs_spread_partitions_and_keep_them_across_kill_9() {
+    let disks = tempfile::tempdir().unwrap();
+    let (d1, d2) = (disks.path().join("disk1"), disks.path().join("disk2"));
+    let mut server = start(&[&format!("log.dirs={},{}", d1.display(), d2.display())]);
+    create_topic(&server.bootstrap, "jbod", 6, &[]);
+    let records = keyed(6_000, "jbod");
+    let p = producer(&server.bootstrap, &[("acks", "all")]);
+    produce_all(&p, "jbod", &records);
+    let acked = p.context().acked.lock().unwrap().len();
+    drop(p);
+    let held = |dir: &std::path::Path| -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("jbod-"))
+            .collect();
+        names.sort();
+        names
+    };
+    let (before1, before2) = (held(&d1), held(&d2));
+    assert_eq!(
+        (before1.len(), before2.len()),
+        (3, 3),
+        "{before1:?} {before2:?}"
+    );
+    let meta =
+        |dir: &std::path::Path| std::fs::read_to_string(dir.join("meta.properties")).unwrap();
+    let field = |text: &str, key: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .map(str::to_owned)
+    };
+    let (m1, m2) = (meta(&d1), meta(&d2));
+    assert_eq!(field(&m1, "cluster.id"), field(&m2, "cluster.id"));
+    assert_ne!(field(&m1, "directory.id"), field(&m2, "directory.id"));
+
+    server.kill();
+    server.restart();
+    let consumed = consume_all(&server.bootstrap, "jbod", 6, acked);
+    assert_eq!(consumed.len(), acked);
+    assert_eq!((held(&d1), held(&d2)), (before1, before2));
+    // New partitions keep filling the directories evenly.
+    create_topic(&server.bootstrap, "jbod2", 2, &[]);
+    let count = |dir: &std::path::Path| {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.file_name().to_string_lossy().starts_with("jbod2-"))
+            .count()
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while count(&d1) + count(&d2) < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "jbod2's logs were not created"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert_eq!((count(&d1), count(&d2)), (1, 1));
+}
+
 /// The committed end of partition 0 of `topic`, read on `bootstrap`.
 fn high_watermark(bootstrap: &str, topic: &str) -> i64 {
     consumer(bootstrap, &[])

@@ -136,6 +136,10 @@ fn invalid_configuration_stops_startup_with_one_line_naming_the_key() {
             "not com.example.MyHandler",
         ),
         (
+            vec!["log.dirs=/tmp/sluice-twice,/tmp/sluice-twice"],
+            "log.dirs: /tmp/sluice-twice is listed twice",
+        ),
+        (
             vec![
                 "listeners=SASL_PLAINTEXT://127.0.0.1:0",
                 "sasl.enabled.mechanisms=OAUTHBEARER",

@@ -1,5 +1,6 @@
-//! DescribeLogDirs (key 35): this broker's log directory, the replicas it holds there with
-//! their sizes, and the directory's filesystem capacity (v4). Null topics = every replica.
+//! DescribeLogDirs (key 35): this broker's log directories (`log.dirs`, in order), the
+//! replicas each holds with their sizes, and each directory's filesystem capacity (v4). Null
+//! topics = every replica.
 //! Reassignment tools read it to learn where replicas live.
 
 use bytes::Bytes;
@@ -43,42 +44,43 @@ fn handle(
             .iter()
             .any(|t| *t.topic.0 == *topic && t.partitions.contains(&partition)),
     };
-    let hosted: Vec<(String, i32, DescribeLogDirsPartition)> = h
-        .replicas
-        .hosted_replicas()
-        .into_iter()
-        .filter(|r| wanted(&r.tp.topic, r.tp.partition.0))
-        .map(|r| {
-            let mut d = DescribeLogDirsPartition::default();
-            d.partition_index = r.tp.partition.0;
-            d.partition_size = r.size_bytes as i64;
-            d.offset_lag = r.offset_lag;
-            (r.tp.topic, r.tp.partition.0, d)
-        })
-        .collect();
-    let dir = h.replicas.log_dir();
-    let mut result = DescribeLogDirsResult::default();
-    result.log_dir = str_bytes(dir.display().to_string());
-    match rustix::fs::statvfs(dir) {
-        Ok(s) => {
-            let block = s.f_frsize as i64;
-            result.total_bytes = (s.f_blocks as i64).saturating_mul(block);
-            result.usable_bytes = (s.f_bavail as i64).saturating_mul(block);
-        }
-        Err(e) => {
-            tracing::warn!(dir = %dir.display(), error = %e, "cannot stat the log directory");
-            result.error_code = ErrorCode::KafkaStorageError.code();
-            result.total_bytes = -1;
-            result.usable_bytes = -1;
-        }
-    }
-    for (topic, partitions) in by_topic(hosted) {
-        let mut t = DescribeLogDirsTopic::default();
-        t.name = TopicName(str_bytes(topic));
-        t.partitions = partitions.into_iter().map(|(_, d)| d).collect();
-        result.topics.push(t);
-    }
+    let hosted = h.replicas.hosted_replicas();
     let mut resp = DescribeLogDirsResponse::default();
-    resp.results.push(result);
+    for dir in h.replicas.log_dirs() {
+        let here: Vec<(String, i32, DescribeLogDirsPartition)> = hosted
+            .iter()
+            .filter(|r| r.dir == dir && wanted(&r.tp.topic, r.tp.partition.0))
+            .map(|r| {
+                let mut d = DescribeLogDirsPartition::default();
+                d.partition_index = r.tp.partition.0;
+                d.partition_size = r.size_bytes as i64;
+                d.offset_lag = r.offset_lag;
+                d.is_future_key = r.is_future;
+                (r.tp.topic.clone(), r.tp.partition.0, d)
+            })
+            .collect();
+        let mut result = DescribeLogDirsResult::default();
+        result.log_dir = str_bytes(dir.display().to_string());
+        match rustix::fs::statvfs(dir) {
+            Ok(s) => {
+                let block = s.f_frsize as i64;
+                result.total_bytes = (s.f_blocks as i64).saturating_mul(block);
+                result.usable_bytes = (s.f_bavail as i64).saturating_mul(block);
+            }
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), error = %e, "cannot stat the log directory");
+                result.error_code = ErrorCode::KafkaStorageError.code();
+                result.total_bytes = -1;
+                result.usable_bytes = -1;
+            }
+        }
+        for (topic, partitions) in by_topic(here) {
+            let mut t = DescribeLogDirsTopic::default();
+            t.name = TopicName(str_bytes(topic));
+            t.partitions = partitions.into_iter().map(|(_, d)| d).collect();
+            result.topics.push(t);
+        }
+        resp.results.push(result);
+    }
     ctx.respond(&resp)
 }

@@ -65,6 +65,7 @@ pub mod add_offsets_to_txn;
 pub mod add_partitions_to_txn;
 pub mod alter_configs;
 pub mod alter_partition_reassignments;
+pub mod alter_replica_log_dirs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod client_quotas;
@@ -162,6 +163,7 @@ pub fn specs() -> Vec<Spec> {
         raft_voters::SPEC,
         raft_voters::remove::SPEC,
         describe_log_dirs::SPEC,
+        alter_replica_log_dirs::SPEC,
         describe_producers::SPEC,
         init_producer_id::SPEC,
         delete_records::SPEC,

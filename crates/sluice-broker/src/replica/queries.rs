@@ -50,9 +50,13 @@ pub type FoundOffset = (Offset, i64, LeaderEpoch);
 #[derive(Clone, Debug)]
 pub struct HostedReplica {
     pub tp: TopicPartition,
+    /// The log directory it is in.
+    pub dir: std::path::PathBuf,
     pub size_bytes: u64,
     /// How far this replica's log end is from the high watermark.
     pub offset_lag: i64,
+    /// A copy being made in another directory (AlterReplicaLogDirs), not yet the replica.
+    pub is_future: bool,
 }
 
 impl ReplicaManager {
@@ -172,17 +176,57 @@ impl ReplicaManager {
 
     /// Every hosted replica, by topic and partition.
     pub fn hosted_replicas(&self) -> Vec<HostedReplica> {
+        let logs = self.log_manager();
         let mut out: Vec<HostedReplica> = self
             .all()
             .into_iter()
             .map(|p| HostedReplica {
+                dir: logs
+                    .dir_of(&p.tp)
+                    .map(std::path::Path::to_path_buf)
+                    .unwrap_or_default(),
                 tp: p.tp.clone(),
                 size_bytes: p.size_bytes(),
                 offset_lag: (p.high_watermark() - p.log_end_offset()).max(0),
+                is_future: false,
             })
             .collect();
+        // A move in progress: its copy, as Kafka shows a future replica.
+        for (tp, dir) in logs.moving() {
+            if let Some(current) = out.iter().find(|r| r.tp == tp) {
+                let mut future = current.clone();
+                future.dir = dir.to_path_buf();
+                future.is_future = true;
+                out.push(future);
+            }
+        }
         out.sort_by(|a, b| a.tp.cmp(&b.tp));
         out
+    }
+
+    /// AlterReplicaLogDirs for one partition: move its log to directory `path` in the
+    /// background, as Kafka does (the answer comes at once). A directory this node does not
+    /// have is LOG_DIR_NOT_FOUND; a partition it does not hold yet is REPLICA_NOT_AVAILABLE,
+    /// and is created in that directory when it comes.
+    pub fn alter_log_dir(&self, tp: &TopicPartition, path: &str) -> Result<(), ErrorCode> {
+        let logs = self.log_manager();
+        let to = logs
+            .dir_index(std::path::Path::new(path))
+            .ok_or(ErrorCode::LogDirNotFound)?;
+        if self.get(tp).is_none() {
+            logs.prefer(tp, to);
+            return Err(ErrorCode::ReplicaNotAvailable);
+        }
+        if logs.begin_move(tp, to) {
+            let logs = Arc::clone(logs);
+            let tp = tp.clone();
+            drop(sluice_rt::task::spawn_blocking(move || {
+                if let Err(e) = logs.move_log(&tp, sluice_rt::wall_ms()) {
+                    tracing::warn!(partition = %tp, error = %e, "moving the log to another directory failed");
+                }
+            }));
+        }
+        Ok(())
     }
 
     /// The high watermark of a partition this broker leads.
@@ -231,7 +275,8 @@ impl ReplicaManager {
     }
 
     /// The log directory.
-    pub fn log_dir(&self) -> &std::path::Path {
-        self.log_manager().dir()
+    /// This broker's log directories, in `log.dirs` order (absolute).
+    pub fn log_dirs(&self) -> Vec<&std::path::Path> {
+        self.log_manager().dirs()
     }
 }

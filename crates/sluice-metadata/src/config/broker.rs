@@ -176,10 +176,16 @@ impl BrokerConfig {
             }
         }
         self.check_security()?;
-        if self.log_dirs().len() != 1 {
+        let dirs = self.log_dirs();
+        if let Some(twice) = dirs
+            .iter()
+            .enumerate()
+            .find(|(i, d)| dirs[..*i].contains(d))
+            .map(|(_, d)| d)
+        {
             return Err(ConfigError {
                 key: "log.dirs".into(),
-                message: "exactly one log directory is supported".into(),
+                message: format!("{} is listed twice", twice.display()),
             });
         }
         Ok(())
