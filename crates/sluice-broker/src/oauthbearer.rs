@@ -92,35 +92,17 @@ impl UnsecuredValidator {
     /// Validate an unsecured JWS: the principal's name and when the token expires (ms), or
     /// why it is refused.
     pub fn validate(&self, token: &str, now_ms: i64) -> Result<(String, i64), String> {
-        let parts: Vec<&str> = token.split('.').collect();
-        let [header, claims, signature] = parts[..] else {
-            return Err("the token is not a JWS compact serialization (three parts)".into());
-        };
+        let [header, claims, signature] = jws_parts(token)?;
         if !signature.is_empty() {
             return Err("the token is signed; only unsecured tokens are accepted".into());
         }
-        let json = |part: &str, what: &str| -> Result<serde_json::Map<String, Value>, String> {
-            let bytes = base64::decode(part)
-                .ok_or_else(|| format!("the token's {what} is not base64url"))?;
-            match serde_json::from_slice(&bytes) {
-                Ok(Value::Object(m)) => Ok(m),
-                _ => Err(format!("the token's {what} is not a JSON object")),
-            }
-        };
+        let json = json_part;
         let header = json(header, "header")?;
         if header.get("alg").and_then(Value::as_str) != Some("none") {
             return Err("the token's alg is not \"none\"".into());
         }
         let claims = json(claims, "claims")?;
-        let time = |name: &str| -> Result<Option<i64>, String> {
-            match claims.get(name) {
-                None => Ok(None),
-                Some(v) => v
-                    .as_f64()
-                    .map(|s| Some((s * 1000.0) as i64))
-                    .ok_or_else(|| format!("the {name} claim is not a number")),
-            }
-        };
+        let time = |name: &str| time_claim(&claims, name);
         let exp = time("exp")?.ok_or("the token has no exp claim")?;
         if exp <= now_ms - self.clock_skew_ms {
             return Err("the token has expired".into());
@@ -146,6 +128,34 @@ impl UnsecuredValidator {
             return Err(format!("the token lacks the required scope {missing}"));
         }
         Ok((principal.to_string(), exp))
+    }
+}
+
+/// The three parts of a JWS in compact form: header, claims, signature (base64url each).
+fn jws_parts(token: &str) -> Result<[&str; 3], String> {
+    let parts: Vec<&str> = token.split('.').collect();
+    <[&str; 3]>::try_from(parts)
+        .map_err(|_| "the token is not a JWS compact serialization (three parts)".to_string())
+}
+
+/// A JWS part that must be a JSON object (`what` names it in the refusal).
+fn json_part(part: &str, what: &str) -> Result<serde_json::Map<String, Value>, String> {
+    let bytes =
+        base64::decode(part).ok_or_else(|| format!("the token's {what} is not base64url"))?;
+    match serde_json::from_slice(&bytes) {
+        Ok(Value::Object(m)) => Ok(m),
+        _ => Err(format!("the token's {what} is not a JSON object")),
+    }
+}
+
+/// A time claim (seconds since the epoch, maybe fractional) in ms; None when absent.
+fn time_claim(claims: &serde_json::Map<String, Value>, name: &str) -> Result<Option<i64>, String> {
+    match claims.get(name) {
+        None => Ok(None),
+        Some(v) => v
+            .as_f64()
+            .map(|s| Some((s * 1000.0) as i64))
+            .ok_or_else(|| format!("the {name} claim is not a number")),
     }
 }
 

@@ -71,6 +71,23 @@ pub fn random_topic_id() -> Uuid {
     }
 }
 
+/// The records that set (Some) or remove (None) configs of one resource.
+fn config_records(
+    resource_type: i8,
+    name: &str,
+    changes: &[(String, Option<String>)],
+) -> Vec<MetadataRecord> {
+    changes
+        .iter()
+        .map(|(k, v)| MetadataRecord::Config {
+            resource_type,
+            resource_name: name.to_string(),
+            name: k.clone(),
+            value: v.clone(),
+        })
+        .collect()
+}
+
 /// Live broker ids, sorted.
 fn live(image: &MetadataImage) -> Vec<i32> {
     image.live_brokers().map(|b| b.node_id).collect()
@@ -631,15 +648,7 @@ impl Controller {
         if validate_only {
             return Ok(Vec::new());
         }
-        Ok(changes
-            .iter()
-            .map(|(k, v)| MetadataRecord::Config {
-                resource_type,
-                resource_name: name.to_string(),
-                name: k.clone(),
-                value: v.clone(),
-            })
-            .collect())
+        Ok(config_records(resource_type, name, changes))
     }
 
     /// Set or remove configs of cluster link `link` (removing every one deletes the link).
@@ -655,15 +664,7 @@ impl Controller {
         if validate_only {
             return Ok(Vec::new());
         }
-        Ok(changes
-            .iter()
-            .map(|(k, v)| MetadataRecord::Config {
-                resource_type: RESOURCE_CLUSTER_LINK,
-                resource_name: link.to_string(),
-                name: k.clone(),
-                value: v.clone(),
-            })
-            .collect())
+        Ok(config_records(RESOURCE_CLUSTER_LINK, link, changes))
     }
 
     /// Set or remove dynamic broker configs: `broker` is "" for the cluster-wide defaults or
@@ -753,15 +754,11 @@ impl Controller {
         if validate_only {
             return Ok(Vec::new());
         }
-        Ok(changes
-            .iter()
-            .map(|(k, v)| MetadataRecord::Config {
-                resource_type: sluice_metadata::image::RESOURCE_BROKER,
-                resource_name: broker.to_string(),
-                name: k.clone(),
-                value: v.clone(),
-            })
-            .collect())
+        Ok(config_records(
+            sluice_metadata::image::RESOURCE_BROKER,
+            broker,
+            changes,
+        ))
     }
 
     /// AlterPartition: a leader shrinks or expands its ISR. Stale requests (an older leader

@@ -393,34 +393,33 @@ impl LogManager {
         }
         let mut log = lock_write(&shared);
         let io = log.take_pending_io();
-        io.run()?;
+        if let Err(e) = io.run() {
+            let _ = fs::remove_dir_all(&future);
+            return Err(e);
+        }
         log.complete_io(&io);
         let (config, recovery_point, log_start_offset) = (
             log.config().clone(),
             log.recovery_point(),
             log.log_start_offset(),
         );
-        log.close(now_ms)?;
-        // With it: what changed, and the indexes written through memory maps.
-        let mut finish = || -> Result<(), LogError> {
-            sync_files(&src, &future, &mut copied, |name| {
-                name.ends_with(".index") || name.ends_with(".timeindex")
-            })?;
-            sync_all(&future)
-        };
-        if let Err(e) = finish() {
-            let _ = fs::remove_dir_all(&future);
-            *log = Log::open(
-                &src,
+        // `clean`: closed whole (indexes trimmed, producer state written).
+        let reopen = |dir: &Path, clean: bool| {
+            Log::open(
+                dir,
                 tp.clone(),
-                config,
+                config.clone(),
                 OpenOptions {
-                    clean_shutdown: true,
+                    clean_shutdown: clean,
                     recovery_point,
                     log_start_offset,
                     now_ms,
                 },
-            )?;
+            )
+        };
+        if let Err(e) = log.close(now_ms) {
+            let _ = fs::remove_dir_all(&future);
+            *log = reopen(&src, false)?;
             return Err(e);
         }
         let doomed = src_root.join(format!(
@@ -428,22 +427,28 @@ impl LogManager {
             tp.dir_name(),
             std::process::id()
         ));
-        fs::rename(&src, &doomed).at(&src)?;
-        checkpoint::sync_dir(src_root)?;
         let dst = dst_root.join(tp.dir_name());
-        fs::rename(&future, &dst).at(&dst)?;
-        checkpoint::sync_dir(dst_root)?;
-        *log = Log::open(
-            &dst,
-            tp.clone(),
-            config,
-            OpenOptions {
-                clean_shutdown: true,
-                recovery_point,
-                log_start_offset,
-                now_ms,
-            },
-        )?;
+        // With it: what changed, and the indexes written through memory maps; then the swap.
+        let mut swap = || -> Result<(), LogError> {
+            sync_files(&src, &future, &mut copied, |name| {
+                name.ends_with(".index") || name.ends_with(".timeindex")
+            })?;
+            sync_all(&future)?;
+            fs::rename(&src, &doomed).at(&src)?;
+            checkpoint::sync_dir(src_root)?;
+            fs::rename(&future, &dst).at(&dst)?;
+            checkpoint::sync_dir(dst_root)
+        };
+        if let Err(e) = swap() {
+            // Back where it was: the current log under its name, no future copy.
+            if !src.exists() && doomed.exists() {
+                fs::rename(&doomed, &src).at(&src)?;
+            }
+            let _ = fs::remove_dir_all(&future);
+            *log = reopen(&src, true)?;
+            return Err(e);
+        }
+        *log = reopen(&dst, true)?;
         self.logs().insert(tp.clone(), (to, Arc::clone(&shared)));
         drop(log);
         if let Some(clean) = self.dirs[from].cleaned_up_to().remove(tp) {

@@ -1089,30 +1089,6 @@ p.flush()
     assert_eq!(tool(&["--list"]), "librdkafka\n");
 }
 
-/// Serve `body()` to every HTTP GET on an ephemeral port, in a thread: a JWKS endpoint.
-fn serve_http(body: std::sync::Arc<std::sync::Mutex<String>>) -> String {
-    use std::io::{BufRead, BufReader};
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let mut reader = BufReader::new(conn.try_clone().unwrap());
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                line.clear();
-            }
-            let b = body.lock().unwrap().clone();
-            let _ = write!(
-                conn,
-                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
-                b.len()
-            );
-        }
-    });
-    format!("http://{addr}/.well-known/jwks.json")
-}
-
 /// SASL/OAUTHBEARER with signed tokens, as Kafka's OAuthBearerValidatorCallbackHandler checks
 /// them against an identity provider's JWKS endpoint (here a local HTTP server): the Java 4.4
 /// client (Kafka's console producer and consumer, reading an RS256 token from a file) and
@@ -1126,14 +1102,14 @@ fn oauthbearer_with_signed_tokens_from_a_jwks_endpoint() {
     use rdkafka::producer::{BaseProducer, BaseRecord, Producer, ProducerContext};
     use rdkafka::{ClientConfig, Message, Offset, TopicPartitionList};
     use serde_json::json;
-    use sluice_broker::oauthbearer::jwt::testing::{jwks, Signer};
+    use sluice_broker::oauthbearer::jwt::testing::{jwks, serve_jwks, Signer};
     use std::sync::{Arc, Mutex};
     use std::time::{Duration, Instant};
 
     let rsa = Signer::rs256(include_bytes!("fixtures/oauth/rsa-2048.pk8"));
     let ec = Signer::es256();
     let keys = Arc::new(Mutex::new(jwks(&[rsa.jwk("rsa-1"), ec.jwk("ec-1")])));
-    let url = serve_http(Arc::clone(&keys));
+    let url = serve_jwks(Arc::clone(&keys));
     let server = start(&[
         "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms=OAUTHBEARER",

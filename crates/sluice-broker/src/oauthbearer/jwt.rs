@@ -281,18 +281,8 @@ impl JwtValidator {
     /// Validate a signed token: the principal's name and when the token expires (ms), or why
     /// it is refused.
     pub fn validate(&self, token: &str, now_ms: i64) -> Result<(String, i64), String> {
-        let parts: Vec<&str> = token.split('.').collect();
-        let [header_b64, claims_b64, sig_b64] = parts[..] else {
-            return Err("the token is not a JWS compact serialization (three parts)".into());
-        };
-        let json = |part: &str, what: &str| -> Result<serde_json::Map<String, Value>, String> {
-            let bytes = base64::decode(part)
-                .ok_or_else(|| format!("the token's {what} is not base64url"))?;
-            match serde_json::from_slice(&bytes) {
-                Ok(Value::Object(m)) => Ok(m),
-                _ => Err(format!("the token's {what} is not a JSON object")),
-            }
-        };
+        let [header_b64, claims_b64, sig_b64] = super::jws_parts(token)?;
+        let json = super::json_part;
         let header = json(header_b64, "header")?;
         let alg = header
             .get("alg")
@@ -330,15 +320,7 @@ impl JwtValidator {
     ) -> Result<(String, i64), String> {
         let s = &self.settings;
         let skew_ms = s.clock_skew_s.saturating_mul(1000);
-        let time = |name: &str| -> Result<Option<i64>, String> {
-            match claims.get(name) {
-                None => Ok(None),
-                Some(v) => v
-                    .as_f64()
-                    .map(|s| Some((s * 1000.0) as i64))
-                    .ok_or_else(|| format!("the {name} claim is not a number")),
-            }
-        };
+        let time = |name: &str| super::time_claim(claims, name);
         let exp = time("exp")?.ok_or("the token has no exp claim")?;
         if exp <= now_ms - skew_ms {
             return Err("the token has expired".into());
@@ -622,6 +604,51 @@ pub mod testing {
     /// A JWKS document of `keys`.
     pub fn jwks(keys: &[serde_json::Value]) -> String {
         serde_json::json!({ "keys": keys }).to_string()
+    }
+
+    /// Validator settings for tests: the JWKS at `url`, audience `kafka`, issuer
+    /// `https://idp.test`, Kafka's defaults otherwise.
+    pub fn settings(url: &str) -> sluice_metadata::config::JwtSettings {
+        sluice_metadata::config::JwtSettings {
+            jwks_url: url.into(),
+            audiences: vec!["kafka".into()],
+            issuer: Some("https://idp.test".into()),
+            clock_skew_s: 30,
+            scope_claim: "scope".into(),
+            sub_claim: "sub".into(),
+            refresh_ms: 3_600_000,
+            retry_backoff_ms: 100,
+            retry_backoff_max_ms: 10_000,
+        }
+    }
+
+    /// Serve what `body` holds to every HTTP GET, from a thread on an ephemeral port, as
+    /// an identity provider's JWKS endpoint; its URL.
+    pub fn serve_jwks(body: std::sync::Arc<std::sync::Mutex<String>>) -> String {
+        use std::io::{BufRead, BufReader, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = listener.local_addr().expect("address");
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { return };
+                let Ok(read) = conn.try_clone() else { continue };
+                let mut reader = BufReader::new(read);
+                let mut line = String::new();
+                while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
+                    line.clear();
+                }
+                let b = body
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .clone();
+                let _ = write!(
+                    conn,
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
+                    b.len()
+                );
+            }
+        });
+        format!("http://{addr}/.well-known/jwks.json")
     }
 }
 

@@ -62,16 +62,12 @@ impl ConfigAdmin {
         changes: Vec<(String, Option<String>)>,
         validate_only: bool,
     ) -> Result<(), ConfigError> {
-        match self
-            .controller
-            .api()
-            .alter_topic_configs(&topic, &changes, validate_only)
-            .await
-        {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err((e.code, e.message)),
-            Err(e) => Err((ErrorCode::UnknownServerError, e)),
-        }
+        committed(
+            self.controller
+                .api()
+                .alter_topic_configs(&topic, &changes, validate_only)
+                .await,
+        )
     }
 
     /// Commit cluster link config changes. Client settings (all but the link's own) are
@@ -92,16 +88,12 @@ impl ConfigAdmin {
                 .set(k, v)
                 .map_err(|e| (ErrorCode::InvalidConfig, e.to_string()))?;
         }
-        match self
-            .controller
-            .api()
-            .alter_link_configs(&name, &changes, validate_only)
-            .await
-        {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err((e.code, e.message)),
-            Err(e) => Err((ErrorCode::UnknownServerError, e)),
-        }
+        committed(
+            self.controller
+                .api()
+                .alter_link_configs(&name, &changes, validate_only)
+                .await,
+        )
     }
 
     /// Commit config changes of a resource kept by type (client-metrics subscriptions); the
@@ -113,16 +105,12 @@ impl ConfigAdmin {
         changes: Vec<(String, Option<String>)>,
         validate_only: bool,
     ) -> Result<(), ConfigError> {
-        match self
-            .controller
-            .api()
-            .alter_resource_configs(resource_type, &name, &changes, validate_only)
-            .await
-        {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err((e.code, e.message)),
-            Err(e) => Err((ErrorCode::UnknownServerError, e)),
-        }
+        committed(
+            self.controller
+                .api()
+                .alter_resource_configs(resource_type, &name, &changes, validate_only)
+                .await,
+        )
     }
 
     /// Commit dynamic broker config changes (`name` "" = the cluster-wide defaults).
@@ -202,6 +190,17 @@ impl ConfigAdmin {
             listeners.push(Arc::clone(tls));
         }
         Ok(Some((listeners, config)))
+    }
+}
+
+/// What the controller answered a config change, as a refusal to give the client.
+fn committed(
+    answer: Result<Result<(), sluice_metadata::controller_types::ApiError>, String>,
+) -> Result<(), ConfigError> {
+    match answer {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err((e.code, e.message)),
+        Err(e) => Err((ErrorCode::UnknownServerError, e)),
     }
 }
 

@@ -68,17 +68,7 @@ fn jwt_validator() -> &'static sluice_broker::oauthbearer::Validator {
     V.get_or_init(|| {
         let signer = testing::Signer::es256();
         let keys = parse_jwks(testing::jwks(&[signer.jwk("k")]).as_bytes()).expect("jwks");
-        let settings = sluice_metadata::config::JwtSettings {
-            jwks_url: "file:/unused".into(),
-            audiences: vec!["kafka".into()],
-            issuer: Some("https://idp".into()),
-            clock_skew_s: 30,
-            scope_claim: "scope".into(),
-            sub_claim: "sub".into(),
-            refresh_ms: 3_600_000,
-            retry_backoff_ms: 100,
-            retry_backoff_max_ms: 10_000,
-        };
+        let settings = testing::settings("file:/unused");
         sluice_broker::oauthbearer::Validator::Jwt(JwtValidator::with_keys(settings, keys))
     })
 }

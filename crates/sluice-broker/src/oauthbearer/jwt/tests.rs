@@ -1,21 +1,11 @@
-use super::testing::{jwks, Signer};
+use super::testing::{jwks, serve_jwks, Signer};
 use super::*;
 use serde_json::json;
 
 const NOW: i64 = 1_800_000_000_000;
 
 fn settings() -> JwtSettings {
-    JwtSettings {
-        jwks_url: "file:/unused".into(),
-        audiences: vec!["kafka".into()],
-        issuer: Some("https://idp.example".into()),
-        clock_skew_s: 30,
-        scope_claim: "scope".into(),
-        sub_claim: "sub".into(),
-        refresh_ms: 3_600_000,
-        retry_backoff_ms: 100,
-        retry_backoff_max_ms: 10_000,
-    }
+    super::testing::settings("file:/unused")
 }
 
 fn rsa() -> Signer {
@@ -25,7 +15,7 @@ fn rsa() -> Signer {
 }
 
 fn claims() -> serde_json::Value {
-    json!({"sub": "alice", "iss": "https://idp.example", "aud": ["other", "kafka"],
+    json!({"sub": "alice", "iss": "https://idp.test", "aud": ["other", "kafka"],
            "iat": 1_799_999_990, "exp": 1_800_000_600, "scope": "read"})
 }
 
@@ -184,31 +174,12 @@ fn jwks_documents_and_http_answers_parse() {
 
 #[test]
 fn an_http_endpoint_is_read_again_for_a_key_it_lacked() {
-    use std::io::{BufRead, BufReader};
     let first = Signer::es256();
     let second = Signer::es256();
     let served = Arc::new(Mutex::new(jwks(&[first.jwk("one")])));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = listener.local_addr().unwrap().port();
-    let body = Arc::clone(&served);
-    std::thread::spawn(move || {
-        for conn in listener.incoming() {
-            let Ok(mut conn) = conn else { return };
-            let mut reader = BufReader::new(conn.try_clone().unwrap());
-            let mut line = String::new();
-            while reader.read_line(&mut line).is_ok_and(|n| n > 2) {
-                line.clear();
-            }
-            let b = body.lock().unwrap().clone();
-            let _ = write!(
-                conn,
-                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{b}",
-                b.len()
-            );
-        }
-    });
+    let url = serve_jwks(Arc::clone(&served));
     let v = JwtValidator::start(JwtSettings {
-        jwks_url: format!("http://127.0.0.1:{port}/jwks.json"),
+        jwks_url: url,
         retry_backoff_ms: 10,
         ..settings()
     })
