@@ -53,7 +53,11 @@ pub fn run_pending_io(log: &SharedLog, io: PendingIo) -> Result<(), LogError> {
 
 /// One log directory: where it is and what its files said at startup.
 struct LogDir {
+    /// As configured: every file of the directory is reached through it.
     dir: PathBuf,
+    /// Absolute and canonical, as Kafka names log directories to clients (DescribeLogDirs,
+    /// AlterReplicaLogDirs).
+    name: PathBuf,
     had_clean_shutdown: bool,
     recovery_points: HashMap<TopicPartition, i64>,
     log_start_offsets: HashMap<TopicPartition, i64>,
@@ -79,6 +83,7 @@ impl LogDir {
         };
         Ok(Self {
             dir: dir.to_path_buf(),
+            name: fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf()),
             had_clean_shutdown,
             recovery_points: read_or_empty(RECOVERY_POINT_CHECKPOINT),
             log_start_offsets: read_or_empty(LOG_START_OFFSET_CHECKPOINT),
@@ -190,15 +195,8 @@ impl LogManager {
         Ok(Self {
             dirs: dirs
                 .iter()
-                .map(|d| {
-                    let mut dir = LogDir::open(d)?;
-                    // As Kafka names them: absolute, canonical.
-                    if let Ok(c) = fs::canonicalize(d) {
-                        dir.dir = c;
-                    }
-                    Ok(dir)
-                })
-                .collect::<Result<_, LogError>>()?,
+                .map(|d| LogDir::open(d))
+                .collect::<Result<_, _>>()?,
             logs: Mutex::new(HashMap::new()),
             moving: Mutex::new(HashMap::new()),
             preferred: Mutex::new(HashMap::new()),
@@ -211,15 +209,15 @@ impl LogManager {
         &self.dirs[0].dir
     }
 
-    /// Every log directory, in `log.dirs` order.
+    /// Every log directory, in `log.dirs` order, as clients name it (absolute, canonical).
     pub fn dirs(&self) -> Vec<&Path> {
-        self.dirs.iter().map(|d| d.dir.as_path()).collect()
+        self.dirs.iter().map(|d| d.name.as_path()).collect()
     }
 
-    /// The directory `tp`'s log is in.
+    /// The directory `tp`'s log is in, named as [`LogManager::dirs`] names it.
     pub fn dir_of(&self, tp: &TopicPartition) -> Option<&Path> {
         let i = self.logs().get(tp).map(|(i, _)| *i)?;
-        Some(&self.dirs[i].dir)
+        Some(&self.dirs[i].name)
     }
 
     /// Whether every directory was shut down cleanly last time.
@@ -308,7 +306,7 @@ impl LogManager {
     /// The index of the directory `path` names (as `log.dirs` lists it), if it is one.
     pub fn dir_index(&self, path: &Path) -> Option<usize> {
         let path = fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-        self.dirs.iter().position(|d| d.dir == path)
+        self.dirs.iter().position(|d| d.name == path)
     }
 
     /// Partitions being moved, with the directory each goes to.
@@ -317,7 +315,7 @@ impl LogManager {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
-            .map(|(tp, i)| (tp.clone(), self.dirs[*i].dir.as_path()))
+            .map(|(tp, i)| (tp.clone(), self.dirs[*i].name.as_path()))
             .collect()
     }
 
