@@ -209,6 +209,7 @@ fn run_server(config_file: Option<PathBuf>, overrides: Vec<String>, json_logs: b
         Err(code) => return code,
     };
     runtime.block_on(async move {
+        let signalled = wait_for_signal();
         let node = match Node::start(config).await {
             Ok(n) => n,
             Err(e) => {
@@ -218,7 +219,7 @@ fn run_server(config_file: Option<PathBuf>, overrides: Vec<String>, json_logs: b
             }
         };
         tokio::select! {
-            () = wait_for_signal() => {}
+            () = signalled => {}
             e = node.fatal() => {
                 error!("fatal error, exiting: {e}");
                 eprintln!("sluice: fatal error, exiting: {e}");
@@ -235,18 +236,26 @@ fn run_server(config_file: Option<PathBuf>, overrides: Vec<String>, json_logs: b
     })
 }
 
-/// Until SIGTERM or SIGINT (Ctrl-C).
-pub(crate) async fn wait_for_signal() {
+/// Until SIGTERM or SIGINT (Ctrl-C). The handlers are installed when this is called, not
+/// when the future is first polled: a signal that arrives in between (a supervisor stopping the
+/// server right after it said it listens) must not find the default action, which kills the
+/// process without a clean shutdown.
+pub(crate) fn wait_for_signal() -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let mut term = match signal(SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => {
-            let _ = tokio::signal::ctrl_c().await;
-            return;
+    let term = signal(SignalKind::terminate()).ok();
+    let int = signal(SignalKind::interrupt()).ok();
+    async move {
+        let first = |s: Option<tokio::signal::unix::Signal>| async move {
+            match s {
+                Some(mut s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = first(term) => {}
+            () = first(int) => {}
         }
-    };
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
     }
 }
