@@ -176,12 +176,44 @@ impl Controller {
                 epoch: b.epoch,
             });
         }
+        records.extend(self.leave(image, node_id, restarted, |_, _| true));
+        records
+    }
+
+    /// A broker's replicas whose log directory failed there (its heartbeat lists them):
+    /// they lose their leadership and leave the ISR as a fenced broker's do, while its other
+    /// replicas go on as they are. Nothing when that is already so.
+    pub fn take_replicas_offline(
+        &self,
+        image: &MetadataImage,
+        node_id: i32,
+        replicas: &[(Uuid, i32)],
+    ) -> Vec<MetadataRecord> {
+        if !image.brokers.contains_key(&node_id) {
+            return Vec::new();
+        }
+        self.leave(image, node_id, false, |topic_id, partition| {
+            replicas.contains(&(topic_id, partition))
+        })
+    }
+
+    /// The replicas of `node_id` that `affected` picks leave their ISRs (the last member
+    /// stays; with `restarted` even below `min.insync.replicas`, otherwise the ISR is kept
+    /// whole then) and their leadership moves to another live in-sync replica, else nobody.
+    fn leave(
+        &self,
+        image: &MetadataImage,
+        node_id: i32,
+        restarted: bool,
+        affected: impl Fn(Uuid, i32) -> bool,
+    ) -> Vec<MetadataRecord> {
+        let mut records = Vec::new();
         let is_live = |r: i32| r != node_id && image.is_live(r);
         for t in image.topics.values() {
             let unclean = self.unclean(image, &t.name);
             let min_isr = self.min_isr(image, &t.name);
             for (p, reg) in &t.partitions {
-                if !reg.replicas.contains(&node_id) {
+                if !reg.replicas.contains(&node_id) || !affected(t.id, *p) {
                     continue;
                 }
                 let rest = isr_without(&reg.isr, node_id);
@@ -1815,6 +1847,38 @@ mod tests {
             .unwrap();
         assert_eq!(single.leader, 2);
         assert_eq!(single.leader_epoch, 2);
+    }
+
+    #[test]
+    fn replicas_on_a_failed_log_directory_lose_leadership_and_leave_the_isr() {
+        let mut k = Cluster::new(&[1, 2, 3]);
+        k.create(&[spec("t", 3, 3), spec("single", 3, 1)]);
+        let id = |name: &str| k.image.topic(name).unwrap().id;
+        let (t, single) = (id("t"), id("single"));
+        let led_by_2 = (0..3).find(|p| k.partition("t", *p).leader == 2).unwrap();
+        let followed_by_2 = (0..3).find(|p| *p != led_by_2).unwrap();
+        let alone = (0..3)
+            .find(|p| k.partition("single", *p).replicas == [2])
+            .unwrap();
+        let untouched = k.partition("t", 3 - led_by_2 - followed_by_2);
+        let before = k.partition("t", led_by_2);
+        let offline = [(t, led_by_2), (t, followed_by_2), (single, alone)];
+        let r = k.c.take_replicas_offline(&k.image, 2, &offline);
+        k.apply(r);
+        // The broker stays registered and live; only those replicas are out.
+        assert!(k.image.is_live(2));
+        let led = k.partition("t", led_by_2);
+        assert!(led.leader >= 0 && led.leader != 2 && !led.isr.contains(&2));
+        assert_eq!(led.leader_epoch, before.leader_epoch + 1);
+        assert!(!k.partition("t", followed_by_2).isr.contains(&2));
+        let third = 3 - led_by_2 - followed_by_2;
+        assert_eq!(k.partition("t", third), untouched);
+        // The only replica keeps its ISR (the last member stays) and has no leader.
+        let s = k.partition("single", alone);
+        assert_eq!((s.leader, s.isr), (-1, vec![2]));
+        // Said again in the next heartbeat: nothing more to change.
+        assert!(k.c.take_replicas_offline(&k.image, 2, &offline).is_empty());
+        assert!(k.c.take_replicas_offline(&k.image, 9, &offline).is_empty());
     }
 
     #[test]

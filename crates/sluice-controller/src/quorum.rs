@@ -1008,6 +1008,20 @@ impl QuorumController {
             }
             return reply(offset, true, true);
         }
+        if !h.offline_replicas.is_empty() {
+            let records = self
+                .planner
+                .take_replicas_offline(image, h.node_id, &h.offline_replicas);
+            if !records.is_empty() {
+                let offset = self.write(records).await?;
+                warn!(
+                    broker = h.node_id,
+                    offline = h.offline_replicas.len(),
+                    offset,
+                    "replicas on a failed log directory: leaderships moved, ISRs shrunk"
+                );
+            }
+        }
         if b.fenced {
             if h.metadata_offset >= session.caught_up_at {
                 let offset = self

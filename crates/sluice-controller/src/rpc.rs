@@ -27,6 +27,9 @@ pub struct Heartbeat {
     pub metadata_offset: i64,
     /// Controlled shutdown: move my leaderships away and fence me.
     pub want_shutdown: bool,
+    /// Replicas (topic id, partition) whose log directory failed here (Kafka's brokers report
+    /// their offline log directories): they must neither lead nor count as in sync.
+    pub offline_replicas: Vec<(Uuid, i32)>,
 }
 
 #[derive(Clone, Debug)]
@@ -378,6 +381,14 @@ impl ControllerRequest {
                 w.opt_str(h.rack.as_deref())
                     .i64(h.metadata_offset)
                     .bool(h.want_shutdown);
+                // Only when there are any: a heartbeat without stays as controllers of
+                // earlier versions read it.
+                if !h.offline_replicas.is_empty() {
+                    w.u32(h.offline_replicas.len() as u32);
+                    for (topic_id, partition) in &h.offline_replicas {
+                        w.uuid(topic_id).i32(*partition);
+                    }
+                }
             }
             ControllerRequest::AlterPartition(c) => {
                 w.u8(7)
@@ -694,13 +705,23 @@ impl ControllerRequest {
                 let node_id = r.i32()?;
                 let incarnation_id = r.uuid()?;
                 let endpoints = get_endpoints(&mut r)?;
+                let rack = r.opt_str()?;
+                let metadata_offset = r.i64()?;
+                let want_shutdown = r.bool()?;
+                let mut offline_replicas = Vec::new();
+                if !r.buf.is_empty() {
+                    for _ in 0..r.count(20)? {
+                        offline_replicas.push((r.uuid()?, r.i32()?));
+                    }
+                }
                 ControllerRequest::Heartbeat(Heartbeat {
                     node_id,
                     incarnation_id,
                     endpoints,
-                    rack: r.opt_str()?,
-                    metadata_offset: r.i64()?,
-                    want_shutdown: r.bool()?,
+                    rack,
+                    metadata_offset,
+                    want_shutdown,
+                    offline_replicas,
                 })
             }
             7 => ControllerRequest::AlterPartition(IsrChange {
@@ -1205,6 +1226,7 @@ mod tests {
                 rack: Some("r".into()),
                 metadata_offset: 17,
                 want_shutdown: true,
+                offline_replicas: vec![(Uuid::from_bytes([3; 16]), 4), (Uuid::nil(), 0)],
             }),
             ControllerRequest::AlterPartition(IsrChange {
                 leader: 1,
@@ -1312,7 +1334,14 @@ mod tests {
             let back = ControllerRequest::decode(&bytes).unwrap();
             assert_eq!(format!("{back:?}"), format!("{req:?}"));
             for cut in 0..bytes.len() {
-                assert!(ControllerRequest::decode(&bytes[..cut]).is_err());
+                match ControllerRequest::decode(&bytes[..cut]) {
+                    Err(_) => {}
+                    // Where a heartbeat's offline replicas would start: one without any.
+                    Ok(ControllerRequest::Heartbeat(h))
+                        if h.offline_replicas.is_empty()
+                            && matches!(req, ControllerRequest::Heartbeat(_)) => {}
+                    Ok(other) => panic!("cut at {cut}: {other:?}"),
+                }
             }
         }
         let err = ApiError::new(ErrorCode::TopicAlreadyExists, "no");

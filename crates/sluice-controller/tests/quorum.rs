@@ -111,6 +111,7 @@ fn hb(node_id: i32, incarnation_id: Uuid, offset: i64) -> ControllerRequest {
         rack: None,
         metadata_offset: offset,
         want_shutdown: false,
+        offline_replicas: Vec::new(),
     })
 }
 

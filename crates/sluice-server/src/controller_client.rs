@@ -559,18 +559,22 @@ impl ControllerApi for ControllerClient {
 }
 
 /// Keep this broker registered: heartbeat every `interval` (quickly while fenced) and
-/// publish whether the controller has it fenced.
+/// publish whether the controller has it fenced. Replicas that go `offline` (a failed log
+/// directory) are reported at once, then in every heartbeat.
 pub async fn heartbeat_loop(
     client: Arc<ControllerClient>,
     template: Heartbeat,
     images: watch::Receiver<Arc<MetadataImage>>,
     interval: Duration,
     fenced: watch::Sender<bool>,
+    mut offline: watch::Receiver<Vec<(sluice_metadata::Uuid, i32)>>,
     mut shutdown: watch::Receiver<bool>,
 ) {
+    let mut offline_open = true;
     loop {
         let mut hb = template.clone();
         hb.metadata_offset = images.borrow().offset;
+        hb.offline_replicas = offline.borrow_and_update().clone();
         let mut wait = interval;
         let answer = tokio::select! {
             _ = shutdown.changed() => return,
@@ -606,6 +610,7 @@ pub async fn heartbeat_loop(
         tokio::select! {
             _ = shutdown.changed() => return,
             _ = tokio::time::sleep(wait) => {}
+            changed = offline.changed(), if offline_open => offline_open = changed.is_ok(),
         }
     }
 }

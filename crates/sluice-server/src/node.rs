@@ -80,6 +80,8 @@ pub struct Node {
     chores: JoinHandle<()>,
     broker: Option<BrokerParts>,
     quorum: Option<Arc<QuorumController>>,
+    /// Why the broker can go on no longer (every log directory failed), once it cannot.
+    disks_failed: Option<watch::Receiver<Option<String>>>,
 }
 
 /// What the broker role adds.
@@ -507,6 +509,7 @@ impl Node {
                 chores: tokio::spawn(async {}),
                 broker: None,
                 quorum,
+                disks_failed: None,
             });
         }
 
@@ -542,8 +545,10 @@ impl Node {
             rack: config.explicit("broker.rack").map(str::to_owned),
             metadata_offset: -1,
             want_shutdown: false,
+            offline_replicas: Vec::new(),
         };
         let (fenced_tx, mut fenced_rx) = watch::channel(true);
+        let (offline_tx, offline_rx) = watch::channel(Vec::new());
         // Heartbeats stop before the controlled shutdown, so none can undo it.
         let (heartbeat_stop, heartbeat_stop_rx) = watch::channel(false);
         let heartbeats = tokio::spawn(heartbeat_loop(
@@ -552,6 +557,7 @@ impl Node {
             images.clone(),
             Duration::from_millis(config.number("broker.heartbeat.interval.ms").max(1) as u64),
             fenced_tx,
+            offline_rx,
             heartbeat_stop_rx,
         ));
         // Serve clients only once registered, caught up and unfenced: the image is then
@@ -593,6 +599,17 @@ impl Node {
             Arc::clone(&cache),
         ));
         replicas.load_existing(&image, now)?;
+        let (failed_dirs_tx, failed_dirs_rx) = tokio::sync::mpsc::unbounded_channel();
+        logs.on_dir_failure(Box::new(move |dir| {
+            let _ = failed_dirs_tx.send(dir);
+        }));
+        let (disks_failed_tx, disks_failed) = watch::channel(None);
+        tokio::spawn(follow_dir_failures(
+            Arc::clone(&replicas),
+            failed_dirs_rx,
+            offline_tx,
+            disks_failed_tx,
+        ));
         let publisher = Arc::new(MetadataPublisher::new(
             Arc::clone(&cache),
             Arc::clone(&replicas),
@@ -768,6 +785,7 @@ impl Node {
                 heartbeats,
             }),
             quorum,
+            disks_failed: Some(disks_failed),
         })
     }
 
@@ -795,13 +813,29 @@ impl Node {
     }
 
     /// Resolves, with the error, once the node can no longer go on: its controller quorum
-    /// member stopped on a fatal error (its metadata log cannot be written). The process
-    /// should exit then, without a controlled shutdown, as Kafka's does. Never resolves on a
-    /// node without the controller role.
+    /// member stopped on a fatal error (its metadata log cannot be written), or every log
+    /// directory of its broker failed. The process should exit then, without a controlled
+    /// shutdown, as Kafka's does.
     pub async fn fatal(&self) -> String {
-        match &self.quorum {
-            Some(q) => q.fatal().await,
-            None => std::future::pending().await,
+        let quorum = async {
+            match &self.quorum {
+                Some(q) => q.fatal().await,
+                None => std::future::pending().await,
+            }
+        };
+        let disks = async {
+            let Some(mut rx) = self.disks_failed.clone() else {
+                return std::future::pending().await;
+            };
+            let why = match rx.wait_for(Option::is_some).await {
+                Ok(why) => why.clone().unwrap_or_default(),
+                Err(_) => return std::future::pending().await,
+            };
+            why
+        };
+        tokio::select! {
+            why = quorum => why,
+            why = disks => why,
         }
     }
 
@@ -844,6 +878,38 @@ impl Node {
 }
 
 /// Apply each new metadata image to the broker, in order.
+/// Take the replicas of each failed log directory offline and tell the controller (the
+/// heartbeat reports them); once every directory has failed the broker cannot go on (Kafka
+/// halts then too).
+async fn follow_dir_failures(
+    replicas: Arc<ReplicaManager>,
+    mut failed: tokio::sync::mpsc::UnboundedReceiver<usize>,
+    offline: watch::Sender<Vec<(sluice_metadata::Uuid, i32)>>,
+    fatal: watch::Sender<Option<String>>,
+) {
+    while let Some(dir) = failed.recv().await {
+        let count = replicas.take_dir_offline(dir);
+        offline.send_replace(replicas.offline_replicas());
+        let logs = replicas.log_manager();
+        warn!(
+            dir = %logs.dirs().get(dir).map(|d| d.display().to_string()).unwrap_or_default(),
+            replicas = count,
+            "log directory offline; its replicas are reported to the controller"
+        );
+        if logs.all_offline() {
+            let dirs: Vec<String> = logs
+                .dirs()
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect();
+            fatal.send_replace(Some(format!(
+                "every log directory has failed ({})",
+                dirs.join(", ")
+            )));
+        }
+    }
+}
+
 async fn publish_loop(
     publisher: Arc<MetadataPublisher>,
     mut images: watch::Receiver<Arc<MetadataImage>>,

@@ -10,11 +10,11 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 
 use sluice_protocol::types::TopicPartition;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
 use crate::checkpoint;
 use crate::config::LogConfig;
@@ -33,6 +33,9 @@ const DELETE_SUFFIX: &str = "-delete";
 const FUTURE_SUFFIX: &str = "-future";
 
 pub type SharedLog = Arc<RwLock<Log>>;
+
+/// Told the index of each log directory that goes offline (see [`LogManager::fail_on`]).
+pub type DirFailureListener = Box<dyn Fn(usize) + Send + Sync>;
 
 /// A partition directory found on disk at startup.
 #[derive(Clone, Debug)]
@@ -63,6 +66,8 @@ struct LogDir {
     log_start_offsets: HashMap<TopicPartition, i64>,
     /// How far each compacted log is clean (the cleaner's checkpoint).
     cleaned_up_to: Mutex<BTreeMap<TopicPartition, i64>>,
+    /// An I/O error happened in it: nothing of it is touched again until a restart.
+    offline: AtomicBool,
 }
 
 impl LogDir {
@@ -92,6 +97,7 @@ impl LogDir {
                     .into_iter()
                     .collect(),
             ),
+            offline: AtomicBool::new(false),
         })
     }
 
@@ -112,6 +118,7 @@ pub struct LogManager {
     /// before the replica arrives, as Kafka remembers it).
     preferred: Mutex<HashMap<TopicPartition, usize>>,
     delete_counter: AtomicU64,
+    on_failure: Mutex<Option<DirFailureListener>>,
 }
 
 /// A file as it was when copied: it has changed since if any of these differ.
@@ -201,7 +208,82 @@ impl LogManager {
             moving: Mutex::new(HashMap::new()),
             preferred: Mutex::new(HashMap::new()),
             delete_counter: AtomicU64::new(0),
+            on_failure: Mutex::new(None),
         })
+    }
+
+    /// Who is told when a directory goes offline (one listener; a later call replaces it).
+    pub fn on_dir_failure(&self, listener: DirFailureListener) {
+        *self
+            .on_failure
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(listener);
+    }
+
+    /// Take the log directory an I/O error happened in offline, as Kafka's log directory
+    /// failure channel does: from then on no log of it is written, read, flushed, cleaned or
+    /// checkpointed, no new log is placed there, and the listener is told (once). Returns
+    /// whether `e` was such an error (an error that is not I/O, or outside every directory,
+    /// changes nothing).
+    pub fn fail_on(&self, e: &LogError) -> bool {
+        let LogError::Io { path, source } = e else {
+            return false;
+        };
+        let Some(i) = self.dirs.iter().position(|d| path.starts_with(&d.dir)) else {
+            return false;
+        };
+        if !self.dirs[i].offline.swap(true, Ordering::SeqCst) {
+            error!(dir = %self.dirs[i].name.display(), path = %path.display(), error = %source, "log directory failed: taken offline");
+            if let Some(listener) = self
+                .on_failure
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .as_ref()
+            {
+                listener(i);
+            }
+        }
+        true
+    }
+
+    /// Whether directory `i` is offline.
+    pub fn is_offline(&self, i: usize) -> bool {
+        self.dirs
+            .get(i)
+            .is_some_and(|d| d.offline.load(Ordering::SeqCst))
+    }
+
+    /// Whether every directory is offline (the broker can hold no replica any more).
+    pub fn all_offline(&self) -> bool {
+        (0..self.dirs.len()).all(|i| self.is_offline(i))
+    }
+
+    /// The index of the directory `tp`'s log is in.
+    pub fn index_of(&self, tp: &TopicPartition) -> Option<usize> {
+        self.logs().get(tp).map(|(i, _)| *i)
+    }
+
+    /// Forget the logs of offline directory `i` (their files are left as they are) and
+    /// return their partitions.
+    pub fn forget_offline(&self, i: usize) -> Vec<TopicPartition> {
+        let mut logs = self.logs();
+        let gone: Vec<TopicPartition> = logs
+            .iter()
+            .filter(|(_, (d, _))| *d == i)
+            .map(|(tp, _)| tp.clone())
+            .collect();
+        for tp in &gone {
+            logs.remove(tp);
+        }
+        gone
+    }
+
+    /// `result`, after taking its directory offline if it is an I/O error.
+    fn seen<T>(&self, result: Result<T, LogError>) -> Result<T, LogError> {
+        if let Err(e) = &result {
+            self.fail_on(e);
+        }
+        result
     }
 
     /// The first log directory (where the metadata log lives unless configured elsewhere).
@@ -350,7 +432,7 @@ impl LogManager {
     /// renamed away, the future log takes its name and is opened in its place, and the old
     /// copy is deleted. A crash at any point leaves one whole copy (see `settle_moves`).
     pub fn move_log(&self, tp: &TopicPartition, now_ms: i64) -> Result<(), LogError> {
-        let result = self.move_log_inner(tp, now_ms);
+        let result = self.seen(self.move_log_inner(tp, now_ms));
         self.moving
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -461,7 +543,7 @@ impl LogManager {
     fn on_disk(&self, tp: &TopicPartition) -> Option<usize> {
         self.dirs
             .iter()
-            .position(|d| d.dir.join(tp.dir_name()).exists())
+            .position(|d| !d.offline.load(Ordering::SeqCst) && d.dir.join(tp.dir_name()).exists())
     }
 
     /// Open an existing partition log found by [`LogManager::scan`].
@@ -486,20 +568,22 @@ impl LogManager {
     }
 
     /// The directory a new log goes to: the one asked for, else the one with the fewest
-    /// logs, the first on a tie.
-    fn place(&self, tp: &TopicPartition) -> usize {
+    /// logs, the first on a tie; never an offline one (None: every one is).
+    fn place(&self, tp: &TopicPartition) -> Option<usize> {
         if let Some(i) = self
             .preferred
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .remove(tp)
         {
-            return i;
+            if !self.is_offline(i) {
+                return Some(i);
+            }
         }
         let logs = self.logs();
         (0..self.dirs.len())
+            .filter(|i| !self.is_offline(*i))
             .min_by_key(|i| logs.values().filter(|(d, _)| d == i).count())
-            .unwrap_or(0)
     }
 
     /// The log of `tp`, creating an empty one if there is none.
@@ -516,14 +600,19 @@ impl LogManager {
         let log = if self.on_disk(tp).is_some() {
             self.load(tp, config, now_ms)?
         } else {
-            let i = self.place(tp);
-            let log = Arc::new(RwLock::new(Log::create(
+            let Some(i) = self.place(tp) else {
+                return Err(LogError::io(
+                    &self.dirs[0].dir,
+                    std::io::Error::other("every log directory is offline"),
+                ));
+            };
+            let log = Arc::new(RwLock::new(self.seen(Log::create(
                 &self.dirs[i].dir,
                 tp.clone(),
                 topic_id,
                 config,
                 now_ms,
-            )?));
+            ))?));
             self.logs().insert(tp.clone(), (i, Arc::clone(&log)));
             log
         };
@@ -534,9 +623,11 @@ impl LogManager {
         self.logs().get(tp).map(|(_, l)| Arc::clone(l))
     }
 
+    /// Every log of the directories that are online.
     pub fn all(&self) -> Vec<(TopicPartition, SharedLog)> {
         self.logs()
             .iter()
+            .filter(|(_, (d, _))| !self.is_offline(*d))
             .map(|(k, (_, v))| (k.clone(), Arc::clone(v)))
             .collect()
     }
@@ -560,6 +651,10 @@ impl LogManager {
             .or_else(|| self.on_disk(tp))
             .unwrap_or(0);
         drop(entry);
+        if self.is_offline(i) {
+            // Its files stay until the directory is back (and the replica is found a stray).
+            return Ok(());
+        }
         let d = &self.dirs[i];
         d.cleaned_up_to().remove(tp);
         let dir = d.dir.join(tp.dir_name());
@@ -574,16 +669,20 @@ impl LogManager {
             n,
             DELETE_SUFFIX
         ));
-        fs::rename(&dir, &doomed).at(&dir)?;
-        checkpoint::sync_dir(&d.dir)?;
-        fs::remove_dir_all(&doomed).at(&doomed)?;
+        self.seen(fs::rename(&dir, &doomed).at(&dir))?;
+        self.seen(checkpoint::sync_dir(&d.dir))?;
+        self.seen(fs::remove_dir_all(&doomed).at(&doomed))?;
         info!(partition = %tp, "deleted partition log");
         Ok(())
     }
 
     /// Write each directory's recovery-point and log-start-offset checkpoints.
     pub fn checkpoint(&self) -> Result<(), LogError> {
+        let mut result = Ok(());
         for (i, d) in self.dirs.iter().enumerate() {
+            if self.is_offline(i) {
+                continue;
+            }
             let mut recovery = BTreeMap::new();
             let mut starts = BTreeMap::new();
             for (tp, log) in self.all_in(i) {
@@ -591,10 +690,17 @@ impl LogManager {
                 recovery.insert(tp.clone(), log.recovery_point());
                 starts.insert(tp, log.log_start_offset());
             }
-            checkpoint::write_offsets(&d.dir.join(RECOVERY_POINT_CHECKPOINT), &recovery)?;
-            checkpoint::write_offsets(&d.dir.join(LOG_START_OFFSET_CHECKPOINT), &starts)?;
+            let written =
+                checkpoint::write_offsets(&d.dir.join(RECOVERY_POINT_CHECKPOINT), &recovery)
+                    .and_then(|()| {
+                        checkpoint::write_offsets(&d.dir.join(LOG_START_OFFSET_CHECKPOINT), &starts)
+                    });
+            // One directory failing takes only itself offline; the others are still written.
+            if let Err(e) = self.seen(written) {
+                result = Err(e);
+            }
         }
-        Ok(())
+        result
     }
 
     /// One retention pass over every log; `upper_bound` gives each partition's high
@@ -607,7 +713,7 @@ impl LogManager {
                 let mut l = lock_write(&log);
                 (l.delete_old_segments(bound, now_ms), l.take_pending_io())
             };
-            match result.and_then(|n| run_pending_io(&log, io).map(|()| n)) {
+            match self.seen(result.and_then(|n| run_pending_io(&log, io).map(|()| n))) {
                 Ok(n) => deleted += n,
                 Err(e) => warn!(partition = %tp, error = %e, "retention failed"),
             }
@@ -621,6 +727,9 @@ impl LogManager {
     pub fn clean(&self, now_ms: i64) -> usize {
         let mut cleaned = 0;
         for (i, d) in self.dirs.iter().enumerate() {
+            if self.is_offline(i) {
+                continue;
+            }
             let mut cleaned_here = 0;
             for (tp, log) in self.all_in(i) {
                 let first_dirty = d.cleaned_up_to().get(&tp).copied().unwrap_or(0);
@@ -639,7 +748,7 @@ impl LogManager {
                         .install_compacted(&input, &output, now_ms)
                         .map(|()| output)
                 });
-                match result {
+                match self.seen(result) {
                     Ok(output) => {
                         info!(partition = %tp, records_removed = output.records_removed, cleaned_up_to = output.cleaned_up_to, "compacted log");
                         d.cleaned_up_to().insert(tp, output.cleaned_up_to);
@@ -650,9 +759,10 @@ impl LogManager {
             }
             if cleaned_here > 0 {
                 let snapshot = d.cleaned_up_to().clone();
-                if let Err(e) =
-                    checkpoint::write_offsets(&d.dir.join(CLEANER_OFFSET_CHECKPOINT), &snapshot)
-                {
+                if let Err(e) = self.seen(checkpoint::write_offsets(
+                    &d.dir.join(CLEANER_OFFSET_CHECKPOINT),
+                    &snapshot,
+                )) {
                     warn!(error = %e, "cannot write the cleaner checkpoint");
                 }
             }
@@ -672,14 +782,14 @@ impl LogManager {
                 }
                 l.take_pending_io()
             };
-            if let Err(e) = run_pending_io(&log, io) {
+            if let Err(e) = self.seen(run_pending_io(&log, io)) {
                 warn!(partition = %tp, error = %e, "scheduled flush failed");
             }
         }
     }
 
     /// Close every log, write the checkpoints and then each directory's clean-shutdown
-    /// marker.
+    /// marker. An offline directory gets none of it: its logs are recovered at the next start.
     pub fn shutdown(&self, now_ms: i64) -> Result<(), LogError> {
         for (tp, log) in self.all() {
             lock_write(&log)
@@ -687,7 +797,11 @@ impl LogManager {
                 .inspect_err(|e| warn!(partition = %tp, error = %e, "close failed"))?;
         }
         self.checkpoint()?;
-        for d in &self.dirs {
+        for d in self
+            .dirs
+            .iter()
+            .filter(|d| !d.offline.load(Ordering::SeqCst))
+        {
             let marker = d.dir.join(CLEAN_SHUTDOWN_FILE);
             fs::write(&marker, b"").at(&marker)?;
             checkpoint::sync_dir(&d.dir)?;

@@ -885,3 +885,99 @@ fn transactions_hold_the_stable_offset_and_aborts_are_indexed_across_restarts_an
         log.last_stable_offset(next)
     );
 }
+
+/// A log directory whose disk fails (here: the directory replaced by a file, as Kafka's own
+/// test does it) is taken offline on the first I/O error in it, the manager's own chores'
+/// included: the listener hears of it once, nothing of it is written, flushed, cleaned or
+/// checkpointed again, new logs go elsewhere, and the other directory goes on, its clean
+/// shutdown included.
+#[test]
+fn a_failed_directory_goes_offline_and_the_others_go_on() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    let root = tempfile::tempdir().unwrap();
+    let dirs = [root.path().join("a"), root.path().join("b")];
+    let mgr = LogManager::open_all(&dirs).unwrap();
+    let told = Arc::new((AtomicUsize::new(0), AtomicUsize::new(usize::MAX)));
+    let t = Arc::clone(&told);
+    mgr.on_dir_failure(Box::new(move |dir| {
+        t.0.fetch_add(1, Ordering::SeqCst);
+        t.1.store(dir, Ordering::SeqCst);
+    }));
+    let other = TopicPartition::new("u", 0);
+    let kept = mgr
+        .get_or_create(&tp(), TOPIC_ID, small_segments(), NOW)
+        .unwrap();
+    let lost = mgr
+        .get_or_create(&other, TOPIC_ID, small_segments(), NOW)
+        .unwrap();
+    assert_eq!(mgr.dir_of(&other), Some(dirs[1].as_path()));
+    for log in [&kept, &lost] {
+        log.write()
+            .unwrap()
+            .append_as_leader(batch(5, NOW, Compression::None), 0, NOW)
+            .unwrap();
+    }
+    assert!(!mgr.fail_on(&LogError::InvalidRecord("not the disk".into())));
+    assert!(mgr.checkpoint().is_ok());
+
+    std::fs::rename(&dirs[1], root.path().join("b.gone")).unwrap();
+    std::fs::write(&dirs[1], b"not a directory").unwrap();
+    // The checkpoint of b fails: b goes offline, a's is still written.
+    assert!(matches!(mgr.checkpoint(), Err(LogError::Io { .. })));
+    assert_eq!(told.0.load(Ordering::SeqCst), 1);
+    assert_eq!(told.1.load(Ordering::SeqCst), 1);
+    assert!(mgr.is_offline(1) && !mgr.is_offline(0) && !mgr.all_offline());
+    // An error of the same directory again (a roll of its log) is seen, not told twice.
+    let mut roll_error = None;
+    for _ in 0..100 {
+        if let Err(e) =
+            lost.write()
+                .unwrap()
+                .append_as_leader(batch(5, NOW, Compression::None), 0, NOW)
+        {
+            roll_error = Some(e);
+            break;
+        }
+    }
+    let roll_error = roll_error.expect("a roll into the failed directory fails");
+    assert!(mgr.fail_on(&roll_error));
+    assert_eq!(told.0.load(Ordering::SeqCst), 1);
+    // From now on: b's log is left out of every chore, and a checkpoint succeeds.
+    let names: Vec<TopicPartition> = mgr.all().into_iter().map(|(tp, _)| tp).collect();
+    assert_eq!(names, vec![tp()]);
+    assert!(mgr.checkpoint().is_ok());
+    mgr.flush_due(NOW + 3_600_000);
+    // A new log goes to a, though a already has more.
+    let third = TopicPartition::new("v", 0);
+    mgr.get_or_create(&third, TOPIC_ID, small_segments(), NOW)
+        .unwrap();
+    assert_eq!(mgr.dir_of(&third), Some(dirs[0].as_path()));
+    assert_eq!(mgr.forget_offline(1), vec![other.clone()]);
+    assert!(mgr.get(&other).is_none());
+    // Deleting a replica of the failed directory leaves its files alone.
+    mgr.delete(&other).unwrap();
+    assert!(root.path().join("b.gone/u-0").is_dir());
+    mgr.shutdown(NOW).unwrap();
+    assert!(dirs[0].join(".kafka_cleanshutdown").exists());
+    assert!(!root.path().join("b.gone/.kafka_cleanshutdown").exists());
+    assert_eq!(
+        read_all(&kept.read().unwrap(), 0),
+        (0..5).collect::<Vec<_>>()
+    );
+
+    // Every directory failed: nothing can be created any more.
+    std::fs::rename(&dirs[0], root.path().join("a.gone")).unwrap();
+    std::fs::write(&dirs[0], b"not a directory").unwrap();
+    assert!(mgr.checkpoint().is_err());
+    assert!(mgr.all_offline());
+    assert_eq!(told.1.load(Ordering::SeqCst), 0);
+    assert!(mgr
+        .get_or_create(
+            &TopicPartition::new("w", 0),
+            TOPIC_ID,
+            small_segments(),
+            NOW
+        )
+        .is_err());
+}

@@ -3060,3 +3060,124 @@ fn transactions_v2_partitions_are_added_by_their_leaders_at_the_coordinator() {
     let want: BTreeSet<String> = (0..6).map(|p| format!("one-{p}")).collect();
     assert_eq!(seen, want);
 }
+
+/// A log directory whose disk fails under a leader (made as Kafka's own test makes it: the
+/// directory replaced by a file, so the next segment roll in it fails) goes offline, as
+/// Kafka takes a failed log directory offline (KIP-858): its replicas answer
+/// KAFKA_STORAGE_ERROR, the heartbeat reports them, the controller moves their leadership
+/// and shrinks their ISRs, clients follow, nothing acknowledged is lost, and the broker goes
+/// on with its other directory. Once that fails too, the broker exits.
+#[test]
+fn a_failed_log_directory_goes_offline_and_its_leaderships_move() {
+    let _serial = one_cluster_at_a_time();
+    let disks = tempfile::tempdir().unwrap();
+    let dir = |node: i32, d: &str| disks.path().join(format!("n{node}")).join(d);
+    let mut configs = combined(&TIMING);
+    for (i, c) in configs.iter_mut().enumerate() {
+        let n = i as i32 + 1;
+        c.push(format!(
+            "log.dirs={},{}",
+            dir(n, "a").display(),
+            dir(n, "b").display()
+        ));
+        c.push(format!("metadata.log.dir={}", dir(n, "meta").display()));
+    }
+    let mut nodes = TestServer::start_all(sluice_bin(), &configs);
+    let all: Vec<String> = nodes.iter().map(|n| n.bootstrap.clone()).collect();
+    let all = all.join(",");
+    let (a, rt) = admin(&all);
+    let spec = NewTopic::new("disk", 2, TopicReplication::Fixed(3))
+        .set("segment.bytes", "2000")
+        .set("min.insync.replicas", "2");
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    assert!(rt.block_on(a.create_topics(&[spec], &opts)).unwrap()[0].is_ok());
+    let m = converge(&all, "disk led and fully in sync", |m| {
+        let p = partitions(m, "disk");
+        p.len() == 2 && p.iter().all(|(l, _, isr)| *l > 0 && isr.len() == 3)
+    });
+    let leader = partitions(&m, "disk")[0].0;
+    let before = produce_acked(&all, "disk", 100);
+    let [failing, healthy] = {
+        let (x, y) = (dir(leader, "a"), dir(leader, "b"));
+        if x.join("disk-0").is_dir() {
+            [x, y]
+        } else {
+            [y, x]
+        }
+    };
+    assert!(failing.join("disk-0").is_dir() && healthy.join("disk-1").is_dir());
+    let break_disk = |d: &Path| {
+        std::fs::rename(d, d.with_extension("gone")).unwrap();
+        std::fs::write(d, b"a failed disk").unwrap();
+    };
+    break_disk(&failing);
+    // The next roll of disk-0 on its leader fails; the producer retries on the new leader.
+    let after = produce_acked(&all, "disk", 100);
+    let failed = &nodes[(leader - 1) as usize];
+    assert!(failed.log().contains("log directory failed: taken offline"));
+    let m = converge(
+        &all,
+        "disk-0 led elsewhere, without the failed replica",
+        |m| {
+            let p = &partitions(m, "disk")[0];
+            p.0 > 0 && p.0 != leader && !p.2.contains(&leader)
+        },
+    );
+    // The broker is still there, in sync for its replica on the other directory.
+    assert!(brokers(&m).contains(&leader));
+    assert!(partitions(&m, "disk")[1].2.contains(&leader), "{m:?}");
+    let new_leader = partitions(&m, "disk")[0].0;
+    let acked: BTreeMap<i64, String> = before.into_iter().chain(after).collect();
+    let end = *acked.keys().last().unwrap() + 1;
+    let read: BTreeMap<i64, String> = read_partition(
+        &nodes[(new_leader - 1) as usize].bootstrap,
+        "disk",
+        end as usize,
+    )
+    .into_iter()
+    .collect();
+    for (offset, value) in &acked {
+        assert_eq!(
+            read.get(offset),
+            Some(value),
+            "acknowledged record at {offset}"
+        );
+    }
+    // DescribeLogDirs names the failed directory with KAFKA_STORAGE_ERROR and nothing in it.
+    let mut w = Wire::connect(&failed.bootstrap);
+    let dirs: DescribeLogDirsResponse = w.call(
+        ApiKey::DescribeLogDirs,
+        4,
+        &DescribeLogDirsRequest::default().with_topics(None),
+    );
+    let result = |d: &Path| {
+        dirs.results
+            .iter()
+            .find(|r| r.log_dir.ends_with(&*d.display().to_string()))
+            .unwrap_or_else(|| panic!("{} in {dirs:?}", d.display()))
+    };
+    let down = result(&failing);
+    assert_eq!(down.error_code, ErrorCode::KafkaStorageError.code());
+    assert!(down.topics.is_empty());
+    let up = result(&healthy);
+    assert_eq!(up.error_code, 0);
+    let disk: Vec<i32> = up
+        .topics
+        .iter()
+        .filter(|t| &*t.name.0 == "disk")
+        .flat_map(|t| t.partitions.iter().map(|p| p.partition_index))
+        .collect();
+    assert_eq!(disk, vec![1]);
+
+    // Its last directory fails as well (the next roll of its disk-1 replica): it exits.
+    break_disk(&healthy);
+    send_all_acks(&all, "disk", 0..200, "all");
+    let failed = &mut nodes[(leader - 1) as usize];
+    assert!(
+        failed.wait_for_log(Duration::from_secs(30), |l| l
+            .contains("every log directory has failed")),
+        "{}",
+        failed.log()
+    );
+    assert!(!failed.stop_after_signal().success());
+}

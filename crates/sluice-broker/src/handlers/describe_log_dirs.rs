@@ -46,7 +46,17 @@ fn handle(
     };
     let hosted = h.replicas.hosted_replicas();
     let mut resp = DescribeLogDirsResponse::default();
-    for dir in h.replicas.log_dirs() {
+    for (index, dir) in h.replicas.log_dirs().into_iter().enumerate() {
+        if h.replicas.log_manager().is_offline(index) {
+            // A failed directory: named, with Kafka's error and nothing else.
+            let mut result = DescribeLogDirsResult::default();
+            result.log_dir = str_bytes(dir.display().to_string());
+            result.error_code = ErrorCode::KafkaStorageError.code();
+            result.total_bytes = -1;
+            result.usable_bytes = -1;
+            resp.results.push(result);
+            continue;
+        }
         let here: Vec<(String, i32, DescribeLogDirsPartition)> = hosted
             .iter()
             .filter(|r| r.dir == dir && wanted(&r.tp.topic, r.tp.partition.0))

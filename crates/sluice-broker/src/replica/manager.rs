@@ -25,6 +25,10 @@ pub struct ReplicaManager {
     logs: Arc<LogManager>,
     metadata: Arc<MetadataCache>,
     partitions: RwLock<HashMap<TopicPartition, Arc<Partition>>>,
+    /// Replicas whose log directory failed, with their topic ids: answered
+    /// KAFKA_STORAGE_ERROR, reported to the controller in every heartbeat (which moves their
+    /// leadership away and takes them out of the ISR), never recreated until a restart.
+    offline: RwLock<HashMap<TopicPartition, Uuid>>,
     /// acks=all appends waiting for their high watermark.
     pub(super) produce_purgatory: Purgatory,
     /// Fetches waiting for `min_bytes`.
@@ -146,6 +150,7 @@ impl ReplicaManager {
             logs,
             metadata,
             partitions: RwLock::new(HashMap::new()),
+            offline: RwLock::new(HashMap::new()),
             produce_purgatory: Purgatory::new("produce"),
             fetch_purgatory: Purgatory::new("fetch"),
             replication_quotas,
@@ -205,6 +210,9 @@ impl ReplicaManager {
         if let Some(p) = self.get(tp) {
             return Ok(p);
         }
+        if self.is_offline(tp) {
+            return Err(ErrorCode::KafkaStorageError);
+        }
         let image = self.metadata.current();
         if image
             .topic(&tp.topic)
@@ -216,6 +224,46 @@ impl ReplicaManager {
         } else {
             Err(ErrorCode::UnknownTopicOrPartition)
         }
+    }
+
+    /// Whether `tp`'s replica here is offline (its log directory failed).
+    pub fn is_offline(&self, tp: &TopicPartition) -> bool {
+        self.offline
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains_key(tp)
+    }
+
+    /// The offline replicas (topic id, partition), for the controller.
+    pub fn offline_replicas(&self) -> Vec<(Uuid, i32)> {
+        let mut all: Vec<(Uuid, i32)> = self
+            .offline
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .map(|(tp, id)| (*id, tp.partition.0))
+            .collect();
+        all.sort();
+        all
+    }
+
+    /// Log directory `dir` failed (see `LogManager::fail_on`): its replicas go offline here.
+    /// They stop serving (KAFKA_STORAGE_ERROR), leading and fetching, and their logs are
+    /// forgotten. Returns how many.
+    pub fn take_dir_offline(&self, dir: usize) -> usize {
+        let gone = self.logs.forget_offline(dir);
+        for tp in &gone {
+            let removed = self.write().remove(tp);
+            if let Some(p) = removed {
+                self.offline
+                    .write()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .insert(tp.clone(), p.topic_id);
+                p.go_offline();
+                warn!(partition = %tp, "replica offline: its log directory failed");
+            }
+        }
+        gone.len()
     }
 
     /// The partition to append to (the leader check itself happens under the log lock).
@@ -269,13 +317,10 @@ impl ReplicaManager {
                     let (config, settings) = log_config(&effective, &overrides);
                     let settings = replica_settings(settings, &overrides, &found.tp, self.node_id);
                     let log = self.logs.load(&found.tp, config, now_ms)?;
-                    let p = Arc::new(Partition::new(
-                        found.tp.clone(),
-                        t.id,
-                        log,
-                        self.node_id,
-                        settings,
-                    ));
+                    let p = Arc::new(
+                        Partition::new(found.tp.clone(), t.id, log, self.node_id, settings)
+                            .reporting_to(Arc::clone(&self.logs)),
+                    );
                     p.update_registration(reg);
                     self.write().insert(found.tp, p);
                 }
@@ -303,6 +348,7 @@ impl ReplicaManager {
             for p in partitions {
                 let tp = TopicPartition::new(name.clone(), *p);
                 self.write().remove(&tp);
+                self.forget_offline(&tp);
                 self.logs.delete(&tp)?;
             }
         }
@@ -331,6 +377,7 @@ impl ReplicaManager {
         for (name, id, index, reg) in &delta.changed {
             let tp = TopicPartition::new(name.clone(), *index);
             if !reg.replicas.contains(&self.node_id) {
+                self.forget_offline(&tp);
                 // Reassigned away: stop serving it (waiting requests learn the new
                 // leader) and delete the replica, as Kafka's StopReplica with delete does.
                 let removed = self.write().remove(&tp);
@@ -339,6 +386,11 @@ impl ReplicaManager {
                     info!(partition = %tp, "replica reassigned away; deleting its log");
                     self.logs.delete(&tp)?;
                 }
+                continue;
+            }
+            if self.offline_topic_id(&tp) == Some(*id) {
+                // Its log is on a failed disk: not recreated empty elsewhere (it may be the
+                // last copy the ISR promises), whatever metadata says.
                 continue;
             }
             let partition = match self.get(&tp) {
@@ -357,6 +409,21 @@ impl ReplicaManager {
         Ok(())
     }
 
+    fn offline_topic_id(&self, tp: &TopicPartition) -> Option<Uuid> {
+        self.offline
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(tp)
+            .copied()
+    }
+
+    fn forget_offline(&self, tp: &TopicPartition) {
+        self.offline
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .remove(tp);
+    }
+
     fn create_partition(
         &self,
         tp: &TopicPartition,
@@ -371,7 +438,10 @@ impl ReplicaManager {
         let log = self
             .logs
             .get_or_create(tp, *id.as_bytes(), config, now_ms)?;
-        let p = Arc::new(Partition::new(tp.clone(), id, log, self.node_id, settings));
+        let p = Arc::new(
+            Partition::new(tp.clone(), id, log, self.node_id, settings)
+                .reporting_to(Arc::clone(&self.logs)),
+        );
         self.write().insert(tp.clone(), Arc::clone(&p));
         info!(partition = %tp, "created partition");
         Ok(p)

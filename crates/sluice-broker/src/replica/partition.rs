@@ -7,7 +7,7 @@
 //! segment roll) after releasing the log's lock: call them from a blocking thread (the
 //! replica manager does), never from an async worker.
 
-use std::sync::{Mutex, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 
 use sluice_metadata::Uuid;
 use sluice_protocol::types::TopicPartition;
@@ -104,6 +104,8 @@ pub struct Partition {
     pub watchers: Watchers,
     /// Per-topic traffic counters (`/metrics`), resolved once so the hot paths only add.
     pub metrics: PartitionMetrics,
+    /// Told of the log's I/O errors: its directory goes offline (see `LogManager::fail_on`).
+    disk: Option<Arc<sluice_storage::LogManager>>,
 }
 
 /// A partition's handles on its topic's traffic counters.
@@ -166,8 +168,23 @@ impl Partition {
             settings: RwLock::new(settings),
             watchers: Watchers::default(),
             metrics: PartitionMetrics::new(&tp.topic),
+            disk: None,
             tp,
         }
+    }
+
+    /// Report the log's I/O errors to `logs`, which takes the failed directory offline.
+    pub fn reporting_to(mut self, logs: Arc<sluice_storage::LogManager>) -> Self {
+        self.disk = Some(logs);
+        self
+    }
+
+    /// `result`, after reporting it if it is an I/O error.
+    fn seen<T>(&self, result: Result<T, LogError>) -> Result<T, LogError> {
+        if let (Err(e), Some(logs)) = (&result, &self.disk) {
+            logs.fail_on(e);
+        }
+        result
     }
 
     pub fn set_settings(&self, settings: PartitionSettings) {
@@ -200,6 +217,18 @@ impl Partition {
         if moved {
             self.watchers.fire();
         }
+    }
+
+    /// Its log's directory failed: it neither leads nor follows any more, and what waits on
+    /// it (acks=all producers, parked fetches) is answered now.
+    pub fn go_offline(&self) {
+        {
+            let mut s = lock(&self.state);
+            let (epoch, replicas, isr) =
+                (s.leader_epoch(), s.replicas().to_vec(), s.isr().to_vec());
+            s.update_registration(-1, epoch, &replicas, &isr);
+        }
+        self.watchers.fire();
     }
 
     /// Whether `replica` is in this partition's ISR as last registered.
@@ -426,7 +455,9 @@ impl Partition {
                 ),
             ));
         }
-        let out = append(&mut log, epoch).map_err(AppendError::Log)?;
+        let out = self
+            .seen(append(&mut log, epoch))
+            .map_err(AppendError::Log)?;
         let hw = {
             let mut s = lock(&self.state);
             s.on_local_append(log.log_end_offset());
@@ -438,7 +469,8 @@ impl Partition {
         // Followers wait on the log end, consumers on the HW: both are looked at again.
         self.watchers.fire();
         // fsyncs owed (flush.messages, a roll) before the append is answered.
-        sluice_storage::log_manager::run_pending_io(&self.log, io).map_err(AppendError::Log)?;
+        self.seen(sluice_storage::log_manager::run_pending_io(&self.log, io))
+            .map_err(AppendError::Log)?;
         Ok((out, epoch))
     }
 
@@ -541,7 +573,7 @@ impl Partition {
         let leo = if batches.is_empty() {
             log.log_end_offset()
         } else {
-            log.append_as_follower(batches, now_ms)?
+            self.seen(log.append_as_follower(batches, now_ms))?
         };
         let mut s = lock(&self.state);
         s.on_local_append(leo);
@@ -552,7 +584,7 @@ impl Partition {
         let io = log.take_pending_io();
         drop(log);
         self.watchers.fire();
-        sluice_storage::log_manager::run_pending_io(&self.log, io)?;
+        self.seen(sluice_storage::log_manager::run_pending_io(&self.log, io))?;
         Ok(Some(leo))
     }
 
@@ -562,7 +594,7 @@ impl Partition {
             .log
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        log.truncate_to(offset, now_ms)?;
+        self.seen(log.truncate_to(offset, now_ms))?;
         let (leo, start) = (log.log_end_offset(), log.log_start_offset());
         lock(&self.state).on_local_reset(leo, start);
         drop(log);
@@ -577,7 +609,7 @@ impl Partition {
             .log
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        log.truncate_fully_and_start_at(offset, now_ms)?;
+        self.seen(log.truncate_fully_and_start_at(offset, now_ms))?;
         lock(&self.state).on_local_reset(offset, offset);
         drop(log);
         self.watchers.fire();
@@ -597,15 +629,15 @@ impl Partition {
             .log
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        log.advance_log_start_offset(target)
+        self.seen(log.advance_log_start_offset(target))
             .map_err(|e| log_error_code(&e))?;
-        log.delete_old_segments(hw, crate::now_ms())
+        self.seen(log.delete_old_segments(hw, crate::now_ms()))
             .map_err(|e| log_error_code(&e))?;
         let start = log.log_start_offset();
         let io = log.take_pending_io();
         drop(log);
         self.watchers.fire();
-        sluice_storage::log_manager::run_pending_io(&self.log, io)
+        self.seen(sluice_storage::log_manager::run_pending_io(&self.log, io))
             .map_err(|e| log_error_code(&e))?;
         Ok(start)
     }
@@ -617,10 +649,12 @@ impl Partition {
     /// member of the ISR, so the leader, and the others would truncate to it). Kafka closes
     /// the same hole with KIP-966's eligible leader replicas.
     pub fn flush_log(&self, now_ms: i64) -> Result<(), LogError> {
-        self.log
+        let flushed = self
+            .log
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .flush(now_ms)
+            .flush(now_ms);
+        self.seen(flushed)
     }
 
     /// Leader: the ISR change this partition needs now, as a request for the controller.
@@ -682,7 +716,7 @@ impl Partition {
             FetchIsolation::HighWatermark => hw,
             FetchIsolation::TxnCommitted => lso,
         };
-        let info = log.read(fetch_offset, max_bytes, upper, min_one_batch)?;
+        let info = self.seen(log.read(fetch_offset, max_bytes, upper, min_one_batch))?;
         let aborted = match (&info.slice, isolation) {
             (Some(_), FetchIsolation::TxnCommitted) => log.aborted_txns(fetch_offset, upper),
             _ => Vec::new(),

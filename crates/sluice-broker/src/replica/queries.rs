@@ -213,6 +213,9 @@ impl ReplicaManager {
         let to = logs
             .dir_index(std::path::Path::new(path))
             .ok_or(ErrorCode::LogDirNotFound)?;
+        if logs.is_offline(to) || self.is_offline(tp) {
+            return Err(ErrorCode::KafkaStorageError);
+        }
         if self.get(tp).is_none() {
             logs.prefer(tp, to);
             return Err(ErrorCode::ReplicaNotAvailable);

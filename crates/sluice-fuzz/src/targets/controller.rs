@@ -244,6 +244,7 @@ pub fn rpc_seeds() -> Vec<Vec<u8>> {
                 rack: None,
                 metadata_offset: 40,
                 want_shutdown: false,
+                offline_replicas: Vec::new(),
             })
             .encode(),
         ),
