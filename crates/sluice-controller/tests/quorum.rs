@@ -119,14 +119,24 @@ fn hb(node_id: i32, incarnation_id: Uuid, offset: i64) -> ControllerRequest {
 async fn three_voters_fail_over_and_restart_without_losing_metadata() {
     let dir = tempfile::tempdir().unwrap();
     let (voters, mut nodes) = three_voters(dir.path()).await;
-    let first = leader_of(&nodes).await;
     // Broker 7 registers (fenced), catches up (unfenced) and keeps heartbeating to
-    // whichever controller leads.
-    let q = &nodes[&first].q;
+    // whichever controller leads. The first leader may still lose to an election that
+    // overlapped its own (a loaded machine delays its first heartbeats): the broker
+    // registers with whichever one answers as the leader.
     let inc = Uuid::new_v4();
-    let ControllerResponse::Ok { offset, body } = q.handle(hb(7, inc, -1)).await else {
-        panic!("register failed")
+    let mut tries = 0;
+    let (first, offset, body) = loop {
+        let id = leader_of(&nodes).await;
+        match nodes[&id].q.handle(hb(7, inc, -1)).await {
+            ControllerResponse::Ok { offset, body } => break (id, offset, body),
+            other => {
+                tries += 1;
+                assert!(tries < 50, "register failed: {other:?}");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
     };
+    let q = &nodes[&first].q;
     assert_eq!(
         body,
         ReplyBody::Heartbeat {
