@@ -540,6 +540,7 @@ impl QuorumController {
             // Voter changes wait for replication: they do not hold up the planner.
             ControllerRequest::ObserveQuorum(c) => self.observe(c).await,
             ControllerRequest::AddVoter(c) => self.add_voter(c).await,
+            ControllerRequest::UpdateVoter(c) => self.update_voter(c).await,
             ControllerRequest::RemoveVoter {
                 node_id,
                 directory_id,
@@ -669,6 +670,81 @@ impl QuorumController {
             }
             Err(e) => Err(self.membership_error(e)),
         }
+    }
+
+    /// UpdateRaftVoter: a voter that restarted with other controller endpoints (the same
+    /// replica: its id and, once registered, its directory id) is reached there from now on,
+    /// as Kafka's voters update their endpoints with the leader. openraft pushes the log to
+    /// its members where the membership says, so until then the leader could not reach it
+    /// (Kafka's voters fetch, so there it only matters for the others' view); an observer
+    /// (a learner) that moved is updated the same way. The address comes from the controller
+    /// itself, never from another replica, which is the split brain openraft's `SetNodes`
+    /// warns of.
+    async fn update_voter(&self, c: ControllerSpec) -> Reply {
+        let image = match self.lead_dynamic("updating").await {
+            Ok(image) => image,
+            Err(reply) => return reply,
+        };
+        let done = |r| Ok((image.offset, ReplyBody::Done(r)));
+        let Some(addr) = controller_addr(&c.endpoints) else {
+            return done(Err(no_endpoint()));
+        };
+        let Ok(_change) = self.voter_change.try_lock() else {
+            return done(Err(ApiError::new(
+                ErrorCode::RequestTimedOut,
+                "Request timed out waiting for the in-progress voter change to complete",
+            )));
+        };
+        let id = c.node_id as u64;
+        let membership = self.membership();
+        let other_dir = image
+            .controllers
+            .get(&c.node_id)
+            .is_some_and(|k| k.directory_id != c.directory_id);
+        if membership.get_node(&id).is_none() || other_dir {
+            return done(Err(ApiError::new(
+                ErrorCode::VoterNotFound,
+                format!(
+                    "Cannot update voter ReplicaKey(id={}, directoryId={}) as it is not part of the set of voters",
+                    c.node_id,
+                    sluice_protocol::base64::encode(c.directory_id.as_bytes())
+                ),
+            )));
+        }
+        let mut offset = image.offset;
+        if membership.get_node(&id).is_some_and(|n| n.addr != addr) {
+            let nodes = [(id, BasicNode { addr: addr.clone() })].into();
+            match self
+                .raft
+                .change_membership(openraft::ChangeMembers::SetNodes(nodes), false)
+                .await
+            {
+                Ok(resp) => {
+                    offset = resp.log_id.index as i64;
+                    info!(
+                        voter = c.node_id,
+                        addr, "voter is reached at its new address"
+                    );
+                }
+                Err(e) => return Err(self.membership_error(e)),
+            }
+        }
+        let registered = self.register_controller(&image, &c).await?;
+        Ok((offset.max(registered), ReplyBody::Done(Ok(()))))
+    }
+
+    /// Whether the quorum knows this controller by other endpoints than `me` has now (it
+    /// restarted with another controller listener): then it asks for an UpdateRaftVoter.
+    pub fn moved(&self, me: &ControllerSpec) -> bool {
+        let Some(addr) = controller_addr(&me.endpoints) else {
+            return false;
+        };
+        let membership = self.membership();
+        let Some(node) = membership.get_node(&(me.node_id as u64)) else {
+            return false;
+        };
+        let registered = self.shared.current().controllers.get(&me.node_id).cloned();
+        node.addr != addr || registered.is_some_and(|k| k.endpoints != me.endpoints)
     }
 
     /// RemoveRaftVoter: the voter stays a learner (an observer), as in Kafka; an active
@@ -930,6 +1006,7 @@ impl QuorumController {
             // Answered by `handle` without the planner.
             ControllerRequest::ObserveQuorum(_)
             | ControllerRequest::AddVoter(_)
+            | ControllerRequest::UpdateVoter(_)
             | ControllerRequest::RemoveVoter { .. } => Err(ControllerResponse::Failed(
                 "a voter change reached the planner".into(),
             )),

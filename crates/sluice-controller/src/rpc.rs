@@ -114,6 +114,9 @@ pub enum ControllerRequest {
     ObserveQuorum(ControllerSpec),
     /// AddRaftVoter (KIP-853).
     AddVoter(ControllerSpec),
+    /// UpdateRaftVoter (KIP-853): a voter (its id and directory id) that restarted with other
+    /// controller endpoints asks to be reached there.
+    UpdateVoter(ControllerSpec),
     /// RemoveRaftVoter (KIP-853): the voter's id and directory id.
     RemoveVoter {
         node_id: i32,
@@ -476,6 +479,10 @@ impl ControllerRequest {
                 w.u8(21);
                 put_controller(&mut w, c);
             }
+            ControllerRequest::UpdateVoter(c) => {
+                w.u8(25);
+                put_controller(&mut w, c);
+            }
             ControllerRequest::RemoveVoter {
                 node_id,
                 directory_id,
@@ -637,6 +644,7 @@ impl ControllerRequest {
             19 => ControllerRequest::UnregisterBroker(r.i32()?),
             20 => ControllerRequest::ObserveQuorum(get_controller(&mut r)?),
             21 => ControllerRequest::AddVoter(get_controller(&mut r)?),
+            25 => ControllerRequest::UpdateVoter(get_controller(&mut r)?),
             22 => ControllerRequest::RemoveVoter {
                 node_id: r.i32()?,
                 directory_id: r.uuid()?,
@@ -1281,6 +1289,15 @@ mod tests {
                 node_id: 4,
                 directory_id: Uuid::from_bytes([4; 16]),
                 endpoints: Vec::new(),
+            }),
+            ControllerRequest::UpdateVoter(ControllerSpec {
+                node_id: 3,
+                directory_id: Uuid::from_bytes([3; 16]),
+                endpoints: vec![Endpoint {
+                    name: "CONTROLLER".into(),
+                    host: "h2".into(),
+                    port: 19093,
+                }],
             }),
             ControllerRequest::RemoveVoter {
                 node_id: 2,

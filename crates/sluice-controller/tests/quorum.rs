@@ -446,6 +446,17 @@ async fn a_dynamic_quorum_grows_from_one_voter_to_three_and_loses_its_first() {
         ask(&nodes, wrong).await.unwrap_err().code,
         ErrorCode::VoterNotFound
     );
+    // UpdateRaftVoter: the same endpoints change nothing; another replica (directory) or a
+    // controller the quorum does not know is not found.
+    ask(&nodes, ControllerRequest::UpdateVoter(spec(3, &addrs[&3])))
+        .await
+        .unwrap();
+    let mut other = spec(3, &addrs[&3]);
+    other.directory_id = directory(9);
+    for bad in [other, spec(9, &addrs[&3])] {
+        let refused = ask(&nodes, ControllerRequest::UpdateVoter(bad)).await;
+        assert_eq!(refused.unwrap_err().code, ErrorCode::VoterNotFound);
+    }
     // Remove node 1, the first voter (and the active controller when the test started):
     // the other two carry on and elect among themselves.
     ask(

@@ -739,6 +739,27 @@ pub async fn observe_quorum(
             () = tokio::time::sleep(pause) => {}
         }
     }
+    // Restarted with another controller listener: the quorum reaches this controller there
+    // once the active controller has updated it (Kafka's UpdateRaftVoter).
+    let update = ControllerRequest::UpdateVoter(me.clone()).encode();
+    while quorum.moved(&me) {
+        let pause = match asker.ask(&update).await {
+            Some(Ok(())) => {
+                info!("the metadata quorum reaches this controller at its new address");
+                break;
+            }
+            Some(Err(e)) => {
+                debug!(error = %e.message, "controller endpoints not updated yet");
+                Duration::from_secs(1)
+            }
+            None if asker.hint.is_some() => Duration::ZERO,
+            None => Duration::from_millis(500),
+        };
+        tokio::select! {
+            _ = shutdown.changed() => return,
+            () = tokio::time::sleep(pause) => {}
+        }
+    }
     if !auto_join {
         return;
     }

@@ -369,16 +369,23 @@ impl TestServer {
     /// reconnect (as to a real broker that restarted).
     pub fn restart_same_port(&mut self) {
         let port = self.bootstrap.rsplit(':').next().unwrap_or("0").to_string();
+        self.restart_with("listeners", &format!("PLAINTEXT://127.0.0.1:{port}"));
+    }
+
+    /// Start again on the same data directory with `key` set to `value` instead (e.g. a node
+    /// whose listeners moved).
+    pub fn restart_with(&mut self, key: &str, value: &str) {
         if self.child.is_some() {
             self.stop();
         }
+        let prefix = format!("{key}=");
         let mut overrides: Vec<String> = self
             .overrides
             .iter()
-            .filter(|o| !o.starts_with("listeners="))
+            .filter(|o| !o.starts_with(&prefix))
             .cloned()
             .collect();
-        overrides.push(format!("listeners=PLAINTEXT://127.0.0.1:{port}"));
+        overrides.push(format!("{prefix}{value}"));
         let next = Self::launch(&self.binary, Arc::clone(&self.data), overrides);
         *self = next;
     }

@@ -2930,6 +2930,72 @@ fn controllers_with_auto_join_add_themselves_as_voters() {
     create(&b, "after-auto-join", 1, 2).unwrap();
 }
 
+/// UpdateRaftVoter (KIP-853): a voter restarted with its controller listener on another
+/// port asks the active controller to reach it there. The leader's replication then reaches
+/// it again (no lag behind new writes, as a voter), and DescribeQuorum shows its new
+/// endpoint. Before, the leader kept sending the log to the old port.
+#[test]
+fn a_voter_restarted_on_another_port_is_reached_there() {
+    let _serial = one_cluster_at_a_time();
+    let mut extra = TIMING.to_vec();
+    extra.push("controller.quorum.auto.join.enable=true");
+    let configs = sluice_testkit::dynamic_nodes(&extra);
+    let cluster_id = sluice_ok(&["storage", "random-uuid"]).trim().to_string();
+    let format: Vec<Vec<String>> = [
+        "--standalone",
+        "--no-initial-controllers",
+        "--no-initial-controllers",
+    ]
+    .iter()
+    .map(|mode| vec![format!("--cluster-id={cluster_id}"), mode.to_string()])
+    .collect();
+    let mut nodes = TestServer::start_all_formatted(sluice_bin(), &configs, &format);
+    let b = nodes[0].bootstrap.clone();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while voter_ids(&b) != [1, 2, 3] {
+        assert!(Instant::now() < deadline, "{:?}", quorum_status(&b));
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    let plaintext = nodes[2].bootstrap.clone();
+    let moved = free_port();
+    nodes[2].restart_with(
+        "listeners",
+        &format!("PLAINTEXT://{plaintext},CONTROLLER://127.0.0.1:{moved}"),
+    );
+    assert!(nodes[2].wait_for_log(Duration::from_secs(30), |l| l
+        .contains("reaches this controller at its new address")));
+    // New writes reach node 3 as a voting follower.
+    create(&b, "after-move", 1, 3).unwrap();
+    let endpoint = format!("\"CONTROLLER://127.0.0.1:{moved}\"");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let status = quorum_status(&b);
+        let rows = quorum_replication(&b);
+        let leader = rows.iter().find(|r| r.2 == "Leader").map(|r| r.0);
+        let in_step = rows
+            .iter()
+            .any(|r| r.0 == 3 && r.1 == 0 && (r.2 == "Follower" || leader == Some(3)));
+        if status["CurrentVoters"].contains(&endpoint) && in_step && voter_ids(&b) == [1, 2, 3] {
+            break;
+        }
+        assert!(Instant::now() < deadline, "{status:?} {rows:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    // Two of the three voters carry on, node 3 among them.
+    let other = if voter_leader(&b) == 1 { 1 } else { 2 };
+    nodes[other - 1].kill();
+    let survivor = nodes[if other == 1 { 1 } else { 0 }].bootstrap.clone();
+    converge(&survivor, "the killed node fenced", |m| {
+        !brokers(m).contains(&(other as i32))
+    });
+    create(&survivor, "with-two-voters", 1, 2).unwrap();
+}
+
+/// The active controller's id, from `sluice metadata-quorum describe --status`.
+fn voter_leader(bootstrap: &str) -> usize {
+    quorum_status(bootstrap)["LeaderId"].parse().unwrap()
+}
+
 /// One transactional batch of one record.
 fn txn_batch(pid: i64, epoch: i16, seq: i32, value: &str) -> Bytes {
     let mut b = BatchBuilder::new(Compression::None)
