@@ -618,22 +618,35 @@ impl QuorumController {
         Ok((offset, ReplyBody::Done(Ok(()))))
     }
 
+    /// What adding or updating voter `c` starts with: this controller leads a dynamic quorum,
+    /// `c` names a controller endpoint (its address), and no other voter change is under way
+    /// (the guard holds off others until this one is done). Else the answer, as Kafka's.
+    async fn begin_voter_change(
+        &self,
+        what: &str,
+        c: &ControllerSpec,
+    ) -> Result<(Arc<MetadataImage>, String, tokio::sync::MutexGuard<'_, ()>), Reply> {
+        let image = self.lead_dynamic(what).await?;
+        let done = |r| Err(Ok((image.offset, ReplyBody::Done(Err(r)))));
+        let Some(addr) = controller_addr(&c.endpoints) else {
+            return done(no_endpoint());
+        };
+        let Ok(change) = self.voter_change.try_lock() else {
+            return done(ApiError::new(
+                ErrorCode::RequestTimedOut,
+                "Request timed out waiting for the in-progress voter change to complete",
+            ));
+        };
+        Ok((image, addr, change))
+    }
+
     /// AddRaftVoter: once the new controller has caught up as a learner, make it a voter.
     async fn add_voter(&self, c: ControllerSpec) -> Reply {
-        let image = match self.lead_dynamic("adding").await {
-            Ok(image) => image,
+        let (image, addr, _change) = match self.begin_voter_change("adding", &c).await {
+            Ok(begun) => begun,
             Err(reply) => return reply,
         };
         let done = |r| Ok((image.offset, ReplyBody::Done(r)));
-        let Some(addr) = controller_addr(&c.endpoints) else {
-            return done(Err(no_endpoint()));
-        };
-        let Ok(_change) = self.voter_change.try_lock() else {
-            return done(Err(ApiError::new(
-                ErrorCode::RequestTimedOut,
-                "Request timed out waiting for the in-progress voter change to complete",
-            )));
-        };
         let id = c.node_id as u64;
         if self.membership().voter_ids().any(|v| v == id) {
             return done(Err(ApiError::new(
@@ -681,20 +694,11 @@ impl QuorumController {
     /// itself, never from another replica, which is the split brain openraft's `SetNodes`
     /// warns of.
     async fn update_voter(&self, c: ControllerSpec) -> Reply {
-        let image = match self.lead_dynamic("updating").await {
-            Ok(image) => image,
+        let (image, addr, _change) = match self.begin_voter_change("updating", &c).await {
+            Ok(begun) => begun,
             Err(reply) => return reply,
         };
         let done = |r| Ok((image.offset, ReplyBody::Done(r)));
-        let Some(addr) = controller_addr(&c.endpoints) else {
-            return done(Err(no_endpoint()));
-        };
-        let Ok(_change) = self.voter_change.try_lock() else {
-            return done(Err(ApiError::new(
-                ErrorCode::RequestTimedOut,
-                "Request timed out waiting for the in-progress voter change to complete",
-            )));
-        };
         let id = c.node_id as u64;
         let membership = self.membership();
         let other_dir = image

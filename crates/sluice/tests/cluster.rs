@@ -2897,12 +2897,10 @@ fn a_dynamic_quorum_grows_to_three_voters_and_survives_removing_one_under_load()
     assert!(acked.len() >= 600, "{}", acked.len());
 }
 
-/// `controller.quorum.auto.join.enable`: controllers formatted with
-/// `--no-initial-controllers` add themselves as voters once they observe the log, with no
-/// add-controller; the quorum then survives losing its first voter.
-#[test]
-fn controllers_with_auto_join_add_themselves_as_voters() {
-    let _serial = one_cluster_at_a_time();
+/// Three nodes of a dynamic quorum with `controller.quorum.auto.join.enable`: the first
+/// formatted `--standalone`, the others `--no-initial-controllers`; returned once all three
+/// are voters.
+fn auto_joined_voters() -> Vec<TestServer> {
     let mut extra = TIMING.to_vec();
     extra.push("controller.quorum.auto.join.enable=true");
     let configs = sluice_testkit::dynamic_nodes(&extra);
@@ -2915,13 +2913,24 @@ fn controllers_with_auto_join_add_themselves_as_voters() {
     .iter()
     .map(|mode| vec![format!("--cluster-id={cluster_id}"), mode.to_string()])
     .collect();
-    let mut nodes = TestServer::start_all_formatted(sluice_bin(), &configs, &format);
-    let b = nodes[2].bootstrap.clone();
+    let nodes = TestServer::start_all_formatted(sluice_bin(), &configs, &format);
+    let b = nodes[0].bootstrap.clone();
     let deadline = Instant::now() + Duration::from_secs(60);
     while voter_ids(&b) != [1, 2, 3] {
         assert!(Instant::now() < deadline, "{:?}", quorum_status(&b));
         std::thread::sleep(Duration::from_millis(200));
     }
+    nodes
+}
+
+/// `controller.quorum.auto.join.enable`: controllers formatted with
+/// `--no-initial-controllers` add themselves as voters once they observe the log, with no
+/// add-controller; the quorum then survives losing its first voter.
+#[test]
+fn controllers_with_auto_join_add_themselves_as_voters() {
+    let _serial = one_cluster_at_a_time();
+    let mut nodes = auto_joined_voters();
+    let b = nodes[2].bootstrap.clone();
     // Three voters: losing one (the first, active controller) leaves a majority.
     nodes[0].kill();
     converge(&b, "node 1 fenced", |m| {
@@ -2937,25 +2946,8 @@ fn controllers_with_auto_join_add_themselves_as_voters() {
 #[test]
 fn a_voter_restarted_on_another_port_is_reached_there() {
     let _serial = one_cluster_at_a_time();
-    let mut extra = TIMING.to_vec();
-    extra.push("controller.quorum.auto.join.enable=true");
-    let configs = sluice_testkit::dynamic_nodes(&extra);
-    let cluster_id = sluice_ok(&["storage", "random-uuid"]).trim().to_string();
-    let format: Vec<Vec<String>> = [
-        "--standalone",
-        "--no-initial-controllers",
-        "--no-initial-controllers",
-    ]
-    .iter()
-    .map(|mode| vec![format!("--cluster-id={cluster_id}"), mode.to_string()])
-    .collect();
-    let mut nodes = TestServer::start_all_formatted(sluice_bin(), &configs, &format);
+    let mut nodes = auto_joined_voters();
     let b = nodes[0].bootstrap.clone();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while voter_ids(&b) != [1, 2, 3] {
-        assert!(Instant::now() < deadline, "{:?}", quorum_status(&b));
-        std::thread::sleep(Duration::from_millis(200));
-    }
     let plaintext = nodes[2].bootstrap.clone();
     let moved = free_port();
     nodes[2].restart_with(
