@@ -749,6 +749,10 @@ struct History {
 /// reads back.
 const WRITE_PHASE: Duration = Duration::from_secs(40);
 const SIM_LIMIT: Duration = Duration::from_secs(180);
+/// Simulated time per step of the simulator (every host polled once per step).
+const TICK: Duration = Duration::from_millis(2);
+/// How often the leadership checkers sample the cluster.
+const SAMPLE_EVERY: Duration = Duration::from_millis(5);
 /// Seeds in the test suite's run.
 const DEFAULT_SEEDS: u64 = 1000;
 
@@ -1353,7 +1357,7 @@ fn run_seed(seed: u64) -> Outcome {
         .rng_seed(seed)
         .epoch(SystemTime::UNIX_EPOCH + Duration::from_secs(1_767_225_600))
         .simulation_duration(SIM_LIMIT)
-        .tick_duration(Duration::from_millis(1))
+        .tick_duration(TICK)
         .tcp_capacity(1 << 16)
         .max_message_latency(Duration::from_millis(5))
         .build();
@@ -1397,10 +1401,12 @@ fn run_seed(seed: u64) -> Outcome {
     let mut failure = None;
     let mut leaderships = Leaderships::default();
     let mut running_anomalies = Vec::new();
+    let mut next_sample = Duration::ZERO;
     loop {
         let now = sim.elapsed();
-        if now.as_millis() % 5 == 0 {
+        if now >= next_sample {
             leaderships.sample(&nodes, now, &mut running_anomalies);
+            next_sample = now + SAMPLE_EVERY;
         }
         for (i, error) in STOPPED.with(|s| std::mem::take(&mut *s.borrow_mut())) {
             sim.crash(NODES[i]);
