@@ -1487,3 +1487,49 @@ fn kafkas_tools_describe_and_move_replicas_between_log_dirs() {
         acked
     );
 }
+
+/// Offsets for a topic or partition the cluster does not have are refused with
+/// UNKNOWN_TOPIC_OR_PARTITION and not written, as Kafka answers; the rest of the same commit
+/// is written (confluent-kafka's commit and AlterConsumerGroupOffsets; the same script gives
+/// the same output against Kafka 4.4).
+#[test]
+fn offset_commits_for_unknown_topics_or_partitions_are_refused() {
+    let server = start(&[]);
+    create_topic(&server.bootstrap, "known", 3, &[]);
+    let script = format!(
+        r#"
+from confluent_kafka import Consumer, TopicPartition as TP, KafkaException, ConsumerGroupTopicPartitions
+from confluent_kafka.admin import AdminClient
+bs = '{bootstrap}'
+c = Consumer({{'bootstrap.servers': bs, 'group.id': 'cu', 'enable.auto.commit': False}})
+try:
+    c.commit(offsets=[TP('known', 0, 5), TP('known', 7, 1), TP('nowhere', 0, 3)], asynchronous=False)
+    print('commit OK')
+except KafkaException as e:
+    print('commit', e.args[0].name())
+a = AdminClient({{'bootstrap.servers': bs}})
+r = a.alter_consumer_group_offsets([ConsumerGroupTopicPartitions('cu2', [TP('nowhere', 1, 4)])])
+try:
+    for tp in r['cu2'].result().topic_partitions:
+        print('alter', tp.topic, tp.partition, tp.error.name() if tp.error else 'OK')
+except KafkaException as e:
+    print('alter', e.args[0].name())
+for tp in c.committed([TP('known', 0), TP('known', 7), TP('nowhere', 0)], timeout=10):
+    print('committed', tp.topic, tp.partition, tp.offset)
+c.close()
+"#,
+        bootstrap = server.bootstrap,
+    );
+    let out = must_succeed(
+        Command::new("python3").args(["-c", &script]),
+        "confluent-kafka commits",
+    );
+    assert_eq!(
+        out,
+        "commit UNKNOWN_TOPIC_OR_PART\n\
+         alter nowhere 1 UNKNOWN_TOPIC_OR_PART\n\
+         committed known 0 5\n\
+         committed known 7 -1001\n\
+         committed nowhere 0 -1001\n"
+    );
+}

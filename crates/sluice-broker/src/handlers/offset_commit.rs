@@ -20,9 +20,37 @@ handler!(
     OffsetCommit {
         access: crate::authorizer::Access,
         topics: crate::services::topics::TopicCreator,
-        groups: crate::group::coordinator::GroupCoordinator
+        groups: crate::group::coordinator::GroupCoordinator,
+        metadata: crate::metadata_cache::MetadataCache
     }
 );
+
+/// Why one partition of an offset commit (OffsetCommit, TxnOffsetCommit) is refused before
+/// the group coordinator sees it, as Kafka checks: no READ on its topic, or a topic or
+/// partition the cluster does not have (UNKNOWN_TOPIC_OR_PARTITION; such offsets are not
+/// written). One row per topic, one entry per partition.
+pub(crate) fn commit_refusals<'a>(
+    image: &sluice_metadata::MetadataImage,
+    topics: impl Iterator<Item = (&'a str, bool, Vec<i32>)>,
+) -> Vec<Vec<Option<ErrorCode>>> {
+    topics
+        .map(|(name, authorized, partitions)| {
+            let topic = image.topic(name);
+            partitions
+                .into_iter()
+                .map(|p| {
+                    if !authorized {
+                        Some(ErrorCode::TopicAuthorizationFailed)
+                    } else if topic.is_some_and(|t| t.partitions.contains_key(&p)) {
+                        None
+                    } else {
+                        Some(ErrorCode::UnknownTopicOrPartition)
+                    }
+                })
+                .collect()
+        })
+        .collect()
+}
 
 async fn handle(
     h: &OffsetCommit,
@@ -33,30 +61,38 @@ async fn handle(
     // READ on the group, and on each topic (partitions of others are not committed).
     let acl = h.access.check(ctx);
     let group_denied = !acl.group(op::READ, &req.group_id);
-    let allowed: Vec<bool> = req
-        .topics
-        .iter()
-        .map(|t| acl.topic(op::READ, &t.name))
-        .collect();
+    let refused = commit_refusals(
+        &h.metadata.current(),
+        req.topics.iter().map(|t| {
+            (
+                t.name.as_str(),
+                acl.topic(op::READ, &t.name),
+                t.partitions.iter().map(|p| p.partition_index).collect(),
+            )
+        }),
+    );
     let offsets: Vec<(String, i32, i64, i32, Option<String>)> = req
         .topics
         .iter()
-        .zip(&allowed)
-        .filter(|(_, ok)| **ok)
-        .flat_map(|(t, _)| {
-            t.partitions.iter().map(move |p| {
-                (
-                    t.name.to_string(),
-                    p.partition_index,
-                    p.committed_offset,
-                    if ctx.api_version >= 6 {
-                        p.committed_leader_epoch
-                    } else {
-                        -1
-                    },
-                    p.committed_metadata.as_ref().map(|m| m.to_string()),
-                )
-            })
+        .zip(&refused)
+        .flat_map(|(t, refused)| {
+            t.partitions
+                .iter()
+                .zip(refused)
+                .filter(|(_, r)| r.is_none())
+                .map(move |(p, _)| {
+                    (
+                        t.name.to_string(),
+                        p.partition_index,
+                        p.committed_offset,
+                        if ctx.api_version >= 6 {
+                            p.committed_leader_epoch
+                        } else {
+                            -1
+                        },
+                        p.committed_metadata.as_ref().map(|m| m.to_string()),
+                    )
+                })
         })
         .collect();
     let ensured = if group_denied {
@@ -82,13 +118,13 @@ async fn handle(
     };
     let mut resp = OffsetCommitResponse::default();
     let mut i = 0usize;
-    for (t, ok) in req.topics.iter().zip(&allowed) {
+    for (t, refused) in req.topics.iter().zip(&refused) {
         let mut out = OffsetCommitResponseTopic::default();
         out.name = t.name.clone();
-        for p in &t.partitions {
+        for (p, refusal) in t.partitions.iter().zip(refused) {
             let code = match &result {
                 Err(code) => Some(*code),
-                _ if !ok => Some(ErrorCode::TopicAuthorizationFailed),
+                _ if refusal.is_some() => *refusal,
                 Ok(per) => {
                     i += 1;
                     per.get(i - 1).copied().flatten()

@@ -26,7 +26,8 @@ handler!(
         access: crate::authorizer::Access,
         topics: crate::services::topics::TopicCreator,
         groups: crate::group::coordinator::GroupCoordinator,
-        txns: crate::txn::coordinator::TxnCoordinator
+        txns: crate::txn::coordinator::TxnCoordinator,
+        metadata: crate::metadata_cache::MetadataCache
     }
 );
 
@@ -38,40 +39,48 @@ async fn handle(
     let req: TxnOffsetCommitRequest = ctx.decode(body)?;
     // WRITE on the transactional id, READ on the group and on each topic.
     let acl = h.access.check(ctx);
-    let refused = if !acl.transactional_id(op::WRITE, &req.transactional_id) {
+    let denied = if !acl.transactional_id(op::WRITE, &req.transactional_id) {
         Some(ErrorCode::TransactionalIdAuthorizationFailed)
     } else if !acl.group(op::READ, &req.group_id) {
         Some(ErrorCode::GroupAuthorizationFailed)
     } else {
         None
     };
-    let allowed: Vec<bool> = req
-        .topics
-        .iter()
-        .map(|t| acl.topic(op::READ, &t.name))
-        .collect();
+    let refused = super::offset_commit::commit_refusals(
+        &h.metadata.current(),
+        req.topics.iter().map(|t| {
+            (
+                t.name.as_str(),
+                acl.topic(op::READ, &t.name),
+                t.partitions.iter().map(|p| p.partition_index).collect(),
+            )
+        }),
+    );
     let offsets: Vec<_> = req
         .topics
         .iter()
-        .zip(&allowed)
-        .filter(|(_, ok)| **ok)
-        .flat_map(|(t, _)| {
-            t.partitions.iter().map(move |p| {
-                (
-                    t.name.to_string(),
-                    p.partition_index,
-                    p.committed_offset,
-                    if ctx.api_version >= 2 {
-                        p.committed_leader_epoch
-                    } else {
-                        -1
-                    },
-                    p.committed_metadata.as_ref().map(|m| m.to_string()),
-                )
-            })
+        .zip(&refused)
+        .flat_map(|(t, refused)| {
+            t.partitions
+                .iter()
+                .zip(refused)
+                .filter(|(_, r)| r.is_none())
+                .map(move |(p, _)| {
+                    (
+                        t.name.to_string(),
+                        p.partition_index,
+                        p.committed_offset,
+                        if ctx.api_version >= 2 {
+                            p.committed_leader_epoch
+                        } else {
+                            -1
+                        },
+                        p.committed_metadata.as_ref().map(|m| m.to_string()),
+                    )
+                })
         })
         .collect();
-    let mut ensured = match refused {
+    let mut ensured = match denied {
         Some(code) => Err(code),
         None => h.topics.ensure_offsets_topic().await,
     };
@@ -122,13 +131,13 @@ async fn handle(
     };
     let mut resp = TxnOffsetCommitResponse::default();
     let mut i = 0usize;
-    for (t, ok) in req.topics.iter().zip(&allowed) {
+    for (t, refused) in req.topics.iter().zip(&refused) {
         let mut out = TxnOffsetCommitResponseTopic::default();
         out.name = t.name.clone();
-        for p in &t.partitions {
+        for (p, refusal) in t.partitions.iter().zip(refused) {
             let code = match &result {
                 Err(code) => Some(*code),
-                _ if !ok => Some(ErrorCode::TopicAuthorizationFailed),
+                _ if refusal.is_some() => *refusal,
                 Ok(per) => {
                     i += 1;
                     per.get(i - 1).copied().flatten()

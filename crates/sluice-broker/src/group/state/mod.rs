@@ -1046,10 +1046,14 @@ fn remove_member(group: &mut Group, id: &str, fx: &mut Vec<Effect>) {
     }
 }
 
+/// After members left or expired: a rebalance, which completes at once when every member
+/// left has rejoined (as Kafka's `maybeCompleteJoinElseSchedule`): the last member leaving
+/// a stable group makes it Empty before the LeaveGroup is answered, not at the next timer.
 fn after_removal(group: &mut Group, now: i64, initial_delay: i64, fx: &mut Vec<Effect>) {
     match group.state {
         GroupState::Stable | GroupState::CompletingRebalance => {
-            prepare_rebalance(group, now, initial_delay, fx)
+            prepare_rebalance(group, now, initial_delay, fx);
+            maybe_complete_join(group, now, fx);
         }
         GroupState::PreparingRebalance => maybe_complete_join(group, now, fx),
         _ => {}

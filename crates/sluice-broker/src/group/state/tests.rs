@@ -214,6 +214,27 @@ fn leaving_triggers_a_rebalance_and_the_last_leaver_empties_the_group() {
 }
 
 #[test]
+fn the_last_member_leaving_a_stable_group_empties_it_at_once() {
+    // ListGroups filtered by state right after the LeaveGroup must see Empty (Kafka completes
+    // the join phase of a group with nobody left in the same step).
+    let mut m = GroupMachine::new(cfg(0));
+    let (a, _) = join_new(&mut m, 1, 0);
+    m.sync(&sr(1, &a, None, None, None, vec![]), 2, 0);
+    assert_eq!(m.group("g").unwrap().state, GroupState::Stable);
+    let (res, fx) = m.leave("g", &[(a.clone(), None)], 5);
+    assert_eq!(res, vec![None]);
+    assert_eq!(m.group("g").unwrap().state, GroupState::Empty);
+    assert!(fx.contains(&Effect::Persist("g".into())));
+    // The same when the last member's session expires: Empty on that very tick.
+    let (b, fx) = join_new(&mut m, 3, 10);
+    let generation = joins(&fx)[0].1.generation;
+    m.sync(&sr(generation, &b, None, None, None, vec![]), 4, 10);
+    assert_eq!(m.group("g").unwrap().state, GroupState::Stable);
+    let _ = m.tick(10 + 10_000);
+    assert_eq!(m.group("g").unwrap().state, GroupState::Empty);
+}
+
+#[test]
 fn the_initial_delay_gathers_members_into_one_generation() {
     let mut m = GroupMachine::new(cfg(3_000));
     let (_a, fx) = join_new(&mut m, 1, 0);
