@@ -154,6 +154,10 @@ impl Check<'_> {
                 ErrorCode::TopicAuthorizationFailed,
                 "Topic authorization failed.".into(),
             )),
+            32 if !self.group(operation, name) => Err((
+                ErrorCode::GroupAuthorizationFailed,
+                "Group authorization failed.".into(),
+            )),
             4 | 8 | 16 | 64 if !self.cluster(operation) => Err((
                 ErrorCode::ClusterAuthorizationFailed,
                 "Cluster authorization failed.".into(),

@@ -41,6 +41,9 @@ pub struct ControllerDefaults {
     pub min_insync_replicas: i32,
     /// `delegation.token.*`.
     pub tokens: TokenSettings,
+    /// The `group.*` configs group configs take their bounds from (see
+    /// `sluice_metadata::config::group::group_broker_keys`).
+    pub group_settings: BTreeMap<String, String>,
 }
 
 pub struct Controller {
@@ -644,8 +647,9 @@ impl Controller {
     }
 
     /// Set or remove configs of a resource kept in metadata by type: client-metrics
-    /// subscriptions (KIP-714), checked as a whole after the change, as Kafka's controller
-    /// checks them. Removing every config removes the subscription.
+    /// subscriptions (KIP-714) and groups, checked as a whole after the change, as Kafka's
+    /// controller checks them (group configs against this node's `group.*` bounds). Removing
+    /// every config removes the subscription.
     pub fn alter_resource_configs(
         &self,
         image: &MetadataImage,
@@ -655,8 +659,9 @@ impl Controller {
         validate_only: bool,
     ) -> Result<Vec<MetadataRecord>, ApiError> {
         use sluice_metadata::config::client_metrics::{subscription, Refusal};
-        use sluice_metadata::config::RESOURCE_CLIENT_METRICS;
-        if resource_type != RESOURCE_CLIENT_METRICS {
+        use sluice_metadata::config::group::check_group_configs;
+        use sluice_metadata::config::{RESOURCE_CLIENT_METRICS, RESOURCE_GROUP};
+        if resource_type != RESOURCE_CLIENT_METRICS && resource_type != RESOURCE_GROUP {
             return Err(ApiError::new(
                 ErrorCode::InvalidRequest,
                 format!("Unsupported resource type {resource_type}"),
@@ -673,10 +678,16 @@ impl Controller {
                 None => after.remove(k),
             };
         }
-        subscription(name, &after).map_err(|r| match r {
-            Refusal::Request(m) => ApiError::new(ErrorCode::InvalidRequest, m),
-            Refusal::Config(m) => ApiError::new(ErrorCode::InvalidConfig, m),
-        })?;
+        if resource_type == RESOURCE_GROUP {
+            let settings = &self.defaults.group_settings;
+            check_group_configs(&after, &|k| settings.get(k).cloned())
+                .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
+        } else {
+            subscription(name, &after).map_err(|r| match r {
+                Refusal::Request(m) => ApiError::new(ErrorCode::InvalidRequest, m),
+                Refusal::Config(m) => ApiError::new(ErrorCode::InvalidConfig, m),
+            })?;
+        }
         if validate_only {
             return Ok(Vec::new());
         }
@@ -1576,6 +1587,7 @@ mod tests {
             unclean_leader_election: false,
             min_insync_replicas: 1,
             tokens: Default::default(),
+            group_settings: Default::default(),
         });
         let mut image = MetadataImage::empty();
         let (first, records) = c.allocate_producer_ids(&image, 1, 1000);
@@ -1607,6 +1619,7 @@ mod tests {
             unclean_leader_election: false,
             min_insync_replicas: 1,
             tokens: settings,
+            group_settings: Default::default(),
         });
         let mut image = MetadataImage::empty();
         let apply = |image: &mut MetadataImage, records: Vec<MetadataRecord>| {
@@ -1679,6 +1692,7 @@ mod tests {
             unclean_leader_election: false,
             min_insync_replicas: 1,
             tokens: TokenSettings::default(),
+            group_settings: Default::default(),
         });
         assert_eq!(
             code(&off.delegation_token(&image, 1, &create).0),
@@ -1701,6 +1715,7 @@ mod tests {
                     unclean_leader_election: false,
                     min_insync_replicas: 1,
                     tokens: Default::default(),
+                    group_settings: Default::default(),
                 }),
                 image: MetadataImage::empty(),
             };

@@ -446,6 +446,10 @@ impl Node {
                         .and_then(|v| v.parse().ok())
                         .unwrap_or(1),
                     tokens: config.token_settings(),
+                    group_settings: sluice_metadata::config::group::group_broker_keys()
+                        .into_iter()
+                        .filter_map(|k| config.value(k).map(|v| (k.to_string(), v)))
+                        .collect(),
                 },
             })
             .await

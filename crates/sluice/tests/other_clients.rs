@@ -1533,3 +1533,100 @@ c.close()
          committed nowhere 0 -1001\n"
     );
 }
+
+/// Group configs with Kafka 4.4's kafka-configs tool: described with the broker's defaults,
+/// set, shown as the group's own with the default as a synonym, refused with Kafka's
+/// messages (the same output as against Kafka 4.4), deleted; `sluice configs` too.
+#[test]
+fn group_configs_with_kafkas_tool() {
+    let server = start(&[]);
+    let cp = java_build("kafka4", "4.4.0");
+    let dir = repo_root().join("interop/java");
+    let tool = |args: &[&str]| {
+        let out = Command::new("java")
+            .args(["-cp", &cp, "org.apache.kafka.tools.ConfigCommand"])
+            .args([
+                "--bootstrap-server",
+                &server.bootstrap,
+                "--entity-type",
+                "groups",
+            ])
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .expect("java");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let cause = err
+            .lines()
+            .find_map(|l| l.strip_prefix("Caused by: "))
+            .map(|l| format!("{l}\n"))
+            .unwrap_or_default();
+        format!("{}{cause}", String::from_utf8_lossy(&out.stdout))
+    };
+    let all = tool(&["--describe", "--entity-name", "g1", "--all"]);
+    assert!(all.starts_with("All configs for group g1 are:\n"), "{all}");
+    assert_eq!(all.lines().count(), 22, "{all}");
+    assert!(all.contains("  consumer.session.timeout.ms=45000 sensitive=false synonyms={DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}\n"), "{all}");
+    assert!(all.contains("  streams.assignor.name=sticky sensitive=false synonyms={DEFAULT_CONFIG:group.streams.assignors=sticky}\n"), "{all}");
+    assert!(all.contains("  share.auto.offset.reset=latest sensitive=false synonyms={DEFAULT_CONFIG:share.auto.offset.reset=latest}\n"), "{all}");
+    assert_eq!(
+        tool(&[
+            "--alter",
+            "--entity-name",
+            "g1",
+            "--add-config",
+            "consumer.session.timeout.ms=50000"
+        ]),
+        "Completed updating config for group g1.\n"
+    );
+    assert_eq!(
+        tool(&["--describe", "--entity-name", "g1"]),
+        "Dynamic configs for group g1 are:\n  consumer.session.timeout.ms=50000 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:consumer.session.timeout.ms=50000, DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}\n"
+    );
+    for (config, cause) in [
+        ("consumer.session.timeout.ms=5000", "consumer.session.timeout.ms must be in the range 45000 to 60000 inclusive."),
+        ("foo=1", "Unknown group config name: foo"),
+        ("consumer.heartbeat.interval.ms=abc", "Invalid value abc for configuration consumer.heartbeat.interval.ms: Not a number of type INT"),
+        ("streams.num.standby.replicas=5", "streams.num.standby.replicas must be less than or equal to 2"),
+    ] {
+        assert_eq!(
+            tool(&["--alter", "--entity-name", "g1", "--add-config", config]),
+            format!("org.apache.kafka.common.errors.InvalidConfigurationException: {cause}\n"),
+            "{config}"
+        );
+    }
+    // Kafka's tool lists the groups with configs.
+    assert!(tool(&["--describe"]).contains("Dynamic configs for group g1 are:\n"),);
+    let out = sluice_tool(
+        "configs",
+        &server.bootstrap,
+        &[
+            "--describe",
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            "g1",
+        ],
+    );
+    assert_eq!(
+        out,
+        "Dynamic configs for group g1 are:\n  consumer.session.timeout.ms=50000 sensitive=false source=DYNAMIC_GROUP_CONFIG\n"
+    );
+    sluice_tool(
+        "configs",
+        &server.bootstrap,
+        &[
+            "--alter",
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            "g1",
+            "--delete-config",
+            "consumer.session.timeout.ms",
+        ],
+    );
+    assert_eq!(
+        tool(&["--describe", "--entity-name", "g1"]),
+        "The group 'g1' doesn't exist and doesn't have dynamic config.\n"
+    );
+}

@@ -10,8 +10,9 @@ use kafka_protocol::messages::describe_configs_response::{
 use kafka_protocol::messages::{ApiKey, DescribeConfigsRequest, DescribeConfigsResponse};
 use sluice_metadata::acl::op;
 use sluice_metadata::config::{
-    describe_broker_with, describe_client_metrics, describe_topic_with, is_mirror_key,
-    ConfigSource, ConfigType, DescribedConfig, DynamicBrokerConfigs, RESOURCE_CLIENT_METRICS,
+    describe_broker_with, describe_client_metrics, describe_group, describe_topic_with,
+    is_mirror_key, ConfigSource, ConfigType, DescribedConfig, DynamicBrokerConfigs,
+    RESOURCE_CLIENT_METRICS, RESOURCE_GROUP,
 };
 use sluice_metadata::image::{
     RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLUSTER_LINK, RESOURCE_TOPIC,
@@ -170,6 +171,13 @@ fn handle(
                     .configs
                     .get(&(RESOURCE_CLIENT_METRICS, name.clone()))
                     .unwrap_or(&Default::default()),
+            )),
+            RESOURCE_GROUP => Ok(describe_group(
+                image
+                    .configs
+                    .get(&(RESOURCE_GROUP, name.clone()))
+                    .unwrap_or(&Default::default()),
+                &|k| h.config.value(k),
             )),
             other => Err((
                 ErrorCode::InvalidRequest,

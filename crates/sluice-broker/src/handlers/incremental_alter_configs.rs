@@ -2,7 +2,7 @@
 //! SET / DELETE on dynamic broker configs, committed by the controller; SET / DELETE on this
 //! broker's log levels (BROKER_LOGGER, applied here and now, see [`crate::loggers`]); SET /
 //! DELETE on cluster links (removing every config deletes the link); all four on client-metrics
-//! subscriptions (KIP-714), checked by the controller as a whole.
+//! subscriptions (KIP-714) and on group configs, checked by the controller as a whole.
 
 use bytes::Bytes;
 use kafka_protocol::messages::incremental_alter_configs_response::AlterConfigsResourceResponse;
@@ -11,7 +11,8 @@ use kafka_protocol::messages::{
 };
 use sluice_metadata::acl::op;
 use sluice_metadata::config::client_metrics::CLIENT_METRICS_CONFIGS;
-use sluice_metadata::config::{topic_value, ConfigType, RESOURCE_CLIENT_METRICS};
+use sluice_metadata::config::group::{group_config_def, group_value};
+use sluice_metadata::config::{topic_value, ConfigType, RESOURCE_CLIENT_METRICS, RESOURCE_GROUP};
 use sluice_metadata::image::{
     RESOURCE_BROKER, RESOURCE_BROKER_LOGGER, RESOURCE_CLUSTER_LINK, RESOURCE_TOPIC,
 };
@@ -86,6 +87,24 @@ async fn handle(
                 Ok(changes) => {
                     h.configs
                         .alter_resource(RESOURCE_CLIENT_METRICS, name, changes, req.validate_only)
+                        .await
+                }
+            }
+        } else if res.resource_type == RESOURCE_GROUP {
+            let current = image
+                .configs
+                .get(&(RESOURCE_GROUP, name.clone()))
+                .cloned()
+                .unwrap_or_default();
+            let is_list =
+                |k: &str| group_config_def(k).is_some_and(|d| d.def.ty == ConfigType::List);
+            let broker = |k: &str| h.config.value(k);
+            let now = |k: &str| group_value(&current, &broker, k).unwrap_or_default();
+            match changes(&res.configs, is_list, now) {
+                Err(e) => Err(e),
+                Ok(changes) => {
+                    h.configs
+                        .alter_resource(RESOURCE_GROUP, name, changes, req.validate_only)
                         .await
                 }
             }

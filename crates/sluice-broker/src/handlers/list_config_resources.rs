@@ -2,8 +2,7 @@
 //! resources that configs can be described for, by config resource type. As Kafka 4.4 answers
 //! (checked on the wire): an empty type list means every type, listed broker loggers first,
 //! then brokers, then topics; a type that has no configs is UNSUPPORTED_VERSION. Client-metrics
-//! subscriptions are listed while they have configs; groups would be too, but Sluice does not
-//! keep group configs yet, so that list is empty. It takes DESCRIBE_CONFIGS on the cluster, and only topics the
+//! subscriptions and groups are listed while they have configs. It takes DESCRIBE_CONFIGS on the cluster, and only topics the
 //! principal may describe are named.
 
 use bytes::Bytes;
@@ -82,11 +81,11 @@ fn handle(
                     .filter(|n| acl.topic(op::DESCRIBE, n))
                     .map(|n| entry(n.clone(), kind)),
             ),
-            CLIENT_METRICS => resp.config_resources.extend(
+            CLIENT_METRICS | GROUP => resp.config_resources.extend(
                 image
                     .configs
-                    .range((CLIENT_METRICS, String::new())..)
-                    .take_while(|((t, _), _)| *t == CLIENT_METRICS)
+                    .range((kind, String::new())..)
+                    .take_while(|((t, _), _)| *t == kind)
                     .map(|((_, name), _)| entry(name.clone(), kind)),
             ),
             _ => {}

@@ -82,6 +82,8 @@ pub enum ConfigResource {
     ClusterLinkOn(String, i32),
     /// A client-metrics subscription (KIP-714).
     ClientMetrics(String),
+    /// A group's configs.
+    Group(String),
 }
 
 impl ConfigResource {
@@ -93,6 +95,7 @@ impl ConfigResource {
             ConfigResource::BrokerLogger(b) => (8, b.to_string()),
             ConfigResource::ClusterLink(l) | ConfigResource::ClusterLinkOn(l, _) => (64, l.clone()),
             ConfigResource::ClientMetrics(n) => (16, n.clone()),
+            ConfigResource::Group(g) => (32, g.clone()),
         }
     }
 
@@ -105,7 +108,8 @@ impl ConfigResource {
             ConfigResource::Topic(_)
             | ConfigResource::BrokerDefault
             | ConfigResource::ClusterLink(_)
-            | ConfigResource::ClientMetrics(_) => None,
+            | ConfigResource::ClientMetrics(_)
+            | ConfigResource::Group(_) => None,
         }
     }
 }

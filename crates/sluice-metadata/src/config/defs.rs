@@ -27,6 +27,7 @@ pub enum ConfigSource {
     DefaultConfig = 5,
     DynamicBrokerLoggerConfig = 6,
     ClientMetricsConfig = 7,
+    GroupConfig = 8,
 }
 
 /// A value constraint beyond the type.

@@ -14,6 +14,7 @@
 //! - [`describe`]: [`DescribedConfig`] rows for DescribeConfigs.
 //! - [`mirror`]: cluster links and mirror topics as configs.
 //! - [`client_metrics`]: client-metrics subscriptions (KIP-714) as configs.
+//! - [`group`]: group configs (GROUP resources).
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -25,6 +26,7 @@ pub mod client_metrics;
 pub mod defs;
 pub mod describe;
 pub mod dynamic;
+pub mod group;
 pub mod kafka_catalogue;
 pub mod listeners;
 pub mod mirror;
@@ -38,6 +40,7 @@ pub use client_metrics::{describe_client_metrics, RESOURCE_CLIENT_METRICS};
 pub use defs::*;
 pub use describe::*;
 pub use dynamic::*;
+pub use group::{describe_group, RESOURCE_GROUP};
 pub use kafka_catalogue::*;
 pub use listeners::*;
 pub use mirror::*;

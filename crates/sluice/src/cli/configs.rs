@@ -11,7 +11,7 @@ use super::{config_items, usage, CliError, CliResult, ConnArgs};
 #[derive(Args, Debug)]
 #[command(
     group(ArgGroup::new("action").required(true).args(["describe", "alter"])),
-    after_help = "Examples:\n  sluice configs --describe --entity-type topics --entity-name orders\n  sluice configs --describe --entity-type brokers --entity-name 0 --all\n  sluice configs --alter --entity-type topics --entity-name orders --add-config retention.ms=3600000,cleanup.policy=delete\n  sluice configs --alter --entity-type topics --entity-name orders --delete-config retention.ms\n  sluice configs --alter --entity-type topics --entity-name orders --add-config 'leader.replication.throttled.replicas=[0:1,1:2]'\n  sluice configs --alter --entity-type users --entity-name alice --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152\n  sluice configs --alter --entity-type clients --entity-default --add-config request_percentage=50\n  sluice configs --alter --user alice --client app --add-config producer_byte_rate=65536\n  sluice configs --describe --entity-type users [--entity-name alice]\n  sluice configs --alter --entity-type broker-loggers --entity-name 1 --add-config sluice_broker::replica::fetcher=DEBUG\n  sluice configs --describe --entity-type broker-loggers --entity-name 1\n  sluice configs --alter --entity-type client-metrics --entity-name producers --add-config 'metrics=[org.apache.kafka.producer.],interval.ms=10000,match=[client_software_name=apache-kafka-java]'"
+    after_help = "Examples:\n  sluice configs --describe --entity-type topics --entity-name orders\n  sluice configs --describe --entity-type brokers --entity-name 0 --all\n  sluice configs --alter --entity-type topics --entity-name orders --add-config retention.ms=3600000,cleanup.policy=delete\n  sluice configs --alter --entity-type topics --entity-name orders --delete-config retention.ms\n  sluice configs --alter --entity-type topics --entity-name orders --add-config 'leader.replication.throttled.replicas=[0:1,1:2]'\n  sluice configs --alter --entity-type users --entity-name alice --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152\n  sluice configs --alter --entity-type clients --entity-default --add-config request_percentage=50\n  sluice configs --alter --user alice --client app --add-config producer_byte_rate=65536\n  sluice configs --describe --entity-type users [--entity-name alice]\n  sluice configs --alter --entity-type broker-loggers --entity-name 1 --add-config sluice_broker::replica::fetcher=DEBUG\n  sluice configs --describe --entity-type broker-loggers --entity-name 1\n  sluice configs --alter --entity-type groups --entity-name orders-app --add-config consumer.session.timeout.ms=50000\n  sluice configs --alter --entity-type client-metrics --entity-name producers --add-config 'metrics=[org.apache.kafka.producer.],interval.ms=10000,match=[client_software_name=apache-kafka-java]'"
 )]
 pub struct ConfigsArgs {
     #[command(flatten)]
@@ -66,6 +66,7 @@ fn source_name(s: i8) -> &'static str {
         5 => "DEFAULT_CONFIG",
         6 => "DYNAMIC_BROKER_LOGGER_CONFIG",
         7 => "CLIENT_METRICS_CONFIG",
+        8 => "DYNAMIC_GROUP_CONFIG",
         _ => "UNKNOWN",
     }
 }
@@ -203,11 +204,13 @@ pub async fn run(args: ConfigsArgs) -> CliResult {
             })?)
         }
         (None, Some("client-metrics"), Some(n)) => ConfigResource::ClientMetrics(n.clone()),
+        (None, Some("groups" | "group"), Some(n)) => ConfigResource::Group(n.clone()),
         (None, Some(other), _)
-            if !["topics", "brokers", "broker-loggers", "client-metrics"].contains(&other) =>
+            if !["topics", "brokers", "broker-loggers", "client-metrics", "groups"]
+                .contains(&other) =>
         {
             return Err(usage(format!(
-                "--entity-type must be topics, brokers, broker-loggers, client-metrics, users or clients, not '{other}'"
+                "--entity-type must be topics, brokers, broker-loggers, client-metrics, groups, users or clients, not '{other}'"
             )))
         }
         _ => return Err(usage(
@@ -228,6 +231,7 @@ pub async fn run(args: ConfigsArgs) -> CliResult {
             ConfigResource::BrokerDefault => ("the cluster-wide broker", "default".to_string()),
             ConfigResource::BrokerLogger(b) => ("broker-logger", b.to_string()),
             ConfigResource::ClientMetrics(n) => ("client-metrics", n.clone()),
+            ConfigResource::Group(g) => ("group", g.clone()),
             ConfigResource::ClusterLink(l) | ConfigResource::ClusterLinkOn(l, _) => {
                 ("cluster-link", l.clone())
             }
@@ -238,7 +242,7 @@ pub async fn run(args: ConfigsArgs) -> CliResult {
         );
         for e in entries
             .iter()
-            .filter(|e| args.all || (1..=3).contains(&e.source) || e.source == 6 || e.source == 7)
+            .filter(|e| args.all || (1..=3).contains(&e.source) || (6..=8).contains(&e.source))
         {
             println!(
                 "  {}={} sensitive={} source={}",
