@@ -458,6 +458,24 @@ async fn run(
                 c.follow_leadership();
             }
             _ = sleep => {
+                // Requests that arrived before the timer fired go first (as in Kafka, whose
+                // timer queues its event behind them): a join already waiting makes it into
+                // the rebalance the timer completes.
+                let mut stop = false;
+                for _ in 0..rx.len() {
+                    match rx.try_recv() {
+                        Ok(Command::Stop) | Err(mpsc::error::TryRecvError::Disconnected) => {
+                            stop = true;
+                            break;
+                        }
+                        Ok(cmd) => c.handle(cmd),
+                        Err(mpsc::error::TryRecvError::Empty) => break,
+                    }
+                }
+                if stop {
+                    c.unload_all();
+                    break;
+                }
                 let fx = c.machine.tick(now_ms());
                 tracing::debug!(effects = fx.len(), "group timers fired");
                 c.apply(fx);

@@ -1092,7 +1092,10 @@ fn prepare_rebalance(group: &mut Group, now: i64, initial_delay: i64, fx: &mut V
     let was_empty = group.state == GroupState::Empty;
     group.set_state(GroupState::PreparingRebalance, now);
     group.rebalance_deadline_ms = now + group.max_rebalance_timeout();
-    if was_empty && initial_delay > 0 {
+    if was_empty {
+        // The first rebalance waits for the initial delay, completed by the timer even when
+        // the delay is 0 (as Kafka's, which schedules it): members whose joins arrived
+        // together (two static members started at once) land in the same generation.
         group.initial_delay_cap_ms = now + group.max_rebalance_timeout();
         group.initial_delay_until_ms = Some((now + initial_delay).min(group.initial_delay_cap_ms));
     } else {
