@@ -1,10 +1,12 @@
 //! Consumer groups: the classic group protocol and committed offsets.
 //!
+//! - [`assignor`]: the server-side assignors of the consumer group protocol (KIP-848).
 //! - [`state`]: the pure group state machine.
 //! - [`records`]: `__consumer_offsets` record formats (Kafka's).
 //! - [`coordinator`]: the task that owns the state machine and the offsets, persists to
 //!   `__consumer_offsets`, and answers the group APIs.
 
+pub mod assignor;
 pub mod coordinator;
 pub mod records;
 pub mod state;
