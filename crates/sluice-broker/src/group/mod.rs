@@ -1,6 +1,7 @@
 //! Consumer groups: the classic group protocol and committed offsets.
 //!
 //! - [`assignor`]: the server-side assignors of the consumer group protocol (KIP-848).
+//! - [`reconcile`]: a consumer group member's way to its target assignment (KIP-848).
 //! - [`state`]: the pure group state machine.
 //! - [`records`]: `__consumer_offsets` record formats (Kafka's).
 //! - [`coordinator`]: the task that owns the state machine and the offsets, persists to
@@ -8,5 +9,6 @@
 
 pub mod assignor;
 pub mod coordinator;
+pub mod reconcile;
 pub mod records;
 pub mod state;
