@@ -9,9 +9,10 @@
 //!   two or more fewer partitions (with identical subscriptions: every member holds ⌊P/n⌋ or
 //!   ⌈P/n⌉); sticky, so that a member keeps what it held unless balance needs it moved (a
 //!   member joining takes only its share from the others).
-//! - **range**: for each topic, its subscribers in member id order take contiguous ranges of
-//!   its partitions, the first `P mod n` one more; members subscribed to the same topics get
-//!   the same partition numbers of each (co-partitioning, for joins).
+//! - **range**: for each topic, its subscribers (static members first by instance id, then
+//!   the others by member id) take contiguous ranges of its partitions, the first `P mod n`
+//!   one more; members subscribed to the same topics get the same partition numbers of each
+//!   (co-partitioning, for joins). Not sticky: the current assignment plays no part.
 //!
 //! Topics are any ordered key (topic ids on the wire).
 
@@ -52,6 +53,8 @@ pub struct MemberSpec<T: Ord> {
     pub subscribed: BTreeSet<T>,
     /// Its current target assignment (what stickiness keeps).
     pub current: Partitions<T>,
+    /// Its `group.instance.id`: range orders static members first, by instance id.
+    pub instance_id: Option<String>,
 }
 
 /// The next target assignment of every member (members with nothing get an empty map).
@@ -90,7 +93,16 @@ fn range<T: Ord + Clone>(
         .keys()
         .map(|id| (id.clone(), Partitions::new()))
         .collect();
-    for (topic, subs) in subscribers(members, partition_counts) {
+    // Static members first, by instance id, then the others by member id (Kafka's order).
+    let rank = |id: &str| {
+        (
+            members[id].instance_id.is_none(),
+            members[id].instance_id.clone(),
+            id.to_string(),
+        )
+    };
+    for (topic, mut subs) in subscribers(members, partition_counts) {
+        subs.sort_by_key(|id| rank(id));
         let n = partition_counts[&topic];
         let k = subs.len() as i32;
         let (each, extra) = (n / k, n % k);

@@ -11,6 +11,7 @@ fn member(subscribed: &[&str]) -> MemberSpec<String> {
     MemberSpec {
         subscribed: subscribed.iter().map(|t| t.to_string()).collect(),
         current: Partitions::new(),
+        instance_id: None,
     }
 }
 
@@ -68,6 +69,15 @@ fn range_gives_contiguous_ranges_per_topic() {
     };
     assert_eq!(out["c0"], expect(&[("t0", &[0, 1]), ("t1", &[0, 1])]));
     assert_eq!(out["c1"], expect(&[("t0", &[2]), ("t1", &[2])]));
+}
+
+#[test]
+fn range_puts_static_members_first_by_instance_id() {
+    let mut members: Spec = [("a".into(), member(&["t"])), ("b".into(), member(&["t"]))].into();
+    members.get_mut("b").unwrap().instance_id = Some("z".into());
+    let out = assign(ServerAssignor::Range, &members, &topics(&[("t", 3)]));
+    assert_eq!(out["b"]["t"], [0, 1].into());
+    assert_eq!(out["a"]["t"], [2].into());
 }
 
 #[test]
@@ -153,6 +163,7 @@ fn arbitrary_group() -> impl Strategy<Value = (Spec, BTreeMap<String, i32>)> {
                         MemberSpec {
                             subscribed: subs.into_iter().map(|t| names[t].clone()).collect(),
                             current: cur,
+                            instance_id: (i % 2 == 0).then(|| format!("i{}", 9 - i)),
                         },
                     )
                 })
