@@ -1,6 +1,7 @@
 //! Consumer groups: the classic group protocol and committed offsets.
 //!
 //! - [`assignor`]: the server-side assignors of the consumer group protocol (KIP-848).
+//! - [`consumer_records`]: `__consumer_offsets` records of consumer groups (KIP-848).
 //! - [`reconcile`]: a consumer group member's way to its target assignment (KIP-848).
 //! - [`state`]: the pure group state machine.
 //! - [`records`]: `__consumer_offsets` record formats (Kafka's).
@@ -8,6 +9,7 @@
 //!   `__consumer_offsets`, and answers the group APIs.
 
 pub mod assignor;
+pub mod consumer_records;
 pub mod coordinator;
 pub mod reconcile;
 pub mod records;
