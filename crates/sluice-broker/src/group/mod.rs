@@ -1,6 +1,7 @@
 //! Consumer groups: the classic group protocol and committed offsets.
 //!
 //! - [`assignor`]: the server-side assignors of the consumer group protocol (KIP-848).
+//! - [`consumer_group`]: one consumer group (KIP-848) as a pure state machine.
 //! - [`consumer_records`]: `__consumer_offsets` records of consumer groups (KIP-848).
 //! - [`reconcile`]: a consumer group member's way to its target assignment (KIP-848).
 //! - [`state`]: the pure group state machine.
@@ -9,6 +10,7 @@
 //!   `__consumer_offsets`, and answers the group APIs.
 
 pub mod assignor;
+pub mod consumer_group;
 pub mod consumer_records;
 pub mod coordinator;
 pub mod reconcile;

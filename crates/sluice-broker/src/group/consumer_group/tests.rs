@@ -1,0 +1,290 @@
+use super::*;
+use proptest::prelude::*;
+
+fn settings() -> GroupSettings {
+    GroupSettings {
+        assignors: vec![ServerAssignor::Uniform, ServerAssignor::Range],
+        max_size: 100,
+    }
+}
+
+fn topics(pairs: &[(&str, i32)]) -> Topics<String> {
+    pairs
+        .iter()
+        .map(|(t, n)| (t.to_string(), (format!("id-{t}"), *n)))
+        .collect()
+}
+
+fn join(id: &str, topics: &[&str]) -> HeartbeatRequest<String> {
+    HeartbeatRequest {
+        member_id: id.into(),
+        member_epoch: 0,
+        rebalance_timeout_ms: 30_000,
+        subscribed_topic_names: Some(topics.iter().map(|t| t.to_string()).collect()),
+        owned: Some(Partitions::new()),
+        ..Default::default()
+    }
+}
+
+fn beat(id: &str, epoch: i32, owned: &Partitions<String>) -> HeartbeatRequest<String> {
+    HeartbeatRequest {
+        member_id: id.into(),
+        member_epoch: epoch,
+        rebalance_timeout_ms: -1,
+        owned: Some(owned.clone()),
+        ..Default::default()
+    }
+}
+
+fn count(p: &Partitions<String>) -> usize {
+    p.values().map(BTreeSet::len).sum()
+}
+
+/// A client as librdkafka and the Java consumer behave: it owns what the last assignment
+/// said (dropping revoked partitions at once) and sends its epoch and what it owns.
+#[derive(Clone, Debug, Default)]
+struct Client {
+    epoch: i32,
+    owned: Partitions<String>,
+}
+
+impl Client {
+    fn apply(&mut self, r: &HeartbeatResponse<String>) {
+        self.epoch = r.member_epoch;
+        if let Some(a) = &r.assignment {
+            self.owned = a.clone();
+        }
+    }
+}
+
+/// No partition is owned by two clients at any moment.
+fn exclusive(clients: &BTreeMap<String, Client>) -> Result<(), String> {
+    let mut seen = BTreeMap::new();
+    for (id, c) in clients {
+        for (t, ps) in &c.owned {
+            for p in ps {
+                if let Some(other) = seen.insert((t.clone(), *p), id.clone()) {
+                    return Err(format!("{t}-{p} owned by {other} and {id}"));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+#[test]
+fn kafkas_worked_example_revoke_then_assign() {
+    // M1 stable with p0 and p1; M2 joins: target M1 {p0}, M2 {p1}.
+    let mut g = ConsumerGroup::new("g");
+    let t = topics(&[("t", 2)]);
+    let s = settings();
+    let r = g.heartbeat(&join("m1", &["t"]), &t, &s).unwrap();
+    assert_eq!(r.member_epoch, 1);
+    assert_eq!(count(r.assignment.as_ref().unwrap()), 2);
+    let m1_owned = r.assignment.unwrap();
+    let r = g.heartbeat(&join("m2", &["t"]), &t, &s).unwrap();
+    assert_eq!(r.member_epoch, 2, "m2 goes to the new epoch");
+    assert_eq!(
+        count(r.assignment.as_ref().unwrap()),
+        0,
+        "its partition is not released yet"
+    );
+    assert_eq!(g.state(), GroupState::Reconciling);
+    // m1 heartbeats at epoch 1 still owning both: it must revoke one, at epoch 1.
+    let r = g.heartbeat(&beat("m1", 1, &m1_owned), &t, &s).unwrap();
+    assert_eq!(r.member_epoch, 1);
+    let kept = r.assignment.unwrap();
+    assert_eq!(count(&kept), 1);
+    // m2 still waits while m1 has not acknowledged.
+    let r = g
+        .heartbeat(&beat("m2", 2, &Partitions::new()), &t, &s)
+        .unwrap();
+    assert!(r.assignment.is_none());
+    // m1 acknowledges: epoch 2; then m2 gets the released partition.
+    let r = g.heartbeat(&beat("m1", 1, &kept), &t, &s).unwrap();
+    assert_eq!(r.member_epoch, 2);
+    let r = g
+        .heartbeat(&beat("m2", 2, &Partitions::new()), &t, &s)
+        .unwrap();
+    assert_eq!(count(r.assignment.as_ref().unwrap()), 1);
+    assert_eq!(g.state(), GroupState::Stable);
+}
+
+#[test]
+fn epochs_unknown_members_and_static_members_are_checked_as_kafka() {
+    let mut g = ConsumerGroup::new("g");
+    let t = topics(&[("t", 4)]);
+    let s = settings();
+    let r = g.heartbeat(&join("m1", &["t"]), &t, &s).unwrap();
+    let owned = r.assignment.unwrap();
+    let err = |r: Result<HeartbeatResponse<String>, Refusal>| r.unwrap_err().0;
+    assert_eq!(
+        err(g.heartbeat(&beat("m1", 7, &owned), &t, &s)),
+        ErrorCode::FencedMemberEpoch
+    );
+    assert_eq!(
+        err(g.heartbeat(&beat("ghost", 1, &owned), &t, &s)),
+        ErrorCode::UnknownMemberId
+    );
+    // A rejoin (epoch 0) of a known member is accepted and gets its assignment back.
+    let r = g.heartbeat(&join("m1", &["t"]), &t, &s).unwrap();
+    assert_eq!(
+        (r.member_epoch, r.assignment.map(|a| count(&a))),
+        (1, Some(4))
+    );
+    // The previous epoch is accepted from a member that owns only what it is assigned.
+    g.heartbeat(&join("m2", &["t"]), &t, &s).unwrap();
+    let r = g.heartbeat(&beat("m1", 1, &owned), &t, &s).unwrap();
+    let kept = r.assignment.unwrap();
+    let r = g.heartbeat(&beat("m1", 1, &kept), &t, &s).unwrap();
+    assert_eq!(r.member_epoch, 2);
+    assert!(
+        g.heartbeat(&beat("m1", 1, &kept), &t, &s).is_ok(),
+        "lost answer tolerated"
+    );
+    assert_eq!(
+        err(g.heartbeat(&beat("m1", 1, &owned), &t, &s)),
+        ErrorCode::FencedMemberEpoch
+    );
+
+    // Static members: the instance is held until it leaves with -2; then a new member id
+    // takes it over with its partitions.
+    let mut st = join("s1", &["t"]);
+    st.instance_id = Some("i".into());
+    let r = g.heartbeat(&st, &t, &s).unwrap();
+    let mut again = join("s2", &["t"]);
+    again.instance_id = Some("i".into());
+    assert_eq!(
+        err(g.heartbeat(&again, &t, &s)),
+        ErrorCode::UnreleasedInstanceId
+    );
+    let mut wrong = beat("s2", r.member_epoch, &Partitions::new());
+    wrong.instance_id = Some("i".into());
+    assert_eq!(
+        err(g.heartbeat(&wrong, &t, &s)),
+        ErrorCode::FencedInstanceId
+    );
+    let epoch_before = g.group_epoch;
+    let r = g.leave("s1", Some("i"), -2).unwrap();
+    assert_eq!(r.member_epoch, -2);
+    assert_eq!(
+        g.group_epoch, epoch_before,
+        "a static member leaving for a while moves nothing"
+    );
+    let r = g.heartbeat(&again, &t, &s).unwrap();
+    assert_eq!(r.member_id, "s2");
+    assert!(!g.members.contains_key("s1"));
+    assert_eq!(
+        g.group_epoch, epoch_before,
+        "taking over the instance moves nothing either"
+    );
+    // Leaving with -1 removes the member and moves the epoch.
+    g.leave("m2", None, -1).unwrap();
+    assert_eq!(g.group_epoch, epoch_before + 1);
+    assert_eq!(err(g.leave("m2", None, -1)), ErrorCode::UnknownMemberId);
+}
+
+#[test]
+fn more_partitions_move_the_group_epoch_at_the_next_heartbeat() {
+    let mut g = ConsumerGroup::new("g");
+    let s = settings();
+    let r = g
+        .heartbeat(&join("m1", &["t"]), &topics(&[("t", 2)]), &s)
+        .unwrap();
+    let owned = r.assignment.unwrap();
+    let r = g
+        .heartbeat(&beat("m1", 1, &owned), &topics(&[("t", 3)]), &s)
+        .unwrap();
+    assert_eq!(r.member_epoch, 2);
+    assert_eq!(count(r.assignment.as_ref().unwrap()), 3);
+}
+
+#[derive(Clone, Debug)]
+enum Event {
+    Join(usize),
+    Beat(usize),
+    Leave(usize),
+    Expire(usize),
+    Grow,
+}
+
+fn events() -> impl Strategy<Value = Vec<Event>> {
+    proptest::collection::vec(
+        prop_oneof![
+            2 => (0usize..6).prop_map(Event::Join),
+            8 => (0usize..6).prop_map(Event::Beat),
+            1 => (0usize..6).prop_map(Event::Leave),
+            1 => (0usize..6).prop_map(Event::Expire),
+            1 => Just(Event::Grow),
+        ],
+        1..80,
+    )
+}
+
+proptest! {
+    /// Any sequence of joins, heartbeats, leaves, expired sessions and topics gaining
+    /// partitions: no partition is ever owned by two clients; once the clients keep
+    /// heartbeating, the group becomes Stable with every partition owned exactly once.
+    #[test]
+    fn partitions_are_never_owned_twice_and_the_group_converges(events in events()) {
+        let s = settings();
+        let mut parts = 5;
+        let mut g = ConsumerGroup::new("g");
+        let mut clients: BTreeMap<String, Client> = BTreeMap::new();
+        for e in events {
+            let t = topics(&[("a", parts), ("b", 3)]);
+            match e {
+                Event::Join(i) => {
+                    let id = format!("m{i}");
+                    if clients.contains_key(&id) { continue; }
+                    let subs: &[&str] = if i % 2 == 0 { &["a", "b"] } else { &["a"] };
+                    let r = g.heartbeat(&join(&id, subs), &t, &s).unwrap();
+                    let mut c = Client::default();
+                    c.apply(&r);
+                    clients.insert(id, c);
+                }
+                Event::Beat(i) => {
+                    let id = format!("m{i}");
+                    let Some(c) = clients.get(&id).cloned() else { continue };
+                    let r = g.heartbeat(&beat(&id, c.epoch, &c.owned), &t, &s).unwrap();
+                    clients.get_mut(&id).unwrap().apply(&r);
+                }
+                Event::Leave(i) => {
+                    let id = format!("m{i}");
+                    if clients.remove(&id).is_some() {
+                        g.leave(&id, None, -1).unwrap();
+                    }
+                }
+                Event::Expire(i) => {
+                    // The coordinator fences a silent member; its client stops consuming
+                    // (its session is gone).
+                    let id = format!("m{i}");
+                    if clients.remove(&id).is_some() {
+                        prop_assert!(g.remove(&id));
+                    }
+                }
+                Event::Grow => parts += 1,
+            }
+            prop_assert_eq!(exclusive(&clients), Ok(()));
+        }
+        let t = topics(&[("a", parts), ("b", 3)]);
+        for _ in 0..20 {
+            let ids: Vec<String> = clients.keys().cloned().collect();
+            for id in ids {
+                let c = clients[&id].clone();
+                let r = g.heartbeat(&beat(&id, c.epoch, &c.owned), &t, &s).unwrap();
+                clients.get_mut(&id).unwrap().apply(&r);
+                prop_assert_eq!(exclusive(&clients), Ok(()));
+            }
+        }
+        if clients.is_empty() {
+            prop_assert_eq!(g.state(), GroupState::Empty);
+        } else {
+            prop_assert_eq!(g.state(), GroupState::Stable);
+            let total: usize = clients.values().map(|c| count(&c.owned)).sum();
+            // Even-numbered members also subscribe to b.
+            let b = if clients.keys().any(|id| id[1..].parse::<usize>().unwrap() % 2 == 0) { 3 } else { 0 };
+            prop_assert_eq!(total, parts as usize + b);
+        }
+    }
+}
