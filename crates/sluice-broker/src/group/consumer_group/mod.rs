@@ -457,5 +457,7 @@ fn check_epoch<T: Ord>(
     ))
 }
 
+pub mod records;
+
 #[cfg(test)]
 mod tests;

@@ -288,3 +288,161 @@ proptest! {
         }
     }
 }
+
+mod persisted {
+    use super::super::records::{changes, replay, tombstones};
+    use super::*;
+    use crate::group::consumer_records::ConsumerGroupKey;
+    use sluice_metadata::Uuid;
+
+    fn hex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    fn apply(
+        groups: &mut BTreeMap<String, ConsumerGroup<Uuid>>,
+        records: &[(Vec<u8>, Option<Vec<u8>>)],
+    ) {
+        for (k, v) in records {
+            let key = ConsumerGroupKey::decode(k).expect("a consumer group key");
+            replay(groups, &key, v.as_deref());
+        }
+    }
+
+    /// What a Kafka 4.4 coordinator wrote for a group of librdkafka members (ten, then an
+    /// eleventh, on a 100-partition topic, then all closing) replays to the states it went
+    /// through: never a partition owned twice, at one point eleven members holding all 100
+    /// partitions and Stable, then an empty group at its last epoch, then deleted.
+    #[test]
+    fn a_group_kafka_wrote_replays() {
+        let mut groups = BTreeMap::new();
+        let (mut most, mut stable_with_all, mut last) = (0, false, None);
+        for line in include_str!("kafka-4.4-rbc1.txt").lines() {
+            let (k, v) = line.split_once(' ').unwrap();
+            // The legacy partition-metadata record (type 4) is only ever a tombstone now.
+            let Some(key) = ConsumerGroupKey::decode(&hex(k)) else {
+                assert!(k.starts_with("0004") && v == "null", "{k}");
+                continue;
+            };
+            replay(&mut groups, &key, (v != "null").then(|| hex(v)).as_deref());
+            let Some(g) = groups.get("rbc1") else {
+                continue;
+            };
+            last = Some((g.group_epoch, g.state()));
+            let mut owned = BTreeSet::new();
+            for m in g.members.values() {
+                for (t, ps) in m
+                    .assignment
+                    .assigned
+                    .iter()
+                    .chain(&m.assignment.pending_revocation)
+                {
+                    for p in ps {
+                        assert!(owned.insert((*t, *p)), "{p} owned twice");
+                    }
+                }
+            }
+            most = most.max(g.members.len());
+            if g.members.len() == 11 && owned.len() == 100 && g.state() == GroupState::Stable {
+                stable_with_all = true;
+            }
+        }
+        assert_eq!(most, 11);
+        assert!(stable_with_all);
+        let (epoch, state): (i32, GroupState) = last.expect("the group existed");
+        assert_eq!(state, GroupState::Empty);
+        assert_eq!(epoch, 23);
+        // Kafka's cleanup then deleted the empty group (it had no committed offsets).
+        assert!(!groups.contains_key("rbc1"));
+    }
+
+    #[derive(Clone, Debug)]
+    enum Step {
+        Join(usize),
+        Beat(usize),
+        Leave(usize),
+        StaticLeave(usize),
+        Grow,
+    }
+
+    proptest! {
+        /// After every change, the records it writes, read back by a coordinator that knows
+        /// nothing else, rebuild exactly the group (what a failover resumes from); the
+        /// group's tombstones delete it.
+        #[test]
+        fn the_records_of_each_change_rebuild_the_group(steps in proptest::collection::vec(prop_oneof![
+            2 => (0usize..5).prop_map(Step::Join),
+            6 => (0usize..5).prop_map(Step::Beat),
+            1 => (0usize..5).prop_map(Step::Leave),
+            1 => (0usize..5).prop_map(Step::StaticLeave),
+            1 => Just(Step::Grow),
+        ], 1..60)) {
+            let s = settings();
+            let ids = [Uuid::from_u128(1), Uuid::from_u128(2)];
+            let mut parts = 4;
+            let mut live = ConsumerGroup::new("g");
+            let mut log: BTreeMap<String, ConsumerGroup<Uuid>> = BTreeMap::new();
+            let mut clients: BTreeMap<String, (i32, Partitions<Uuid>)> = BTreeMap::new();
+            for step in steps {
+                let t: Topics<Uuid> = [("a".to_string(), (ids[0], parts)), ("b".to_string(), (ids[1], 2))].into();
+                let before = live.clone();
+                let existed = !live.members.is_empty() || live.group_epoch > 0;
+                match step {
+                    Step::Join(i) => {
+                        let id = format!("m{i}");
+                        if clients.contains_key(&id) { continue; }
+                        let mut req = HeartbeatRequest {
+                            member_id: id.clone(),
+                            member_epoch: 0,
+                            rebalance_timeout_ms: 1000,
+                            subscribed_topic_names: Some(if i % 2 == 0 { vec!["a".into(), "b".into()] } else { vec!["a".into()] }),
+                            owned: Some(Partitions::new()),
+                            client_id: format!("c{i}"),
+                            client_host: "/h".into(),
+                            ..Default::default()
+                        };
+                        if i == 4 { req.instance_id = Some("static".into()); }
+                        match live.heartbeat(&req, &t, &s) {
+                            Ok(r) => { clients.insert(id, (r.member_epoch, r.assignment.unwrap_or_default())); }
+                            Err(_) => continue,
+                        }
+                    }
+                    Step::Beat(i) => {
+                        let id = format!("m{i}");
+                        let Some((epoch, owned)) = clients.get(&id).cloned() else { continue };
+                        let mut req = HeartbeatRequest {
+                            member_id: id.clone(),
+                            member_epoch: epoch,
+                            rebalance_timeout_ms: -1,
+                            owned: Some(owned),
+                            client_id: format!("c{i}"),
+                            client_host: "/h".into(),
+                            ..Default::default()
+                        };
+                        if i == 4 { req.instance_id = Some("static".into()); }
+                        let Ok(r) = live.heartbeat(&req, &t, &s) else { clients.remove(&id); continue };
+                        let c = clients.get_mut(&id).unwrap();
+                        c.0 = r.member_epoch;
+                        if let Some(a) = r.assignment { c.1 = a; }
+                    }
+                    Step::Leave(i) | Step::StaticLeave(i) => {
+                        let id = format!("m{i}");
+                        if clients.remove(&id).is_none() { continue; }
+                        let static_leave = matches!(step, Step::StaticLeave(_)) && i == 4;
+                        let instance = (i == 4).then_some("static");
+                        live.leave(&id, instance, if static_leave { -2 } else { -1 }).unwrap();
+                    }
+                    Step::Grow => { parts += 1; continue; }
+                }
+                let records = changes(existed.then_some(&before), &live);
+                apply(&mut log, &records);
+                prop_assert_eq!(log.get("g"), Some(&live));
+            }
+            apply(&mut log, &tombstones(&live));
+            prop_assert!(log.is_empty());
+        }
+    }
+}
