@@ -458,6 +458,7 @@ fn check_epoch<T: Ord>(
 }
 
 pub mod records;
+pub mod validate;
 
 #[cfg(test)]
 mod tests;
