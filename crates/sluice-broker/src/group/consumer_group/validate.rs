@@ -91,11 +91,13 @@ mod tests {
         r
     }
 
+    type Change = Box<dyn Fn(&mut ConsumerGroupHeartbeatRequest)>;
+
     #[test]
     fn requests_are_refused_with_kafkas_messages_in_kafkas_order() {
         let all = [ServerAssignor::Uniform, ServerAssignor::Range];
         assert_eq!(check_heartbeat(&joining(), 1, &all), Ok(()));
-        let cases: Vec<(Box<dyn Fn(&mut ConsumerGroupHeartbeatRequest)>, i16, &str)> = vec![
+        let cases: Vec<(Change, i16, &str)> = vec![
             (Box::new(|r| r.member_id = s(" ")), 1, "MemberId can't be empty."),
             (Box::new(|r| r.group_id = GroupId(s(""))), 1, "GroupId can't be empty."),
             (Box::new(|r| r.instance_id = Some(s(""))), 1, "InstanceId can't be empty."),
