@@ -79,6 +79,17 @@ fn group_value(g: &ConsumerGroup<Uuid>) -> GroupMetadataValue {
     }
 }
 
+/// The key of a member's record of type `kind` (5 metadata, 7 target, 8 current assignment).
+fn member_key(group: &str, member: &str, kind: u8) -> Vec<u8> {
+    let (group, member) = (group.to_string(), member.to_string());
+    match kind {
+        5 => ConsumerGroupKey::MemberMetadata { group, member },
+        7 => ConsumerGroupKey::TargetAssignmentMember { group, member },
+        _ => ConsumerGroupKey::CurrentMemberAssignment { group, member },
+    }
+    .encode()
+}
+
 /// The records that take the group from `before` (None: it did not exist) to `after`, in
 /// Kafka's order: removed members' current assignment, target and metadata tombstones;
 /// changed member metadata; the group epoch; changed targets, then the assignment epoch;
@@ -87,15 +98,7 @@ pub fn changes(before: Option<&ConsumerGroup<Uuid>>, after: &ConsumerGroup<Uuid>
     let group = after.group_id.clone();
     let empty = ConsumerGroup::new(&group);
     let before = before.unwrap_or(&empty);
-    let key = |member: &str, kind: u8| -> Vec<u8> {
-        let (group, member) = (group.clone(), member.to_string());
-        match kind {
-            5 => ConsumerGroupKey::MemberMetadata { group, member },
-            7 => ConsumerGroupKey::TargetAssignmentMember { group, member },
-            _ => ConsumerGroupKey::CurrentMemberAssignment { group, member },
-        }
-        .encode()
-    };
+    let key = |member: &str, kind: u8| member_key(&group, member, kind);
     let mut out = Vec::new();
     for id in before
         .members
@@ -165,15 +168,7 @@ pub fn changes(before: Option<&ConsumerGroup<Uuid>>, after: &ConsumerGroup<Uuid>
 pub fn tombstones(g: &ConsumerGroup<Uuid>) -> Vec<Record> {
     let group = g.group_id.clone();
     let mut out = Vec::new();
-    let member_key = |kind: u8, member: &str| {
-        let (group, member) = (group.clone(), member.to_string());
-        match kind {
-            8 => ConsumerGroupKey::CurrentMemberAssignment { group, member },
-            7 => ConsumerGroupKey::TargetAssignmentMember { group, member },
-            _ => ConsumerGroupKey::MemberMetadata { group, member },
-        }
-        .encode()
-    };
+    let member_key = |kind: u8, member: &str| member_key(&group, member, kind);
     for id in g.members.keys() {
         out.push((member_key(8, id), None));
     }
