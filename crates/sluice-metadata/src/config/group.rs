@@ -383,8 +383,10 @@ pub fn check_group_configs(
     if let Some(k) = configs.keys().find(|k| group_config_def(k).is_none()) {
         return Err(format!("Unknown group config name: {k}"));
     }
-    for (k, v) in configs {
-        let d = group_config_def(k).expect("checked above");
+    for (d, v) in configs
+        .iter()
+        .filter_map(|(k, v)| group_config_def(k).map(|d| (d, v)))
+    {
         validate(&d.def, v)?;
     }
     for d in GROUP_CONFIGS {

@@ -110,7 +110,7 @@ fn range<T: Ord + Clone>(
         for (i, id) in subs.iter().enumerate() {
             let take = each + i32::from((i as i32) < extra);
             if take > 0 {
-                let parts = out.get_mut(*id).expect("a member").entry(topic.clone());
+                let parts = out.entry(id.to_string()).or_default().entry(topic.clone());
                 parts.or_default().extend(next..next + take);
             }
             next += take;
@@ -138,7 +138,7 @@ fn uniform<T: Ord + Clone>(
     // Quotas with identical subscriptions: ⌈P/n⌉ for as many members as the remainder
     // (those holding the most keep the extra one), ⌊P/n⌋ for the others. With different
     // subscriptions every member may hold what it holds; the moves below balance them.
-    let quota: BTreeMap<&str, usize> = if homogeneous && !members.is_empty() {
+    let quotas: BTreeMap<&str, usize> = if homogeneous && !members.is_empty() {
         let n = members.len();
         let (floor, mut extra) = (total / n, total % n);
         let mut by_held: Vec<(&str, usize)> = members
@@ -160,11 +160,11 @@ fn uniform<T: Ord + Clone>(
     // 1. Stickiness: each member keeps what it held that still exists and that it still
     // subscribes to, up to its quota, never a partition another member kept first.
     let mut owner: BTreeMap<(T, i32), &str> = BTreeMap::new();
-    let mut out: BTreeMap<&str, Partitions<T>> = members
-        .keys()
-        .map(|id| (id.as_str(), Partitions::new()))
-        .collect();
-    let mut count: BTreeMap<&str, usize> = members.keys().map(|id| (id.as_str(), 0)).collect();
+    let quota = |id: &str| quotas.get(id).copied().unwrap_or(usize::MAX);
+    let mut holdings = Holdings {
+        out: BTreeMap::new(),
+        count: BTreeMap::new(),
+    };
     for (id, m) in members {
         let id = id.as_str();
         for (t, parts) in &m.current {
@@ -175,16 +175,11 @@ fn uniform<T: Ord + Clone>(
                 continue;
             }
             for p in parts.iter().filter(|p| (0..*n).contains(*p)) {
-                if count[id] >= quota[id] || owner.contains_key(&(t.clone(), *p)) {
+                if holdings.count(id) >= quota(id) || owner.contains_key(&(t.clone(), *p)) {
                     continue;
                 }
                 owner.insert((t.clone(), *p), id);
-                out.get_mut(id)
-                    .expect("a member")
-                    .entry(t.clone())
-                    .or_default()
-                    .insert(*p);
-                *count.get_mut(id).expect("a member") += 1;
+                holdings.give(id, t, *p);
             }
         }
     }
@@ -199,55 +194,47 @@ fn uniform<T: Ord + Clone>(
             }
             let Some(id) = candidates
                 .iter()
-                .filter(|id| count[**id] < quota[**id])
-                .min_by_key(|id| (count[**id], **id))
+                .filter(|id| holdings.count(id) < quota(id))
+                .min_by_key(|id| (holdings.count(id), **id))
                 .copied()
             else {
                 continue;
             };
             owner.insert(((*t).clone(), p), id);
-            out.get_mut(id)
-                .expect("a member")
-                .entry((*t).clone())
-                .or_default()
-                .insert(p);
-            *count.get_mut(id).expect("a member") += 1;
+            holdings.give(id, t, p);
         }
     }
     // 3. Balance: while a partition could move to another subscriber of its topic holding
     // two or more fewer, move it (from the member holding the most).
     loop {
         let mut moved = false;
-        let mut givers: Vec<&str> = count.keys().copied().collect();
-        givers.sort_by(|a, b| count[b].cmp(&count[a]).then(a.cmp(b)));
+        let mut givers: Vec<&str> = members.keys().map(String::as_str).collect();
+        givers.sort_by(|a, b| holdings.count(b).cmp(&holdings.count(a)).then(a.cmp(b)));
+        let fewest = givers.last().map_or(0, |id| holdings.count(id));
         'givers: for giver in givers {
-            let held: Vec<(T, i32)> = out[giver]
-                .iter()
+            if holdings.count(giver) < fewest + 2 {
+                break; // sorted: nobody after holds more
+            }
+            let mine: Vec<(T, i32)> = holdings
+                .out
+                .get(giver)
+                .into_iter()
+                .flatten()
                 .flat_map(|(t, ps)| ps.iter().map(move |p| (t.clone(), *p)))
                 .collect();
-            for (t, p) in held.into_iter().rev() {
-                let Some(taker) = subs[&t]
-                    .iter()
-                    .filter(|id| count[**id] + 2 <= count[giver])
-                    .min_by_key(|id| (count[**id], **id))
+            for (t, p) in mine.into_iter().rev() {
+                let Some(taker) = subs
+                    .get(&t)
+                    .into_iter()
+                    .flatten()
+                    .filter(|id| holdings.count(id) + 2 <= holdings.count(giver))
+                    .min_by_key(|id| (holdings.count(id), **id))
                     .copied()
                 else {
                     continue;
                 };
-                let from = out.get_mut(giver).expect("a member");
-                if let Some(ps) = from.get_mut(&t) {
-                    ps.remove(&p);
-                    if ps.is_empty() {
-                        from.remove(&t);
-                    }
-                }
-                out.get_mut(taker)
-                    .expect("a member")
-                    .entry(t)
-                    .or_default()
-                    .insert(p);
-                *count.get_mut(giver).expect("a member") -= 1;
-                *count.get_mut(taker).expect("a member") += 1;
+                holdings.take(giver, &t, p);
+                holdings.give(taker, &t, p);
                 moved = true;
                 break 'givers;
             }
@@ -256,7 +243,54 @@ fn uniform<T: Ord + Clone>(
             break;
         }
     }
-    out.into_iter().map(|(id, p)| (id.to_string(), p)).collect()
+    members
+        .keys()
+        .map(|id| {
+            (
+                id.clone(),
+                holdings.out.remove(id.as_str()).unwrap_or_default(),
+            )
+        })
+        .collect()
+}
+
+/// What each member holds while the uniform assignor works, and how many.
+struct Holdings<'a, T: Ord> {
+    out: BTreeMap<&'a str, Partitions<T>>,
+    count: BTreeMap<&'a str, usize>,
+}
+
+impl<'a, T: Ord + Clone> Holdings<'a, T> {
+    fn count(&self, id: &str) -> usize {
+        self.count.get(id).copied().unwrap_or(0)
+    }
+
+    fn give(&mut self, id: &'a str, t: &T, p: i32) {
+        if self
+            .out
+            .entry(id)
+            .or_default()
+            .entry(t.clone())
+            .or_default()
+            .insert(p)
+        {
+            *self.count.entry(id).or_default() += 1;
+        }
+    }
+
+    fn take(&mut self, id: &str, t: &T, p: i32) {
+        let Some(held) = self.out.get_mut(id) else {
+            return;
+        };
+        if held.get_mut(t).is_some_and(|ps| ps.remove(&p)) {
+            if held.get(t).is_some_and(BTreeSet::is_empty) {
+                held.remove(t);
+            }
+            if let Some(c) = self.count.get_mut(id) {
+                *c -= 1;
+            }
+        }
+    }
 }
 
 /// How many of a member's current partitions still exist in a topic it subscribes to.

@@ -172,7 +172,8 @@ impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
         }
         member.client_id = req.client_id.clone();
         member.client_host = req.client_host.clone();
-        self.members.insert(member_id.clone(), member);
+        // The group sees the updated member for the target; its reconciliation is stored last.
+        self.members.insert(member_id.clone(), member.clone());
         // 4. A new group, a new subscription or changed topics move the group epoch.
         let hash = self.subscribed_metadata_hash(topics);
         if self.group_epoch == 0 || subscription_changed || hash != self.metadata_hash {
@@ -184,9 +185,9 @@ impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
             self.compute_target(topics, settings);
         }
         // 6. Reconcile the member towards its target.
-        let before = self.members[&member_id].assignment.clone();
+        let before = member.assignment.clone();
         let empty = Partitions::new();
-        let subscribed: BTreeSet<T> = self.members[&member_id]
+        let subscribed: BTreeSet<T> = member
             .subscribed_topic_names
             .iter()
             .filter_map(|n| topics.get(n).map(|(id, _)| id.clone()))
@@ -206,10 +207,8 @@ impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
         };
         let after = reconcile(&before, &target, &|t, p| owners.contains(&(t.clone(), p)));
         let changed = after.assigned != before.assigned;
-        self.members
-            .get_mut(&member_id)
-            .expect("inserted above")
-            .assignment = after.clone();
+        member.assignment = after.clone();
+        self.members.insert(member_id.clone(), member);
         let full = req.rebalance_timeout_ms != -1
             && req.subscribed_topic_names.is_some()
             && req.owned.is_some();
@@ -266,14 +265,15 @@ impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
             )),
             Some((old_id, _)) if epoch == 0 => {
                 // Take over the left member: its target and partitions, under the new id.
-                let mut m = self.members.remove(&old_id).expect("found above");
-                m.member_id = id.clone();
-                m.assignment.member_epoch = 0;
-                m.assignment.previous_member_epoch = 0;
-                if let Some(t) = self.target.remove(&old_id) {
-                    self.target.insert(id.clone(), t);
+                if let Some(mut m) = self.members.remove(&old_id) {
+                    m.member_id = id.clone();
+                    m.assignment.member_epoch = 0;
+                    m.assignment.previous_member_epoch = 0;
+                    if let Some(t) = self.target.remove(&old_id) {
+                        self.target.insert(id.clone(), t);
+                    }
+                    self.members.insert(id.clone(), m);
                 }
-                self.members.insert(id.clone(), m);
                 Ok(id)
             }
             Some((old_id, _)) if old_id != id => Err((
@@ -327,9 +327,10 @@ impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
             }
         };
         if epoch == -2 && instance_id.is_some() {
-            let m = self.members.get_mut(&id).expect("found above");
-            m.assignment.member_epoch = -2;
-            m.assignment.pending_revocation.clear();
+            if let Some(m) = self.members.get_mut(&id) {
+                m.assignment.member_epoch = -2;
+                m.assignment.pending_revocation.clear();
+            }
         } else {
             self.remove(&id);
         }

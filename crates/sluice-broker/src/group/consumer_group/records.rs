@@ -240,9 +240,9 @@ pub fn replay(
             g.metadata_hash = v
                 .tags
                 .iter()
-                .find(|(t, b)| *t == 0 && b.len() == 8)
-                .map(|(_, b)| u64::from_be_bytes(b[..8].try_into().expect("8 bytes")))
-                .unwrap_or(0);
+                .find(|(t, _)| *t == 0)
+                .and_then(|(_, b)| <[u8; 8]>::try_from(b.as_slice()).ok())
+                .map_or(0, u64::from_be_bytes);
         }
         (ConsumerGroupKey::TargetAssignmentMetadata { group }, v) => {
             let epoch = match v.map(TargetAssignmentMetadataValue::decode) {
