@@ -147,8 +147,8 @@ async fn update_state_gauges(b: &Services) {
     metrics::gauge!("sluice_brokers_live").set(image.live_brokers().count() as f64);
     // Lag of the groups this broker coordinates, on partitions it leads.
     if let Ok(groups) = b.groups.list().await {
-        for (group, _, _) in groups {
-            let Ok(rows) = b.groups.fetch(group.clone(), None, false).await else {
+        for (group, ..) in groups {
+            let Ok(rows) = b.groups.fetch(group.clone(), None, false, (None, -1)).await else {
                 continue;
             };
             for (topic, partition, value) in rows {
@@ -273,8 +273,8 @@ async fn groups(State(s): State<AdminState>) -> Response {
         Ok(groups) => json_response(Value::Array(
             groups
                 .into_iter()
-                .map(|(id, protocol_type, state)| {
-                    json!({ "group": id, "protocol_type": protocol_type, "state": state, "coordinator": b.identity.node_id })
+                .map(|(id, protocol_type, state, group_type)| {
+                    json!({ "group": id, "protocol_type": protocol_type, "state": state, "type": group_type, "coordinator": b.identity.node_id })
                 })
                 .collect(),
         )),

@@ -480,3 +480,145 @@ fn compaction_keeps_the_latest_value_of_every_key() {
         std::thread::sleep(Duration::from_millis(300));
     }
 }
+
+/// Broker settings for consumer-protocol tests: sessions of 6 s and heartbeats every 500 ms
+/// (Kafka's floors are 45 s and 5 s; lowered the way Kafka lets them be).
+const CONSUMER_PROTOCOL: &[&str] = &[
+    "group.consumer.min.session.timeout.ms=6000",
+    "group.consumer.session.timeout.ms=6000",
+    "group.consumer.min.heartbeat.interval.ms=500",
+    "group.consumer.heartbeat.interval.ms=500",
+];
+
+/// A librdkafka member on the consumer group protocol (KIP-848): the broker assigns.
+fn modern_member(bootstrap: &str, group: &str) -> Member {
+    ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .set("group.id", group)
+        .set("group.protocol", "consumer")
+        .set("auto.offset.reset", "earliest")
+        .set("enable.auto.commit", "true")
+        .set("auto.commit.interval.ms", "100")
+        .set("fetch.wait.max.ms", "100")
+        .create_with_context(Rebalances::default())
+        .expect("consumer")
+}
+
+/// A consumer-protocol member in a process of its own (Python confluent-kafka), which the
+/// test can kill: what it prints goes into `seen` (values it committed) and `owned` (how
+/// many partitions it holds).
+fn modern_process(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    seen: Arc<Mutex<Vec<String>>>,
+    owned: Arc<AtomicUsize>,
+) -> std::process::Child {
+    use std::io::BufRead;
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../interop/python/consumer_protocol_member.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .args([bootstrap, group, topic])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("python3 with confluent-kafka");
+    let out = child.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if let Some(v) = line.strip_prefix("value ") {
+                seen.lock().unwrap().push(v.to_string());
+            } else if let Some(n) = line.strip_prefix("assigned ") {
+                owned.store(n.parse().unwrap_or(0), Ordering::SeqCst);
+            }
+        }
+    });
+    child
+}
+
+/// The consumer group protocol with librdkafka (KIP-848, `group.protocol=consumer`): members
+/// join (one late), one leaves, one is killed; the broker's assignments move partitions
+/// without two owners at once, so every record is consumed exactly once by the group.
+#[test]
+fn consumer_protocol_members_join_leave_and_die_and_every_record_is_read_once() {
+    let server = start(CONSUMER_PROTOCOL);
+    let bs = server.bootstrap.clone();
+    create_topic(&bs, "modern", 12, &[]);
+    let records = values(6000, "m");
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let doomed_owns = Arc::new(AtomicUsize::new(0));
+    let first = modern_member(&bs, "moderns");
+    first.subscribe(&["modern"]).unwrap();
+    let second = modern_member(&bs, "moderns");
+    second.subscribe(&["modern"]).unwrap();
+    let mut doomed = modern_process(&bs, "moderns", "modern", seen.clone(), doomed_owns.clone());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let owns = |c: &Member| c.assignment().map(|a| a.count()).unwrap_or(0);
+    let consume_until = |members: &[&Member], count: usize, also: &dyn Fn() -> bool, what: &str| {
+        while seen.lock().unwrap().len() < count || !also() {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: {} of {count} consumed\n{}",
+                seen.lock().unwrap().len(),
+                server.log()
+            );
+            for m in members {
+                drain(m, &seen);
+            }
+        }
+    };
+    produce_all(&producer(&bs, &[]), "modern", &records[..2000]);
+    consume_until(
+        &[&first, &second],
+        2000,
+        &|| owns(&first) > 0 && owns(&second) > 0 && doomed_owns.load(Ordering::SeqCst) > 0,
+        "three members share the topic",
+    );
+    // A member joins late: the broker moves partitions to it, each released first.
+    let third = modern_member(&bs, "moderns");
+    third.subscribe(&["modern"]).unwrap();
+    produce_all(&producer(&bs, &[]), "modern", &records[2000..3000]);
+    consume_until(
+        &[&first, &second, &third],
+        3000,
+        &|| owns(&third) > 0,
+        "the late member is given partitions",
+    );
+    assert_eq!(
+        owns(&first) + owns(&second) + owns(&third) + doomed_owns.load(Ordering::SeqCst),
+        12,
+        "every partition has one owner"
+    );
+    // One dies without leaving (it has committed all it printed): after its session its
+    // partitions move, from its committed offsets.
+    doomed.kill().unwrap();
+    doomed.wait().unwrap();
+    produce_all(&producer(&bs, &[]), "modern", &records[3000..4500]);
+    consume_until(
+        &[&first, &second, &third],
+        4500,
+        &|| owns(&first) + owns(&second) + owns(&third) == 12,
+        "the killed member's partitions move to the others",
+    );
+    // One leaves cleanly; the rest finish.
+    leave(second);
+    produce_all(&producer(&bs, &[]), "modern", &records[4500..]);
+    consume_until(
+        &[&first, &third],
+        6000,
+        &|| owns(&first) + owns(&third) == 12,
+        "the leaving member's partitions move",
+    );
+    for _ in 0..10 {
+        drain(&first, &seen);
+        drain(&third, &seen);
+    }
+    let seen = seen.lock().unwrap();
+    let unique: HashSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), 6000, "every record was consumed");
+    assert_eq!(seen.len(), 6000, "no record was consumed twice");
+    drop(seen);
+    leave(first);
+    leave(third);
+}

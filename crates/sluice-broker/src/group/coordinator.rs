@@ -19,6 +19,8 @@ use sluice_protocol::ErrorCode;
 use tokio::sync::{mpsc, oneshot};
 use tracing::{info, warn};
 
+use super::consumer_group::{self, ConsumerGroup};
+use super::consumer_records::ConsumerGroupKey;
 use super::records::{GroupValue, OffsetValue, OffsetsKey};
 pub use super::state::SyncRequest;
 use super::state::{
@@ -28,6 +30,13 @@ use crate::metadata_cache::MetadataCache;
 use crate::replica::append::Appended;
 use crate::replica::manager::ReplicaManager;
 use crate::replica::{Acks, AppendOrigin};
+use sluice_metadata::Uuid;
+
+mod consumer;
+pub use consumer::{
+    offered_assignors, ConsumerGroupView, ConsumerHeartbeat, ConsumerHeartbeatAnswer,
+    ConsumerHeartbeatResult,
+};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
@@ -106,14 +115,16 @@ pub struct GroupDescription {
     pub protocol: String,
     /// (member id, instance id, client id, client host, metadata, assignment)
     pub members: Vec<(String, Option<String>, String, String, Bytes, Bytes)>,
+    /// A consumer group (KIP-848): DescribeGroups reports it as not a classic group.
+    pub consumer: bool,
 }
 
 type Committed = BTreeMap<(String, i32), OffsetValue>;
 
 /// One committed offset as OffsetFetch reports it: topic, partition, value (None: nothing).
 pub type CommittedRow = (String, i32, Option<OffsetValue>);
-/// One group as ListGroups reports it: id, protocol type, state name.
-pub type GroupListing = (String, String, &'static str);
+/// One group as ListGroups reports it: id, protocol type, state name, group type.
+pub type GroupListing = (String, String, &'static str, &'static str);
 
 enum Command {
     Join(JoinRequest, oneshot::Sender<JoinOutcome>),
@@ -138,7 +149,16 @@ enum Command {
         String,
         Option<Vec<(String, Vec<i32>)>>,
         bool,
+        (Option<String>, i32),
         oneshot::Sender<Result<Vec<CommittedRow>, ErrorCode>>,
+    ),
+    ConsumerHeartbeat(
+        Box<ConsumerHeartbeat>,
+        oneshot::Sender<ConsumerHeartbeatResult>,
+    ),
+    ConsumerDescribe(
+        Vec<String>,
+        oneshot::Sender<Vec<Result<ConsumerGroupView, consumer_group::Refusal>>>,
     ),
     TxnCommit(
         TxnCommitRequest,
@@ -174,6 +194,8 @@ enum Command {
 struct LoadResult {
     offsets: HashMap<String, Committed>,
     groups: Vec<(String, Option<GroupValue>)>,
+    /// Consumer groups (KIP-848), rebuilt from their records.
+    consumer_groups: BTreeMap<String, ConsumerGroup<Uuid>>,
     /// Offsets committed in transactions not yet ended: by producer id, then group.
     pending: HashMap<i64, HashMap<String, Committed>>,
     /// The offset the load read up to (exclusive).
@@ -265,18 +287,47 @@ impl GroupCoordinator {
     /// Committed offsets of a group: the named partitions, or all when `topics` is None.
     /// With `require_stable`, offsets a transaction has committed but not yet ended make the
     /// answer UNSTABLE_OFFSET_COMMIT (KIP-447: the client retries).
+    /// `member` (id, epoch) is who asks (OffsetFetch v9+; (None, -1): no one).
     pub async fn fetch(
         &self,
         group: String,
         topics: Option<Vec<(String, Vec<i32>)>>,
         require_stable: bool,
+        member: (Option<String>, i32),
     ) -> Result<Vec<CommittedRow>, ErrorCode> {
         let (tx, rx) = oneshot::channel();
         let _ = self
             .tx
-            .send(Command::Fetch(group, topics, require_stable, tx))
+            .send(Command::Fetch(group, topics, require_stable, member, tx))
             .await;
         gone(rx.await, Err(ErrorCode::CoordinatorNotAvailable))
+    }
+
+    /// ConsumerGroupHeartbeat (KIP-848): answered once the group's change is replicated.
+    pub async fn consumer_heartbeat(&self, hb: ConsumerHeartbeat) -> ConsumerHeartbeatResult {
+        let (tx, rx) = oneshot::channel();
+        let _ = self
+            .tx
+            .send(Command::ConsumerHeartbeat(Box::new(hb), tx))
+            .await;
+        gone(
+            rx.await,
+            Err((ErrorCode::CoordinatorNotAvailable, String::new())),
+        )
+    }
+
+    /// ConsumerGroupDescribe: each group, or why not.
+    pub async fn consumer_describe(
+        &self,
+        groups: Vec<String>,
+    ) -> Vec<Result<ConsumerGroupView, consumer_group::Refusal>> {
+        let n = groups.len();
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Command::ConsumerDescribe(groups, tx)).await;
+        gone(
+            rx.await,
+            vec![Err((ErrorCode::CoordinatorNotAvailable, String::new())); n],
+        )
     }
 
     /// TxnOffsetCommit: offsets written in the producer's transaction, applied when its
@@ -402,6 +453,11 @@ struct Coordinator {
     /// Markers that arrived while their partition was loading: (producer, commit, offset).
     early_markers: HashMap<i32, Vec<(i64, bool, i64)>>,
     tx: mpsc::Sender<Command>,
+    metadata: Arc<MetadataCache>,
+    /// Consumer groups (KIP-848), beside the classic groups of `machine`.
+    consumer: HashMap<String, ConsumerGroup<Uuid>>,
+    /// Their members' timers, by (group, member).
+    consumer_timers: HashMap<(String, String), consumer::MemberTimers>,
 }
 
 fn now_ms() -> i64 {
@@ -427,13 +483,19 @@ async fn run(
         owned: HashMap::new(),
         early_markers: HashMap::new(),
         tx,
+        metadata: Arc::clone(&metadata),
+        consumer: HashMap::new(),
+        consumer_timers: HashMap::new(),
     };
     let mut images = metadata.subscribe();
     c.follow_leadership();
     let mut expiry =
         tokio::time::interval(Duration::from_millis(c.config.offsets_retention_check_ms));
     loop {
-        let deadline = c.machine.next_deadline();
+        let deadline = match (c.machine.next_deadline(), c.consumer_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
         let sleep = async {
             match deadline {
                 Some(d) => {
@@ -479,6 +541,7 @@ async fn run(
                 let fx = c.machine.tick(now_ms());
                 tracing::debug!(effects = fx.len(), "group timers fired");
                 c.apply(fx);
+                c.consumer_tick(now_ms());
             }
             _ = expiry.tick() => c.expire_offsets(now_ms()),
         }
@@ -515,6 +578,13 @@ fn load(replicas: &ReplicaManager, partition: i32) -> LoadResult {
             };
             for r in records {
                 let Some(key) = r.key.as_deref().and_then(OffsetsKey::decode) else {
+                    if let Some(key) = r.key.as_deref().and_then(ConsumerGroupKey::decode) {
+                        consumer_group::records::replay(
+                            &mut out.consumer_groups,
+                            &key,
+                            r.value.as_deref(),
+                        );
+                    }
                     continue;
                 };
                 match key {
@@ -576,6 +646,7 @@ impl Coordinator {
         let group = match &cmd {
             Command::Join(r, _) => Some(r.group_id.as_str()),
             Command::Sync(r, _) => Some(r.group_id.as_str()),
+            Command::ConsumerHeartbeat(hb, _) => Some(hb.group_id.as_str()),
             Command::Heartbeat(g, ..)
             | Command::Leave(g, ..)
             | Command::Fetch(g, ..)
@@ -596,11 +667,30 @@ impl Coordinator {
                 Command::Leave(.., tx) | Command::DeleteOffsets(.., tx) => drop(tx.send(Err(code))),
                 Command::Commit(_, tx) | Command::TxnCommit(_, tx) => drop(tx.send(Err(code))),
                 Command::Fetch(.., tx) => drop(tx.send(Err(code))),
+                Command::ConsumerHeartbeat(_, tx) => drop(tx.send(Err((code, String::new())))),
                 _ => {}
             }
             return;
         }
         match cmd {
+            Command::Join(req, tx) if self.consumer.contains_key(&req.group_id) => {
+                // A consumer group: an empty one becomes a classic group, as in Kafka.
+                match self.consumer_delete_for_classic(&req.group_id) {
+                    Ok(()) => self.handle(Command::Join(req, tx)),
+                    Err(code) => drop(tx.send(join_error(code, &req.member_id))),
+                }
+            }
+            Command::ConsumerHeartbeat(hb, tx) => self.consumer_heartbeat(*hb, tx, now),
+            Command::ConsumerDescribe(groups, tx) => {
+                let out = groups
+                    .iter()
+                    .map(|g| match self.route(g) {
+                        Ok(()) => self.consumer_describe(g),
+                        Err(code) => Err((code, String::new())),
+                    })
+                    .collect();
+                let _ = tx.send(out);
+            }
             Command::Join(req, tx) => {
                 tracing::debug!(
                     group = req.group_id,
@@ -638,7 +728,11 @@ impl Coordinator {
                 let written = self.commit(req, now);
                 answer_when_replicated(&self.replicas, written, tx);
             }
-            Command::Fetch(group, topics, require_stable, tx) => {
+            Command::Fetch(group, topics, require_stable, (member, epoch), tx) => {
+                if let Err(code) = self.consumer_fetch_check(&group, member.as_deref(), epoch) {
+                    let _ = tx.send(Err(code));
+                    return;
+                }
                 if require_stable && self.has_pending(&group, topics.as_deref()) {
                     let _ = tx.send(Err(ErrorCode::UnstableOffsetCommit));
                     return;
@@ -665,7 +759,7 @@ impl Coordinator {
                 let _ = tx.send(Ok(out));
             }
             Command::List(tx) => {
-                let groups = self
+                let mut groups: Vec<GroupListing> = self
                     .machine
                     .groups()
                     .map(|g| {
@@ -673,9 +767,18 @@ impl Coordinator {
                             g.id.clone(),
                             g.protocol_type.clone().unwrap_or_default(),
                             g.state.name(),
+                            "classic",
                         )
                     })
                     .collect();
+                groups.extend(self.consumer.values().map(|g| {
+                    (
+                        g.group_id.clone(),
+                        "consumer".to_string(),
+                        g.state().name(),
+                        "consumer",
+                    )
+                }));
                 let _ = tx.send(Ok(groups));
             }
             Command::Describe(groups, tx) => {
@@ -686,7 +789,10 @@ impl Coordinator {
                 let results = groups
                     .iter()
                     .map(|g| match self.route(g) {
-                        Ok(()) => self.delete_group(g, now),
+                        Ok(()) => match self.consumer_delete(g) {
+                            Some(result) => result,
+                            None => self.delete_group(g, now),
+                        },
                         Err(code) => Some(code),
                     })
                     .collect();
@@ -777,8 +883,9 @@ impl Coordinator {
                 None => self.machine.forget(&group),
             }
         }
+        self.consumer_loaded(result.consumer_groups, now);
         for group in result.offsets.keys() {
-            if self.machine.group(group).is_none() {
+            if self.machine.group(group).is_none() && !self.consumer.contains_key(group) {
                 self.machine.ensure_group(group, now);
             }
         }
@@ -840,6 +947,7 @@ impl Coordinator {
         for g in &groups {
             self.machine.forget(g);
         }
+        let consumer_groups = self.consumer_unload(&mine);
         self.offsets.retain(|g, _| !mine(g));
         for by_group in self.pending.values_mut() {
             by_group.retain(|g, _| !mine(g));
@@ -848,6 +956,7 @@ impl Coordinator {
         info!(
             partition,
             groups = groups.len(),
+            consumer_groups,
             "group coordinator unloaded {OFFSETS_TOPIC}-{partition}"
         );
     }
@@ -1006,14 +1115,23 @@ impl Coordinator {
     /// OffsetCommit: the offsets are written (and remembered) now; the answer waits for the
     /// write to be replicated (see [`answer_when_replicated`]).
     fn commit(&mut self, req: CommitRequest, now: i64) -> Result<CommitWritten, ErrorCode> {
-        self.machine.check_commit(
+        match self.consumer_commit_check(
             &req.group_id,
             req.generation,
             &req.member_id,
             req.instance_id.as_deref(),
-            req.version,
-            now,
-        )?;
+            Some(req.version),
+        ) {
+            Some(checked) => checked?,
+            None => self.machine.check_commit(
+                &req.group_id,
+                req.generation,
+                &req.member_id,
+                req.instance_id.as_deref(),
+                req.version,
+                now,
+            )?,
+        }
         let (results, records, accepted) = self.offset_records(&req.group_id, &req.offsets, now);
         let mut written = None;
         if !records.is_empty() {
@@ -1037,13 +1155,22 @@ impl Coordinator {
     /// TxnOffsetCommit: written now as the producer's transactional batch, visible (to
     /// OffsetFetch) only once the commit marker arrives.
     fn txn_commit(&mut self, req: TxnCommitRequest, now: i64) -> Result<CommitWritten, ErrorCode> {
-        self.machine.check_txn_commit(
+        match self.consumer_commit_check(
             &req.group_id,
             req.generation,
             &req.member_id,
             req.instance_id.as_deref(),
-            now,
-        )?;
+            None,
+        ) {
+            Some(checked) => checked?,
+            None => self.machine.check_txn_commit(
+                &req.group_id,
+                req.generation,
+                &req.member_id,
+                req.instance_id.as_deref(),
+                now,
+            )?,
+        }
         let (results, records, accepted) = self.offset_records(&req.group_id, &req.offsets, now);
         let mut written = None;
         if !records.is_empty() {
@@ -1096,6 +1223,16 @@ impl Coordinator {
     }
 
     fn describe(&self, group: &str) -> Option<GroupDescription> {
+        if let Some(g) = self.consumer.get(group) {
+            return Some(GroupDescription {
+                group_id: g.group_id.clone(),
+                state: "Dead",
+                protocol_type: String::new(),
+                protocol: String::new(),
+                members: Vec::new(),
+                consumer: true,
+            });
+        }
         let g = self.machine.group(group)?;
         let protocol = g.protocol.clone().unwrap_or_default();
         let show_members = matches!(
@@ -1140,6 +1277,7 @@ impl Coordinator {
                 String::new()
             },
             members,
+            consumer: false,
         })
     }
 

@@ -55,6 +55,17 @@ async fn handle(
                         g.error_message = Some(str_bytes(format!("Group {} not found.", ids[i])));
                     }
                 }
+                Some(d) if d.consumer => {
+                    // Kafka's DescribeGroups sees classic groups only.
+                    g.group_state = str_bytes("Dead");
+                    if ctx.api_version >= 6 {
+                        g.error_code = ErrorCode::GroupIdNotFound.code();
+                        g.error_message = Some(str_bytes(format!(
+                            "Group {} is not a classic group.",
+                            ids[i]
+                        )));
+                    }
+                }
                 Some(d) => {
                     g.group_state = str_bytes(d.state);
                     g.protocol_type = str_bytes(d.protocol_type);

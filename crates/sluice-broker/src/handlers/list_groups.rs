@@ -1,5 +1,5 @@
 //! ListGroups (key 16): every group this coordinator owns, optionally filtered by state
-//! (v4+) and type (v5+, all groups here are "classic").
+//! (v4+) and type (v5+: "classic" or "consumer").
 
 use bytes::Bytes;
 use kafka_protocol::messages::list_groups_response::ListedGroup;
@@ -40,14 +40,14 @@ async fn handle(
                 .iter()
                 .map(|s| s.to_ascii_lowercase())
                 .collect();
-            for (id, protocol_type, state) in groups {
+            for (id, protocol_type, state, group_type) in groups {
                 if !all && !acl.group(op::DESCRIBE, &id) {
                     continue;
                 }
                 if !states.is_empty() && !states.contains(&state.to_ascii_lowercase()) {
                     continue;
                 }
-                if !types.is_empty() && !types.iter().any(|t| t == "classic") {
+                if !types.is_empty() && !types.iter().any(|t| t == group_type) {
                     continue;
                 }
                 let mut g = ListedGroup::default();
@@ -57,7 +57,7 @@ async fn handle(
                     g.group_state = str_bytes(state);
                 }
                 if ctx.api_version >= 5 {
-                    g.group_type = str_bytes("classic");
+                    g.group_type = str_bytes(group_type);
                 }
                 resp.groups.push(g);
             }

@@ -69,6 +69,8 @@ pub mod alter_replica_log_dirs;
 pub mod alter_user_scram_credentials;
 pub mod api_versions;
 pub mod client_quotas;
+pub mod consumer_group_describe;
+pub mod consumer_group_heartbeat;
 pub mod create_partitions;
 pub mod create_topics;
 pub mod delegation_tokens;
@@ -180,6 +182,8 @@ pub fn specs() -> Vec<Spec> {
         describe_groups::SPEC,
         delete_groups::SPEC,
         offset_delete::SPEC,
+        consumer_group_heartbeat::SPEC,
+        consumer_group_describe::SPEC,
         add_partitions_to_txn::SPEC,
         add_offsets_to_txn::SPEC,
         end_txn::SPEC,

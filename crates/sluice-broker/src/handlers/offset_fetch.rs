@@ -49,6 +49,7 @@ async fn fetch(
     group: String,
     topics: Option<Vec<(String, Vec<i32>)>>,
     require_stable: bool,
+    member: (Option<String>, i32),
 ) -> Result<(Vec<CommittedRow>, Vec<(String, i32)>), ErrorCode> {
     if !acl.group(op::DESCRIBE, &group) {
         return Err(ErrorCode::GroupAuthorizationFailed);
@@ -69,7 +70,7 @@ async fn fetch(
         Some(ts) if ts.is_empty() => Vec::new(),
         topics => {
             let all = topics.is_none();
-            let rows: Fetched = h.groups.fetch(group, topics, require_stable).await;
+            let rows: Fetched = h.groups.fetch(group, topics, require_stable, member).await;
             let mut rows = rows?;
             if all {
                 rows.retain(|(t, _, _)| acl.topic(op::DESCRIBE, t));
@@ -98,7 +99,10 @@ async fn handle(
             });
             let mut out = OffsetFetchResponseGroup::default();
             out.group_id = g.group_id.clone();
-            match fetch(h, &acl, g.group_id.to_string(), topics, req.require_stable).await {
+            // v9+: a member of a consumer group says who it is (checked as Kafka does).
+            let member = (g.member_id.as_ref().map(|m| m.to_string()), g.member_epoch);
+            let group = g.group_id.to_string();
+            match fetch(h, &acl, group, topics, req.require_stable, member).await {
                 Ok((rows, denied)) => {
                     for (t, parts) in by_topic(rows) {
                         let mut topic = OffsetFetchResponseTopics::default();
@@ -148,6 +152,7 @@ async fn handle(
         req.group_id.to_string(),
         topics,
         req.require_stable,
+        (None, -1),
     )
     .await
     {

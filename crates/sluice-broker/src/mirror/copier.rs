@@ -482,7 +482,7 @@ impl Copier {
             let have = self
                 .manager
                 .groups
-                .fetch(g.group_id.clone(), Some(topics), false)
+                .fetch(g.group_id.clone(), Some(topics), false, (None, -1))
                 .await
                 .unwrap_or_default();
             wanted.retain(|(t, p, o, ..)| {

@@ -382,21 +382,26 @@ impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
         h.finish()
     }
 
-    /// The assignor most members asked for, else the first configured, over every member's
-    /// subscription and current target.
-    fn compute_target(&mut self, topics: &Topics<T>, settings: &GroupSettings) {
+    /// The assignor most members asked for, else the first configured.
+    pub fn assignor(&self, settings: &GroupSettings) -> ServerAssignor {
         let mut votes: BTreeMap<&str, usize> = BTreeMap::new();
         for m in self.members.values() {
             if let Some(a) = &m.server_assignor {
                 *votes.entry(a.as_str()).or_default() += 1;
             }
         }
-        let assignor = votes
+        votes
             .iter()
             .max_by(|a, b| a.1.cmp(b.1).then(b.0.cmp(a.0)))
             .and_then(|(name, _)| ServerAssignor::from_name(name))
             .or_else(|| settings.assignors.first().copied())
-            .unwrap_or(ServerAssignor::Uniform);
+            .unwrap_or(ServerAssignor::Uniform)
+    }
+
+    /// A new target assignment at the group epoch, over every member's subscription and
+    /// current target.
+    fn compute_target(&mut self, topics: &Topics<T>, settings: &GroupSettings) {
+        let assignor = self.assignor(settings);
         let specs: BTreeMap<String, MemberSpec<T>> = self
             .members
             .values()

@@ -1,0 +1,481 @@
+//! The consumer group protocol (KIP-848) in the coordinator task: each group is a
+//! [`ConsumerGroup`] state machine beside the classic groups; every change is written to the
+//! group's `__consumer_offsets` partition in Kafka's records (acks=all, answered once
+//! replicated) and read back when a coordinator takes the partition over; members' sessions
+//! and rebalance timeouts are timed here.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use sluice_metadata::config::group::{group_value, RESOURCE_GROUP};
+use sluice_metadata::Uuid;
+
+use super::*;
+use crate::group::assignor::{Partitions, ServerAssignor};
+use crate::group::consumer_group::records::{changes, tombstones};
+use crate::group::consumer_group::{
+    ConsumerGroup, GroupSettings, HeartbeatRequest, Refusal, Topics,
+};
+use crate::group::reconcile::MemberState;
+
+/// A ConsumerGroupHeartbeat for the coordinator.
+#[derive(Clone, Debug)]
+pub struct ConsumerHeartbeat {
+    pub group_id: String,
+    pub req: HeartbeatRequest<Uuid>,
+}
+
+/// A successful heartbeat's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConsumerHeartbeatAnswer {
+    pub member_id: String,
+    pub member_epoch: i32,
+    /// -1 on a leave (Kafka sends none then).
+    pub heartbeat_interval_ms: i32,
+    pub assignment: Option<Partitions<Uuid>>,
+}
+
+pub type ConsumerHeartbeatResult = Result<ConsumerHeartbeatAnswer, Refusal>;
+
+/// A consumer group as ConsumerGroupDescribe shows it.
+#[derive(Clone, Debug)]
+pub struct ConsumerGroupView {
+    pub group: ConsumerGroup<Uuid>,
+    pub state: &'static str,
+    pub assignor: &'static str,
+}
+
+/// A member's timers: its session, and its rebalance timeout while it has partitions to
+/// revoke (deadline, the member epoch it was armed at).
+#[derive(Clone, Copy, Debug)]
+pub(super) struct MemberTimers {
+    session: i64,
+    rebalance: Option<(i64, i32)>,
+}
+
+/// A group's effective settings: broker `group.consumer.*` configs, overridden by the
+/// group's own configs.
+struct ConsumerSettings {
+    group: GroupSettings,
+    session_timeout_ms: i64,
+    heartbeat_interval_ms: i32,
+}
+
+/// Kafka's mapping of a failed coordinator write to what a member is told
+/// (`CoordinatorOperationExceptionHelper`).
+fn write_error(code: ErrorCode) -> ErrorCode {
+    match code {
+        ErrorCode::NotLeaderOrFollower | ErrorCode::KafkaStorageError => ErrorCode::NotCoordinator,
+        ErrorCode::NotCoordinator => ErrorCode::NotCoordinator,
+        ErrorCode::MessageTooLarge
+        | ErrorCode::RecordListTooLarge
+        | ErrorCode::InvalidFetchSize => ErrorCode::UnknownServerError,
+        _ => ErrorCode::CoordinatorNotAvailable,
+    }
+}
+
+/// The assignors this broker offers (`group.consumer.assignors`, the first the default).
+pub fn offered_assignors(config: &sluice_metadata::BrokerConfig) -> Vec<ServerAssignor> {
+    let named: Vec<ServerAssignor> = config
+        .value("group.consumer.assignors")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|a| ServerAssignor::from_name(a.trim()))
+        .collect();
+    if named.is_empty() {
+        vec![ServerAssignor::Uniform, ServerAssignor::Range]
+    } else {
+        named
+    }
+}
+
+fn refusal(code: ErrorCode) -> Refusal {
+    (code, String::new())
+}
+
+impl Coordinator {
+    fn consumer_settings(&self, group: &str) -> ConsumerSettings {
+        let config = self.metadata.config();
+        let broker = |k: &str| config.value(k);
+        let image = self.metadata.current();
+        let empty = BTreeMap::new();
+        let own = image
+            .configs
+            .get(&(RESOURCE_GROUP, group.to_string()))
+            .unwrap_or(&empty);
+        let int = |key: &str, default: i64| {
+            group_value(own, &broker, key)
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .unwrap_or(default)
+        };
+        let assignors = offered_assignors(&config);
+        let max_size = broker("group.consumer.max.size")
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(usize::MAX);
+        ConsumerSettings {
+            group: GroupSettings {
+                assignors,
+                max_size,
+            },
+            session_timeout_ms: int("consumer.session.timeout.ms", 45_000),
+            heartbeat_interval_ms: int("consumer.heartbeat.interval.ms", 5_000)
+                .clamp(1, i64::from(i32::MAX)) as i32,
+        }
+    }
+
+    /// The topics `g`'s members and `names` subscribe to, as the cluster has them now.
+    fn subscribed_topics(&self, g: &ConsumerGroup<Uuid>, names: Option<&[String]>) -> Topics<Uuid> {
+        let image = self.metadata.current();
+        let wanted: BTreeSet<&str> = g
+            .members
+            .values()
+            .flat_map(|m| m.subscribed_topic_names.iter().map(String::as_str))
+            .chain(names.unwrap_or_default().iter().map(String::as_str))
+            .collect();
+        wanted
+            .into_iter()
+            .filter_map(|n| {
+                image
+                    .topic(n)
+                    .map(|t| (n.to_string(), (t.id, t.partitions.len() as i32)))
+            })
+            .collect()
+    }
+
+    /// One ConsumerGroupHeartbeat (join, heartbeat, acknowledgement or leave): the group's
+    /// change is written before the answer is sent.
+    pub(super) fn consumer_heartbeat(
+        &mut self,
+        hb: ConsumerHeartbeat,
+        tx: oneshot::Sender<ConsumerHeartbeatResult>,
+        now: i64,
+    ) {
+        let written = self.consumer_heartbeat_write(hb, now);
+        let replicas = Arc::clone(&self.replicas);
+        match written {
+            Err(r) => drop(tx.send(Err(r))),
+            Ok((answer, None)) => drop(tx.send(Ok(answer))),
+            Ok((answer, Some(appended))) => {
+                tokio::spawn(async move {
+                    let outcome = replicas
+                        .await_replication(&[&appended], OFFSETS_COMMIT_TIMEOUT)
+                        .await;
+                    let result = match outcome.first().and_then(|o| o.error()) {
+                        None => Ok(answer),
+                        Some(code) => Err(refusal(write_error(code))),
+                    };
+                    let _ = tx.send(result);
+                });
+            }
+        }
+    }
+
+    fn consumer_heartbeat_write(
+        &mut self,
+        hb: ConsumerHeartbeat,
+        now: i64,
+    ) -> Result<(ConsumerHeartbeatAnswer, Option<Appended>), Refusal> {
+        let group = hb.group_id;
+        let req = hb.req;
+        let epoch = req.member_epoch;
+        let mut records = Vec::new();
+        let mut forget_classic = false;
+        if let Some(classic) = self.machine.group(&group) {
+            if classic.state != GroupState::Empty && classic.state != GroupState::Dead {
+                return Err((
+                    ErrorCode::GroupIdNotFound,
+                    format!("Cannot upgrade classic group {group} to consumer group because the online upgrade is not supported yet."),
+                ));
+            }
+            if epoch != 0 {
+                return Err((
+                    ErrorCode::GroupIdNotFound,
+                    format!("Consumer group {group} not found."),
+                ));
+            }
+            // An empty classic group (perhaps only offsets) becomes a consumer group.
+            forget_classic = true;
+            records.push((
+                OffsetsKey::Group {
+                    group: group.clone(),
+                }
+                .encode(),
+                None,
+            ));
+        }
+        let before = self.consumer.get(&group).cloned();
+        if before.is_none() && epoch != 0 {
+            return Err((
+                ErrorCode::GroupIdNotFound,
+                format!("Consumer group {group} not found."),
+            ));
+        }
+        let settings = self.consumer_settings(&group);
+        let mut g = before.clone().unwrap_or_else(|| ConsumerGroup::new(&group));
+        let answer = if epoch < 0 {
+            g.leave(&req.member_id, req.instance_id.as_deref(), epoch)?;
+            ConsumerHeartbeatAnswer {
+                member_id: req.member_id.clone(),
+                member_epoch: epoch,
+                heartbeat_interval_ms: -1,
+                assignment: None,
+            }
+        } else {
+            let topics = self.subscribed_topics(&g, req.subscribed_topic_names.as_deref());
+            let r = g.heartbeat(&req, &topics, &settings.group)?;
+            ConsumerHeartbeatAnswer {
+                member_id: r.member_id,
+                member_epoch: r.member_epoch,
+                heartbeat_interval_ms: settings.heartbeat_interval_ms,
+                assignment: r.assignment,
+            }
+        };
+        records.extend(changes(before.as_ref(), &g));
+        let appended = if records.is_empty() {
+            None
+        } else {
+            Some(
+                self.append_batch(&group, records, None)
+                    .map_err(|code| refusal(write_error(code)))?,
+            )
+        };
+        if forget_classic {
+            self.machine.forget(&group);
+        }
+        // Timers of the members this call touched.
+        let member = answer.member_id.clone();
+        let key = (group.clone(), member.clone());
+        match g.members.get(&member) {
+            None => {
+                self.consumer_timers.remove(&key);
+            }
+            Some(m) => {
+                let old = self.consumer_timers.get(&key).and_then(|t| t.rebalance);
+                let rebalance =
+                    (m.assignment.state == MemberState::UnrevokedPartitions).then(|| match old {
+                        Some((at, e)) if e == m.assignment.member_epoch => (at, e),
+                        _ => (
+                            now + i64::from(m.rebalance_timeout_ms.max(0)),
+                            m.assignment.member_epoch,
+                        ),
+                    });
+                let session = if epoch == -2 {
+                    // A static member that left keeps its place until its session ends.
+                    self.consumer_timers
+                        .get(&key)
+                        .map_or(now + settings.session_timeout_ms, |t| t.session)
+                } else {
+                    now + settings.session_timeout_ms
+                };
+                self.consumer_timers
+                    .insert(key, MemberTimers { session, rebalance });
+            }
+        }
+        // A static member that replaced another: the old one's timers go.
+        self.consumer_timers
+            .retain(|(gid, m), _| gid != &group || g.members.contains_key(m));
+        self.consumer.insert(group, g);
+        Ok((answer, appended))
+    }
+
+    /// The next time a member's session or rebalance timeout ends.
+    pub(super) fn consumer_deadline(&self) -> Option<i64> {
+        self.consumer_timers
+            .values()
+            .flat_map(|t| std::iter::once(t.session).chain(t.rebalance.map(|r| r.0)))
+            .min()
+    }
+
+    /// Fence the members whose session ended, or that did not revoke in time.
+    pub(super) fn consumer_tick(&mut self, now: i64) {
+        let mut fenced: Vec<(String, String, &'static str)> = Vec::new();
+        for ((group, member), t) in &self.consumer_timers {
+            if t.session <= now {
+                fenced.push((group.clone(), member.clone(), "session timeout"));
+                continue;
+            }
+            if let Some((at, epoch)) = t.rebalance {
+                let revoking = self
+                    .consumer
+                    .get(group)
+                    .and_then(|g| g.members.get(member))
+                    .is_some_and(|m| {
+                        m.assignment.member_epoch == epoch
+                            && m.assignment.state == MemberState::UnrevokedPartitions
+                    });
+                if at <= now && revoking {
+                    fenced.push((group.clone(), member.clone(), "rebalance timeout"));
+                }
+            }
+        }
+        for t in self.consumer_timers.values_mut() {
+            if t.rebalance.is_some_and(|(at, _)| at <= now) {
+                t.rebalance = None;
+            }
+        }
+        for (group, member, why) in fenced {
+            self.consumer_timers
+                .remove(&(group.clone(), member.clone()));
+            let Some(before) = self.consumer.get(&group).cloned() else {
+                continue;
+            };
+            let mut g = before.clone();
+            if !g.remove(&member) {
+                continue;
+            }
+            info!(
+                group,
+                member,
+                why,
+                epoch = g.group_epoch,
+                "consumer group member fenced"
+            );
+            let records = changes(Some(&before), &g);
+            if let Err(code) = self.append(&group, records) {
+                warn!(group, ?code, "cannot persist a fenced member");
+            }
+            self.consumer.insert(group, g);
+        }
+    }
+
+    /// Arm every member's session (and the rebalance timeout of those revoking) of groups
+    /// just loaded: a member that is gone is fenced after its session, as in Kafka.
+    pub(super) fn consumer_loaded(
+        &mut self,
+        groups: BTreeMap<String, ConsumerGroup<Uuid>>,
+        now: i64,
+    ) {
+        for (id, g) in groups {
+            let settings = self.consumer_settings(&id);
+            for m in g.members.values() {
+                let rebalance =
+                    (m.assignment.state == MemberState::UnrevokedPartitions).then(|| {
+                        (
+                            now + i64::from(m.rebalance_timeout_ms.max(0)),
+                            m.assignment.member_epoch,
+                        )
+                    });
+                self.consumer_timers.insert(
+                    (id.clone(), m.member_id.clone()),
+                    MemberTimers {
+                        session: now + settings.session_timeout_ms,
+                        rebalance,
+                    },
+                );
+            }
+            self.machine.forget(&id);
+            self.consumer.insert(id, g);
+        }
+    }
+
+    /// Drop the consumer groups of groups `mine` says moved away.
+    pub(super) fn consumer_unload(&mut self, mine: &dyn Fn(&str) -> bool) -> usize {
+        let before = self.consumer.len();
+        self.consumer.retain(|g, _| !mine(g));
+        self.consumer_timers.retain(|(g, _), _| !mine(g));
+        before - self.consumer.len()
+    }
+
+    /// ConsumerGroupDescribe of one group.
+    pub(super) fn consumer_describe(&self, group: &str) -> Result<ConsumerGroupView, Refusal> {
+        match self.consumer.get(group) {
+            Some(g) => Ok(ConsumerGroupView {
+                group: g.clone(),
+                state: g.state().name(),
+                assignor: g.assignor(&self.consumer_settings(group).group).name(),
+            }),
+            None if self.machine.group(group).is_some() => Err((
+                ErrorCode::GroupIdNotFound,
+                format!("Group {group} is not a consumer group."),
+            )),
+            None => Err((
+                ErrorCode::GroupIdNotFound,
+                format!("Consumer group {group} not found."),
+            )),
+        }
+    }
+
+    /// DeleteGroups of a consumer group (Some: it is one): only an empty one, with its
+    /// offsets.
+    pub(super) fn consumer_delete(&mut self, group: &str) -> Option<Option<ErrorCode>> {
+        let g = self.consumer.get(group)?;
+        if !g.members.is_empty() {
+            return Some(Some(ErrorCode::NonEmptyGroup));
+        }
+        let mut records = tombstones(g);
+        let committed = self.offsets.remove(group).unwrap_or_default();
+        records.extend(self.tombstones(group, committed.into_keys()));
+        self.consumer.remove(group);
+        Some(self.append(group, records).err())
+    }
+
+    /// A classic JoinGroup for a consumer group: an empty one is deleted (its offsets stay)
+    /// so the classic group can start; one with members refuses (the online migration of
+    /// a group between the protocols is not built).
+    pub(super) fn consumer_delete_for_classic(&mut self, group: &str) -> Result<(), ErrorCode> {
+        let Some(g) = self.consumer.get(group) else {
+            return Ok(());
+        };
+        if !g.members.is_empty() {
+            return Err(ErrorCode::InconsistentGroupProtocol);
+        }
+        self.append(group, tombstones(g)).map_err(write_error)?;
+        self.consumer.remove(group);
+        Ok(())
+    }
+
+    /// Kafka's check of an offset commit to a consumer group (None: not a consumer group):
+    /// a group without members takes commits without a member; otherwise the member must
+    /// exist and commit at its current epoch (STALE_MEMBER_EPOCH; ILLEGAL_GENERATION in a
+    /// transaction), through OffsetCommit v9+.
+    pub(super) fn consumer_commit_check(
+        &self,
+        group: &str,
+        epoch: i32,
+        member_id: &str,
+        instance_id: Option<&str>,
+        version: Option<i16>,
+    ) -> Option<Result<(), ErrorCode>> {
+        let g = self.consumer.get(group)?;
+        let txn = version.is_none();
+        if epoch < 0 && g.members.is_empty() {
+            return Some(Ok(()));
+        }
+        if txn && epoch == -1 && member_id.is_empty() && instance_id.is_none() {
+            return Some(Ok(()));
+        }
+        let Some(m) = g.members.get(member_id) else {
+            return Some(Err(ErrorCode::UnknownMemberId));
+        };
+        if version.is_some_and(|v| v < 9) {
+            return Some(Err(ErrorCode::UnsupportedVersion));
+        }
+        if epoch != m.assignment.member_epoch {
+            return Some(Err(if txn {
+                ErrorCode::IllegalGeneration
+            } else {
+                ErrorCode::StaleMemberEpoch
+            }));
+        }
+        Some(Ok(()))
+    }
+
+    /// OffsetFetch v9+ from a member of a consumer group: it must be a member at its epoch.
+    pub(super) fn consumer_fetch_check(
+        &self,
+        group: &str,
+        member: Option<&str>,
+        epoch: i32,
+    ) -> Result<(), ErrorCode> {
+        let Some(g) = self.consumer.get(group) else {
+            return Ok(());
+        };
+        if member.is_none() && epoch < 0 {
+            return Ok(());
+        }
+        match g.members.get(member.unwrap_or_default()) {
+            None => Err(ErrorCode::UnknownMemberId),
+            Some(m) if m.assignment.member_epoch != epoch => Err(ErrorCode::StaleMemberEpoch),
+            Some(_) => Ok(()),
+        }
+    }
+}
