@@ -3239,3 +3239,166 @@ fn a_failed_log_directory_goes_offline_and_its_leaderships_move() {
     );
     assert!(!failed.stop_after_signal().success());
 }
+
+/// The coordinator of `group` (FindCoordinator): its node id and address.
+fn group_coordinator(bootstrap: &str, group: &str) -> Option<(i32, String)> {
+    let first = bootstrap.split(',').next().unwrap_or(bootstrap);
+    let r: FindCoordinatorResponse = Wire::connect(first).call(
+        ApiKey::FindCoordinator,
+        4,
+        &FindCoordinatorRequest::default()
+            .with_key_type(0)
+            .with_coordinator_keys(vec![StrBytes::from_string(group.to_string())]),
+    );
+    let c = r.coordinators.first()?;
+    (c.error_code == 0).then(|| (c.node_id.0, format!("{}:{}", c.host, c.port)))
+}
+
+/// A consumer group (KIP-848) as its coordinator describes it: (group epoch, member epochs).
+fn consumer_group_epochs(addr: &str, group: &str) -> Option<(i32, Vec<i32>)> {
+    let r: ConsumerGroupDescribeResponse = Wire::connect(addr).call(
+        ApiKey::ConsumerGroupDescribe,
+        0,
+        &ConsumerGroupDescribeRequest::default()
+            .with_group_ids(vec![StrBytes::from_string(group.to_string()).into()]),
+    );
+    let g = r.groups.first()?;
+    (g.error_code == 0).then(|| {
+        (
+            g.group_epoch,
+            g.members.iter().map(|m| m.member_epoch).collect(),
+        )
+    })
+}
+
+/// The consumer group protocol (KIP-848) across a coordinator failover: the coordinator is
+/// killed while a third member joins; the next leader of the group's `__consumer_offsets`
+/// partition resumes the group from its records (the members keep their epochs, nobody
+/// rejoins from scratch), the rebalance completes, and every record is read exactly once
+/// (each member commits a record before counting it).
+#[test]
+fn a_consumer_group_survives_its_coordinators_failover_mid_rebalance() {
+    let _serial = one_cluster_at_a_time();
+    use rdkafka::consumer::CommitMode;
+    use rdkafka::Message;
+
+    let mut extra = FAST_LAG.to_vec();
+    extra[1] = "broker.session.timeout.ms=2000";
+    extra.extend([
+        "offsets.topic.replication.factor=3",
+        "group.consumer.min.session.timeout.ms=6000",
+        "group.consumer.session.timeout.ms=6000",
+        "group.consumer.min.heartbeat.interval.ms=500",
+        "group.consumer.heartbeat.interval.ms=500",
+    ]);
+    let mut nodes = TestServer::start_all(sluice_bin(), &combined(&extra));
+    let bootstrap = nodes
+        .iter()
+        .map(|n| n.bootstrap.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    create_replicated(&nodes[0].bootstrap, "cgf", 6, "2");
+    let member = || -> BaseConsumer {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", &bootstrap)
+            .set("group.id", "failover-group")
+            .set("group.protocol", "consumer")
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "false")
+            .set("fetch.wait.max.ms", "100")
+            .create()
+            .unwrap();
+        c.subscribe(&["cgf"]).unwrap();
+        c
+    };
+    let seen = Mutex::new(Vec::<String>::new());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    // Poll one record at a time and count it once its offset is committed (retried through
+    // the failover: until then the member keeps the partition, since it polls no revocation).
+    let step = |c: &BaseConsumer| {
+        let Some(Ok(m)) = c.poll(Duration::from_millis(20)) else {
+            return;
+        };
+        while let Err(e) = c.commit_message(&m, CommitMode::Sync) {
+            assert!(Instant::now() < deadline, "commit never succeeded: {e}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        let v = String::from_utf8_lossy(m.payload().unwrap_or_default()).into_owned();
+        seen.lock().unwrap().push(v);
+    };
+    let owns = |c: &BaseConsumer| c.assignment().map(|a| a.count()).unwrap_or(0);
+    // Members that come and go first move the group epoch well past what a group rebuilt
+    // from scratch by three members would reach (3).
+    for _ in 0..2 {
+        let t = member();
+        while owns(&t) == 0 {
+            assert!(Instant::now() < deadline, "a member was never assigned");
+            t.poll(Duration::from_millis(50));
+        }
+        t.unsubscribe();
+        for _ in 0..10 {
+            t.poll(Duration::from_millis(20));
+        }
+    }
+    let a = member();
+    let b = member();
+    send_all(&bootstrap, "cgf", 0..600);
+    while seen.lock().unwrap().len() < 600 || owns(&a) == 0 || owns(&b) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "two members never shared the topic"
+        );
+        step(&a);
+        step(&b);
+    }
+    let (coordinator, addr) = group_coordinator(&bootstrap, "failover-group").unwrap();
+    let (epoch_before, _) = consumer_group_epochs(&addr, "failover-group").unwrap();
+    assert!(epoch_before > 3, "epoch {epoch_before}");
+    // A third member joins, and the coordinator dies while the group reassigns.
+    let c = member();
+    for _ in 0..3 {
+        step(&c);
+    }
+    nodes[(coordinator - 1) as usize].kill();
+    let survivors = nodes
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i as i32 != coordinator - 1)
+        .map(|(_, n)| n.bootstrap.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    send_all_acks(&survivors, "cgf", 600..1200, "all");
+    while seen.lock().unwrap().len() < 1200
+        || owns(&a) == 0
+        || owns(&b) == 0
+        || owns(&c) == 0
+        || owns(&a) + owns(&b) + owns(&c) != 6
+    {
+        assert!(
+            Instant::now() < deadline,
+            "after the failover: {} of 1200 consumed, owned {}/{}/{}",
+            seen.lock().unwrap().len(),
+            owns(&a),
+            owns(&b),
+            owns(&c)
+        );
+        step(&a);
+        step(&b);
+        step(&c);
+    }
+    // The new coordinator resumed the group: its epoch moved on from the old one's.
+    let (now_at, addr) = group_coordinator(&survivors, "failover-group").unwrap();
+    assert_ne!(
+        now_at, coordinator,
+        "the group moved to another coordinator"
+    );
+    let (epoch_after, members) = consumer_group_epochs(&addr, "failover-group").unwrap();
+    assert!(
+        epoch_after > epoch_before,
+        "the group resumed at epoch {epoch_after} (was {epoch_before}): {members:?}"
+    );
+    let seen = seen.lock().unwrap();
+    let unique: BTreeSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), 1200, "every record was consumed");
+    assert_eq!(seen.len(), 1200, "no record was consumed twice");
+}

@@ -1534,6 +1534,25 @@ c.close()
     );
 }
 
+/// The consumer group protocol (KIP-848) with the Java client 4.4 (`group.protocol=consumer`):
+/// three members, one joining late and one leaving, read every record exactly once; the admin
+/// client describes and lists the group as a consumer group and deletes it once empty.
+#[test]
+fn java_consumer_protocol_group() {
+    let server = start(&[
+        "group.consumer.min.heartbeat.interval.ms=500",
+        "group.consumer.heartbeat.interval.ms=500",
+    ]);
+    let cp = java_build("kafka4", "4.4.0");
+    let out = must_succeed(
+        Command::new("java")
+            .args(["-cp", &cp, "interop.ConsumerProtocol", &server.bootstrap])
+            .current_dir(repo_root().join("interop/java")),
+        "java consumer protocol",
+    );
+    assert!(out.contains("5 passed, 0 failed"), "{out}");
+}
+
 /// Group configs with Kafka 4.4's kafka-configs tool: described with the broker's defaults,
 /// set, shown as the group's own with the default as a synonym, refused with Kafka's
 /// messages (the same output as against Kafka 4.4), deleted; `sluice configs` too.
