@@ -1397,3 +1397,266 @@ fn log_levels_change_at_runtime_through_broker_loggers() {
     assert_eq!(out.status.code(), Some(1), "{err}");
     assert!(err.contains("not a supported log level"), "{err}");
 }
+
+/// One ConsumerGroupHeartbeat (v1) of member `member` at `epoch`; a join (epoch 0) sends a
+/// full request.
+fn cg_heartbeat(
+    w: &mut Wire,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    change: impl FnOnce(&mut ConsumerGroupHeartbeatRequest),
+) -> ConsumerGroupHeartbeatResponse {
+    let mut r = ConsumerGroupHeartbeatRequest::default()
+        .with_group_id(StrBytes::from_string(group.into()).into())
+        .with_member_id(StrBytes::from_string(member.into()))
+        .with_member_epoch(epoch);
+    if epoch == 0 {
+        r.rebalance_timeout_ms = 30_000;
+        r.subscribed_topic_names = Some(vec![StrBytes::from_static_str("cgw").into()]);
+        r.topic_partitions = Some(Vec::new());
+    }
+    change(&mut r);
+    w.call(ApiKey::ConsumerGroupHeartbeat, 1, &r)
+}
+
+fn cg_commit(w: &mut Wire, version: i16, member: &str, epoch: i32) -> i16 {
+    use kafka_protocol::messages::offset_commit_request::{
+        OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+    };
+    let r = OffsetCommitRequest::default()
+        .with_group_id(StrBytes::from_static_str("cgw-group").into())
+        .with_generation_id_or_member_epoch(epoch)
+        .with_member_id(StrBytes::from_string(member.into()))
+        .with_topics(vec![OffsetCommitRequestTopic::default()
+            .with_name(StrBytes::from_static_str("cgw").into())
+            .with_partitions(vec![OffsetCommitRequestPartition::default()
+                .with_partition_index(0)
+                .with_committed_offset(0)])]);
+    let resp: OffsetCommitResponse = w.call(ApiKey::OffsetCommit, version, &r);
+    resp.topics[0].partitions[0].error_code
+}
+
+fn cg_fetch(w: &mut Wire, member: Option<&str>, epoch: i32) -> i16 {
+    use kafka_protocol::messages::offset_fetch_request::{
+        OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+    };
+    let r = OffsetFetchRequest::default().with_groups(vec![OffsetFetchRequestGroup::default()
+        .with_group_id(StrBytes::from_static_str("cgw-group").into())
+        .with_member_id(member.map(|m| StrBytes::from_string(m.into())))
+        .with_member_epoch(epoch)
+        .with_topics(Some(vec![OffsetFetchRequestTopics::default()
+            .with_name(StrBytes::from_static_str("cgw").into())
+            .with_partition_indexes(vec![0])]))]);
+    let resp: OffsetFetchResponse = w.call(ApiKey::OffsetFetch, 9, &r);
+    resp.groups[0].error_code
+}
+
+/// The consumer group protocol's answers on the wire, as Kafka 4.4's (checked against it
+/// with `WIRE_AGAINST=host:port` naming a Kafka 4.4 broker): request checks and their
+/// messages, epochs, offset commits and fetches validated by member epoch, the classic
+/// APIs' view of a consumer group, describe, leave and delete.
+#[test]
+fn consumer_group_protocol_answers_match_kafka() {
+    let server;
+    let bootstrap = match std::env::var("WIRE_AGAINST") {
+        Ok(b) => b,
+        Err(_) => {
+            server = start(&[]);
+            server.bootstrap.clone()
+        }
+    };
+    create_topic(&bootstrap, "cgw", 2, &[]);
+    let mut w = Wire::connect(&bootstrap);
+    let g = "cgw-group";
+    let msg = |r: &ConsumerGroupHeartbeatResponse| {
+        (
+            r.error_code,
+            r.error_message
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default(),
+        )
+    };
+    // The coordinator is ready once its `__consumer_offsets` partition is (FindCoordinator
+    // creates the topic).
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let f: FindCoordinatorResponse = w.call(
+            ApiKey::FindCoordinator,
+            4,
+            &FindCoordinatorRequest::default()
+                .with_key_type(0)
+                .with_coordinator_keys(vec![StrBytes::from_static_str(g)]),
+        );
+        let probe = cg_heartbeat(&mut w, g, "probe", 5, |_| {});
+        if f.coordinators[0].error_code == 0 && ![14, 15, 16].contains(&probe.error_code) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no coordinator: {probe:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Request checks, before any group exists.
+    let r = cg_heartbeat(&mut w, g, "", 0, |_| {});
+    assert_eq!(msg(&r), (42, "MemberId can't be empty.".into()));
+    let r = cg_heartbeat(&mut w, g, "m1", 0, |r| r.topic_partitions = None);
+    assert_eq!(
+        msg(&r),
+        (
+            42,
+            "TopicPartitions must be empty when (re-)joining.".into()
+        )
+    );
+    let r = cg_heartbeat(&mut w, g, "m1", 0, |r| {
+        r.server_assignor = Some(StrBytes::from_static_str("sticky"))
+    });
+    assert_eq!(r.error_code, ErrorCode::UnsupportedAssignor.code(), "{r:?}");
+    let r = cg_heartbeat(&mut w, g, "m1", 3, |_| {});
+    assert_eq!(r.error_code, ErrorCode::GroupIdNotFound.code(), "{r:?}");
+    // A member joins: an epoch (Kafka 4.2 starts a new group at 1, 4.4 at 2), both
+    // partitions, the broker's heartbeat interval.
+    let r = cg_heartbeat(&mut w, g, "m1", 0, |_| {});
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let e = r.member_epoch;
+    assert!(e >= 1, "{r:?}");
+    assert_eq!(r.member_id.as_deref(), Some("m1"));
+    assert_eq!(r.heartbeat_interval_ms, 5000);
+    let assigned = r.assignment.expect("an assignment");
+    assert_eq!(assigned.topic_partitions.len(), 1);
+    assert_eq!(assigned.topic_partitions[0].partitions, vec![0, 1]);
+    // A plain heartbeat at the same epoch: nothing changed, no assignment.
+    let r = cg_heartbeat(&mut w, g, "m1", e, |_| {});
+    assert_eq!((r.error_code, r.member_epoch), (0, e));
+    assert!(r.assignment.is_none(), "{r:?}");
+    let r = cg_heartbeat(&mut w, g, "m1", e + 6, |_| {});
+    assert_eq!(r.error_code, ErrorCode::FencedMemberEpoch.code(), "{r:?}");
+    let r = cg_heartbeat(&mut w, g, "m9", e, |_| {});
+    assert_eq!(r.error_code, ErrorCode::UnknownMemberId.code(), "{r:?}");
+    // Offset commits and fetches name the member and its epoch.
+    assert_eq!(cg_commit(&mut w, 9, "m1", e), 0);
+    assert_eq!(
+        cg_commit(&mut w, 9, "m1", e - 1),
+        ErrorCode::StaleMemberEpoch.code()
+    );
+    assert_eq!(
+        cg_commit(&mut w, 9, "m9", e),
+        ErrorCode::UnknownMemberId.code()
+    );
+    assert_eq!(
+        cg_commit(&mut w, 9, "", -1),
+        ErrorCode::UnknownMemberId.code()
+    );
+    assert_eq!(
+        cg_commit(&mut w, 8, "m1", e),
+        ErrorCode::UnsupportedVersion.code()
+    );
+    assert_eq!(cg_fetch(&mut w, Some("m1"), e), 0);
+    assert_eq!(cg_fetch(&mut w, None, -1), 0);
+    assert_eq!(
+        cg_fetch(&mut w, Some("m1"), e - 1),
+        ErrorCode::StaleMemberEpoch.code()
+    );
+    assert_eq!(
+        cg_fetch(&mut w, Some("m9"), e),
+        ErrorCode::UnknownMemberId.code()
+    );
+    // The classic APIs' view of it.
+    let d: DescribeGroupsResponse = w.call(
+        ApiKey::DescribeGroups,
+        6,
+        &DescribeGroupsRequest::default().with_groups(vec![StrBytes::from_static_str(g).into()]),
+    );
+    assert_eq!(d.groups[0].error_code, ErrorCode::GroupIdNotFound.code());
+    assert_eq!(d.groups[0].group_state.as_str(), "Dead");
+    assert_eq!(
+        d.groups[0].error_message.as_deref(),
+        Some("Group cgw-group is not a classic group.")
+    );
+    let l: ListGroupsResponse = w.call(
+        ApiKey::ListGroups,
+        5,
+        &ListGroupsRequest::default()
+            .with_types_filter(vec![StrBytes::from_static_str("Consumer")]),
+    );
+    let listed: Vec<_> = l
+        .groups
+        .iter()
+        .map(|g| {
+            (
+                g.group_id.to_string(),
+                g.protocol_type.to_string(),
+                g.group_state.to_string(),
+                g.group_type.to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        listed,
+        vec![(
+            g.to_string(),
+            "consumer".to_string(),
+            "Stable".to_string(),
+            "consumer".to_string()
+        )]
+    );
+    let del = |w: &mut Wire| {
+        let r: DeleteGroupsResponse = w.call(
+            ApiKey::DeleteGroups,
+            2,
+            &DeleteGroupsRequest::default()
+                .with_groups_names(vec![StrBytes::from_static_str(g).into()]),
+        );
+        r.results[0].error_code
+    };
+    assert_eq!(del(&mut w), ErrorCode::NonEmptyGroup.code());
+    // ConsumerGroupDescribe.
+    let describe = |w: &mut Wire| -> ConsumerGroupDescribeResponse {
+        w.call(
+            ApiKey::ConsumerGroupDescribe,
+            1,
+            &ConsumerGroupDescribeRequest::default()
+                .with_group_ids(vec![StrBytes::from_static_str(g).into()]),
+        )
+    };
+    let d = describe(&mut w);
+    let dg = &d.groups[0];
+    assert_eq!(dg.error_code, 0, "{dg:?}");
+    assert_eq!(
+        (
+            dg.group_state.as_str(),
+            dg.group_epoch,
+            dg.assignment_epoch,
+            dg.assignor_name.as_str()
+        ),
+        ("Stable", e, e, "uniform")
+    );
+    assert_eq!(dg.members.len(), 1);
+    let m = &dg.members[0];
+    assert_eq!(
+        (m.member_id.as_str(), m.member_epoch, m.member_type),
+        ("m1", e, 1)
+    );
+    assert_eq!(m.assignment.topic_partitions[0].topic_name.as_str(), "cgw");
+    assert_eq!(
+        m.target_assignment.topic_partitions[0].partitions,
+        vec![0, 1]
+    );
+    // The member leaves; the empty group can be deleted, after which it is not found.
+    let r = cg_heartbeat(&mut w, g, "m1", -1, |_| {});
+    assert_eq!((r.error_code, r.member_epoch), (0, -1), "{r:?}");
+    let d = describe(&mut w);
+    assert_eq!(d.groups[0].group_state.as_str(), "Empty");
+    assert_eq!(d.groups[0].group_epoch, e + 1);
+    assert_eq!(
+        cg_commit(&mut w, 9, "", -1),
+        0,
+        "an empty group takes admin commits"
+    );
+    assert_eq!(del(&mut w), 0);
+    let d = describe(&mut w);
+    assert_eq!(d.groups[0].error_code, ErrorCode::GroupIdNotFound.code());
+    assert_eq!(
+        d.groups[0].error_message.as_deref(),
+        Some("Group cgw-group not found.")
+    );
+}

@@ -389,7 +389,7 @@ impl Coordinator {
             )),
             None => Err((
                 ErrorCode::GroupIdNotFound,
-                format!("Consumer group {group} not found."),
+                format!("Group {group} not found."),
             )),
         }
     }
