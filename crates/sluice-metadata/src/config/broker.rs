@@ -111,6 +111,7 @@ impl BrokerConfig {
     }
 
     fn check_consistency(&self) -> Result<(), ConfigError> {
+        self.check_consumer_group_bounds()?;
         if let (Some(b), Some(n)) = (self.set.get("broker.id"), self.set.get("node.id")) {
             if b != n && b != "-1" {
                 return Err(ConfigError {
@@ -667,6 +668,40 @@ impl BrokerConfig {
 
     pub fn explicit_keys(&self) -> impl Iterator<Item = (&str, &str)> {
         self.set.iter().map(|(k, v)| (k.as_str(), v.as_str()))
+    }
+
+    /// Kafka's checks of the consumer group protocol's timeouts against their bounds
+    /// (GroupCoordinatorConfig), with its messages.
+    fn check_consumer_group_bounds(&self) -> Result<(), ConfigError> {
+        let k = |s: &str| format!("group.consumer.{s}");
+        let rules = [
+            (
+                "max.heartbeat.interval.ms",
+                ">=",
+                "min.heartbeat.interval.ms",
+            ),
+            ("heartbeat.interval.ms", ">=", "min.heartbeat.interval.ms"),
+            ("heartbeat.interval.ms", "<=", "max.heartbeat.interval.ms"),
+            ("max.session.timeout.ms", ">=", "min.session.timeout.ms"),
+            ("session.timeout.ms", ">=", "min.session.timeout.ms"),
+            ("session.timeout.ms", "<=", "max.session.timeout.ms"),
+            ("heartbeat.interval.ms", "<", "session.timeout.ms"),
+        ];
+        for (a, op, b) in rules {
+            let (x, y) = (self.int(&k(a)), self.int(&k(b)));
+            let (ok, words) = match op {
+                ">=" => (x >= y, "greater than or equal to"),
+                "<=" => (x <= y, "less than or equal to"),
+                _ => (x < y, "less than"),
+            };
+            if !ok {
+                return Err(ConfigError {
+                    key: k(a),
+                    message: format!("{} must be {words} {}", k(a), k(b)),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Explicit value or Kafka's default.

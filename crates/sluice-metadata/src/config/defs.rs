@@ -191,6 +191,45 @@ pub(crate) fn roles(v: &str) -> Result<(), String> {
     Ok(())
 }
 
+fn list_items(v: &str) -> Vec<&str> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+pub(crate) fn consumer_assignors(v: &str) -> Result<(), String> {
+    let items = list_items(v);
+    if items.is_empty() {
+        return Err("must name at least one assignor".into());
+    }
+    for (i, a) in items.iter().enumerate() {
+        if !matches!(*a, "uniform" | "range") {
+            return Err(format!(
+                "unknown assignor {a} (this broker has uniform and range)"
+            ));
+        }
+        if items[..i].contains(a) {
+            return Err(format!("{a} is listed twice"));
+        }
+    }
+    Ok(())
+}
+
+pub(crate) fn rebalance_protocols(v: &str) -> Result<(), String> {
+    let items = list_items(v);
+    if let Some(p) = items
+        .iter()
+        .find(|p| !matches!(**p, "classic" | "consumer" | "streams" | "share"))
+    {
+        return Err(format!("unknown group protocol {p}"));
+    }
+    if !items.contains(&"classic") {
+        return Err("must contain classic".into());
+    }
+    Ok(())
+}
+
 pub(crate) fn listener_list(v: &str) -> Result<(), String> {
     parse_listeners(v).map(|_| ())
 }

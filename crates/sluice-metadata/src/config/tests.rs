@@ -364,3 +364,46 @@ fn the_readme_lists_the_configs_sluice_does_not_act_on() {
         .iter()
         .all(|n| broker_def(n).is_some_and(|d| d.doc == NOT_ACTED_ON)));
 }
+
+/// The consumer group protocol's broker configs are checked as Kafka's GroupCoordinatorConfig
+/// checks them, with its messages.
+#[test]
+fn consumer_group_timeouts_are_checked_against_their_bounds() {
+    let refused = |pairs: &[(&str, &str)]| {
+        let pairs: Vec<(Origin, &str, &str)> =
+            pairs.iter().map(|(k, v)| (Origin::File, *k, *v)).collect();
+        build(&pairs).err().map(|e| e.message)
+    };
+    assert_eq!(refused(&[]), None);
+    assert_eq!(
+        refused(&[("group.consumer.session.timeout.ms", "6000")]).as_deref(),
+        Some("group.consumer.session.timeout.ms must be greater than or equal to group.consumer.min.session.timeout.ms")
+    );
+    assert_eq!(
+        refused(&[
+            ("group.consumer.min.session.timeout.ms", "6000"),
+            ("group.consumer.session.timeout.ms", "6000"),
+            ("group.consumer.min.heartbeat.interval.ms", "500"),
+            ("group.consumer.heartbeat.interval.ms", "500"),
+        ]),
+        None
+    );
+    assert_eq!(
+        refused(&[("group.consumer.heartbeat.interval.ms", "20000")]).as_deref(),
+        Some("group.consumer.heartbeat.interval.ms must be less than or equal to group.consumer.max.heartbeat.interval.ms")
+    );
+    assert_eq!(
+        refused(&[
+            ("group.consumer.max.heartbeat.interval.ms", "50000"),
+            ("group.consumer.heartbeat.interval.ms", "45000"),
+        ])
+        .as_deref(),
+        Some("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
+    );
+    assert!(refused(&[("group.consumer.assignors", "sticky")])
+        .is_some_and(|m| m.contains("unknown assignor sticky")));
+    assert!(
+        refused(&[("group.coordinator.rebalance.protocols", "consumer")])
+            .is_some_and(|m| m.contains("must contain classic"))
+    );
+}
