@@ -622,3 +622,43 @@ fn consumer_protocol_members_join_leave_and_die_and_every_record_is_read_once() 
     leave(first);
     leave(third);
 }
+
+/// A librdkafka member subscribing by regular expression on the consumer group protocol:
+/// the broker resolves the expression (librdkafka sends it as SubscribedTopicRegex) and
+/// assigns a topic created later that it matches.
+#[test]
+fn consumer_protocol_regex_subscription_picks_up_new_topics() {
+    let server = start(CONSUMER_PROTOCOL);
+    let bs = server.bootstrap.clone();
+    create_topic(&bs, "rx-a", 2, &[]);
+    create_topic(&bs, "other", 1, &[]);
+    produce_all(&producer(&bs, &[]), "rx-a", &values(100, "a"));
+    produce_all(&producer(&bs, &[]), "other", &values(10, "o"));
+    let c = modern_member(&bs, "regexers");
+    c.subscribe(&["^rx-.*"]).unwrap();
+    let seen = Mutex::new(Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.lock().unwrap().len() < 100 {
+        assert!(Instant::now() < deadline, "{}", server.log());
+        drain(&c, &seen);
+    }
+    create_topic(&bs, "rx-b", 2, &[]);
+    produce_all(&producer(&bs, &[]), "rx-b", &values(100, "b"));
+    while seen.lock().unwrap().len() < 200 || c.assignment().map(|a| a.count()).unwrap_or(0) < 4 {
+        assert!(
+            Instant::now() < deadline,
+            "rx-b never assigned: {} read, {:?}",
+            seen.lock().unwrap().len(),
+            c.assignment()
+        );
+        drain(&c, &seen);
+    }
+    let seen = seen.lock().unwrap();
+    assert!(
+        seen.iter().all(|v| !v.starts_with("o-")),
+        "read a topic the expression does not match"
+    );
+    assert_eq!(seen.iter().collect::<HashSet<_>>().len(), 200);
+    drop(seen);
+    leave(c);
+}

@@ -1513,6 +1513,20 @@ fn consumer_group_protocol_answers_match_kafka() {
     assert_eq!(r.error_code, ErrorCode::UnsupportedAssignor.code(), "{r:?}");
     let r = cg_heartbeat(&mut w, g, "m1", 3, |_| {});
     assert_eq!(r.error_code, ErrorCode::GroupIdNotFound.code(), "{r:?}");
+    let r = cg_heartbeat(&mut w, g, "m1", 0, |r| {
+        r.subscribed_topic_regex = Some(StrBytes::from_static_str("cgw-(["))
+    });
+    assert_eq!(
+        r.error_code,
+        ErrorCode::InvalidRegularExpression.code(),
+        "{r:?}"
+    );
+    assert!(
+        msg(&r)
+            .1
+            .starts_with("SubscribedTopicRegex `cgw-([` is not a valid regular expression: "),
+        "{r:?}"
+    );
     // A member joins: an epoch (Kafka 4.2 starts a new group at 1, 4.4 at 2), both
     // partitions, the broker's heartbeat interval.
     let r = cg_heartbeat(&mut w, g, "m1", 0, |_| {});

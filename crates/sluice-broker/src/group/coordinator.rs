@@ -7,7 +7,7 @@
 //! (Kafka's record formats) before the request is answered, and reloaded from it when the
 //! coordinator starts: until that load finishes, requests get COORDINATOR_LOAD_IN_PROGRESS.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -458,6 +458,9 @@ struct Coordinator {
     consumer: HashMap<String, ConsumerGroup<Uuid>>,
     /// Their members' timers, by (group, member).
     consumer_timers: HashMap<(String, String), consumer::MemberTimers>,
+    /// Regular expressions of consumer groups: the metadata image offset they were matched
+    /// at and the topic names they matched.
+    regex_cache: HashMap<String, (i64, BTreeSet<String>)>,
 }
 
 fn now_ms() -> i64 {
@@ -486,6 +489,7 @@ async fn run(
         metadata: Arc::clone(&metadata),
         consumer: HashMap::new(),
         consumer_timers: HashMap::new(),
+        regex_cache: HashMap::new(),
     };
     let mut images = metadata.subscribe();
     c.follow_leadership();

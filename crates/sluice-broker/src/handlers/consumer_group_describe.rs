@@ -89,7 +89,7 @@ async fn handle(
                     let topics: BTreeSet<&String> = group
                         .members
                         .values()
-                        .flat_map(|m| m.subscribed_topic_names.iter())
+                        .flat_map(|m| group.member_topics(m))
                         .collect();
                     if topics.iter().any(|t| !acl.topic(op::DESCRIBE, t)) {
                         g.error_code = ErrorCode::TopicAuthorizationFailed.code();
@@ -120,6 +120,8 @@ async fn handle(
                                 .iter()
                                 .map(|n| TopicName(str_bytes(n.clone())))
                                 .collect();
+                            out.subscribed_topic_regex =
+                                m.subscribed_topic_regex.clone().map(str_bytes);
                             out.assignment = assignment(&image, &m.assignment.assigned);
                             out.target_assignment = assignment(
                                 &image,

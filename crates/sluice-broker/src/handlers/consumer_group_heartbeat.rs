@@ -8,6 +8,7 @@ use kafka_protocol::messages::{
     ApiKey, ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse,
 };
 use sluice_metadata::acl::op;
+use sluice_metadata::config::mirror::FullMatch;
 use sluice_protocol::ErrorCode;
 
 use crate::group::assignor::Partitions;
@@ -63,15 +64,19 @@ async fn handle(
     {
         return ctx.respond(&refused(code, Some(message)));
     }
-    if req
+    if let Some(regex) = req
         .subscribed_topic_regex
         .as_ref()
-        .is_some_and(|r| !r.is_empty())
+        .filter(|r| !r.is_empty())
     {
-        return ctx.respond(&refused(
-            ErrorCode::InvalidRequest,
-            Some("SubscribedTopicRegex is not supported by this broker yet.".into()),
-        ));
+        if let Err(e) = FullMatch::new(regex) {
+            return ctx.respond(&refused(
+                ErrorCode::InvalidRegularExpression,
+                Some(format!(
+                    "SubscribedTopicRegex `{regex}` is not a valid regular expression: {e}."
+                )),
+            ));
+        }
     }
     // v0 lets the coordinator name a joining member.
     let member_id = if req.member_id.is_empty() && req.member_epoch == 0 {
@@ -99,6 +104,7 @@ async fn handle(
             rack_id: req.rack_id.as_ref().map(|s| s.to_string()),
             rebalance_timeout_ms: req.rebalance_timeout_ms,
             subscribed_topic_names: names.map(|ns| ns.iter().map(|n| n.to_string()).collect()),
+            subscribed_topic_regex: req.subscribed_topic_regex.as_ref().map(|r| r.to_string()),
             server_assignor: req.server_assignor.as_ref().map(|s| s.to_string()),
             owned,
             client_id: ctx.client_id.clone().unwrap_or_default(),

@@ -25,6 +25,8 @@ pub struct HeartbeatRequest<T: Ord> {
     pub rack_id: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub subscribed_topic_names: Option<Vec<String>>,
+    /// A regular expression over topic names (None: unchanged; "": none any more).
+    pub subscribed_topic_regex: Option<String>,
     pub server_assignor: Option<String>,
     /// What the member owns (None: unchanged / not said).
     pub owned: Option<Partitions<T>>,
@@ -49,6 +51,8 @@ pub struct Member<T: Ord> {
     pub client_id: String,
     pub client_host: String,
     pub subscribed_topic_names: BTreeSet<String>,
+    /// The member's regular expression, if any (the group's `resolved` says what it matches).
+    pub subscribed_topic_regex: Option<String>,
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
     pub assignment: MemberAssignment<T>,
@@ -97,6 +101,9 @@ pub struct ConsumerGroup<T: Ord> {
     /// A hash of the subscribed topics' ids and partition counts when the epoch last moved:
     /// a topic created, deleted or given partitions bumps the epoch at the next heartbeat.
     pub metadata_hash: u64,
+    /// The topic names each regular expression members use matches now (the coordinator
+    /// resolves them before each heartbeat; not persisted, resolved again after a load).
+    pub resolved: BTreeMap<String, BTreeSet<String>>,
 }
 
 impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
@@ -108,7 +115,20 @@ impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
             members: BTreeMap::new(),
             target: BTreeMap::new(),
             metadata_hash: 0,
+            resolved: BTreeMap::new(),
         }
+    }
+
+    /// The topic names `m` subscribes to: its names and what its expression matches.
+    pub fn member_topics<'a>(&'a self, m: &'a Member<T>) -> BTreeSet<&'a String> {
+        let matched = m
+            .subscribed_topic_regex
+            .as_ref()
+            .and_then(|r| self.resolved.get(r));
+        m.subscribed_topic_names
+            .iter()
+            .chain(matched.into_iter().flatten())
+            .collect()
     }
 
     pub fn state(&self) -> GroupState {
@@ -144,6 +164,7 @@ impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
             client_id: String::new(),
             client_host: String::new(),
             subscribed_topic_names: BTreeSet::new(),
+            subscribed_topic_regex: None,
             rebalance_timeout_ms: -1,
             server_assignor: None,
             assignment: MemberAssignment::joining(),
@@ -170,6 +191,13 @@ impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
             subscription_changed = names != member.subscribed_topic_names;
             member.subscribed_topic_names = names;
         }
+        if let Some(regex) = &req.subscribed_topic_regex {
+            let regex = Some(regex.clone()).filter(|r| !r.is_empty());
+            if regex != member.subscribed_topic_regex {
+                subscription_changed = true;
+                member.subscribed_topic_regex = regex;
+            }
+        }
         member.client_id = req.client_id.clone();
         member.client_host = req.client_host.clone();
         // The group sees the updated member for the target; its reconciliation is stored last.
@@ -187,9 +215,9 @@ impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
         // 6. Reconcile the member towards its target.
         let before = member.assignment.clone();
         let empty = Partitions::new();
-        let subscribed: BTreeSet<T> = member
-            .subscribed_topic_names
-            .iter()
+        let subscribed: BTreeSet<T> = self
+            .member_topics(&member)
+            .into_iter()
             .filter_map(|n| topics.get(n).map(|(id, _)| id.clone()))
             .collect();
         let owners = self.owners(&member_id);
@@ -371,7 +399,7 @@ impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
         let names: BTreeSet<&String> = self
             .members
             .values()
-            .flat_map(|m| m.subscribed_topic_names.iter())
+            .flat_map(|m| self.member_topics(m))
             .collect();
         let mut h = std::collections::hash_map::DefaultHasher::new();
         for n in names {
@@ -409,9 +437,9 @@ impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
                 (
                     m.member_id.clone(),
                     MemberSpec {
-                        subscribed: m
-                            .subscribed_topic_names
-                            .iter()
+                        subscribed: self
+                            .member_topics(m)
+                            .into_iter()
                             .filter_map(|n| topics.get(n).map(|(id, _)| id.clone()))
                             .collect(),
                         current: self.target.get(&m.member_id).cloned().unwrap_or_default(),

@@ -54,7 +54,7 @@ fn metadata_value(m: &Member<Uuid>) -> MemberMetadataValue {
         client_id: m.client_id.clone(),
         client_host: m.client_host.clone(),
         subscribed_topic_names: m.subscribed_topic_names.iter().cloned().collect(),
-        subscribed_topic_regex: None,
+        subscribed_topic_regex: m.subscribed_topic_regex.clone(),
         rebalance_timeout_ms: m.rebalance_timeout_ms,
         server_assignor: m.server_assignor.clone(),
         tags: Vec::new(),
@@ -197,6 +197,7 @@ fn blank_member(id: &str) -> Member<Uuid> {
         client_id: String::new(),
         client_host: String::new(),
         subscribed_topic_names: Default::default(),
+        subscribed_topic_regex: None,
         rebalance_timeout_ms: -1,
         server_assignor: None,
         assignment: MemberAssignment {
@@ -268,6 +269,7 @@ pub fn replay(
                     m.client_id = v.client_id;
                     m.client_host = v.client_host;
                     m.subscribed_topic_names = v.subscribed_topic_names.into_iter().collect();
+                    m.subscribed_topic_regex = v.subscribed_topic_regex.filter(|r| !r.is_empty());
                     m.rebalance_timeout_ms = v.rebalance_timeout_ms;
                     m.server_assignor = v.server_assignor;
                 }

@@ -446,3 +446,38 @@ mod persisted {
         }
     }
 }
+
+/// A member subscribing by regular expression gets what the expression matches (with what
+/// it names); a topic the expression comes to match moves the epoch and is assigned.
+#[test]
+fn a_regular_expression_subscription_follows_what_it_matches() {
+    let mut g = ConsumerGroup::new("g");
+    let s = settings();
+    let mut t = topics(&[("rx-a", 2), ("named", 1), ("other", 1)]);
+    g.resolved = BTreeMap::from([("rx-.*".to_string(), BTreeSet::from(["rx-a".to_string()]))]);
+    let mut req = join("m", &["named"]);
+    req.subscribed_topic_regex = Some("rx-.*".into());
+    let r = g.heartbeat(&req, &t, &s).unwrap();
+    let got = r.assignment.unwrap();
+    assert_eq!(count(&got), 3, "{got:?}");
+    assert!(!got.contains_key("id-other"));
+    let epoch = r.member_epoch;
+    // A new matching topic: the coordinator resolves it, the next heartbeat assigns it.
+    t.insert("rx-b".into(), ("id-rx-b".into(), 2));
+    g.resolved
+        .get_mut("rx-.*")
+        .unwrap()
+        .insert("rx-b".to_string());
+    let r = g.heartbeat(&beat("m", epoch, &got), &t, &s).unwrap();
+    assert!(r.member_epoch > epoch);
+    assert_eq!(count(&r.assignment.unwrap()), 5);
+    // Dropping the expression ("") leaves the named topic only.
+    let mut req = beat("m", r.member_epoch, &Partitions::new());
+    req.subscribed_topic_regex = Some(String::new());
+    let owned_all: Partitions<String> = g.members["m"].assignment.assigned.clone();
+    req.owned = Some(owned_all);
+    let r = g.heartbeat(&req, &t, &s).unwrap();
+    assert_eq!(g.members["m"].subscribed_topic_regex, None);
+    let now = r.assignment.unwrap();
+    assert_eq!(now.keys().collect::<Vec<_>>(), vec!["id-named"], "{now:?}");
+}

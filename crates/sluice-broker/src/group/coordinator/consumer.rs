@@ -7,6 +7,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use sluice_metadata::config::group::{group_value, RESOURCE_GROUP};
+use sluice_metadata::config::mirror::FullMatch;
 use sluice_metadata::Uuid;
 
 use super::*;
@@ -122,13 +123,56 @@ impl Coordinator {
         }
     }
 
-    /// The topics `g`'s members and `names` subscribe to, as the cluster has them now.
+    /// Resolve the regular expressions `g`'s members (and `extra`) use against the topics
+    /// the cluster has now (whole names, as RE2J's `matches`; internal topics included, as
+    /// in Kafka), each compiled and matched once per metadata image.
+    fn resolve_regexes(&mut self, g: &mut ConsumerGroup<Uuid>, extra: Option<&str>) {
+        let image = self.metadata.current();
+        let used: BTreeSet<String> = g
+            .members
+            .values()
+            .filter_map(|m| m.subscribed_topic_regex.clone())
+            .chain(extra.filter(|r| !r.is_empty()).map(str::to_string))
+            .collect();
+        g.resolved = used
+            .into_iter()
+            .map(|regex| {
+                let matched = match self.regex_cache.get(&regex) {
+                    Some((at, matched)) if *at == image.offset => matched.clone(),
+                    _ => {
+                        let matched: BTreeSet<String> = match FullMatch::new(&regex) {
+                            Ok(re) => image
+                                .topics
+                                .keys()
+                                .filter(|t| re.is_match(t))
+                                .cloned()
+                                .collect(),
+                            Err(_) => BTreeSet::new(),
+                        };
+                        self.regex_cache
+                            .insert(regex.clone(), (image.offset, matched.clone()));
+                        matched
+                    }
+                };
+                (regex, matched)
+            })
+            .collect();
+        let resolved = &g.resolved;
+        self.regex_cache.retain(|r, _| {
+            resolved.contains_key(r) || self.consumer.values().any(|g| g.resolved.contains_key(r))
+        });
+    }
+
+    /// The topics `g`'s members and `names` subscribe to (names and what their expressions
+    /// match), as the cluster has them now.
     fn subscribed_topics(&self, g: &ConsumerGroup<Uuid>, names: Option<&[String]>) -> Topics<Uuid> {
         let image = self.metadata.current();
         let wanted: BTreeSet<&str> = g
             .members
             .values()
-            .flat_map(|m| m.subscribed_topic_names.iter().map(String::as_str))
+            .flat_map(|m| g.member_topics(m))
+            .chain(g.resolved.values().flatten())
+            .map(String::as_str)
             .chain(names.unwrap_or_default().iter().map(String::as_str))
             .collect();
         wanted
@@ -220,6 +264,7 @@ impl Coordinator {
                 assignment: None,
             }
         } else {
+            self.resolve_regexes(&mut g, req.subscribed_topic_regex.as_deref());
             let topics = self.subscribed_topics(&g, req.subscribed_topic_names.as_deref());
             let r = g.heartbeat(&req, &topics, &settings.group)?;
             ConsumerHeartbeatAnswer {
