@@ -662,3 +662,106 @@ fn consumer_protocol_regex_subscription_picks_up_new_topics() {
     drop(seen);
     leave(c);
 }
+
+/// A rolling upgrade from the classic to the consumer group protocol (KIP-848's online
+/// migration), with librdkafka: two classic members consume; one is restarted on the
+/// consumer protocol (the group becomes a consumer group, the other member staying on the
+/// classic protocol inside it), then the other; and back to the classic protocol the same
+/// way; every record is read exactly once.
+#[test]
+fn a_classic_group_upgrades_to_the_consumer_protocol_member_by_member() {
+    let mut overrides = CONSUMER_PROTOCOL.to_vec();
+    overrides.push("group.initial.rebalance.delay.ms=0");
+    let server = start(&overrides);
+    let bs = server.bootstrap.clone();
+    create_topic(&bs, "roll", 6, &[]);
+    let records = values(8000, "r");
+    let seen = Mutex::new(Vec::new());
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let owns = |c: &Member| c.assignment().map(|a| a.count()).unwrap_or(0);
+    let consume_until = |members: &[&Member], count: usize, also: &dyn Fn() -> bool, what: &str| {
+        while seen.lock().unwrap().len() < count || !also() {
+            assert!(
+                Instant::now() < deadline,
+                "{what}: {} of {count} consumed, owned {:?}\n{}",
+                seen.lock().unwrap().len(),
+                members.iter().map(|m| owns(m)).collect::<Vec<_>>(),
+                server.log()
+            );
+            for m in members {
+                drain(m, &seen);
+            }
+        }
+    };
+    let c1 = member(&bs, "rolling", &[]);
+    c1.subscribe(&["roll"]).unwrap();
+    let c2 = member(&bs, "rolling", &[]);
+    c2.subscribe(&["roll"]).unwrap();
+    produce_all(&producer(&bs, &[]), "roll", &records[..2000]);
+    consume_until(
+        &[&c1, &c2],
+        2000,
+        &|| owns(&c1) > 0 && owns(&c2) > 0,
+        "two classic members share the topic",
+    );
+    // The first member is restarted on the consumer protocol.
+    leave(c1);
+    let m1 = modern_member(&bs, "rolling");
+    m1.subscribe(&["roll"]).unwrap();
+    produce_all(&producer(&bs, &[]), "roll", &records[2000..4000]);
+    consume_until(
+        &[&c2, &m1],
+        4000,
+        &|| owns(&c2) > 0 && owns(&m1) > 0 && owns(&c2) + owns(&m1) == 6,
+        "a classic and a consumer-protocol member share the topic",
+    );
+    assert!(
+        server
+            .log()
+            .contains("converting a classic group to a consumer group"),
+        "the group was converted, not rebuilt"
+    );
+    // Then the second.
+    leave(c2);
+    let m2 = modern_member(&bs, "rolling");
+    m2.subscribe(&["roll"]).unwrap();
+    produce_all(&producer(&bs, &[]), "roll", &records[4000..6000]);
+    consume_until(
+        &[&m1, &m2],
+        6000,
+        &|| owns(&m1) > 0 && owns(&m2) > 0 && owns(&m1) + owns(&m2) == 6,
+        "two consumer-protocol members share the topic",
+    );
+    // And back: each is restarted on the classic protocol again.
+    leave(m1);
+    let c3 = member(&bs, "rolling", &[]);
+    c3.subscribe(&["roll"]).unwrap();
+    produce_all(&producer(&bs, &[]), "roll", &records[6000..7000]);
+    consume_until(
+        &[&m2, &c3],
+        7000,
+        &|| owns(&m2) > 0 && owns(&c3) > 0 && owns(&m2) + owns(&c3) == 6,
+        "a classic member joins the consumer group",
+    );
+    leave(m2);
+    let c4 = member(&bs, "rolling", &[]);
+    c4.subscribe(&["roll"]).unwrap();
+    produce_all(&producer(&bs, &[]), "roll", &records[7000..]);
+    consume_until(
+        &[&c3, &c4],
+        8000,
+        &|| owns(&c3) > 0 && owns(&c4) > 0 && owns(&c3) + owns(&c4) == 6,
+        "two classic members again",
+    );
+    for _ in 0..10 {
+        drain(&c3, &seen);
+        drain(&c4, &seen);
+    }
+    let seen = seen.lock().unwrap();
+    let unique: HashSet<&String> = seen.iter().collect();
+    assert_eq!(unique.len(), 8000, "every record was consumed");
+    assert_eq!(seen.len(), 8000, "no record was consumed twice");
+    drop(seen);
+    leave(c3);
+    leave(c4);
+}

@@ -33,6 +33,7 @@ use crate::replica::{Acks, AppendOrigin};
 use sluice_metadata::Uuid;
 
 mod consumer;
+mod migration;
 pub use consumer::{
     offered_assignors, ConsumerGroupView, ConsumerHeartbeat, ConsumerHeartbeatAnswer,
     ConsumerHeartbeatResult,
@@ -678,11 +679,26 @@ impl Coordinator {
         }
         match cmd {
             Command::Join(req, tx) if self.consumer.contains_key(&req.group_id) => {
-                // A consumer group: an empty one becomes a classic group, as in Kafka.
-                match self.consumer_delete_for_classic(&req.group_id) {
-                    Ok(()) => self.handle(Command::Join(req, tx)),
-                    Err(code) => drop(tx.send(join_error(code, &req.member_id))),
+                // A consumer group: an empty one becomes a classic group, as in Kafka; one
+                // with members takes the classic member in.
+                if self
+                    .consumer
+                    .get(&req.group_id)
+                    .is_some_and(|g| g.members.is_empty())
+                {
+                    match self.consumer_delete_for_classic(&req.group_id) {
+                        Ok(()) => self.handle(Command::Join(req, tx)),
+                        Err(code) => drop(tx.send(join_error(code, &req.member_id))),
+                    }
+                } else {
+                    self.consumer_classic_join(req, tx, now);
                 }
+            }
+            Command::Sync(req, tx) if self.consumer.contains_key(&req.group_id) => {
+                self.consumer_classic_sync(req, tx, now);
+            }
+            Command::Leave(group, members, tx) if self.consumer.contains_key(&group) => {
+                self.consumer_classic_leave(&group, &members, tx);
             }
             Command::ConsumerHeartbeat(hb, tx) => self.consumer_heartbeat(*hb, tx, now),
             Command::ConsumerDescribe(groups, tx) => {
@@ -712,6 +728,18 @@ impl Coordinator {
                 self.syncs.insert(t, (req.group_id.clone(), tx));
                 let fx = self.machine.sync(&req, t, now);
                 self.apply(fx);
+            }
+            Command::Heartbeat(group, generation, member, instance, tx)
+                if self.consumer.contains_key(&group) =>
+            {
+                let result = self.consumer_classic_heartbeat(
+                    &group,
+                    generation,
+                    &member,
+                    instance.as_deref(),
+                    now,
+                );
+                let _ = tx.send(result.unwrap_or(Some(ErrorCode::UnknownMemberId)));
             }
             Command::Heartbeat(group, generation, member, instance, tx) => {
                 let _ = tx.send(self.machine.heartbeat(

@@ -127,9 +127,9 @@ async fn handle(
                                 &image,
                                 group.target.get(&m.member_id).unwrap_or(&empty),
                             );
-                            // 1: a consumer-protocol member (classic members are not
-                            // taken into consumer groups yet).
-                            out.member_type = 1;
+                            // 0: a member still on the classic protocol, 1: the consumer
+                            // protocol.
+                            out.member_type = if m.classic.is_some() { 0 } else { 1 };
                             out
                         })
                         .collect();

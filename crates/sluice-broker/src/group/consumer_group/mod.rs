@@ -11,6 +11,7 @@ use std::hash::{Hash, Hasher};
 use sluice_protocol::ErrorCode;
 
 use super::assignor::{assign, MemberSpec, Partitions, ServerAssignor};
+pub use super::consumer_records::ClassicMemberMetadata;
 use super::reconcile::{reconcile, MemberAssignment, MemberState, Target};
 
 /// A refusal: Kafka's error code and message.
@@ -56,6 +57,9 @@ pub struct Member<T: Ord> {
     pub rebalance_timeout_ms: i32,
     pub server_assignor: Option<String>,
     pub assignment: MemberAssignment<T>,
+    /// Set for a member that speaks the classic protocol (JoinGroup, SyncGroup, Heartbeat)
+    /// inside this group: a group being migrated between the protocols.
+    pub classic: Option<ClassicMemberMetadata>,
 }
 
 /// The group's state as ListGroups and ConsumerGroupDescribe name it.
@@ -168,6 +172,7 @@ impl<T: Ord + Clone + Hash> ConsumerGroup<T> {
             rebalance_timeout_ms: -1,
             server_assignor: None,
             assignment: MemberAssignment::joining(),
+            classic: None,
         });
         if let Some(old) = &old {
             check_epoch(old, epoch, req.owned.as_ref(), &self.group_id)?;
@@ -491,6 +496,7 @@ fn check_epoch<T: Ord>(
     ))
 }
 
+pub mod classic;
 pub mod records;
 pub mod validate;
 

@@ -9,8 +9,9 @@ use sluice_metadata::Uuid;
 use super::{ConsumerGroup, Member};
 use crate::group::assignor::Partitions;
 use crate::group::consumer_records::{
-    ConsumerGroupKey, CurrentMemberAssignmentValue, GroupMetadataValue, MemberMetadataValue,
-    TargetAssignmentMemberValue, TargetAssignmentMetadataValue, TopicPartitions,
+    ClassicMemberMetadata, ConsumerGroupKey, CurrentMemberAssignmentValue, GroupMetadataValue,
+    MemberMetadataValue, TargetAssignmentMemberValue, TargetAssignmentMetadataValue,
+    TopicPartitions, CLASSIC_MEMBER_TAG,
 };
 use crate::group::reconcile::{MemberAssignment, MemberState};
 
@@ -57,7 +58,11 @@ fn metadata_value(m: &Member<Uuid>) -> MemberMetadataValue {
         subscribed_topic_regex: m.subscribed_topic_regex.clone(),
         rebalance_timeout_ms: m.rebalance_timeout_ms,
         server_assignor: m.server_assignor.clone(),
-        tags: Vec::new(),
+        tags: m
+            .classic
+            .iter()
+            .map(|c| (CLASSIC_MEMBER_TAG, c.encode()))
+            .collect(),
     }
 }
 
@@ -207,6 +212,7 @@ fn blank_member(id: &str) -> Member<Uuid> {
             assigned: BTreeMap::new(),
             pending_revocation: BTreeMap::new(),
         },
+        classic: None,
     }
 }
 
@@ -272,6 +278,11 @@ pub fn replay(
                     m.subscribed_topic_regex = v.subscribed_topic_regex.filter(|r| !r.is_empty());
                     m.rebalance_timeout_ms = v.rebalance_timeout_ms;
                     m.server_assignor = v.server_assignor;
+                    m.classic = v
+                        .tags
+                        .iter()
+                        .find(|(t, _)| *t == CLASSIC_MEMBER_TAG)
+                        .and_then(|(_, b)| ClassicMemberMetadata::decode(b));
                 }
             }
         }

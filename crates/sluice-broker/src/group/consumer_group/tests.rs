@@ -312,6 +312,134 @@ mod persisted {
         }
     }
 
+    /// A classic group converted to a consumer group: its members keep their partitions at
+    /// the classic generation; a consumer-protocol member joining moves the epoch, the
+    /// classic members are told to rejoin (heartbeat and sync), give up partitions by
+    /// rejoining without them, and no partition is owned twice; the group's records
+    /// (classic metadata included) rebuild it.
+    #[test]
+    fn a_converted_classic_group_takes_a_consumer_member_in() {
+        use super::super::classic::{ClassicJoin, ClassicSource};
+        let s = settings();
+        let id = Uuid::from_u128(7);
+        let t: Topics<Uuid> = [("t".to_string(), (id, 4))].into();
+        let source = |m: &str, ps: &[i32]| ClassicSource {
+            member_id: m.into(),
+            instance_id: None,
+            client_id: m.into(),
+            client_host: "/h".into(),
+            session_timeout_ms: 10_000,
+            rebalance_timeout_ms: 30_000,
+            protocols: vec![("range".into(), vec![0, 3])],
+            topics: vec!["t".into()],
+            rack_id: None,
+            assigned: [(id, ps.iter().copied().collect())].into(),
+        };
+        let mut g = ConsumerGroup::from_classic(
+            "g",
+            5,
+            vec![source("a", &[0, 1]), source("b", &[2, 3])],
+            &t,
+        );
+        assert_eq!(g.state(), GroupState::Stable);
+        assert_eq!(g.classic_heartbeat("a", None, 5), Ok(()));
+        assert_eq!(
+            g.classic_heartbeat("a", None, 4),
+            Err(ErrorCode::IllegalGeneration)
+        );
+        assert_eq!(
+            g.classic_heartbeat("zz", None, 5),
+            Err(ErrorCode::UnknownMemberId)
+        );
+        // A consumer-protocol member joins: nothing free yet.
+        let r = g
+            .heartbeat(
+                &HeartbeatRequest::<Uuid> {
+                    member_id: "m".into(),
+                    member_epoch: 0,
+                    rebalance_timeout_ms: 30_000,
+                    subscribed_topic_names: Some(vec!["t".into()]),
+                    owned: Some(Partitions::new()),
+                    ..Default::default()
+                },
+                &t,
+                &s,
+            )
+            .unwrap();
+        assert_eq!(r.member_epoch, 6);
+        assert!(r
+            .assignment
+            .unwrap_or_default()
+            .values()
+            .all(BTreeSet::is_empty));
+        assert_eq!(
+            g.classic_heartbeat("a", None, 5),
+            Err(ErrorCode::RebalanceInProgress)
+        );
+        assert_eq!(
+            g.classic_sync("a", None, 5, Some("consumer"), Some("range"))
+                .map(|_| ()),
+            Err(ErrorCode::RebalanceInProgress)
+        );
+        // The classic members rejoin having revoked everything (eager).
+        let join = |m: &str| ClassicJoin::<Uuid> {
+            member_id: m.into(),
+            instance_id: None,
+            rebalance_timeout_ms: 30_000,
+            session_timeout_ms: 10_000,
+            protocol_type: "consumer".into(),
+            protocols: vec![("range".into(), vec![0, 3])],
+            topics: vec!["t".into()],
+            owned: Partitions::new(),
+            rack_id: None,
+            client_id: m.into(),
+            client_host: "/h".into(),
+        };
+        let mut wrong = join("a");
+        wrong.protocols = vec![("roundrobin".into(), Vec::new())];
+        assert_eq!(
+            g.classic_join(&wrong, &t, &s).map(|_| ()),
+            Err((ErrorCode::InconsistentGroupProtocol, String::new()))
+        );
+        for m in ["a", "b"] {
+            let (epoch, protocol) = g.classic_join(&join(m), &t, &s).unwrap();
+            assert_eq!((epoch, protocol.as_str()), (6, "range"));
+            let (_, got) = g
+                .classic_sync(m, None, 6, Some("consumer"), Some("range"))
+                .unwrap();
+            assert!(!got.is_empty());
+        }
+        // The consumer member now gets what was released; every partition has one owner.
+        let r = g
+            .heartbeat(
+                &HeartbeatRequest::<Uuid> {
+                    member_id: "m".into(),
+                    member_epoch: 6,
+                    rebalance_timeout_ms: -1,
+                    owned: Some(Partitions::new()),
+                    ..Default::default()
+                },
+                &t,
+                &s,
+            )
+            .unwrap();
+        assert!(r
+            .assignment
+            .is_some_and(|a| a.values().map(BTreeSet::len).sum::<usize>() > 0));
+        let mut owned = BTreeSet::new();
+        for m in g.members.values() {
+            for p in m.assignment.assigned.values().flatten() {
+                assert!(owned.insert(*p), "partition {p} owned twice");
+            }
+        }
+        assert_eq!(owned.len(), 4);
+        // Its records rebuild it, classic members included.
+        let mut groups = BTreeMap::new();
+        apply(&mut groups, &changes(None, &g));
+        assert_eq!(groups.get("g"), Some(&g));
+        assert!(groups["g"].members["a"].classic.is_some());
+    }
+
     /// What a Kafka 4.4 coordinator wrote for a group of librdkafka members (ten, then an
     /// eleventh, on a 100-partition topic, then all closing) replays to the states it went
     /// through: never a partition owned twice, at one point eleven members holding all 100

@@ -368,3 +368,59 @@ impl CurrentMemberAssignmentValue {
 
 #[cfg(test)]
 mod tests;
+
+/// The classic-protocol metadata of a consumer group member that uses the classic protocol
+/// (MemberMetadata's tagged field 0): its session timeout and its protocols (name,
+/// metadata) in its order of preference.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClassicMemberMetadata {
+    pub session_timeout_ms: i32,
+    pub protocols: Vec<(String, Vec<u8>)>,
+}
+
+/// The tag of [`ClassicMemberMetadata`] in MemberMetadata's value.
+pub const CLASSIC_MEMBER_TAG: u32 = 0;
+
+impl ClassicMemberMetadata {
+    /// The tagged field's bytes: a present nullable struct (1), then its fields.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut w = W(Vec::new());
+        w.i8(1);
+        w.i32(self.session_timeout_ms);
+        uvarint(&mut w, self.protocols.len() as u32 + 1);
+        for (name, metadata) in &self.protocols {
+            compact_str(&mut w, Some(name));
+            uvarint(&mut w, metadata.len() as u32 + 1);
+            w.0.extend_from_slice(metadata);
+            uvarint(&mut w, 0);
+        }
+        uvarint(&mut w, 0);
+        w.0
+    }
+
+    /// None for a null struct or bytes that are not one.
+    pub fn decode(buf: &[u8]) -> Option<Self> {
+        let mut r = R(buf);
+        if r.i8()? != 1 {
+            return None;
+        }
+        let session_timeout_ms = r.i32()?;
+        let n = read_len(&mut r)?;
+        let mut protocols = Vec::with_capacity(n.min(16));
+        for _ in 0..n {
+            let name = read_compact_str(&mut r)??;
+            let len = read_len(&mut r)?;
+            let metadata = r.take(len)?.to_vec();
+            read_tags(&mut r)?;
+            protocols.push((name, metadata));
+        }
+        read_tags(&mut r)?;
+        done(
+            &r,
+            ClassicMemberMetadata {
+                session_timeout_ms,
+                protocols,
+            },
+        )
+    }
+}

@@ -199,3 +199,22 @@ fn written_records_read_back() {
     };
     assert_eq!(CurrentMemberAssignmentValue::decode(&c.encode()), Some(c));
 }
+
+#[test]
+fn classic_member_metadata_round_trips_and_refuses_garbage() {
+    let m = ClassicMemberMetadata {
+        session_timeout_ms: 45_000,
+        protocols: vec![
+            ("range".into(), vec![0, 3, 1, 2]),
+            ("roundrobin".into(), Vec::new()),
+        ],
+    };
+    let bytes = m.encode();
+    assert_eq!(bytes[0], 1);
+    assert_eq!(ClassicMemberMetadata::decode(&bytes), Some(m));
+    assert_eq!(ClassicMemberMetadata::decode(&[0xff]), None);
+    assert_eq!(
+        ClassicMemberMetadata::decode(&bytes[..bytes.len() - 1]),
+        None
+    );
+}

@@ -49,21 +49,21 @@ pub struct ConsumerGroupView {
 /// revoke (deadline, the member epoch it was armed at).
 #[derive(Clone, Copy, Debug)]
 pub(super) struct MemberTimers {
-    session: i64,
-    rebalance: Option<(i64, i32)>,
+    pub(super) session: i64,
+    pub(super) rebalance: Option<(i64, i32)>,
 }
 
 /// A group's effective settings: broker `group.consumer.*` configs, overridden by the
 /// group's own configs.
-struct ConsumerSettings {
-    group: GroupSettings,
+pub(super) struct ConsumerSettings {
+    pub(super) group: GroupSettings,
     session_timeout_ms: i64,
     heartbeat_interval_ms: i32,
 }
 
 /// Kafka's mapping of a failed coordinator write to what a member is told
 /// (`CoordinatorOperationExceptionHelper`).
-fn write_error(code: ErrorCode) -> ErrorCode {
+pub(super) fn write_error(code: ErrorCode) -> ErrorCode {
     match code {
         ErrorCode::NotLeaderOrFollower | ErrorCode::KafkaStorageError => ErrorCode::NotCoordinator,
         ErrorCode::NotCoordinator => ErrorCode::NotCoordinator,
@@ -94,7 +94,7 @@ fn refusal(code: ErrorCode) -> Refusal {
 }
 
 impl Coordinator {
-    fn consumer_settings(&self, group: &str) -> ConsumerSettings {
+    pub(super) fn consumer_settings(&self, group: &str) -> ConsumerSettings {
         let config = self.metadata.config();
         let broker = |k: &str| config.value(k);
         let image = self.metadata.current();
@@ -126,7 +126,7 @@ impl Coordinator {
     /// Resolve the regular expressions `g`'s members (and `extra`) use against the topics
     /// the cluster has now (whole names, as RE2J's `matches`; internal topics included, as
     /// in Kafka), each compiled and matched once per metadata image.
-    fn resolve_regexes(&mut self, g: &mut ConsumerGroup<Uuid>, extra: Option<&str>) {
+    pub(super) fn resolve_regexes(&mut self, g: &mut ConsumerGroup<Uuid>, extra: Option<&str>) {
         let image = self.metadata.current();
         let used: BTreeSet<String> = g
             .members
@@ -165,7 +165,11 @@ impl Coordinator {
 
     /// The topics `g`'s members and `names` subscribe to (names and what their expressions
     /// match), as the cluster has them now.
-    fn subscribed_topics(&self, g: &ConsumerGroup<Uuid>, names: Option<&[String]>) -> Topics<Uuid> {
+    pub(super) fn subscribed_topics(
+        &self,
+        g: &ConsumerGroup<Uuid>,
+        names: Option<&[String]>,
+    ) -> Topics<Uuid> {
         let image = self.metadata.current();
         let wanted: BTreeSet<&str> = g
             .members
@@ -223,20 +227,19 @@ impl Coordinator {
         let epoch = req.member_epoch;
         let mut records = Vec::new();
         let mut forget_classic = false;
+        let mut converted = None;
         if let Some(classic) = self.machine.group(&group) {
-            if classic.state != GroupState::Empty && classic.state != GroupState::Dead {
-                return Err((
-                    ErrorCode::GroupIdNotFound,
-                    format!("Cannot upgrade classic group {group} to consumer group because the online upgrade is not supported yet."),
-                ));
-            }
             if epoch != 0 {
                 return Err((
                     ErrorCode::GroupIdNotFound,
                     format!("Consumer group {group} not found."),
                 ));
             }
-            // An empty classic group (perhaps only offsets) becomes a consumer group.
+            // An empty classic group (perhaps only offsets) becomes a consumer group; one
+            // with members is converted, its members staying on the classic protocol.
+            if classic.state != GroupState::Empty && classic.state != GroupState::Dead {
+                converted = Some(self.convert_classic(&group)?);
+            }
             forget_classic = true;
             records.push((
                 OffsetsKey::Group {
@@ -246,15 +249,33 @@ impl Coordinator {
                 None,
             ));
         }
-        let before = self.consumer.get(&group).cloned();
-        if before.is_none() && epoch != 0 {
+        let before = match converted {
+            Some(_) => None,
+            None => self.consumer.get(&group).cloned(),
+        };
+        if before.is_none() && converted.is_none() && epoch != 0 {
             return Err((
                 ErrorCode::GroupIdNotFound,
                 format!("Consumer group {group} not found."),
             ));
         }
         let settings = self.consumer_settings(&group);
-        let mut g = before.clone().unwrap_or_else(|| ConsumerGroup::new(&group));
+        let mut g = before
+            .clone()
+            .or(converted)
+            .unwrap_or_else(|| ConsumerGroup::new(&group));
+        let converted_members: Vec<(String, i64)> = if forget_classic {
+            g.members
+                .values()
+                .filter_map(|m| {
+                    m.classic
+                        .as_ref()
+                        .map(|c| (m.member_id.clone(), i64::from(c.session_timeout_ms)))
+                })
+                .collect()
+        } else {
+            Vec::new()
+        };
         let answer = if epoch < 0 {
             g.leave(&req.member_id, req.instance_id.as_deref(), epoch)?;
             ConsumerHeartbeatAnswer {
@@ -284,7 +305,16 @@ impl Coordinator {
             )
         };
         if forget_classic {
-            self.machine.forget(&group);
+            self.forget_classic(&group);
+            for (member, session) in converted_members {
+                self.consumer_timers.insert(
+                    (group.clone(), member),
+                    MemberTimers {
+                        session: now + session,
+                        rebalance: None,
+                    },
+                );
+            }
         }
         // Timers of the members this call touched.
         let member = answer.member_id.clone();
@@ -399,10 +429,13 @@ impl Coordinator {
                             m.assignment.member_epoch,
                         )
                     });
+                let session = m.classic.as_ref().map_or(settings.session_timeout_ms, |c| {
+                    i64::from(c.session_timeout_ms)
+                });
                 self.consumer_timers.insert(
                     (id.clone(), m.member_id.clone()),
                     MemberTimers {
-                        session: now + settings.session_timeout_ms,
+                        session: now + session,
                         rebalance,
                     },
                 );
@@ -491,11 +524,12 @@ impl Coordinator {
         let Some(m) = g.members.get(member_id) else {
             return Some(Err(ErrorCode::UnknownMemberId));
         };
-        if version.is_some_and(|v| v < 9) {
+        let classic = m.classic.is_some();
+        if !classic && version.is_some_and(|v| v < 9) {
             return Some(Err(ErrorCode::UnsupportedVersion));
         }
         if epoch != m.assignment.member_epoch {
-            return Some(Err(if txn {
+            return Some(Err(if txn || classic {
                 ErrorCode::IllegalGeneration
             } else {
                 ErrorCode::StaleMemberEpoch
