@@ -218,3 +218,24 @@ fn classic_member_metadata_round_trips_and_refuses_garbage() {
         None
     );
 }
+
+/// A classic member's metadata inside a consumer group, as a Kafka 4.4 coordinator wrote it
+/// (a librdkafka classic member, session 10 s, range and roundrobin, when a consumer-protocol
+/// member joined its group): decoded and encoded back byte for byte.
+#[test]
+fn classic_member_metadata_kafka_wrote_decodes() {
+    let value = hex(concat!(
+        "000000000872646b61666b610b2f3132372e302e302e3102056d69787401000493e0000100500100002710",
+        "030672616e67651b00030000000100046d6978740000000000000000ffffffff0000000b726f756e6472",
+        "6f62696e1b00030000000100046d6978740000000000000000ffffffff00000000"
+    ));
+    let v = MemberMetadataValue::decode(&value).expect("a member metadata value");
+    assert_eq!(v.encode(), value);
+    let (tag, bytes) = &v.tags[0];
+    assert_eq!(*tag, CLASSIC_MEMBER_TAG);
+    let c = ClassicMemberMetadata::decode(bytes).expect("classic member metadata");
+    assert_eq!(c.session_timeout_ms, 10_000);
+    let names: Vec<&str> = c.protocols.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["range", "roundrobin"]);
+    assert_eq!(&c.encode(), bytes);
+}
