@@ -48,6 +48,7 @@ pub fn client_versions(key: ApiKey) -> (i16, i16) {
         ApiKey::OffsetFetch => (1, 9),
         ApiKey::ListGroups => (0, 5),
         ApiKey::DescribeGroups => (0, 5),
+        ApiKey::ConsumerGroupDescribe => (0, 1),
         ApiKey::DeleteGroups => (0, 2),
         ApiKey::OffsetDelete => (0, 0),
         ApiKey::AddPartitionsToTxn => (0, 3),

@@ -590,6 +590,34 @@ fn consumer_protocol_members_join_leave_and_die_and_every_record_is_read_once() 
         12,
         "every partition has one owner"
     );
+    // `sluice groups` describes it as kafka-consumer-groups.sh does a consumer group: each
+    // member's epoch, current and target assignment; the targets cover the topic once.
+    let out = Command::new(sluice_bin())
+        .args([
+            "groups",
+            "--bootstrap-server",
+            &bs,
+            "--describe",
+            "--group",
+            "moderns",
+        ])
+        .args(["--members", "--verbose"])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("CURRENT-EPOCH") && text.contains("TARGET-ASSIGNMENT"),
+        "{text}"
+    );
+    let mut targets: Vec<i32> = text
+        .lines()
+        .filter(|l| l.starts_with("moderns "))
+        .filter_map(|l| l.split_whitespace().last())
+        .filter_map(|cell| cell.strip_prefix("modern:"))
+        .flat_map(|ps| ps.split(',').map(|p| p.parse::<i32>().unwrap()))
+        .collect();
+    targets.sort_unstable();
+    assert_eq!(targets, (0..12).collect::<Vec<_>>(), "{text}");
     // One dies without leaving (it has committed all it printed): after its session its
     // partitions move, from its committed offsets.
     doomed.kill().unwrap();

@@ -225,28 +225,35 @@ async fn describe(admin: &Admin, args: &GroupsArgs, group: &str) -> CliResult {
         } else {
             d.protocol.clone()
         };
-        table(
-            &[
-                "GROUP",
-                "COORDINATOR (ID)",
-                "ASSIGNMENT-STRATEGY",
-                "STATE",
-                "#MEMBERS",
-            ],
-            &[vec![
-                group.to_string(),
-                dash(coordinator),
-                strategy,
-                d.state.clone(),
-                d.members.len().to_string(),
-            ]],
-            15,
-        );
+        let mut header = vec!["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE"];
+        let mut row = vec![
+            group.to_string(),
+            dash(coordinator),
+            strategy,
+            d.state.clone(),
+        ];
+        // A consumer group's epochs (verbose, as kafka-consumer-groups.sh shows them).
+        if let (true, Some(epoch), Some(target)) = (args.verbose, d.group_epoch, d.assignment_epoch)
+        {
+            header.extend(["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]);
+            row.extend([epoch.to_string(), target.to_string()]);
+        }
+        header.push("#MEMBERS");
+        row.push(d.members.len().to_string());
+        table(&header, &[row], 15);
         return Ok(());
     }
     if args.members {
         let mut header = vec!["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"];
-        if args.verbose {
+        let consumer_group = d.group_type == "consumer";
+        if args.verbose && consumer_group {
+            header.extend([
+                "CURRENT-EPOCH",
+                "CURRENT-ASSIGNMENT",
+                "TARGET-EPOCH",
+                "TARGET-ASSIGNMENT",
+            ]);
+        } else if args.verbose {
             header.push("ASSIGNMENT");
         }
         let rows: Vec<Vec<String>> = d
@@ -260,7 +267,14 @@ async fn describe(admin: &Admin, args: &GroupsArgs, group: &str) -> CliResult {
                     m.client_id.clone(),
                     m.assignment.len().to_string(),
                 ];
-                if args.verbose {
+                if args.verbose && consumer_group {
+                    row.extend([
+                        dash(m.member_epoch),
+                        compact_partitions(&m.assignment),
+                        dash(d.assignment_epoch),
+                        compact_partitions(m.target_assignment.as_deref().unwrap_or_default()),
+                    ]);
+                } else if args.verbose {
                     row.push(compact_partitions(&m.assignment));
                 }
                 row
