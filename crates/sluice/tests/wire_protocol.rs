@@ -1574,6 +1574,33 @@ fn consumer_group_protocol_answers_match_kafka() {
         cg_fetch(&mut w, Some("m9"), e),
         ErrorCode::UnknownMemberId.code()
     );
+    // The offsets of a topic the group consumes cannot be deleted.
+    let offset_delete = |w: &mut Wire| -> i16 {
+        use kafka_protocol::messages::offset_delete_request::{
+            OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
+        };
+        let r: OffsetDeleteResponse = w.call(
+            ApiKey::OffsetDelete,
+            0,
+            &OffsetDeleteRequest::default()
+                .with_group_id(StrBytes::from_static_str(g).into())
+                .with_topics(vec![OffsetDeleteRequestTopic::default()
+                    .with_name(StrBytes::from_static_str("cgw").into())
+                    .with_partitions(vec![
+                        OffsetDeleteRequestPartition::default().with_partition_index(0)
+                    ])]),
+        );
+        let t = r.topics.iter().next().map(|t| t.partitions[0].error_code);
+        if r.error_code != 0 {
+            r.error_code
+        } else {
+            t.unwrap_or(-1)
+        }
+    };
+    assert_eq!(
+        offset_delete(&mut w),
+        ErrorCode::GroupSubscribedToTopic.code()
+    );
     // The classic APIs' view of it.
     let d: DescribeGroupsResponse = w.call(
         ApiKey::DescribeGroups,
@@ -1666,6 +1693,7 @@ fn consumer_group_protocol_answers_match_kafka() {
         0,
         "an empty group takes admin commits"
     );
+    assert_eq!(offset_delete(&mut w), 0);
     assert_eq!(del(&mut w), 0);
     let d = describe(&mut w);
     assert_eq!(d.groups[0].error_code, ErrorCode::GroupIdNotFound.code());

@@ -1352,18 +1352,24 @@ impl Coordinator {
         partitions: &[(String, i32)],
         _now: i64,
     ) -> Result<Vec<Option<ErrorCode>>, ErrorCode> {
-        let Some(g) = self.machine.group(group) else {
-            return Err(ErrorCode::GroupIdNotFound);
-        };
         // Topics the group's members are consuming keep their offsets.
-        let subscribed = |topic: &str| {
-            g.state != GroupState::Empty
-                && g.members.values().any(|m| {
-                    m.protocols
-                        .iter()
-                        .any(|(_, meta)| subscription_mentions(meta, topic))
-                })
-        };
+        let subscribed: Box<dyn Fn(&str) -> bool> =
+            match (self.machine.group(group), self.consumer.get(group)) {
+                (_, Some(g)) => Box::new(move |topic: &str| {
+                    g.members
+                        .values()
+                        .any(|m| g.member_topics(m).iter().any(|t| t.as_str() == topic))
+                }),
+                (Some(g), None) => Box::new(move |topic: &str| {
+                    g.state != GroupState::Empty
+                        && g.members.values().any(|m| {
+                            m.protocols
+                                .iter()
+                                .any(|(_, meta)| subscription_mentions(meta, topic))
+                        })
+                }),
+                (None, None) => return Err(ErrorCode::GroupIdNotFound),
+            };
         let results: Vec<Option<ErrorCode>> = partitions
             .iter()
             .map(|(t, _)| subscribed(t).then_some(ErrorCode::GroupSubscribedToTopic))
