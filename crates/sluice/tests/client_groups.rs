@@ -570,6 +570,52 @@ async fn an_empty_groups_offsets_expire_after_the_retention_and_an_active_groups
     {
         r.unwrap();
     }
+    // A consumer group (KIP-848) whose only member committed and left: its offsets expire
+    // likewise, then the empty group is deleted.
+    {
+        let modern: BaseConsumer = rdkafka::ClientConfig::new()
+            .set("bootstrap.servers", b)
+            .set("group.id", "gone-modern")
+            .set("group.protocol", "consumer")
+            .set("auto.offset.reset", "earliest")
+            .set("enable.auto.commit", "false")
+            .create()
+            .unwrap();
+        modern.subscribe(&["exp"]).unwrap();
+        let until = Instant::now() + Duration::from_secs(30);
+        let mut read = 0;
+        while read < 10 {
+            assert!(
+                Instant::now() < until,
+                "the consumer-protocol member read {read}"
+            );
+            if let Some(Ok(_)) = modern.poll(Duration::from_millis(100)) {
+                read += 1;
+            }
+        }
+        modern
+            .commit_consumer_state(rdkafka::consumer::CommitMode::Sync)
+            .unwrap();
+        modern.unsubscribe();
+        for _ in 0..10 {
+            modern.poll(Duration::from_millis(20));
+        }
+    }
+    let listed = |admin: &Admin| {
+        let admin = admin.clone();
+        async move {
+            admin
+                .list_groups(&[])
+                .await
+                .unwrap()
+                .into_iter()
+                .any(|g| g.group_id == "gone-modern")
+        }
+    };
+    assert!(listed(&admin).await, "the consumer group exists");
+    let modern = admin.list_group_offsets("gone-modern", None).await.unwrap();
+    assert_eq!(modern.len(), 1, "{modern:?}");
+    assert_eq!(modern[0].1.as_ref().map(|o| o.offset), Some(10));
     let committed_at = Instant::now();
     // A group with a live member that committed.
     let (mut c, _) = member(b, "kept", "exp", &[]).await;
@@ -587,7 +633,12 @@ async fn an_empty_groups_offsets_expire_after_the_retention_and_an_active_groups
         );
         c.poll(Duration::from_millis(200)).await.unwrap();
         let gone = admin.list_group_offsets("gone", None).await.unwrap();
-        if gone.iter().all(|(_, o)| o.is_none()) {
+        let modern = admin.list_group_offsets("gone-modern", None).await.unwrap();
+        if gone.iter().any(|(_, o)| o.is_some()) {
+            // Committed after the classic group's: not expired before them.
+            assert!(modern.iter().all(|(_, o)| o.is_some()), "{modern:?}");
+        }
+        if gone.iter().chain(&modern).all(|(_, o)| o.is_none()) && !listed(&admin).await {
             break;
         }
     }

@@ -1414,6 +1414,7 @@ impl Coordinator {
                 warn!(group, ?code, "cannot write offset tombstones");
             }
         }
+        self.expire_consumer_offsets(now);
     }
 }
 

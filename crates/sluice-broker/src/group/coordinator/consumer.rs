@@ -453,6 +453,62 @@ impl Coordinator {
         before - self.consumer.len()
     }
 
+    /// Offsets of consumer groups without members expire `offsets.retention.minutes` after
+    /// they were committed (Kafka's base for consumer groups, which keep no time they
+    /// became empty); a group left with neither members nor offsets is deleted, as Kafka's
+    /// cleanup does.
+    pub(super) fn expire_consumer_offsets(&mut self, now: i64) {
+        let retention = self.config.offsets_retention_ms;
+        let empty: Vec<String> = self
+            .consumer
+            .values()
+            .filter(|g| g.members.is_empty())
+            .map(|g| g.group_id.clone())
+            .collect();
+        for group in empty {
+            let expired: Vec<(String, i32)> = self
+                .offsets
+                .get(&group)
+                .map(|c| {
+                    c.iter()
+                        .filter(|(_, v)| now - v.commit_timestamp >= retention)
+                        .map(|(k, _)| k.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            let mut records = self.tombstones(&group, expired.iter().cloned());
+            if let Some(c) = self.offsets.get_mut(&group) {
+                for k in &expired {
+                    c.remove(k);
+                }
+            }
+            let no_offsets = self.offsets.get(&group).is_none_or(|c| c.is_empty());
+            if no_offsets {
+                self.offsets.remove(&group);
+                if let Some(g) = self.consumer.remove(&group) {
+                    info!(group, "deleting an empty consumer group without offsets");
+                    records.extend(tombstones(&g));
+                }
+            }
+            if !expired.is_empty() {
+                info!(
+                    group,
+                    offsets = expired.len(),
+                    "expiring offsets of an empty consumer group"
+                );
+            }
+            if !records.is_empty() {
+                if let Err(code) = self.append(&group, records) {
+                    warn!(
+                        group,
+                        ?code,
+                        "cannot write the tombstones of an empty consumer group"
+                    );
+                }
+            }
+        }
+    }
+
     /// ConsumerGroupDescribe of one group.
     pub(super) fn consumer_describe(&self, group: &str) -> Result<ConsumerGroupView, Refusal> {
         match self.consumer.get(group) {
