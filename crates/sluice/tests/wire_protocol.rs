@@ -1590,7 +1590,7 @@ fn consumer_group_protocol_answers_match_kafka() {
                         OffsetDeleteRequestPartition::default().with_partition_index(0)
                     ])]),
         );
-        let t = r.topics.iter().next().map(|t| t.partitions[0].error_code);
+        let t = r.topics.first().map(|t| t.partitions[0].error_code);
         if r.error_code != 0 {
             r.error_code
         } else {
