@@ -948,28 +948,7 @@ impl Coordinator {
         self.early_markers.remove(&partition);
         let n = self.config.offsets_partitions;
         let mine = |g: &str| partition_for(g, n) == partition;
-        let parked: Vec<Token> = self
-            .joins
-            .iter()
-            .filter(|(_, (g, _))| mine(g))
-            .map(|(t, _)| *t)
-            .collect();
-        for t in parked {
-            if let Some((_, tx)) = self.joins.remove(&t) {
-                let _ = tx.send(join_error(ErrorCode::NotCoordinator, ""));
-            }
-        }
-        let parked: Vec<Token> = self
-            .syncs
-            .iter()
-            .filter(|(_, (g, _))| mine(g))
-            .map(|(t, _)| *t)
-            .collect();
-        for t in parked {
-            if let Some((_, tx)) = self.syncs.remove(&t) {
-                let _ = tx.send(sync_error(ErrorCode::NotCoordinator));
-            }
-        }
+        self.answer_parked(&mine, ErrorCode::NotCoordinator);
         let groups: Vec<String> = self
             .machine
             .groups()
@@ -991,6 +970,32 @@ impl Coordinator {
             consumer_groups,
             "group coordinator unloaded {OFFSETS_TOPIC}-{partition}"
         );
+    }
+
+    /// Answer the parked JoinGroup and SyncGroup requests of the groups `which` picks.
+    fn answer_parked(&mut self, which: &dyn Fn(&str) -> bool, code: ErrorCode) {
+        let joins: Vec<Token> = self
+            .joins
+            .iter()
+            .filter(|(_, (g, _))| which(g))
+            .map(|(t, _)| *t)
+            .collect();
+        for t in joins {
+            if let Some((_, tx)) = self.joins.remove(&t) {
+                let _ = tx.send(join_error(code, ""));
+            }
+        }
+        let syncs: Vec<Token> = self
+            .syncs
+            .iter()
+            .filter(|(_, (g, _))| which(g))
+            .map(|(t, _)| *t)
+            .collect();
+        for t in syncs {
+            if let Some((_, tx)) = self.syncs.remove(&t) {
+                let _ = tx.send(sync_error(code));
+            }
+        }
     }
 
     /// Answer every parked request NOT_COORDINATOR (this broker stops coordinating).

@@ -110,28 +110,7 @@ impl Coordinator {
     /// Drop the classic group `group` (it became a consumer group): its parked JoinGroup and
     /// SyncGroup requests are told to rejoin.
     pub(super) fn forget_classic(&mut self, group: &str) {
-        let joins: Vec<Token> = self
-            .joins
-            .iter()
-            .filter(|(_, (g, _))| g == group)
-            .map(|(t, _)| *t)
-            .collect();
-        for t in joins {
-            if let Some((_, tx)) = self.joins.remove(&t) {
-                let _ = tx.send(join_error(ErrorCode::RebalanceInProgress, ""));
-            }
-        }
-        let syncs: Vec<Token> = self
-            .syncs
-            .iter()
-            .filter(|(_, (g, _))| g == group)
-            .map(|(t, _)| *t)
-            .collect();
-        for t in syncs {
-            if let Some((_, tx)) = self.syncs.remove(&t) {
-                let _ = tx.send(sync_error(ErrorCode::RebalanceInProgress));
-            }
-        }
+        self.answer_parked(&|g| g == group, ErrorCode::RebalanceInProgress);
         self.machine.forget(group);
     }
 
