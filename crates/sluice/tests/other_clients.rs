@@ -6,6 +6,7 @@ mod common;
 #[path = "common/wire.rs"]
 mod wire;
 
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -1648,4 +1649,163 @@ fn group_configs_with_kafkas_tool() {
         tool(&["--describe", "--entity-name", "g1"]),
         "The group 'g1' doesn't exist and doesn't have dynamic config.\n"
     );
+}
+
+/// A child process killed (SIGKILL) when dropped, so a failing test leaves none behind.
+struct Killed(std::process::Child);
+
+impl Drop for Killed {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// The latest count of each word in a Kafka Streams output topic, read committed (what an
+/// exactly-once application has committed; a count over the truth would be a duplicate).
+fn committed_counts(bootstrap: &str, topic: &str, partitions: i32) -> HashMap<String, i64> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::{Message, Offset, TopicPartitionList};
+    use std::time::{Duration, Instant};
+    let c: BaseConsumer = consumer(bootstrap, &[("isolation.level", "read_committed")]);
+    let mut tpl = TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut counts = HashMap::new();
+    let mut quiet_since = Instant::now();
+    while quiet_since.elapsed() < Duration::from_millis(1500) {
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            let m = m.expect("consume");
+            let key = String::from_utf8_lossy(m.key().unwrap_or_default()).into_owned();
+            let value: [u8; 8] = m.payload().unwrap_or_default().try_into().expect("a long");
+            counts.insert(key, i64::from_be_bytes(value));
+            quiet_since = Instant::now();
+        }
+    }
+    counts
+}
+
+/// The streams group protocol (KIP-1071) with Kafka Streams 4.4 (`group.protocol=streams`,
+/// `exactly_once_v2`): two instances of an application counting words through a repartition
+/// topic and a state store; the broker configures the topology, creates the internal topics
+/// and assigns the tasks; one instance is killed (SIGKILL) mid-run and restarted while
+/// more records arrive. Every count is exact: never over (no duplicate survives), and
+/// finally all of them; Kafka's kafka-streams-groups tool then shows both instances holding
+/// active tasks.
+#[test]
+fn kafka_streams_group_protocol_counts_exactly_once_across_a_kill() {
+    use std::time::{Duration, Instant};
+    let server = start(&[
+        "group.streams.min.session.timeout.ms=6000",
+        "group.streams.session.timeout.ms=6000",
+        "group.streams.min.heartbeat.interval.ms=500",
+        "group.streams.heartbeat.interval.ms=500",
+    ]);
+    let b = server.bootstrap.clone();
+    let cp = java_build("kafka4", "4.4.0");
+    let dir = repo_root().join("interop/java");
+    create_topic(&b, "words", 4, &[]);
+    create_topic(&b, "counts", 2, &[]);
+    let p = producer(&b, &[]);
+    let batch = |from: usize, to: usize| -> Vec<(Vec<u8>, Vec<u8>, Option<i64>)> {
+        (from..to)
+            .map(|i| {
+                (
+                    i.to_string().into_bytes(),
+                    format!("w{}", i % 100).into_bytes(),
+                    None,
+                )
+            })
+            .collect()
+    };
+    produce_all(&p, "words", &batch(0, 10_000));
+    let state = std::env::temp_dir().join(format!("sluice-streams-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&state);
+    let instance = |name: &str| {
+        let log =
+            std::fs::File::create(state.with_extension(format!("{name}.log"))).expect("log file");
+        Killed(
+            Command::new("java")
+                .args([
+                    "-cp",
+                    &cp,
+                    "interop.StreamsCount",
+                    &b,
+                    "wordcount",
+                    "words",
+                    "counts",
+                ])
+                .arg(state.join(name))
+                .arg("streams")
+                .current_dir(&dir)
+                .stdout(log)
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("java"),
+        )
+    };
+    let wait_for = |expected: i64| {
+        let deadline = Instant::now() + Duration::from_secs(120);
+        loop {
+            let counts = committed_counts(&b, "counts", 2);
+            let over: Vec<_> = counts.iter().filter(|(_, n)| **n > expected).collect();
+            assert!(over.is_empty(), "counted twice: {over:?}");
+            if counts.len() == 100 && counts.values().all(|n| *n == expected) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not all counts reached {expected}: {} words, {:?}",
+                counts.len(),
+                counts.values().min()
+            );
+        }
+    };
+    let _a = instance("a");
+    let second = instance("b");
+    wait_for(100);
+    drop(second);
+    produce_all(&p, "words", &batch(10_000, 20_000));
+    let _b = instance("b");
+    wait_for(200);
+    // Both instances hold active tasks (the restarted one rejoined), as Kafka's tool shows.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let out = Command::new("java")
+            .args([
+                "-cp",
+                &cp,
+                "org.apache.kafka.tools.streams.StreamsGroupCommand",
+            ])
+            .args([
+                "--bootstrap-server",
+                &b,
+                "--describe",
+                "--group",
+                "wordcount",
+            ])
+            .args(["--members", "--verbose"])
+            .current_dir(&dir)
+            .output()
+            .expect("java");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let processes: std::collections::BTreeSet<&str> = text
+            .lines()
+            .filter(|l| l.contains("ACTIVE: "))
+            .filter_map(|l| l.split_whitespace().nth(6))
+            .collect();
+        if processes.len() == 2 {
+            assert!(text.contains(" streams "), "{text}");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not both instances active:\n{text}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    let _ = std::fs::remove_dir_all(&state);
 }

@@ -249,6 +249,11 @@ pub use consumer_group_heartbeat_request::ConsumerGroupHeartbeatRequest;
 
 pub mod consumer_group_describe_request;
 pub use consumer_group_describe_request::ConsumerGroupDescribeRequest;
+// Sluice patch: KIP-1071 messages (see vendor/README.md).
+pub mod streams_group_heartbeat_request;
+pub use streams_group_heartbeat_request::StreamsGroupHeartbeatRequest;
+pub mod streams_group_describe_request;
+pub use streams_group_describe_request::StreamsGroupDescribeRequest;
 
 pub mod controller_registration_request;
 pub use controller_registration_request::ControllerRegistrationRequest;
@@ -510,6 +515,11 @@ pub use consumer_group_heartbeat_response::ConsumerGroupHeartbeatResponse;
 
 pub mod consumer_group_describe_response;
 pub use consumer_group_describe_response::ConsumerGroupDescribeResponse;
+// Sluice patch: KIP-1071 messages (see vendor/README.md).
+pub mod streams_group_heartbeat_response;
+pub use streams_group_heartbeat_response::StreamsGroupHeartbeatResponse;
+pub mod streams_group_describe_response;
+pub use streams_group_describe_response::StreamsGroupDescribeResponse;
 
 pub mod controller_registration_response;
 pub use controller_registration_response::ControllerRegistrationResponse;
@@ -970,6 +980,19 @@ impl Request for ConsumerGroupDescribeRequest {
     type Response = ConsumerGroupDescribeResponse;
 }
 
+// Sluice patch: KIP-1071 messages.
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for StreamsGroupHeartbeatRequest {
+    const KEY: i16 = 88;
+    type Response = StreamsGroupHeartbeatResponse;
+}
+
+#[cfg(all(feature = "client", feature = "broker"))]
+impl Request for StreamsGroupDescribeRequest {
+    const KEY: i16 = 89;
+    type Response = StreamsGroupDescribeResponse;
+}
+
 #[cfg(all(feature = "client", feature = "broker"))]
 impl Request for ControllerRegistrationRequest {
     const KEY: i16 = 70;
@@ -1267,6 +1290,10 @@ pub enum ApiKey {
     DeleteShareGroupState = 86,
     /// API key for request ReadShareGroupStateSummaryRequest
     ReadShareGroupStateSummary = 87,
+    /// API key for request StreamsGroupHeartbeatRequest (Sluice patch)
+    StreamsGroupHeartbeat = 88,
+    /// API key for request StreamsGroupDescribeRequest (Sluice patch)
+    StreamsGroupDescribe = 89,
     /// API key for request DescribeShareGroupOffsetsRequest
     DescribeShareGroupOffsets = 90,
     /// API key for request AlterShareGroupOffsetsRequest
@@ -1359,6 +1386,8 @@ impl ApiKey {
                 ConsumerGroupHeartbeatRequest::header_version(version)
             }
             ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeRequest::header_version(version),
+            ApiKey::StreamsGroupHeartbeat => StreamsGroupHeartbeatRequest::header_version(version),
+            ApiKey::StreamsGroupDescribe => StreamsGroupDescribeRequest::header_version(version),
             ApiKey::ControllerRegistration => {
                 ControllerRegistrationRequest::header_version(version)
             }
@@ -1481,6 +1510,8 @@ impl ApiKey {
                 ConsumerGroupHeartbeatResponse::header_version(version)
             }
             ApiKey::ConsumerGroupDescribe => ConsumerGroupDescribeResponse::header_version(version),
+            ApiKey::StreamsGroupHeartbeat => StreamsGroupHeartbeatResponse::header_version(version),
+            ApiKey::StreamsGroupDescribe => StreamsGroupDescribeResponse::header_version(version),
             ApiKey::ControllerRegistration => {
                 ControllerRegistrationResponse::header_version(version)
             }
@@ -1589,6 +1620,8 @@ impl ApiKey {
             ApiKey::AllocateProducerIds => VersionRange { min: 0, max: 0 },
             ApiKey::ConsumerGroupHeartbeat => VersionRange { min: 0, max: 1 },
             ApiKey::ConsumerGroupDescribe => VersionRange { min: 0, max: 1 },
+            ApiKey::StreamsGroupHeartbeat => VersionRange { min: 0, max: 1 },
+            ApiKey::StreamsGroupDescribe => VersionRange { min: 0, max: 1 },
             ApiKey::ControllerRegistration => VersionRange { min: 0, max: 0 },
             ApiKey::GetTelemetrySubscriptions => VersionRange { min: 0, max: 0 },
             ApiKey::PushTelemetry => VersionRange { min: 0, max: 0 },
@@ -1697,6 +1730,8 @@ impl TryFrom<i16> for ApiKey {
             x if x == ApiKey::AllocateProducerIds as i16 => Ok(ApiKey::AllocateProducerIds),
             x if x == ApiKey::ConsumerGroupHeartbeat as i16 => Ok(ApiKey::ConsumerGroupHeartbeat),
             x if x == ApiKey::ConsumerGroupDescribe as i16 => Ok(ApiKey::ConsumerGroupDescribe),
+            x if x == ApiKey::StreamsGroupHeartbeat as i16 => Ok(ApiKey::StreamsGroupHeartbeat),
+            x if x == ApiKey::StreamsGroupDescribe as i16 => Ok(ApiKey::StreamsGroupDescribe),
             x if x == ApiKey::ControllerRegistration as i16 => Ok(ApiKey::ControllerRegistration),
             x if x == ApiKey::GetTelemetrySubscriptions as i16 => {
                 Ok(ApiKey::GetTelemetrySubscriptions)
@@ -1868,6 +1903,10 @@ pub enum RequestKind {
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatRequest),
     /// ConsumerGroupDescribeRequest,
     ConsumerGroupDescribe(ConsumerGroupDescribeRequest),
+    /// StreamsGroupHeartbeatRequest (Sluice patch),
+    StreamsGroupHeartbeat(StreamsGroupHeartbeatRequest),
+    /// StreamsGroupDescribeRequest (Sluice patch),
+    StreamsGroupDescribe(StreamsGroupDescribeRequest),
     /// ControllerRegistrationRequest,
     ControllerRegistration(ControllerRegistrationRequest),
     /// GetTelemetrySubscriptionsRequest,
@@ -1984,6 +2023,8 @@ impl RequestKind {
             RequestKind::AllocateProducerIds(x) => encode(x, bytes, version),
             RequestKind::ConsumerGroupHeartbeat(x) => encode(x, bytes, version),
             RequestKind::ConsumerGroupDescribe(x) => encode(x, bytes, version),
+            RequestKind::StreamsGroupHeartbeat(x) => encode(x, bytes, version),
+            RequestKind::StreamsGroupDescribe(x) => encode(x, bytes, version),
             RequestKind::ControllerRegistration(x) => encode(x, bytes, version),
             RequestKind::GetTelemetrySubscriptions(x) => encode(x, bytes, version),
             RequestKind::PushTelemetry(x) => encode(x, bytes, version),
@@ -2120,6 +2161,12 @@ impl RequestKind {
             }
             ApiKey::ConsumerGroupDescribe => {
                 Ok(RequestKind::ConsumerGroupDescribe(decode(bytes, version)?))
+            }
+            ApiKey::StreamsGroupHeartbeat => {
+                Ok(RequestKind::StreamsGroupHeartbeat(decode(bytes, version)?))
+            }
+            ApiKey::StreamsGroupDescribe => {
+                Ok(RequestKind::StreamsGroupDescribe(decode(bytes, version)?))
             }
             ApiKey::ControllerRegistration => {
                 Ok(RequestKind::ControllerRegistration(decode(bytes, version)?))
@@ -2638,6 +2685,20 @@ impl From<ConsumerGroupDescribeRequest> for RequestKind {
 }
 
 #[cfg(feature = "messages_enums")]
+impl From<StreamsGroupHeartbeatRequest> for RequestKind {
+    fn from(value: StreamsGroupHeartbeatRequest) -> RequestKind {
+        RequestKind::StreamsGroupHeartbeat(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<StreamsGroupDescribeRequest> for RequestKind {
+    fn from(value: StreamsGroupDescribeRequest) -> RequestKind {
+        RequestKind::StreamsGroupDescribe(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
 impl From<ControllerRegistrationRequest> for RequestKind {
     fn from(value: ControllerRegistrationRequest) -> RequestKind {
         RequestKind::ControllerRegistration(value)
@@ -2945,6 +3006,10 @@ pub enum ResponseKind {
     ConsumerGroupHeartbeat(ConsumerGroupHeartbeatResponse),
     /// ConsumerGroupDescribeResponse,
     ConsumerGroupDescribe(ConsumerGroupDescribeResponse),
+    /// StreamsGroupHeartbeatResponse (Sluice patch),
+    StreamsGroupHeartbeat(StreamsGroupHeartbeatResponse),
+    /// StreamsGroupDescribeResponse (Sluice patch),
+    StreamsGroupDescribe(StreamsGroupDescribeResponse),
     /// ControllerRegistrationResponse,
     ControllerRegistration(ControllerRegistrationResponse),
     /// GetTelemetrySubscriptionsResponse,
@@ -3061,6 +3126,8 @@ impl ResponseKind {
             ResponseKind::AllocateProducerIds(x) => encode(x, bytes, version),
             ResponseKind::ConsumerGroupHeartbeat(x) => encode(x, bytes, version),
             ResponseKind::ConsumerGroupDescribe(x) => encode(x, bytes, version),
+            ResponseKind::StreamsGroupHeartbeat(x) => encode(x, bytes, version),
+            ResponseKind::StreamsGroupDescribe(x) => encode(x, bytes, version),
             ResponseKind::ControllerRegistration(x) => encode(x, bytes, version),
             ResponseKind::GetTelemetrySubscriptions(x) => encode(x, bytes, version),
             ResponseKind::PushTelemetry(x) => encode(x, bytes, version),
@@ -3197,6 +3264,12 @@ impl ResponseKind {
             )?)),
             ApiKey::ConsumerGroupDescribe => {
                 Ok(ResponseKind::ConsumerGroupDescribe(decode(bytes, version)?))
+            }
+            ApiKey::StreamsGroupHeartbeat => {
+                Ok(ResponseKind::StreamsGroupHeartbeat(decode(bytes, version)?))
+            }
+            ApiKey::StreamsGroupDescribe => {
+                Ok(ResponseKind::StreamsGroupDescribe(decode(bytes, version)?))
             }
             ApiKey::ControllerRegistration => Ok(ResponseKind::ControllerRegistration(decode(
                 bytes, version,
@@ -3359,6 +3432,12 @@ impl ResponseKind {
             }
             ResponseKind::ConsumerGroupDescribe(_) => {
                 ConsumerGroupDescribeResponse::header_version(version)
+            }
+            ResponseKind::StreamsGroupHeartbeat(_) => {
+                StreamsGroupHeartbeatResponse::header_version(version)
+            }
+            ResponseKind::StreamsGroupDescribe(_) => {
+                StreamsGroupDescribeResponse::header_version(version)
             }
             ResponseKind::ControllerRegistration(_) => {
                 ControllerRegistrationResponse::header_version(version)
@@ -3874,6 +3953,20 @@ impl From<ConsumerGroupHeartbeatResponse> for ResponseKind {
 impl From<ConsumerGroupDescribeResponse> for ResponseKind {
     fn from(value: ConsumerGroupDescribeResponse) -> ResponseKind {
         ResponseKind::ConsumerGroupDescribe(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<StreamsGroupHeartbeatResponse> for ResponseKind {
+    fn from(value: StreamsGroupHeartbeatResponse) -> ResponseKind {
+        ResponseKind::StreamsGroupHeartbeat(value)
+    }
+}
+
+#[cfg(feature = "messages_enums")]
+impl From<StreamsGroupDescribeResponse> for ResponseKind {
+    fn from(value: StreamsGroupDescribeResponse) -> ResponseKind {
+        ResponseKind::StreamsGroupDescribe(value)
     }
 }
 

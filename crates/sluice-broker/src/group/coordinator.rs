@@ -26,6 +26,7 @@ pub use super::state::SyncRequest;
 use super::state::{
     Effect, GroupConfig, GroupMachine, GroupState, JoinOutcome, JoinRequest, SyncOutcome, Token,
 };
+use super::streams_group::StreamsGroup;
 use crate::metadata_cache::MetadataCache;
 use crate::replica::append::Appended;
 use crate::replica::manager::ReplicaManager;
@@ -34,10 +35,12 @@ use sluice_metadata::Uuid;
 
 mod consumer;
 mod migration;
+mod streams;
 pub use consumer::{
     offered_assignors, ConsumerGroupView, ConsumerHeartbeat, ConsumerHeartbeatAnswer,
     ConsumerHeartbeatResult,
 };
+pub use streams::{StreamsHeartbeatAnswer, StreamsHeartbeatRequest, StreamsHeartbeatResult};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
 
@@ -116,11 +119,15 @@ pub struct GroupDescription {
     pub protocol: String,
     /// (member id, instance id, client id, client host, metadata, assignment)
     pub members: Vec<(String, Option<String>, String, String, Bytes, Bytes)>,
-    /// A consumer group (KIP-848): DescribeGroups reports it as not a classic group.
+    /// A consumer (KIP-848) or streams (KIP-1071) group: DescribeGroups reports it as not a
+    /// classic group.
     pub consumer: bool,
 }
 
 type Committed = BTreeMap<(String, i32), OffsetValue>;
+
+/// Records for `__consumer_offsets`: key, value (None: a tombstone).
+type Records = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
 /// One committed offset as OffsetFetch reports it: topic, partition, value (None: nothing).
 pub type CommittedRow = (String, i32, Option<OffsetValue>);
@@ -160,6 +167,14 @@ enum Command {
     ConsumerDescribe(
         Vec<String>,
         oneshot::Sender<Vec<Result<ConsumerGroupView, consumer_group::Refusal>>>,
+    ),
+    StreamsHeartbeat(
+        Box<StreamsHeartbeatRequest>,
+        oneshot::Sender<StreamsHeartbeatResult>,
+    ),
+    StreamsDescribe(
+        Vec<String>,
+        oneshot::Sender<Vec<Result<StreamsGroup, consumer_group::Refusal>>>,
     ),
     TxnCommit(
         TxnCommitRequest,
@@ -331,6 +346,33 @@ impl GroupCoordinator {
         )
     }
 
+    /// StreamsGroupHeartbeat (KIP-1071).
+    pub async fn streams_heartbeat(&self, hb: StreamsHeartbeatRequest) -> StreamsHeartbeatResult {
+        let (tx, rx) = oneshot::channel();
+        let _ = self
+            .tx
+            .send(Command::StreamsHeartbeat(Box::new(hb), tx))
+            .await;
+        gone(
+            rx.await,
+            Err((ErrorCode::CoordinatorNotAvailable, String::new())),
+        )
+    }
+
+    /// StreamsGroupDescribe: each group, or why not.
+    pub async fn streams_describe(
+        &self,
+        groups: Vec<String>,
+    ) -> Vec<Result<StreamsGroup, consumer_group::Refusal>> {
+        let n = groups.len();
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Command::StreamsDescribe(groups, tx)).await;
+        gone(
+            rx.await,
+            vec![Err((ErrorCode::CoordinatorNotAvailable, String::new())); n],
+        )
+    }
+
     /// TxnOffsetCommit: offsets written in the producer's transaction, applied when its
     /// commit marker arrives.
     pub async fn txn_commit(
@@ -462,6 +504,12 @@ struct Coordinator {
     /// Regular expressions of consumer groups: the metadata image offset they were matched
     /// at and the topic names they matched.
     regex_cache: HashMap<String, (i64, BTreeSet<String>)>,
+    /// Streams groups (KIP-1071), not persisted (see `streams`).
+    streams: HashMap<String, StreamsGroup>,
+    /// Their members' timers, by (group, member).
+    streams_timers: HashMap<(String, String), consumer::MemberTimers>,
+    /// New streams groups whose first assignment waits: when it is due.
+    streams_delays: HashMap<String, i64>,
 }
 
 fn now_ms() -> i64 {
@@ -491,16 +539,23 @@ async fn run(
         consumer: HashMap::new(),
         consumer_timers: HashMap::new(),
         regex_cache: HashMap::new(),
+        streams: HashMap::new(),
+        streams_timers: HashMap::new(),
+        streams_delays: HashMap::new(),
     };
     let mut images = metadata.subscribe();
     c.follow_leadership();
     let mut expiry =
         tokio::time::interval(Duration::from_millis(c.config.offsets_retention_check_ms));
     loop {
-        let deadline = match (c.machine.next_deadline(), c.consumer_deadline()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let deadline = [
+            c.machine.next_deadline(),
+            c.consumer_deadline(),
+            c.streams_deadline(),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
         let sleep = async {
             match deadline {
                 Some(d) => {
@@ -547,6 +602,7 @@ async fn run(
                 tracing::debug!(effects = fx.len(), "group timers fired");
                 c.apply(fx);
                 c.consumer_tick(now_ms());
+                c.streams_tick(now_ms());
             }
             _ = expiry.tick() => c.expire_offsets(now_ms()),
         }
@@ -652,6 +708,7 @@ impl Coordinator {
             Command::Join(r, _) => Some(r.group_id.as_str()),
             Command::Sync(r, _) => Some(r.group_id.as_str()),
             Command::ConsumerHeartbeat(hb, _) => Some(hb.group_id.as_str()),
+            Command::StreamsHeartbeat(hb, _) => Some(hb.group_id.as_str()),
             Command::Heartbeat(g, ..)
             | Command::Leave(g, ..)
             | Command::Fetch(g, ..)
@@ -673,11 +730,32 @@ impl Coordinator {
                 Command::Commit(_, tx) | Command::TxnCommit(_, tx) => drop(tx.send(Err(code))),
                 Command::Fetch(.., tx) => drop(tx.send(Err(code))),
                 Command::ConsumerHeartbeat(_, tx) => drop(tx.send(Err((code, String::new())))),
+                Command::StreamsHeartbeat(_, tx) => drop(tx.send(Err((code, String::new())))),
                 _ => {}
             }
             return;
         }
         match cmd {
+            Command::Join(req, tx) if self.streams.contains_key(&req.group_id) => {
+                // A streams group: an empty one becomes a classic group, as in Kafka.
+                match self.streams_make_way(&req.group_id) {
+                    Ok(()) => self.handle(Command::Join(req, tx)),
+                    Err(code) => drop(tx.send(join_error(code, ""))),
+                }
+            }
+            Command::StreamsHeartbeat(hb, tx) => {
+                let _ = tx.send(self.streams_heartbeat(*hb, now));
+            }
+            Command::StreamsDescribe(groups, tx) => {
+                let out = groups
+                    .iter()
+                    .map(|g| match self.route(g) {
+                        Ok(()) => self.streams_describe(g),
+                        Err(code) => Err((code, String::new())),
+                    })
+                    .collect();
+                let _ = tx.send(out);
+            }
             Command::Join(req, tx) if self.consumer.contains_key(&req.group_id) => {
                 // A consumer group: an empty one becomes a classic group, as in Kafka; one
                 // with members takes the classic member in.
@@ -761,7 +839,10 @@ impl Coordinator {
                 answer_when_replicated(&self.replicas, written, tx);
             }
             Command::Fetch(group, topics, require_stable, (member, epoch), tx) => {
-                if let Err(code) = self.consumer_fetch_check(&group, member.as_deref(), epoch) {
+                let checked = self
+                    .consumer_fetch_check(&group, member.as_deref(), epoch)
+                    .and_then(|()| self.streams_fetch_check(&group, member.as_deref(), epoch));
+                if let Err(code) = checked {
                     let _ = tx.send(Err(code));
                     return;
                 }
@@ -811,6 +892,14 @@ impl Coordinator {
                         "consumer",
                     )
                 }));
+                groups.extend(self.streams.values().map(|g| {
+                    (
+                        g.group_id.clone(),
+                        "streams".to_string(),
+                        g.state().name(),
+                        "streams",
+                    )
+                }));
                 let _ = tx.send(Ok(groups));
             }
             Command::Describe(groups, tx) => {
@@ -821,10 +910,12 @@ impl Coordinator {
                 let results = groups
                     .iter()
                     .map(|g| match self.route(g) {
-                        Ok(()) => match self.consumer_delete(g) {
-                            Some(result) => result,
-                            None => self.delete_group(g, now),
-                        },
+                        Ok(()) => {
+                            match self.consumer_delete(g).or_else(|| self.streams_delete(g)) {
+                                Some(result) => result,
+                                None => self.delete_group(g, now),
+                            }
+                        }
                         Err(code) => Some(code),
                     })
                     .collect();
@@ -959,6 +1050,7 @@ impl Coordinator {
             self.machine.forget(g);
         }
         let consumer_groups = self.consumer_unload(&mine);
+        let streams_groups = self.streams_unload(&mine);
         self.offsets.retain(|g, _| !mine(g));
         for by_group in self.pending.values_mut() {
             by_group.retain(|g, _| !mine(g));
@@ -968,6 +1060,7 @@ impl Coordinator {
             partition,
             groups = groups.len(),
             consumer_groups,
+            streams_groups,
             "group coordinator unloaded {OFFSETS_TOPIC}-{partition}"
         );
     }
@@ -1152,13 +1245,27 @@ impl Coordinator {
     /// OffsetCommit: the offsets are written (and remembered) now; the answer waits for the
     /// write to be replicated (see [`answer_when_replicated`]).
     fn commit(&mut self, req: CommitRequest, now: i64) -> Result<CommitWritten, ErrorCode> {
-        match self.consumer_commit_check(
-            &req.group_id,
-            req.generation,
-            &req.member_id,
-            req.instance_id.as_deref(),
-            Some(req.version),
-        ) {
+        let partitions: Vec<(String, i32)> =
+            req.offsets.iter().map(|o| (o.0.clone(), o.1)).collect();
+        let checked = self
+            .consumer_commit_check(
+                &req.group_id,
+                req.generation,
+                &req.member_id,
+                req.instance_id.as_deref(),
+                Some(req.version),
+            )
+            .or_else(|| {
+                self.streams_commit_check(
+                    &req.group_id,
+                    req.generation,
+                    &req.member_id,
+                    req.instance_id.as_deref(),
+                    Some(req.version),
+                    &partitions,
+                )
+            });
+        match checked {
             Some(checked) => checked?,
             None => self.machine.check_commit(
                 &req.group_id,
@@ -1192,13 +1299,27 @@ impl Coordinator {
     /// TxnOffsetCommit: written now as the producer's transactional batch, visible (to
     /// OffsetFetch) only once the commit marker arrives.
     fn txn_commit(&mut self, req: TxnCommitRequest, now: i64) -> Result<CommitWritten, ErrorCode> {
-        match self.consumer_commit_check(
-            &req.group_id,
-            req.generation,
-            &req.member_id,
-            req.instance_id.as_deref(),
-            None,
-        ) {
+        let partitions: Vec<(String, i32)> =
+            req.offsets.iter().map(|o| (o.0.clone(), o.1)).collect();
+        let checked = self
+            .consumer_commit_check(
+                &req.group_id,
+                req.generation,
+                &req.member_id,
+                req.instance_id.as_deref(),
+                None,
+            )
+            .or_else(|| {
+                self.streams_commit_check(
+                    &req.group_id,
+                    req.generation,
+                    &req.member_id,
+                    req.instance_id.as_deref(),
+                    None,
+                    &partitions,
+                )
+            });
+        match checked {
             Some(checked) => checked?,
             None => self.machine.check_txn_commit(
                 &req.group_id,
@@ -1260,9 +1381,14 @@ impl Coordinator {
     }
 
     fn describe(&self, group: &str) -> Option<GroupDescription> {
-        if let Some(g) = self.consumer.get(group) {
+        let modern = self
+            .consumer
+            .get(group)
+            .map(|g| g.group_id.clone())
+            .or_else(|| self.streams.get(group).map(|g| g.group_id.clone()));
+        if let Some(group_id) = modern {
             return Some(GroupDescription {
-                group_id: g.group_id.clone(),
+                group_id,
                 state: "Dead",
                 protocol_type: String::new(),
                 protocol: String::new(),
@@ -1360,6 +1486,10 @@ impl Coordinator {
         // Topics the group's members are consuming keep their offsets.
         let subscribed: Box<dyn Fn(&str) -> bool> =
             match (self.machine.group(group), self.consumer.get(group)) {
+                _ if self.streams.contains_key(group) => {
+                    let g = &self.streams[group];
+                    Box::new(move |topic: &str| g.reads_topic(topic))
+                }
                 (_, Some(g)) => Box::new(move |topic: &str| {
                     g.members
                         .values()
@@ -1420,6 +1550,7 @@ impl Coordinator {
             }
         }
         self.expire_consumer_offsets(now);
+        self.expire_streams_offsets(now);
     }
 }
 

@@ -5,6 +5,7 @@
 //! - [`consumer_records`]: `__consumer_offsets` records of consumer groups (KIP-848).
 //! - [`reconcile`]: a consumer group member's way to its target assignment (KIP-848).
 //! - [`state`]: the pure group state machine.
+//! - [`streams_group`]: one streams group (KIP-1071) as a pure state machine.
 //! - [`records`]: `__consumer_offsets` record formats (Kafka's).
 //! - [`coordinator`]: the task that owns the state machine and the offsets, persists to
 //!   `__consumer_offsets`, and answers the group APIs.
@@ -16,3 +17,4 @@ pub mod coordinator;
 pub mod reconcile;
 pub mod records;
 pub mod state;
+pub mod streams_group;

@@ -108,6 +108,8 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod raft_voters;
 pub mod sasl;
+pub mod streams_group_describe;
+pub mod streams_group_heartbeat;
 pub mod sync_group;
 pub mod telemetry;
 pub mod txn_offset_commit;
@@ -184,6 +186,8 @@ pub fn specs() -> Vec<Spec> {
         offset_delete::SPEC,
         consumer_group_heartbeat::SPEC,
         consumer_group_describe::SPEC,
+        streams_group_heartbeat::SPEC,
+        streams_group_describe::SPEC,
         add_partitions_to_txn::SPEC,
         add_offsets_to_txn::SPEC,
         end_txn::SPEC,

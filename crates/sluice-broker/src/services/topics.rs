@@ -2,7 +2,9 @@
 //! (`auto.create.topics.enable`) and the internal topics the coordinators live in, created on
 //! first use with Kafka's settings.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use sluice_metadata::config::BrokerConfig;
 use sluice_metadata::controller_types::CreateTopicSpec;
@@ -17,6 +19,15 @@ pub struct TopicCreator {
     config: Arc<BrokerConfig>,
     metadata: Arc<MetadataCache>,
     controller: Arc<ControllerClient>,
+    /// Streams groups' internal topics being created, and the recent failures (message,
+    /// until when it is reported).
+    internal: Mutex<InternalCreations>,
+}
+
+#[derive(Default)]
+struct InternalCreations {
+    in_flight: std::collections::HashSet<String>,
+    failed: HashMap<String, (String, Instant)>,
 }
 
 impl TopicCreator {
@@ -29,7 +40,87 @@ impl TopicCreator {
             config,
             metadata,
             controller,
+            internal: Mutex::default(),
         }
+    }
+
+    /// Create a streams group's missing internal topics in the background (Kafka's
+    /// AutoTopicCreationManager.createStreamsInternalTopics): the heartbeat does not wait;
+    /// topics already being created, or that failed within `remember` (reported by
+    /// [`Self::creation_failures`] meanwhile), are not asked for again.
+    pub fn create_internal_in_background(
+        self: &Arc<Self>,
+        specs: Vec<CreateTopicSpec>,
+        remember: Duration,
+    ) {
+        let now = Instant::now();
+        let specs: Vec<CreateTopicSpec> = {
+            let mut st = self.internal.lock().unwrap_or_else(|e| e.into_inner());
+            st.failed.retain(|_, (_, until)| *until > now);
+            let specs: Vec<CreateTopicSpec> = specs
+                .into_iter()
+                .filter(|s| !st.in_flight.contains(&s.name) && !st.failed.contains_key(&s.name))
+                .collect();
+            for s in &specs {
+                st.in_flight.insert(s.name.clone());
+            }
+            specs
+        };
+        if specs.is_empty() {
+            return;
+        }
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            let names: Vec<String> = specs.iter().map(|s| s.name.clone()).collect();
+            let outcome = me.controller.api().create_topics(&specs, false).await;
+            let until = Instant::now() + remember;
+            let mut st = me.internal.lock().unwrap_or_else(|e| e.into_inner());
+            for n in &names {
+                st.in_flight.remove(n);
+            }
+            match outcome {
+                Err(e) => {
+                    for n in names {
+                        st.failed.insert(n, (e.clone(), until));
+                    }
+                }
+                Ok(results) => {
+                    for (n, r) in names.into_iter().zip(results) {
+                        match r {
+                            Err(e) if e.code != ErrorCode::TopicAlreadyExists => {
+                                let message = if e.message.is_empty() {
+                                    format!("{:?}", e.code)
+                                } else {
+                                    e.message.clone()
+                                };
+                                tracing::warn!(
+                                    topic = n,
+                                    message,
+                                    "cannot create a streams group's internal topic"
+                                );
+                                st.failed.insert(n, (message, until));
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+            }
+        });
+    }
+
+    /// Recent failures to create these internal topics: (topic, message).
+    pub fn creation_failures(&self, names: &[String]) -> Vec<(String, String)> {
+        let now = Instant::now();
+        let st = self.internal.lock().unwrap_or_else(|e| e.into_inner());
+        names
+            .iter()
+            .filter_map(|n| {
+                st.failed
+                    .get(n)
+                    .filter(|(_, until)| *until > now)
+                    .map(|(m, _)| (n.clone(), m.clone()))
+            })
+            .collect()
     }
 
     /// Auto-create the named topics with the broker's defaults; failures are left for the

@@ -673,7 +673,13 @@ impl BrokerConfig {
     /// Kafka's checks of the consumer group protocol's timeouts against their bounds
     /// (GroupCoordinatorConfig), with its messages.
     fn check_consumer_group_bounds(&self) -> Result<(), ConfigError> {
-        let k = |s: &str| format!("group.consumer.{s}");
+        self.check_group_bounds("consumer")?;
+        self.check_group_bounds("streams")
+    }
+
+    /// Kafka's GroupCoordinatorConfig checks of `group.<protocol>.*` timeouts.
+    fn check_group_bounds(&self, protocol: &str) -> Result<(), ConfigError> {
+        let k = |s: &str| format!("group.{protocol}.{s}");
         let rules = [
             (
                 "max.heartbeat.interval.ms",

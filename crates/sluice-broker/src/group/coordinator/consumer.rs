@@ -228,6 +228,12 @@ impl Coordinator {
         let mut records = Vec::new();
         let mut forget_classic = false;
         let mut converted = None;
+        if self.streams.contains_key(&group) {
+            return Err((
+                ErrorCode::GroupIdNotFound,
+                format!("Group {group} is not a consumer group."),
+            ));
+        }
         if let Some(classic) = self.machine.group(&group) {
             if epoch != 0 {
                 return Err((
@@ -458,7 +464,6 @@ impl Coordinator {
     /// became empty); a group left with neither members nor offsets is deleted, as Kafka's
     /// cleanup does.
     pub(super) fn expire_consumer_offsets(&mut self, now: i64) {
-        let retention = self.config.offsets_retention_ms;
         let empty: Vec<String> = self
             .consumer
             .values()
@@ -466,22 +471,7 @@ impl Coordinator {
             .map(|g| g.group_id.clone())
             .collect();
         for group in empty {
-            let expired: Vec<(String, i32)> = self
-                .offsets
-                .get(&group)
-                .map(|c| {
-                    c.iter()
-                        .filter(|(_, v)| now - v.commit_timestamp >= retention)
-                        .map(|(k, _)| k.clone())
-                        .collect()
-                })
-                .unwrap_or_default();
-            let mut records = self.tombstones(&group, expired.iter().cloned());
-            if let Some(c) = self.offsets.get_mut(&group) {
-                for k in &expired {
-                    c.remove(k);
-                }
-            }
+            let (expired, mut records) = self.expire_committed(&group, now);
             let no_offsets = self.offsets.get(&group).is_none_or(|c| c.is_empty());
             if no_offsets {
                 self.offsets.remove(&group);
@@ -490,10 +480,10 @@ impl Coordinator {
                     records.extend(tombstones(&g));
                 }
             }
-            if !expired.is_empty() {
+            if expired > 0 {
                 info!(
                     group,
-                    offsets = expired.len(),
+                    offsets = expired,
                     "expiring offsets of an empty consumer group"
                 );
             }
@@ -507,6 +497,33 @@ impl Coordinator {
                 }
             }
         }
+    }
+
+    /// Expire `group`'s offsets committed `offsets.retention.minutes` ago: how many, and
+    /// their tombstones.
+    pub(super) fn expire_committed(
+        &mut self,
+        group: &str,
+        now: i64,
+    ) -> (usize, Records) {
+        let retention = self.config.offsets_retention_ms;
+        let expired: Vec<(String, i32)> = self
+            .offsets
+            .get(group)
+            .map(|c| {
+                c.iter()
+                    .filter(|(_, v)| now - v.commit_timestamp >= retention)
+                    .map(|(k, _)| k.clone())
+                    .collect()
+            })
+            .unwrap_or_default();
+        let records = self.tombstones(group, expired.iter().cloned());
+        if let Some(c) = self.offsets.get_mut(group) {
+            for k in &expired {
+                c.remove(k);
+            }
+        }
+        (expired.len(), records)
     }
 
     /// ConsumerGroupDescribe of one group.
