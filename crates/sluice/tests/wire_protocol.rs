@@ -1702,3 +1702,285 @@ fn consumer_group_protocol_answers_match_kafka() {
         Some("Group cgw-group not found.")
     );
 }
+
+/// A StreamsGroupHeartbeat of `member` at `epoch`; a join (0) carries a word-count topology
+/// over `<group>-in` (a repartition topic and a changelog) and empty task lists.
+fn sg_heartbeat(
+    w: &mut Wire,
+    group: &str,
+    member: &str,
+    epoch: i32,
+    change: impl FnOnce(&mut StreamsGroupHeartbeatRequest),
+) -> StreamsGroupHeartbeatResponse {
+    use kafka_protocol::messages::streams_group_heartbeat_request::{
+        Subtopology, TopicInfo, Topology,
+    };
+    let s = |v: &str| StrBytes::from_string(v.into());
+    let mut r = StreamsGroupHeartbeatRequest::default()
+        .with_group_id(s(group).into())
+        .with_member_id(s(member))
+        .with_member_epoch(epoch)
+        .with_endpoint_information_epoch(-1);
+    if epoch == 0 {
+        r.rebalance_timeout_ms = 30_000;
+        r.process_id = Some(s("11111111-2222-3333-4444-555555555555"));
+        r.active_tasks = Some(Vec::new());
+        r.standby_tasks = Some(Vec::new());
+        r.warmup_tasks = Some(Vec::new());
+        r.topology = Some(Topology::default().with_epoch(0).with_subtopologies(vec![
+                Subtopology::default()
+                    .with_subtopology_id(s("0"))
+                    .with_source_topics(vec![s(&format!("{group}-in")).into()])
+                    .with_repartition_sink_topics(vec![
+                        s(&format!("{group}-rk-repartition")).into()
+                    ]),
+                Subtopology::default()
+                    .with_subtopology_id(s("1"))
+                    .with_repartition_source_topics(vec![TopicInfo::default()
+                        .with_name(s(&format!("{group}-rk-repartition")).into())])
+                    .with_state_changelog_topics(vec![TopicInfo::default()
+                        .with_name(s(&format!("{group}-store-changelog")).into())]),
+            ]));
+    }
+    change(&mut r);
+    w.call(ApiKey::StreamsGroupHeartbeat, 1, &r)
+}
+
+/// The streams group protocol (KIP-1071) on the wire: request checks and their messages, a
+/// member joining a group whose internal topics the broker creates, its tasks once they
+/// exist, fencing, StreamsGroupDescribe with the topology as configured, the group's type in
+/// ListGroups, leaving and deleting. Passes against Kafka 4.4 too:
+/// `WIRE_AGAINST=127.0.0.1:19092 cargo test -p sluice --test wire_protocol streams_group`.
+#[test]
+fn streams_group_protocol_answers_match_kafka() {
+    let server;
+    let bootstrap = match std::env::var("WIRE_AGAINST") {
+        Ok(b) => b,
+        Err(_) => {
+            server = start(&[]);
+            server.bootstrap.clone()
+        }
+    };
+    // A group and topics of its own per run (Kafka keeps them across runs).
+    let g = &format!("sgw-{}", std::process::id());
+    create_topic(&bootstrap, &format!("{g}-in"), 2, &[]);
+    let mut w = Wire::connect(&bootstrap);
+    let msg = |r: &StreamsGroupHeartbeatResponse| {
+        (
+            r.error_code,
+            r.error_message
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default(),
+        )
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let f: FindCoordinatorResponse = w.call(
+            ApiKey::FindCoordinator,
+            4,
+            &FindCoordinatorRequest::default()
+                .with_key_type(0)
+                .with_coordinator_keys(vec![StrBytes::from_string(g.clone())]),
+        );
+        let probe = sg_heartbeat(&mut w, g, "probe", 5, |_| {});
+        if f.coordinators[0].error_code == 0 && ![14, 15, 16].contains(&probe.error_code) {
+            // Kafka: the group does not exist; Sluice keeps streams groups in memory only
+            // and tells members of a group it does not know to rejoin instead.
+            assert!(
+                [69, 25].contains(&probe.error_code),
+                "unknown group: {probe:?}"
+            );
+            break;
+        }
+        assert!(Instant::now() < deadline, "no coordinator: {probe:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // Request checks.
+    let r = sg_heartbeat(&mut w, g, "", 0, |_| {});
+    assert_eq!(msg(&r), (42, "MemberId can't be empty.".into()));
+    let r = sg_heartbeat(&mut w, g, "m1", 0, |r| r.rebalance_timeout_ms = -1);
+    assert_eq!(
+        msg(&r),
+        (
+            42,
+            "RebalanceTimeoutMs must be provided in first request.".into()
+        )
+    );
+    let r = sg_heartbeat(&mut w, g, "m1", 0, |r| r.active_tasks = None);
+    assert_eq!(
+        msg(&r),
+        (42, "ActiveTasks must be empty when (re-)joining.".into())
+    );
+    let r = sg_heartbeat(&mut w, g, "m1", 0, |r| r.topology = None);
+    assert_eq!(
+        msg(&r),
+        (42, "Topology must be non-null when (re-)joining.".into())
+    );
+    let r = sg_heartbeat(&mut w, g, "m1", 0, |r| {
+        if let Some(t) = r.topology.as_mut() {
+            t.subtopologies[1].state_changelog_topics[0].partitions = 3;
+        }
+    });
+    assert_eq!(
+        msg(&r),
+        (
+            130,
+            format!("Changelog topic {g}-store-changelog must have an undefined partition count, but it is set to 3.")
+        )
+    );
+    let r = sg_heartbeat(&mut w, g, "m1", 0, |r| {
+        if let Some(t) = r.topology.as_mut() {
+            t.subtopologies[0].source_topics =
+                vec![StrBytes::from_static_str("__consumer_offsets").into()];
+        }
+    });
+    assert_eq!(
+        msg(&r),
+        (
+            130,
+            "Use of Kafka internal topics __consumer_offsets in a Kafka Streams topology is prohibited.".into()
+        )
+    );
+    let r = sg_heartbeat(&mut w, g, "m1", 0, |r| r.member_epoch = -3);
+    assert_eq!(
+        msg(&r),
+        (
+            42,
+            "MemberEpoch is -3, but must be greater than or equal to -2.".into()
+        )
+    );
+    // A join: the internal topics are missing (the broker creates them), so no tasks yet.
+    let j = sg_heartbeat(&mut w, g, "m1", 0, |_| {});
+    assert_eq!(msg(&j), (0, String::new()), "{j:?}");
+    assert!(j.member_epoch > 0, "{j:?}");
+    assert_eq!(j.active_tasks.as_ref().map(Vec::len), Some(0), "{j:?}");
+    let status = j.status.clone().unwrap_or_default();
+    let missing = status
+        .iter()
+        .find(|s| s.status_code == 3)
+        .expect("MISSING_INTERNAL_TOPICS");
+    let detail = missing.status_detail.to_string();
+    assert!(
+        detail.starts_with("Internal topics are missing: ")
+            && detail.contains(&format!("{g}-rk-repartition"))
+            && detail.contains(&format!("{g}-store-changelog")),
+        "{detail}"
+    );
+    // Heartbeats until the member has its four tasks (two subtopologies, two partitions).
+    let mut epoch = j.member_epoch;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let tasks = loop {
+        let r = sg_heartbeat(&mut w, g, "m1", epoch, |r| {
+            r.active_tasks = Some(Vec::new());
+            r.standby_tasks = Some(Vec::new());
+            r.warmup_tasks = Some(Vec::new());
+        });
+        assert_eq!(r.error_code, 0, "{r:?}");
+        epoch = r.member_epoch;
+        let n: usize = r
+            .active_tasks
+            .iter()
+            .flatten()
+            .map(|t| t.partitions.len())
+            .sum();
+        if n > 0 {
+            assert_eq!(r.status.as_ref().map(Vec::len), Some(0), "{r:?}");
+            break r.active_tasks.unwrap_or_default();
+        }
+        assert!(Instant::now() < deadline, "no tasks: {r:?}");
+        std::thread::sleep(Duration::from_millis(200));
+    };
+    let mut ids: Vec<(String, Vec<i32>)> = tasks
+        .iter()
+        .map(|t| (t.subtopology_id.to_string(), t.partitions.clone()))
+        .collect();
+    ids.sort();
+    assert_eq!(
+        ids,
+        [("0".to_string(), vec![0, 1]), ("1".to_string(), vec![0, 1])]
+    );
+    // The created topics have the partitions decided.
+    for topic in [
+        format!("{g}-rk-repartition"),
+        format!("{g}-store-changelog"),
+    ] {
+        let m: MetadataResponse = w.call(
+            ApiKey::Metadata,
+            12,
+            &MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+                .with_name(Some(StrBytes::from_string(topic.clone()).into()))])),
+        );
+        assert_eq!(m.topics[0].partitions.len(), 2, "{topic}");
+    }
+    // A higher epoch is fenced.
+    let r = sg_heartbeat(&mut w, g, "m1", epoch + 1, |_| {});
+    assert_eq!(
+        msg(&r),
+        (
+            110,
+            format!("The streams group member has a greater member epoch ({}) than the one known by the group coordinator ({epoch}). The member must abandon all its partitions and rejoin.", epoch + 1)
+        )
+    );
+    // Described with the topology as configured.
+    let d: StreamsGroupDescribeResponse = w.call(
+        ApiKey::StreamsGroupDescribe,
+        0,
+        &StreamsGroupDescribeRequest::default().with_group_ids(vec![
+            StrBytes::from_string(g.clone()).into(),
+            StrBytes::from_static_str("sgw-none").into(),
+        ]),
+    );
+    // (Kafka answers groups in no particular order.)
+    let find = |id: &str| {
+        d.groups
+            .iter()
+            .find(|x| x.group_id.as_str() == id)
+            .expect("described")
+    };
+    let described = find(g);
+    assert_eq!(described.error_code, 0, "{described:?}");
+    assert_eq!(described.group_state.as_str(), "Stable");
+    assert_eq!(described.members.len(), 1);
+    assert_eq!(described.members[0].member_epoch, epoch);
+    let subs = described
+        .topology
+        .as_ref()
+        .and_then(|t| t.subtopologies.clone())
+        .unwrap_or_default();
+    assert_eq!(subs.len(), 2);
+    assert_eq!(subs[1].state_changelog_topics[0].partitions, 2);
+    assert_eq!(subs[1].repartition_source_topics[0].partitions, 2);
+    let none = find("sgw-none");
+    assert_eq!(none.error_code, 69);
+    assert_eq!(
+        none.error_message.as_deref(),
+        Some("Group sgw-none not found.")
+    );
+    // Not a consumer group; listed as a streams group.
+    let r = cg_heartbeat(&mut w, g, "c1", 0, |_| {});
+    assert_eq!(
+        (r.error_code, r.error_message.map(|m| m.to_string())),
+        (69, Some(format!("Group {g} is not a consumer group.")))
+    );
+    let l: ListGroupsResponse = w.call(ApiKey::ListGroups, 5, &ListGroupsRequest::default());
+    let listed = l
+        .groups
+        .iter()
+        .find(|x| x.group_id.as_str() == g)
+        .expect("listed");
+    assert_eq!(
+        (listed.group_type.as_str(), listed.protocol_type.as_str()),
+        ("streams", "streams")
+    );
+    // Leaving, then deleting the empty group.
+    let r = sg_heartbeat(&mut w, g, "m1", -1, |_| {});
+    assert_eq!((r.error_code, r.member_epoch), (0, -1), "{r:?}");
+    let del: DeleteGroupsResponse = w.call(
+        ApiKey::DeleteGroups,
+        2,
+        &DeleteGroupsRequest::default()
+            .with_groups_names(vec![StrBytes::from_string(g.clone()).into()]),
+    );
+    assert_eq!(del.results[0].error_code, 0);
+}

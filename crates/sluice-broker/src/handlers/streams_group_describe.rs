@@ -162,7 +162,9 @@ async fn handle(
                     g.group_epoch = group.group_epoch;
                     g.assignment_epoch = group.assignment_epoch;
                     g.topology = topology(&group);
-                    g.assignor_name = Some(str_bytes("sticky".to_string()));
+                    if ctx.api_version >= 1 {
+                        g.assignor_name = Some(str_bytes("sticky".to_string()));
+                    }
                     if req.include_authorized_operations {
                         g.authorized_operations = acl.authorized_operations(resource::GROUP, id);
                     }

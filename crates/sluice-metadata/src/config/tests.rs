@@ -400,6 +400,15 @@ fn consumer_group_timeouts_are_checked_against_their_bounds() {
         .as_deref(),
         Some("group.consumer.heartbeat.interval.ms must be less than group.consumer.session.timeout.ms")
     );
+    // The same checks for streams groups (KIP-1071).
+    assert_eq!(
+        refused(&[("group.streams.session.timeout.ms", "6000")]).as_deref(),
+        Some("group.streams.session.timeout.ms must be greater than or equal to group.streams.min.session.timeout.ms")
+    );
+    assert_eq!(
+        refused(&[("group.streams.heartbeat.interval.ms", "2000")]).as_deref(),
+        Some("group.streams.heartbeat.interval.ms must be greater than or equal to group.streams.min.heartbeat.interval.ms")
+    );
     assert!(refused(&[("group.consumer.assignors", "sticky")])
         .is_some_and(|m| m.contains("unknown assignor sticky")));
     assert!(

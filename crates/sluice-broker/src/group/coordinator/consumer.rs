@@ -501,11 +501,7 @@ impl Coordinator {
 
     /// Expire `group`'s offsets committed `offsets.retention.minutes` ago: how many, and
     /// their tombstones.
-    pub(super) fn expire_committed(
-        &mut self,
-        group: &str,
-        now: i64,
-    ) -> (usize, Records) {
+    pub(super) fn expire_committed(&mut self, group: &str, now: i64) -> (usize, Records) {
         let retention = self.config.offsets_retention_ms;
         let expired: Vec<(String, i32)> = self
             .offsets

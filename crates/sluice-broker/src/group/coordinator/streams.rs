@@ -308,6 +308,9 @@ impl Coordinator {
         let records = self.tombstones(group, committed.into_keys());
         self.streams.remove(group);
         self.streams_delays.remove(group);
+        if records.is_empty() {
+            return Some(None);
+        }
         Some(self.append(group, records).err())
     }
 

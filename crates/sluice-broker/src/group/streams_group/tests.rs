@@ -62,7 +62,7 @@ fn a_topology_is_configured_against_the_topics() {
         c.problem,
         Some((
             MISSING_INTERNAL_TOPICS,
-            "Internal topics are missing: [app-by-value-repartition, app-counts-changelog]".into()
+            "Internal topics are missing: app-by-value-repartition, app-counts-changelog".into()
         ))
     );
     let created: Vec<(&str, i32, i16, usize)> = c

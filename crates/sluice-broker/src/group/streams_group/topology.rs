@@ -316,7 +316,7 @@ impl Topology {
             let names: Vec<&str> = to_create.iter().map(|t| t.name.as_str()).collect();
             (
                 MISSING_INTERNAL_TOPICS,
-                format!("Internal topics are missing: [{}]", names.join(", ")),
+                format!("Internal topics are missing: {}", names.join(", ")),
             )
         });
         Ok(Configured {
