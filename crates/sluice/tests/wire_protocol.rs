@@ -1973,6 +1973,25 @@ fn streams_group_protocol_answers_match_kafka() {
         (listed.group_type.as_str(), listed.protocol_type.as_str()),
         ("streams", "streams")
     );
+    // Static members: an instance id is held by one live member; one that left for a while
+    // (-2) is replaced by the next member with its instance id.
+    let i1 = || Some(StrBytes::from_static_str("i1"));
+    let r = sg_heartbeat(&mut w, g, "s1", 0, |r| r.instance_id = i1());
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let r = sg_heartbeat(&mut w, g, "s2", 0, |r| r.instance_id = i1());
+    assert_eq!(
+        r.error_code,
+        ErrorCode::UnreleasedInstanceId.code(),
+        "{r:?}"
+    );
+    let r = sg_heartbeat(&mut w, g, "s1", -2, |_| {});
+    assert_eq!(msg(&r), (42, "InstanceId can't be null.".into()));
+    let r = sg_heartbeat(&mut w, g, "s1", -2, |r| r.instance_id = i1());
+    assert_eq!((r.error_code, r.member_epoch), (0, -2), "{r:?}");
+    let r = sg_heartbeat(&mut w, g, "s2", 0, |r| r.instance_id = i1());
+    assert_eq!(r.error_code, 0, "{r:?}");
+    let r = sg_heartbeat(&mut w, g, "s2", -1, |r| r.instance_id = i1());
+    assert_eq!((r.error_code, r.member_epoch), (0, -1), "{r:?}");
     // Leaving, then deleting the empty group.
     let r = sg_heartbeat(&mut w, g, "m1", -1, |_| {});
     assert_eq!((r.error_code, r.member_epoch), (0, -1), "{r:?}");

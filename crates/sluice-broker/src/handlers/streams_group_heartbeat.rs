@@ -68,9 +68,6 @@ fn invalid(message: impl Into<String>) -> Refusal {
 /// GroupCoordinatorService's checks (throwIfStreamsGroupHeartbeatRequestIsInvalid and the
 /// features not supported yet).
 fn check(req: &StreamsGroupHeartbeatRequest) -> Result<(), Refusal> {
-    if req.instance_id.is_some() {
-        return Err(invalid("Static membership is not yet supported."));
-    }
     if let Some(t) = &req.topology {
         if t.subtopologies
             .iter()
@@ -87,6 +84,9 @@ fn check(req: &StreamsGroupHeartbeatRequest) -> Result<(), Refusal> {
     }
     if blank(&req.group_id) {
         return Err(invalid("GroupId can't be empty."));
+    }
+    if req.instance_id.as_deref().is_some_and(blank) {
+        return Err(invalid("InstanceId can't be empty."));
     }
     if req.rack_id.as_deref().is_some_and(blank) {
         return Err(invalid("RackId can't be empty."));
@@ -124,6 +124,8 @@ fn check(req: &StreamsGroupHeartbeatRequest) -> Result<(), Refusal> {
                 }
             }
         }
+    } else if epoch == -2 && req.instance_id.is_none() {
+        return Err(invalid("InstanceId can't be null."));
     } else if epoch < -2 {
         return Err(invalid(format!(
             "MemberEpoch is {epoch}, but must be greater than or equal to -2."

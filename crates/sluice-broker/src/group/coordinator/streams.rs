@@ -141,10 +141,24 @@ impl Coordinator {
                     format!("Streams group {group} not found."),
                 ));
             };
-            g.leave(&req.member_id, req.shutdown_application)?;
-            info!(group, member = req.member_id, "streams group member left");
-            self.streams_timers
-                .remove(&(group.clone(), req.member_id.clone()));
+            g.leave(
+                &req.member_id,
+                req.instance_id.as_deref(),
+                epoch,
+                req.shutdown_application,
+            )?;
+            if g.members.contains_key(&req.member_id) {
+                // A static member left for a while: its session runs on.
+                info!(
+                    group,
+                    member = req.member_id,
+                    "static streams group member left temporarily"
+                );
+            } else {
+                info!(group, member = req.member_id, "streams group member left");
+                self.streams_timers
+                    .remove(&(group.clone(), req.member_id.clone()));
+            }
             return Ok(StreamsHeartbeatAnswer {
                 answer: StreamsAnswer {
                     member_id: req.member_id.clone(),
@@ -195,6 +209,9 @@ impl Coordinator {
                 rebalance,
             },
         );
+        // A static member that replaced another: the old one's timers go.
+        self.streams_timers
+            .retain(|(gid, m), _| gid != &group || g.members.contains_key(m));
         self.streams.insert(group, g);
         Ok(StreamsHeartbeatAnswer {
             answer,

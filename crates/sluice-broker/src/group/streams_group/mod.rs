@@ -330,6 +330,7 @@ impl StreamsGroup {
         let epoch = req.member_epoch;
         let id = req.member_id.clone();
         let joining = epoch == 0;
+        self.resolve_static(req)?;
         let old = self.members.get(&id).cloned();
         if joining {
             if self.members.len() >= settings.max_size && old.is_none() {
@@ -509,6 +510,54 @@ impl StreamsGroup {
         })
     }
 
+    /// Static membership (`group.instance.id`): a member joining with an instance id a
+    /// member that left temporarily (-2) holds takes its place, tasks and target (no
+    /// rebalance); an instance id held by a live member is refused, as is a heartbeat of a
+    /// member that is not the holder.
+    fn resolve_static(&mut self, req: &StreamsHeartbeat) -> Result<(), Refusal> {
+        let Some(instance) = &req.instance_id else {
+            return Ok(());
+        };
+        let id = &req.member_id;
+        let epoch = req.member_epoch;
+        let holder = self
+            .members
+            .values()
+            .find(|m| m.instance_id.as_deref() == Some(instance.as_str()))
+            .map(|m| (m.member_id.clone(), m.member_epoch));
+        match holder {
+            None if epoch == 0 => Ok(()),
+            None => Err((
+                ErrorCode::UnknownMemberId,
+                format!("Instance id {instance} is unknown."),
+            )),
+            Some((old_id, _)) if epoch == 0 && old_id == *id => Ok(()),
+            Some((_, held)) if epoch == 0 && held != -2 => Err((
+                ErrorCode::UnreleasedInstanceId,
+                format!("Static member {id} with instance id {instance} cannot join the group because the instance id is owned by another member."),
+            )),
+            Some((old_id, _)) if epoch == 0 => {
+                if let Some(mut m) = self.members.remove(&old_id) {
+                    m.member_id = id.clone();
+                    m.member_epoch = 0;
+                    m.previous_member_epoch = 0;
+                    m.state = MemberState::Stable;
+                    m.pending_revocation = TaskSet::default();
+                    if let Some(t) = self.target.remove(&old_id) {
+                        self.target.insert(id.clone(), t);
+                    }
+                    self.members.insert(id.clone(), m);
+                }
+                Ok(())
+            }
+            Some((old_id, _)) if old_id != *id => Err((
+                ErrorCode::FencedInstanceId,
+                format!("Static member {id} with instance id {instance} is not the member {old_id}."),
+            )),
+            Some(_) => Ok(()),
+        }
+    }
+
     /// The delayed first assignment is due: compute it (members pick it up at their next
     /// heartbeat).
     pub fn assign_now(&mut self) {
@@ -521,9 +570,16 @@ impl StreamsGroup {
         }
     }
 
-    /// A member leaves (-1): it is removed and the group epoch moves.
-    pub fn leave(&mut self, member_id: &str, shutdown: bool) -> Result<(), Refusal> {
-        if !self.members.contains_key(member_id) {
+    /// A member leaves: -1 removes it (the group epoch moves); -2, a static member leaving
+    /// for a while, keeps its place and tasks until its session ends.
+    pub fn leave(
+        &mut self,
+        member_id: &str,
+        instance_id: Option<&str>,
+        epoch: i32,
+        shutdown: bool,
+    ) -> Result<(), Refusal> {
+        let Some(m) = self.members.get_mut(member_id) else {
             return Err((
                 ErrorCode::UnknownMemberId,
                 format!(
@@ -531,11 +587,24 @@ impl StreamsGroup {
                     self.group_id
                 ),
             ));
+        };
+        if let Some(instance) = instance_id {
+            if m.instance_id.as_deref() != Some(instance) {
+                return Err((
+                    ErrorCode::FencedInstanceId,
+                    format!("Static member {member_id} with instance id {instance} is not the member of that instance."),
+                ));
+            }
         }
         if shutdown && self.shutdown_requester.is_none() {
             self.shutdown_requester = Some(member_id.to_string());
         }
-        self.remove(member_id);
+        if epoch == -2 && instance_id.is_some() {
+            m.member_epoch = -2;
+            m.pending_revocation = TaskSet::default();
+        } else {
+            self.remove(member_id);
+        }
         Ok(())
     }
 

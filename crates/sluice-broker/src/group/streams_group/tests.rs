@@ -334,7 +334,7 @@ fn members_reconcile_and_an_active_task_never_has_two_owners() {
         .is_ok());
     assert!(g.commit_epoch_ok(m, m.member_epoch + 1, &[]).is_err());
     // b leaves: the group epoch moves and a gets everything back at its next heartbeat.
-    g.leave("b", false).unwrap();
+    g.leave("b", None, -1, false).unwrap();
     let a4 = g
         .heartbeat(&beat("a", a3.member_epoch, &kept), &t, &settings())
         .unwrap();
@@ -392,4 +392,29 @@ fn a_group_waits_for_its_topics_and_its_initial_delay() {
             "Topology updates are not supported yet.".into()
         )
     );
+}
+
+#[test]
+fn a_static_member_that_comes_back_takes_its_tasks_without_a_rebalance() {
+    let mut g = StreamsGroup::new("g");
+    let t = ready();
+    let mut first = join("a", "A");
+    first.instance_id = Some("i1".into());
+    let a = g.heartbeat(&first, &t, &settings()).unwrap();
+    let tasks = a.tasks.clone().unwrap();
+    assert_eq!(count(&tasks.active), 4);
+    let epoch = g.group_epoch;
+    // Held by a live member: refused. (The same process, restarted: its process id is
+    // kept in its state directory.)
+    let mut other = join("b", "A");
+    other.instance_id = Some("i1".into());
+    let err = g.heartbeat(&other, &t, &settings()).unwrap_err();
+    assert_eq!(err.0, ErrorCode::UnreleasedInstanceId);
+    // Left for a while (-2): its tasks wait for it; the next holder takes them at once.
+    g.leave("a", Some("i1"), -2, false).unwrap();
+    assert_eq!(g.members["a"].member_epoch, -2);
+    let b = g.heartbeat(&other, &t, &settings()).unwrap();
+    assert_eq!(b.tasks, Some(tasks));
+    assert!(!g.members.contains_key("a"));
+    assert_eq!(g.group_epoch, epoch, "no rebalance");
 }
