@@ -29,6 +29,14 @@ pub use sluice_metadata::controller_types::{
 };
 use sluice_metadata::record::TokenRecord;
 
+/// Most partitions one CreateTopics or CreatePartitions request may ask for (Kafka's
+/// `ReplicationControlManager.MAX_PARTITIONS_PER_BATCH`).
+pub const MAX_PARTITIONS_PER_REQUEST: u64 = 10_000;
+
+/// Most records one controller operation may write (Kafka's
+/// `QuorumController.MAX_RECORDS_PER_USER_OP`), counted as Kafka counts them.
+pub const MAX_RECORDS_PER_OPERATION: u64 = 10_000;
+
 /// Cluster-wide defaults for new topics.
 #[derive(Clone, Debug)]
 pub struct ControllerDefaults {
@@ -278,12 +286,43 @@ impl Controller {
     }
 
     /// CreateTopics: each spec gets its own outcome; valid ones are committed together.
+    /// As Kafka's controller, a request for more than [`MAX_PARTITIONS_PER_REQUEST`]
+    /// partitions, or one that would take more than [`MAX_RECORDS_PER_OPERATION`] of
+    /// Kafka's records (a topic, its partitions, its configs), is refused whole
+    /// (POLICY_VIOLATION): no request can make the controller allocate without bound.
     pub fn create_topics(
         &self,
         image: &MetadataImage,
         specs: &[CreateTopicSpec],
         validate_only: bool,
     ) -> (Vec<Result<CreatedTopic, ApiError>>, Vec<MetadataRecord>) {
+        let partitions_of = |s: &CreateTopicSpec| -> u64 {
+            if !s.assignments.is_empty() {
+                s.assignments.len() as u64
+            } else if s.num_partitions == -1 {
+                u64::try_from(self.defaults.num_partitions).unwrap_or(0)
+            } else {
+                u64::try_from(s.num_partitions).unwrap_or(0)
+            }
+        };
+        let refuse_all = |message: &str| {
+            let out = specs
+                .iter()
+                .map(|_| Err(ApiError::new(ErrorCode::PolicyViolation, message)))
+                .collect();
+            (out, Vec::new())
+        };
+        let partitions: u64 = specs.iter().map(partitions_of).sum();
+        if partitions > MAX_PARTITIONS_PER_REQUEST {
+            return refuse_all("Excessively large number of partitions per request.");
+        }
+        let kafka_records: u64 = specs
+            .iter()
+            .map(|s| 1 + partitions_of(s) + s.configs.len() as u64)
+            .sum();
+        if !validate_only && kafka_records > MAX_RECORDS_PER_OPERATION {
+            return refuse_all("Unable to perform excessively large batch operation.");
+        }
         let mut seen = BTreeMap::<&str, usize>::new();
         for s in specs {
             *seen.entry(s.name.as_str()).or_default() += 1;
@@ -474,6 +513,12 @@ impl Controller {
             ));
         };
         let current = topic.partitions.len() as i32;
+        if i64::from(count) - i64::from(current) > MAX_PARTITIONS_PER_REQUEST as i64 {
+            return Err(ApiError::new(
+                ErrorCode::PolicyViolation,
+                "Excessively large number of additional partitions per request.",
+            ));
+        }
         if count == current {
             return Err(ApiError::new(
                 ErrorCode::InvalidPartitions,
@@ -1754,6 +1799,47 @@ mod tests {
             replication_factor: rf,
             ..CreateTopicSpec::default()
         }
+    }
+
+    #[test]
+    fn requests_for_too_many_partitions_are_refused_whole_as_kafka() {
+        let mut k = Cluster::new(&[0]);
+        let out = k.create(&[spec("ok", 1, 1), spec("huge", i32::MAX, 1)]);
+        for o in &out {
+            let e = o.as_ref().unwrap_err();
+            assert_eq!(e.code, ErrorCode::PolicyViolation);
+            assert_eq!(
+                e.message,
+                "Excessively large number of partitions per request."
+            );
+        }
+        // 9,998 partitions and two configs are 10,001 of Kafka's records.
+        let mut big = spec("big", 9_998, 1);
+        big.configs = vec![
+            ("retention.ms".into(), Some("1000".into())),
+            ("cleanup.policy".into(), Some("delete".into())),
+        ];
+        let e = k.create(&[big.clone()]).remove(0).unwrap_err();
+        assert_eq!(
+            (e.code, e.message.as_str()),
+            (
+                ErrorCode::PolicyViolation,
+                "Unable to perform excessively large batch operation."
+            )
+        );
+        big.configs.pop();
+        assert!(k.create(&[big]).remove(0).is_ok());
+        assert!(k
+            .image
+            .topic("big")
+            .is_some_and(|t| t.partitions.len() == 9_998));
+        let e =
+            k.c.create_partitions(&k.image, "big", 20_000, None, false)
+                .unwrap_err();
+        assert_eq!(
+            e.message,
+            "Excessively large number of additional partitions per request."
+        );
     }
 
     #[test]
