@@ -1850,6 +1850,49 @@ fn streams_group_protocol_answers_match_kafka() {
             "MemberEpoch is -3, but must be greater than or equal to -2.".into()
         )
     );
+    // A group that has only offsets (an empty classic group) stays one when a join is
+    // refused for its topology (a repartition topic nothing writes).
+    {
+        use kafka_protocol::messages::offset_commit_request::{
+            OffsetCommitRequestPartition, OffsetCommitRequestTopic,
+        };
+        let c: OffsetCommitResponse = w.call(
+            ApiKey::OffsetCommit,
+            8,
+            &OffsetCommitRequest::default()
+                .with_group_id(StrBytes::from_string(g.clone()).into())
+                .with_generation_id_or_member_epoch(-1)
+                .with_topics(vec![OffsetCommitRequestTopic::default()
+                    .with_name(StrBytes::from_string(format!("{g}-in")).into())
+                    .with_partitions(vec![OffsetCommitRequestPartition::default()
+                        .with_partition_index(0)
+                        .with_committed_offset(5)])]),
+        );
+        assert_eq!(c.topics[0].partitions[0].error_code, 0, "{c:?}");
+    }
+    let r = sg_heartbeat(&mut w, g, "m1", 0, |r| {
+        if let Some(t) = r.topology.as_mut() {
+            t.subtopologies[0].repartition_sink_topics.clear();
+        }
+    });
+    assert_eq!(
+        msg(&r),
+        (
+            130,
+            "Failed to compute number of partitions for all repartition topics, because a repartition source topic is never used as a sink topic.".into()
+        )
+    );
+    let d: DescribeGroupsResponse = w.call(
+        ApiKey::DescribeGroups,
+        5,
+        &DescribeGroupsRequest::default()
+            .with_groups(vec![StrBytes::from_string(g.clone()).into()]),
+    );
+    assert_eq!(
+        (d.groups[0].error_code, d.groups[0].group_state.as_str()),
+        (0, "Empty"),
+        "{d:?}"
+    );
     // A join: the internal topics are missing (the broker creates them), so no tasks yet.
     let j = sg_heartbeat(&mut w, g, "m1", 0, |_| {});
     assert_eq!(msg(&j), (0, String::new()), "{j:?}");

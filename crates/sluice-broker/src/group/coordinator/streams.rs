@@ -108,6 +108,7 @@ impl Coordinator {
         if self.consumer.contains_key(&group) {
             return not_streams();
         }
+        let mut convert_classic = false;
         if let Some(classic) = self.machine.group(&group) {
             if !self.streams.contains_key(&group) {
                 if epoch != 0 {
@@ -120,17 +121,9 @@ impl Coordinator {
                 if classic.state != GroupState::Empty && classic.state != GroupState::Dead {
                     return not_streams();
                 }
-                // An empty classic group (perhaps only offsets) becomes a streams group.
-                let tombstone = vec![(
-                    OffsetsKey::Group {
-                        group: group.clone(),
-                    }
-                    .encode(),
-                    None,
-                )];
-                self.append(&group, tombstone)
-                    .map_err(|code| (consumer::write_error(code), String::new()))?;
-                self.forget_classic(&group);
+                // An empty classic group (perhaps only offsets) becomes a streams group,
+                // once the join is accepted (below).
+                convert_classic = true;
             }
         }
         let settings = self.streams_settings(&group);
@@ -185,6 +178,18 @@ impl Coordinator {
         let new_group = g.group_epoch == 0;
         let topics = self.streams_topics(&g, req.topology.as_ref());
         let answer = g.heartbeat(&req, &topics, &settings.machine)?;
+        if convert_classic {
+            let tombstone = vec![(
+                OffsetsKey::Group {
+                    group: group.clone(),
+                }
+                .encode(),
+                None,
+            )];
+            self.append(&group, tombstone)
+                .map_err(|code| (consumer::write_error(code), String::new()))?;
+            self.forget_classic(&group);
+        }
         if new_group && g.delaying {
             self.streams_delays
                 .insert(group.clone(), now + settings.initial_delay_ms);
