@@ -6,7 +6,7 @@ mod common;
 #[path = "common/wire.rs"]
 mod wire;
 
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
@@ -1688,28 +1688,84 @@ fn committed_counts(bootstrap: &str, topic: &str, partitions: i32) -> HashMap<St
     counts
 }
 
+/// A streams group as its coordinator describes it (StreamsGroupDescribe): its coordinator's
+/// node id, the group epoch and the member ids.
+fn streams_group_epoch(bootstrap: &str, group: &str) -> (i32, i32, BTreeSet<String>) {
+    use kafka_protocol::messages::*;
+    use kafka_protocol::protocol::StrBytes;
+    let first = bootstrap.split(',').next().unwrap_or(bootstrap);
+    let r: FindCoordinatorResponse = wire::Wire::connect(first).call(
+        ApiKey::FindCoordinator,
+        4,
+        &FindCoordinatorRequest::default()
+            .with_key_type(0)
+            .with_coordinator_keys(vec![StrBytes::from_string(group.to_string())]),
+    );
+    let c = &r.coordinators[0];
+    assert_eq!(c.error_code, 0, "FindCoordinator: {c:?}");
+    let d: StreamsGroupDescribeResponse = wire::Wire::connect(&format!("{}:{}", c.host, c.port))
+        .call(
+            ApiKey::StreamsGroupDescribe,
+            0,
+            &StreamsGroupDescribeRequest::default()
+                .with_group_ids(vec![StrBytes::from_string(group.to_string()).into()]),
+        );
+    let g = &d.groups[0];
+    assert_eq!(g.error_code, 0, "StreamsGroupDescribe: {g:?}");
+    let members = g.members.iter().map(|m| m.member_id.to_string()).collect();
+    (c.node_id.0, g.group_epoch, members)
+}
+
 /// The streams group protocol (KIP-1071) with Kafka Streams 4.4 (`group.protocol=streams`,
-/// `exactly_once_v2`): two instances of an application counting words through a repartition
-/// topic and a state store; the broker configures the topology, creates the internal topics
-/// and assigns the tasks; one instance is killed (SIGKILL) mid-run and restarted while
-/// more records arrive. Every count is exact: never over (no duplicate survives), and
-/// finally all of them; Kafka's kafka-streams-groups tool then shows both instances holding
-/// active tasks.
+/// `exactly_once_v2`) on three nodes: two instances of an application counting words
+/// through a repartition topic and a state store (topics and internal topics replicated
+/// three times); the broker configures the topology, creates the internal topics and
+/// assigns the tasks. One instance is killed (SIGKILL) mid-run and restarted while more
+/// records arrive; then the node coordinating the group is killed, and the next leader of
+/// the group's `__consumer_offsets` partition resumes the group from its records: same
+/// members, its epoch carried on (a group rebuilt from scratch would start again at 2).
+/// Every count is exact: never over (no duplicate survives), and finally all of them;
+/// Kafka's kafka-streams-groups tool then shows both instances holding active tasks.
 #[test]
-fn kafka_streams_group_protocol_counts_exactly_once_across_a_kill() {
+fn kafka_streams_group_protocol_counts_exactly_once_across_kills() {
     use std::time::{Duration, Instant};
-    let server = start(&[
-        "group.streams.min.session.timeout.ms=6000",
-        "group.streams.session.timeout.ms=6000",
-        "group.streams.min.heartbeat.interval.ms=500",
-        "group.streams.heartbeat.interval.ms=500",
-    ]);
-    let b = server.bootstrap.clone();
+    let mut nodes = sluice_testkit::TestServer::start_all(
+        sluice_bin(),
+        &sluice_testkit::combined_nodes(&[
+            "broker.session.timeout.ms=2000",
+            "broker.heartbeat.interval.ms=250",
+            "controller.quorum.election.timeout.ms=500",
+            "offsets.topic.replication.factor=3",
+            "transaction.state.log.replication.factor=3",
+            "transaction.state.log.min.isr=2",
+            "default.replication.factor=3",
+            "min.insync.replicas=2",
+            "group.streams.min.session.timeout.ms=6000",
+            "group.streams.session.timeout.ms=6000",
+            "group.streams.min.heartbeat.interval.ms=500",
+            "group.streams.heartbeat.interval.ms=500",
+        ]),
+    );
+    let addrs: Vec<String> = nodes.iter().map(|n| n.bootstrap.clone()).collect();
+    let all = |skip: Option<usize>| {
+        addrs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| Some(*i) != skip)
+            .map(|(_, a)| a.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let b = all(None);
     let cp = java_build("kafka4", "4.4.0");
     let dir = repo_root().join("interop/java");
-    create_topic(&b, "words", 4, &[]);
-    create_topic(&b, "counts", 2, &[]);
-    let p = producer(&b, &[]);
+    for (topic, partitions) in [("words", 4), ("counts", 2)] {
+        use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+        let t = NewTopic::new(topic, partitions, TopicReplication::Fixed(3));
+        for r in block_on(admin(&b).create_topics([&t], &AdminOptions::new())).expect("create") {
+            r.unwrap_or_else(|(t, e)| panic!("create {t}: {e:?}"));
+        }
+    }
     let batch = |from: usize, to: usize| -> Vec<(Vec<u8>, Vec<u8>, Option<i64>)> {
         (from..to)
             .map(|i| {
@@ -1721,7 +1777,7 @@ fn kafka_streams_group_protocol_counts_exactly_once_across_a_kill() {
             })
             .collect()
     };
-    produce_all(&p, "words", &batch(0, 10_000));
+    produce_all(&producer(&b, &[]), "words", &batch(0, 10_000));
     let state = std::env::temp_dir().join(format!("sluice-streams-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&state);
     let instance = |name: &str| {
@@ -1739,7 +1795,7 @@ fn kafka_streams_group_protocol_counts_exactly_once_across_a_kill() {
                     "counts",
                 ])
                 .arg(state.join(name))
-                .arg("streams")
+                .args(["streams", "-1"])
                 .current_dir(&dir)
                 .stdout(log)
                 .stderr(Stdio::null())
@@ -1747,10 +1803,10 @@ fn kafka_streams_group_protocol_counts_exactly_once_across_a_kill() {
                 .expect("java"),
         )
     };
-    let wait_for = |expected: i64| {
+    let wait_for = |bootstrap: &str, expected: i64| {
         let deadline = Instant::now() + Duration::from_secs(120);
         loop {
-            let counts = committed_counts(&b, "counts", 2);
+            let counts = committed_counts(bootstrap, "counts", 2);
             let over: Vec<_> = counts.iter().filter(|(_, n)| **n > expected).collect();
             assert!(over.is_empty(), "counted twice: {over:?}");
             if counts.len() == 100 && counts.values().all(|n| *n == expected) {
@@ -1766,12 +1822,29 @@ fn kafka_streams_group_protocol_counts_exactly_once_across_a_kill() {
     };
     let _a = instance("a");
     let second = instance("b");
-    wait_for(100);
+    wait_for(&b, 100);
+    // An instance dies and comes back.
     drop(second);
-    produce_all(&p, "words", &batch(10_000, 20_000));
+    produce_all(&producer(&b, &[]), "words", &batch(10_000, 20_000));
     let _b = instance("b");
-    wait_for(200);
-    // Both instances hold active tasks (the restarted one rejoined), as Kafka's tool shows.
+    wait_for(&b, 200);
+    // The group's coordinator dies.
+    let (coordinator, epoch_before, members_before) = streams_group_epoch(&b, "wordcount");
+    nodes[(coordinator - 1) as usize].kill();
+    let survivors = all(Some((coordinator - 1) as usize));
+    produce_all(&producer(&survivors, &[]), "words", &batch(20_000, 30_000));
+    wait_for(&survivors, 300);
+    let (now_at, epoch_after, members_after) = streams_group_epoch(&survivors, "wordcount");
+    assert_ne!(
+        now_at, coordinator,
+        "the group moved to another coordinator"
+    );
+    assert!(
+        epoch_after >= epoch_before && members_after == members_before,
+        "the group resumed at epoch {epoch_after} with {members_after:?} (was {epoch_before} with {members_before:?})"
+    );
+    eprintln!("streams group epoch {epoch_before} before the failover, {epoch_after} after");
+    // Both instances hold active tasks, as Kafka's tool shows.
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let out = Command::new("java")
@@ -1782,7 +1855,7 @@ fn kafka_streams_group_protocol_counts_exactly_once_across_a_kill() {
             ])
             .args([
                 "--bootstrap-server",
-                &b,
+                &survivors,
                 "--describe",
                 "--group",
                 "wordcount",
@@ -1792,7 +1865,7 @@ fn kafka_streams_group_protocol_counts_exactly_once_across_a_kill() {
             .output()
             .expect("java");
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let processes: std::collections::BTreeSet<&str> = text
+        let processes: BTreeSet<&str> = text
             .lines()
             .filter(|l| l.contains("ACTIVE: "))
             .filter_map(|l| l.split_whitespace().nth(6))

@@ -26,7 +26,8 @@ pub use super::state::SyncRequest;
 use super::state::{
     Effect, GroupConfig, GroupMachine, GroupState, JoinOutcome, JoinRequest, SyncOutcome, Token,
 };
-use super::streams_group::StreamsGroup;
+use super::streams_group::{self, StreamsGroup};
+use super::streams_records::StreamsGroupKey;
 use crate::metadata_cache::MetadataCache;
 use crate::replica::append::Appended;
 use crate::replica::manager::ReplicaManager;
@@ -212,6 +213,8 @@ struct LoadResult {
     groups: Vec<(String, Option<GroupValue>)>,
     /// Consumer groups (KIP-848), rebuilt from their records.
     consumer_groups: BTreeMap<String, ConsumerGroup<Uuid>>,
+    /// Streams groups (KIP-1071), rebuilt from their records.
+    streams_groups: BTreeMap<String, StreamsGroup>,
     /// Offsets committed in transactions not yet ended: by producer id, then group.
     pending: HashMap<i64, HashMap<String, Committed>>,
     /// The offset the load read up to (exclusive).
@@ -504,7 +507,7 @@ struct Coordinator {
     /// Regular expressions of consumer groups: the metadata image offset they were matched
     /// at and the topic names they matched.
     regex_cache: HashMap<String, (i64, BTreeSet<String>)>,
-    /// Streams groups (KIP-1071), not persisted (see `streams`).
+    /// Streams groups (KIP-1071), kept in `__consumer_offsets` as Kafka's records.
     streams: HashMap<String, StreamsGroup>,
     /// Their members' timers, by (group, member).
     streams_timers: HashMap<(String, String), consumer::MemberTimers>,
@@ -639,9 +642,16 @@ fn load(replicas: &ReplicaManager, partition: i32) -> LoadResult {
             };
             for r in records {
                 let Some(key) = r.key.as_deref().and_then(OffsetsKey::decode) else {
-                    if let Some(key) = r.key.as_deref().and_then(ConsumerGroupKey::decode) {
+                    let key = r.key.as_deref();
+                    if let Some(key) = key.and_then(ConsumerGroupKey::decode) {
                         consumer_group::records::replay(
                             &mut out.consumer_groups,
+                            &key,
+                            r.value.as_deref(),
+                        );
+                    } else if let Some(key) = key.and_then(StreamsGroupKey::decode) {
+                        streams_group::records::replay(
+                            &mut out.streams_groups,
                             &key,
                             r.value.as_deref(),
                         );
@@ -743,9 +753,7 @@ impl Coordinator {
                     Err(code) => drop(tx.send(join_error(code, ""))),
                 }
             }
-            Command::StreamsHeartbeat(hb, tx) => {
-                let _ = tx.send(self.streams_heartbeat(*hb, now));
-            }
+            Command::StreamsHeartbeat(hb, tx) => self.streams_heartbeat(*hb, tx, now),
             Command::StreamsDescribe(groups, tx) => {
                 let out = groups
                     .iter()
@@ -1007,8 +1015,12 @@ impl Coordinator {
             }
         }
         self.consumer_loaded(result.consumer_groups, now);
+        self.streams_loaded(result.streams_groups, now);
         for group in result.offsets.keys() {
-            if self.machine.group(group).is_none() && !self.consumer.contains_key(group) {
+            if self.machine.group(group).is_none()
+                && !self.consumer.contains_key(group)
+                && !self.streams.contains_key(group)
+            {
                 self.machine.ensure_group(group, now);
             }
         }

@@ -18,3 +18,4 @@ pub mod reconcile;
 pub mod records;
 pub mod state;
 pub mod streams_group;
+pub mod streams_records;

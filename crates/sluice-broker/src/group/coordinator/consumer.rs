@@ -93,6 +93,32 @@ fn refusal(code: ErrorCode) -> Refusal {
     (code, String::new())
 }
 
+/// Answer a group heartbeat once what it wrote is replicated (as Kafka's coordinator does
+/// after its write), or with the write's error mapped as Kafka maps it.
+pub(super) fn answer_when_replicated<T: Send + 'static>(
+    replicas: &Arc<ReplicaManager>,
+    tx: oneshot::Sender<Result<T, Refusal>>,
+    written: Result<(T, Option<Appended>), Refusal>,
+) {
+    match written {
+        Err(r) => drop(tx.send(Err(r))),
+        Ok((answer, None)) => drop(tx.send(Ok(answer))),
+        Ok((answer, Some(appended))) => {
+            let replicas = Arc::clone(replicas);
+            tokio::spawn(async move {
+                let outcome = replicas
+                    .await_replication(&[&appended], OFFSETS_COMMIT_TIMEOUT)
+                    .await;
+                let result = match outcome.first().and_then(|o| o.error()) {
+                    None => Ok(answer),
+                    Some(code) => Err(refusal(write_error(code))),
+                };
+                let _ = tx.send(result);
+            });
+        }
+    }
+}
+
 impl Coordinator {
     pub(super) fn consumer_settings(&self, group: &str) -> ConsumerSettings {
         let config = self.metadata.config();
@@ -198,23 +224,7 @@ impl Coordinator {
         now: i64,
     ) {
         let written = self.consumer_heartbeat_write(hb, now);
-        let replicas = Arc::clone(&self.replicas);
-        match written {
-            Err(r) => drop(tx.send(Err(r))),
-            Ok((answer, None)) => drop(tx.send(Ok(answer))),
-            Ok((answer, Some(appended))) => {
-                tokio::spawn(async move {
-                    let outcome = replicas
-                        .await_replication(&[&appended], OFFSETS_COMMIT_TIMEOUT)
-                        .await;
-                    let result = match outcome.first().and_then(|o| o.error()) {
-                        None => Ok(answer),
-                        Some(code) => Err(refusal(write_error(code))),
-                    };
-                    let _ = tx.send(result);
-                });
-            }
-        }
+        answer_when_replicated(&self.replicas, tx, written);
     }
 
     fn consumer_heartbeat_write(

@@ -3,17 +3,17 @@
 //! timeouts and the delay of a new group's first assignment
 //! (`streams.initial.rebalance.delay.ms`) are timed here.
 //!
-//! Not persisted yet: a streams group lives in the coordinator's memory (its offsets are in
-//! `__consumer_offsets` as any group's). A coordinator that takes the group's partition
-//! over knows only its offsets, so a member heartbeating there is told UNKNOWN_MEMBER_ID
-//! (not Kafka's GROUP_ID_NOT_FOUND, which Kafka Streams takes as fatal) and rejoins.
+//! Every change of a group is written to `__consumer_offsets` as Kafka's records
+//! ([`crate::group::streams_group::records`]) before the member is answered, so the
+//! coordinator that takes the group's partition over resumes the group where it was.
 
 use std::collections::BTreeMap;
 
 use sluice_metadata::config::group::{group_value, RESOURCE_GROUP};
 
-use super::consumer::MemberTimers;
+use super::consumer::{answer_when_replicated, write_error, MemberTimers};
 use super::*;
+use crate::group::streams_group::records::{changes, tombstones};
 use crate::group::streams_group::topology::Topology;
 use crate::group::streams_group::{
     MemberState as StreamsMemberState, Refusal, StreamsAnswer, StreamsGroup, StreamsHeartbeat,
@@ -90,12 +90,23 @@ impl Coordinator {
             .collect()
     }
 
-    /// One StreamsGroupHeartbeat (join, heartbeat, acknowledgement or leave).
+    /// One StreamsGroupHeartbeat (join, heartbeat, acknowledgement or leave), answered once
+    /// the group's change is replicated.
     pub(super) fn streams_heartbeat(
         &mut self,
         hb: StreamsHeartbeatRequest,
+        tx: oneshot::Sender<StreamsHeartbeatResult>,
         now: i64,
-    ) -> StreamsHeartbeatResult {
+    ) {
+        let written = self.streams_heartbeat_write(hb, now);
+        answer_when_replicated(&self.replicas, tx, written);
+    }
+
+    fn streams_heartbeat_write(
+        &mut self,
+        hb: StreamsHeartbeatRequest,
+        now: i64,
+    ) -> Result<(StreamsHeartbeatAnswer, Option<Appended>), Refusal> {
         let group = hb.group_id;
         let req = hb.req;
         let epoch = req.member_epoch;
@@ -111,14 +122,9 @@ impl Coordinator {
         let mut convert_classic = false;
         if let Some(classic) = self.machine.group(&group) {
             if !self.streams.contains_key(&group) {
-                if epoch != 0 {
-                    // Not Kafka's GROUP_ID_NOT_FOUND: see the module's note.
-                    return Err((
-                        ErrorCode::UnknownMemberId,
-                        format!("Member {} is not a member of group {group}.", req.member_id),
-                    ));
-                }
-                if classic.state != GroupState::Empty && classic.state != GroupState::Dead {
+                if epoch != 0
+                    || (classic.state != GroupState::Empty && classic.state != GroupState::Dead)
+                {
                     return not_streams();
                 }
                 // An empty classic group (perhaps only offsets) becomes a streams group,
@@ -127,67 +133,58 @@ impl Coordinator {
             }
         }
         let settings = self.streams_settings(&group);
-        if epoch < 0 {
-            let Some(g) = self.streams.get_mut(&group) else {
+        let before = self.streams.get(&group).cloned();
+        let mut g = match &before {
+            Some(g) => g.clone(),
+            None if epoch == 0 => StreamsGroup::new(&group),
+            None => {
                 return Err((
                     ErrorCode::GroupIdNotFound,
                     format!("Streams group {group} not found."),
-                ));
-            };
+                ))
+            }
+        };
+        let new_group = g.group_epoch == 0;
+        let answer = if epoch < 0 {
             g.leave(
                 &req.member_id,
                 req.instance_id.as_deref(),
                 epoch,
                 req.shutdown_application,
             )?;
-            if g.members.contains_key(&req.member_id) {
-                // A static member left for a while: its session runs on.
-                info!(
-                    group,
-                    member = req.member_id,
-                    "static streams group member left temporarily"
-                );
-            } else {
-                info!(group, member = req.member_id, "streams group member left");
-                self.streams_timers
-                    .remove(&(group.clone(), req.member_id.clone()));
+            StreamsAnswer {
+                member_id: req.member_id.clone(),
+                member_epoch: epoch,
+                tasks: None,
+                status: Vec::new(),
+                endpoint_information_epoch: 0,
+                endpoints: None,
+                to_create: Vec::new(),
             }
-            return Ok(StreamsHeartbeatAnswer {
-                answer: StreamsAnswer {
-                    member_id: req.member_id.clone(),
-                    member_epoch: epoch,
-                    tasks: None,
-                    status: Vec::new(),
-                    endpoint_information_epoch: 0,
-                    endpoints: None,
-                    to_create: Vec::new(),
-                },
-                heartbeat_interval_ms: settings.heartbeat_interval_ms,
-            });
-        }
-        let mut g = match self.streams.get(&group) {
-            Some(g) => g.clone(),
-            None if epoch == 0 => StreamsGroup::new(&group),
-            None => {
-                return Err((
-                    ErrorCode::UnknownMemberId,
-                    format!("Member {} is not a member of group {group}.", req.member_id),
-                ))
-            }
+        } else {
+            let topics = self.streams_topics(&g, req.topology.as_ref());
+            g.heartbeat(&req, &topics, &settings.machine)?
         };
-        let new_group = g.group_epoch == 0;
-        let topics = self.streams_topics(&g, req.topology.as_ref());
-        let answer = g.heartbeat(&req, &topics, &settings.machine)?;
+        let mut records = Vec::new();
         if convert_classic {
-            let tombstone = vec![(
+            records.push((
                 OffsetsKey::Group {
                     group: group.clone(),
                 }
                 .encode(),
                 None,
-            )];
-            self.append(&group, tombstone)
-                .map_err(|code| (consumer::write_error(code), String::new()))?;
+            ));
+        }
+        records.extend(changes(before.as_ref(), &g));
+        let appended = if records.is_empty() {
+            None
+        } else {
+            Some(
+                self.append_batch(&group, records, None)
+                    .map_err(|code| (write_error(code), String::new()))?,
+            )
+        };
+        if convert_classic {
             self.forget_classic(&group);
         }
         if new_group && g.delaying {
@@ -196,32 +193,64 @@ impl Coordinator {
         }
         // The member's timers.
         let key = (group.clone(), answer.member_id.clone());
-        let rebalance = g.members.get(&answer.member_id).and_then(|m| {
-            (m.state == StreamsMemberState::UnrevokedTasks).then(|| {
-                match self.streams_timers.get(&key).and_then(|t| t.rebalance) {
-                    Some((at, e)) if e == m.member_epoch => (at, e),
-                    _ => (
-                        now + i64::from(m.rebalance_timeout_ms.max(0)),
-                        m.member_epoch,
-                    ),
+        match g.members.get(&answer.member_id) {
+            None => {
+                if epoch < 0 {
+                    info!(group, member = req.member_id, "streams group member left");
                 }
-            })
-        });
-        self.streams_timers.insert(
-            key,
-            MemberTimers {
-                session: now + settings.session_timeout_ms,
-                rebalance,
-            },
-        );
+                self.streams_timers.remove(&key);
+            }
+            // A static member that left for a while: its session runs on.
+            Some(_) if epoch < 0 => info!(
+                group,
+                member = req.member_id,
+                "static streams group member left temporarily"
+            ),
+            Some(m) => {
+                let rebalance =
+                    (m.state == StreamsMemberState::UnrevokedTasks).then(|| {
+                        match self.streams_timers.get(&key).and_then(|t| t.rebalance) {
+                            Some((at, e)) if e == m.member_epoch => (at, e),
+                            _ => (
+                                now + i64::from(m.rebalance_timeout_ms.max(0)),
+                                m.member_epoch,
+                            ),
+                        }
+                    });
+                self.streams_timers.insert(
+                    key,
+                    MemberTimers {
+                        session: now + settings.session_timeout_ms,
+                        rebalance,
+                    },
+                );
+            }
+        }
         // A static member that replaced another: the old one's timers go.
         self.streams_timers
             .retain(|(gid, m), _| gid != &group || g.members.contains_key(m));
         self.streams.insert(group, g);
-        Ok(StreamsHeartbeatAnswer {
-            answer,
-            heartbeat_interval_ms: settings.heartbeat_interval_ms,
-        })
+        Ok((
+            StreamsHeartbeatAnswer {
+                answer,
+                heartbeat_interval_ms: settings.heartbeat_interval_ms,
+            },
+            appended,
+        ))
+    }
+
+    /// Keep a change the coordinator itself made (a timer, a delayed assignment), written
+    /// first (a failed write is logged: the partition is moving away, and its next
+    /// coordinator reads the group as last written).
+    fn streams_keep(&mut self, before: &StreamsGroup, after: StreamsGroup, what: &str) {
+        let group = after.group_id.clone();
+        let records = changes(Some(before), &after);
+        if !records.is_empty() {
+            if let Err(code) = self.append(&group, records) {
+                warn!(group, ?code, what, "cannot persist a streams group change");
+            }
+        }
+        self.streams.insert(group, after);
     }
 
     /// The next time a streams member's timer or a delayed assignment is due.
@@ -244,14 +273,17 @@ impl Coordinator {
             .collect();
         for group in due {
             self.streams_delays.remove(&group);
-            if let Some(g) = self.streams.get_mut(&group) {
-                g.assign_now();
-                info!(
-                    group,
-                    epoch = g.assignment_epoch,
-                    "streams group assigned after its initial delay"
-                );
-            }
+            let Some(before) = self.streams.get(&group).cloned() else {
+                continue;
+            };
+            let mut g = before.clone();
+            g.assign_now();
+            info!(
+                group,
+                epoch = g.assignment_epoch,
+                "streams group assigned after its initial delay"
+            );
+            self.streams_keep(&before, g, "delayed assignment");
         }
         let mut fenced: Vec<(String, String, &'static str)> = Vec::new();
         for ((group, member), t) in &self.streams_timers {
@@ -279,17 +311,51 @@ impl Coordinator {
         }
         for (group, member, why) in fenced {
             self.streams_timers.remove(&(group.clone(), member.clone()));
-            if let Some(g) = self.streams.get_mut(&group) {
-                if g.remove(&member) {
-                    info!(
-                        group,
-                        member,
-                        why,
-                        epoch = g.group_epoch,
-                        "streams group member fenced"
-                    );
-                }
+            let Some(before) = self.streams.get(&group).cloned() else {
+                continue;
+            };
+            let mut g = before.clone();
+            if g.remove(&member) {
+                info!(
+                    group,
+                    member,
+                    why,
+                    epoch = g.group_epoch,
+                    "streams group member fenced"
+                );
+                self.streams_keep(&before, g, "fenced member");
             }
+        }
+    }
+
+    /// Take over the streams groups just loaded: every member's session (and the rebalance
+    /// timeout of those revoking) starts again, so a member that is gone is fenced after
+    /// its session, as in Kafka; a first assignment still delayed waits its delay again.
+    pub(super) fn streams_loaded(&mut self, groups: BTreeMap<String, StreamsGroup>, now: i64) {
+        for (id, mut g) in groups {
+            let settings = self.streams_settings(&id);
+            for m in g.members.values() {
+                let rebalance = (m.state == StreamsMemberState::UnrevokedTasks).then(|| {
+                    (
+                        now + i64::from(m.rebalance_timeout_ms.max(0)),
+                        m.member_epoch,
+                    )
+                });
+                self.streams_timers.insert(
+                    (id.clone(), m.member_id.clone()),
+                    MemberTimers {
+                        session: now + settings.session_timeout_ms,
+                        rebalance,
+                    },
+                );
+            }
+            if g.assignment_epoch == 0 && g.group_epoch > 0 && !g.members.is_empty() {
+                g.delaying = true;
+                self.streams_delays
+                    .insert(id.clone(), now + settings.initial_delay_ms);
+            }
+            self.machine.forget(&id);
+            self.streams.insert(id, g);
         }
     }
 
@@ -326,13 +392,12 @@ impl Coordinator {
         if !g.members.is_empty() {
             return Some(Some(ErrorCode::NonEmptyGroup));
         }
+        let group_records = tombstones(g);
         let committed = self.offsets.remove(group).unwrap_or_default();
-        let records = self.tombstones(group, committed.into_keys());
+        let mut records = self.tombstones(group, committed.into_keys());
+        records.extend(group_records);
         self.streams.remove(group);
         self.streams_delays.remove(group);
-        if records.is_empty() {
-            return Some(None);
-        }
         Some(self.append(group, records).err())
     }
 
@@ -402,6 +467,7 @@ impl Coordinator {
         if !g.members.is_empty() {
             return Err(ErrorCode::InconsistentGroupProtocol);
         }
+        self.append(group, tombstones(g)).map_err(write_error)?;
         self.streams.remove(group);
         self.streams_delays.remove(group);
         Ok(())
@@ -426,10 +492,13 @@ impl Coordinator {
                     "expiring offsets of an empty streams group"
                 );
             }
+            let mut records = records;
             if self.offsets.get(&group).is_none_or(|c| c.is_empty()) {
                 info!(group, "deleting an empty streams group without offsets");
                 self.offsets.remove(&group);
-                self.streams.remove(&group);
+                if let Some(g) = self.streams.remove(&group) {
+                    records.extend(tombstones(&g));
+                }
                 self.streams_delays.remove(&group);
             }
             if !records.is_empty() {

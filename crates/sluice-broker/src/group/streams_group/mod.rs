@@ -12,6 +12,7 @@ use std::hash::{Hash, Hasher};
 use sluice_protocol::ErrorCode;
 
 pub mod assignor;
+pub mod records;
 pub mod topology;
 
 use topology::{Configured, TopicInfo, Topology, SHUTDOWN_APPLICATION, STALE_TOPOLOGY};

@@ -418,3 +418,81 @@ fn a_static_member_that_comes_back_takes_its_tasks_without_a_rebalance() {
     assert!(!g.members.contains_key("a"));
     assert_eq!(g.group_epoch, epoch, "no rebalance");
 }
+
+/// The group as its records rebuild it: what is not written (the configured topology,
+/// the shutdown requester, the endpoints' epoch, the delay in progress) set as a load
+/// leaves it.
+fn as_persisted(g: &StreamsGroup) -> StreamsGroup {
+    let mut g = g.clone();
+    g.configured = None;
+    g.shutdown_requester = None;
+    g.endpoint_information_epoch = 0;
+    g.delaying = false;
+    g
+}
+
+#[test]
+fn the_records_of_each_change_rebuild_the_group() {
+    use crate::group::streams_records::StreamsGroupKey;
+    let mut log: Vec<records::Record> = Vec::new();
+    let mut g = StreamsGroup::new("g");
+    let t = ready();
+    let standby = StreamsSettings {
+        num_standby: 1,
+        ..settings()
+    };
+    // After each step: its records, appended to the log, rebuild the group as it is.
+    let mut step = |g: &mut StreamsGroup, change: &dyn Fn(&mut StreamsGroup)| -> usize {
+        let before = g.clone();
+        change(g);
+        let written = records::changes(Some(&before), g);
+        let n = written.len();
+        log.extend(written);
+        let mut groups = BTreeMap::new();
+        for (k, v) in &log {
+            let key = StreamsGroupKey::decode(k).expect("a streams group key");
+            records::replay(&mut groups, &key, v.as_deref());
+        }
+        assert_eq!(groups.get("g").map(as_persisted), Some(as_persisted(g)));
+        n
+    };
+    let mut a_tasks = TaskSet::default();
+    step(&mut g, &|g| {
+        g.heartbeat(&join("a", "A"), &t, &standby).unwrap();
+    });
+    // b: static, with an endpoint and client tags.
+    step(&mut g, &|g| {
+        let mut b = join("b", "B");
+        b.instance_id = Some("b-1".into());
+        b.user_endpoint = Some(("b.example".into(), 7070));
+        b.client_tags = Some(BTreeMap::from([("zone".into(), "z1".into())]));
+        g.heartbeat(&b, &t, &standby).unwrap();
+    });
+    // a is told to revoke (a member in the middle of its reconciliation).
+    a_tasks.active = g.members["a"].assigned.active.clone();
+    let a_epoch = g.members["a"].member_epoch;
+    let owned = a_tasks.clone();
+    step(&mut g, &|g| {
+        g.heartbeat(&beat("a", a_epoch, &owned), &t, &standby)
+            .unwrap();
+    });
+    assert_eq!(g.members["a"].state, MemberState::UnrevokedTasks);
+    assert!(!g.members["a"].active_epochs.is_empty());
+    // A heartbeat that changes nothing writes nothing.
+    let unchanged = step(&mut g, &|g| {
+        g.heartbeat(&beat("a", a_epoch, &owned), &t, &standby)
+            .unwrap();
+    });
+    assert_eq!(unchanged, 0);
+    // b leaves for a while (-2), a is fenced.
+    step(&mut g, &|g| g.leave("b", Some("b-1"), -2, false).unwrap());
+    step(&mut g, &|g| assert!(g.remove("a")));
+    // Deleting the group leaves nothing of it.
+    log.extend(records::tombstones(&g));
+    let mut groups = BTreeMap::new();
+    for (k, v) in &log {
+        let key = StreamsGroupKey::decode(k).unwrap();
+        records::replay(&mut groups, &key, v.as_deref());
+    }
+    assert!(groups.is_empty(), "{groups:?}");
+}

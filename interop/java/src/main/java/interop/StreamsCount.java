@@ -17,8 +17,9 @@ import org.apache.kafka.streams.kstream.Produced;
  * A Kafka Streams application counting the values of INPUT (re-keyed by value, so through a
  * repartition topic, counted in a state store with a changelog) into OUTPUT, exactly once.
  * Runs until killed; prints "STATE <state>" on each state change.
- * Usage: java -cp ... interop.StreamsCount BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR PROTOCOL
- * (PROTOCOL: streams or classic).
+ * Usage: java -cp ... interop.StreamsCount BOOTSTRAP APP_ID INPUT OUTPUT STATE_DIR PROTOCOL [RF]
+ * (PROTOCOL: streams or classic; RF: the internal topics' replication factor, default 1, -1
+ * for the broker's default).
  */
 public class StreamsCount {
     public static void main(String[] args) throws Exception {
@@ -32,7 +33,7 @@ public class StreamsCount {
         p.put(StreamsConfig.GROUP_PROTOCOL_CONFIG, protocol);
         p.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, 2);
         p.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, 200);
-        p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, 1);
+        p.put(StreamsConfig.REPLICATION_FACTOR_CONFIG, args.length > 6 ? Integer.parseInt(args[6]) : 1);
         p.put(StreamsConfig.consumerPrefix("auto.offset.reset"), "earliest");
 
         StreamsBuilder builder = new StreamsBuilder();
