@@ -4,10 +4,13 @@
 //!
 //! Sluice supports `metadata.version` 3.3-IV3 (7) to 3.9-IV0 (21). Its metadata records are its
 //! own, so the level names the Kafka release whose client-facing behaviour it matches: 3.9-IV0,
-//! the last before Kafka 4.0's features that need newer levels (KIP-848 groups behind
-//! `group.version`, KIP-890 transactions behind `transaction.version`, ELR), which Sluice does
-//! not have yet. Those features are not offered, so clients keep to the protocols Sluice
-//! speaks.
+//! the last before Kafka 4.0's metadata changes (ELR among them), which Sluice does not have.
+//!
+//! `group.version` 1 is the consumer group protocol (KIP-848) and `streams.version` 1 the
+//! streams group protocol (KIP-1071): finalized by default, as on a new Kafka 4.4 cluster; a
+//! cluster formatted with `--release-version` (3.9 or older, which had neither) starts at 0,
+//! as Kafka's would. At 0 the broker answers the protocol's requests UNSUPPORTED_VERSION, as
+//! Kafka does; the groups already there stay in `__consumer_offsets` for when it is back.
 //!
 //! `transaction.version` 2 is transactions v2 (KIP-890 part 2): a client that sees it finalized
 //! adds partitions to its transaction by producing to them, and every commit or abort bumps
@@ -29,13 +32,33 @@ use crate::MetadataImage;
 pub const METADATA_VERSION: &str = "metadata.version";
 pub const KRAFT_VERSION: &str = "kraft.version";
 pub const TRANSACTION_VERSION: &str = "transaction.version";
+pub const GROUP_VERSION: &str = "group.version";
+pub const STREAMS_VERSION: &str = "streams.version";
 
 /// (feature, lowest, highest) level this build supports.
 pub const SUPPORTED: &[(&str, i16, i16)] = &[
+    (GROUP_VERSION, 0, 1),
     (KRAFT_VERSION, 0, 1),
     (METADATA_VERSION, 7, 21),
+    (STREAMS_VERSION, 0, 1),
     (TRANSACTION_VERSION, 0, 2),
 ];
+
+/// The levels of features a cluster has until its log sets them (a level set to 0 stays 0).
+const DEFAULT_LEVELS: &[(&str, i16)] = &[
+    (METADATA_VERSION, DEFAULT_METADATA_VERSION),
+    (GROUP_VERSION, 1),
+    (STREAMS_VERSION, 1),
+];
+
+/// The levels `storage format --release-version` adds for features its release did not have
+/// (every release Sluice names predates them).
+pub const BEFORE_4_0: &[(&str, i16)] = &[(GROUP_VERSION, 0), (STREAMS_VERSION, 0)];
+
+/// The finalized level of `feature` (0: off).
+pub fn level(image: &MetadataImage, feature: &str) -> i16 {
+    finalized(image).get(feature).copied().unwrap_or(0)
+}
 
 /// Whether the controller quorum takes voters added and removed at runtime (KIP-853).
 pub fn dynamic_quorum(image: &MetadataImage) -> bool {
@@ -91,8 +114,9 @@ pub fn parse_metadata_version(s: &str) -> Option<i16> {
 /// The finalized levels of the cluster in `image`: every feature at a level above 0.
 pub fn finalized(image: &MetadataImage) -> BTreeMap<String, i16> {
     let mut out = image.features.clone();
-    out.entry(METADATA_VERSION.to_string())
-        .or_insert(DEFAULT_METADATA_VERSION);
+    for (feature, level) in DEFAULT_LEVELS {
+        out.entry(feature.to_string()).or_insert(*level);
+    }
     out.retain(|_, level| *level > 0);
     out
 }
@@ -187,7 +211,7 @@ mod tests {
         assert!(check_update(&image, METADATA_VERSION, 22, UpgradeType::Upgrade).is_err());
         assert!(check_update(&image, METADATA_VERSION, 0, UpgradeType::UnsafeDowngrade).is_err());
         assert!(
-            check_update(&image, "group.version", 1, UpgradeType::Upgrade)
+            check_update(&image, "share.version", 1, UpgradeType::Upgrade)
                 .unwrap_err()
                 .contains("does not support")
         );
@@ -253,5 +277,36 @@ mod tests {
         }
         assert_eq!(finalized(&restored).get(TRANSACTION_VERSION), None);
         assert!(check_update(&image, TRANSACTION_VERSION, 2, UpgradeType::Upgrade).is_ok());
+    }
+
+    #[test]
+    fn the_group_protocols_are_on_until_turned_off() {
+        let mut image = MetadataImage::empty();
+        assert_eq!(level(&image, GROUP_VERSION), 1);
+        assert_eq!(level(&image, STREAMS_VERSION), 1);
+        assert!(check_update(&image, GROUP_VERSION, 2, UpgradeType::Upgrade).is_err());
+        assert!(check_update(&image, GROUP_VERSION, 0, UpgradeType::Upgrade).is_err());
+        assert!(check_update(&image, GROUP_VERSION, 0, UpgradeType::SafeDowngrade).is_ok());
+        image.apply(
+            4,
+            &crate::MetadataRecord::FeatureLevel {
+                name: GROUP_VERSION.into(),
+                level: 0,
+            },
+        );
+        assert_eq!(
+            level(&image, GROUP_VERSION),
+            0,
+            "off, not back to its default"
+        );
+        assert_eq!(finalized(&image).get(GROUP_VERSION), None);
+        assert_eq!(level(&image, STREAMS_VERSION), 1);
+        // A snapshot keeps it off.
+        let mut restored = MetadataImage::empty();
+        for (i, r) in image.to_records().iter().enumerate() {
+            restored.apply(i as i64, r);
+        }
+        assert_eq!(level(&restored, GROUP_VERSION), 0);
+        assert!(check_update(&restored, GROUP_VERSION, 1, UpgradeType::Upgrade).is_ok());
     }
 }

@@ -332,11 +332,8 @@ impl MetadataImage {
                 self.tokens.remove(token_id);
             }
             MetadataRecord::FeatureLevel { name, level } => {
-                if *level > 0 {
-                    self.features.insert(name.clone(), *level);
-                } else {
-                    self.features.remove(name);
-                }
+                // 0 is kept: a feature turned off stays off, whatever its default.
+                self.features.insert(name.clone(), *level);
                 self.features_epoch = offset;
             }
             MetadataRecord::RemoveTopic { topic_id } => {

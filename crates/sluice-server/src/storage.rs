@@ -206,6 +206,14 @@ pub fn bootstrap_features(
         }
         out.push((name.to_string(), level));
     }
+    // A release names the levels it had: none of the features that came after it.
+    if release_version.is_some() {
+        for (name, level) in features::BEFORE_4_0 {
+            if !out.iter().any(|(n, _)| n == name) {
+                out.push((name.to_string(), *level));
+            }
+        }
+    }
     // metadata.version always comes along (it is never disabled, so once finalized it marks
     // the log as bootstrapped, snapshots included).
     if !out.is_empty() && !out.iter().any(|(n, _)| n == features::METADATA_VERSION) {

@@ -863,8 +863,10 @@ fn features_and_metadata_quorum_like_kafkas_tools() {
     let b = server.bootstrap.as_str();
     assert_eq!(
         ok(&sluice(b, &["features", "describe"])),
-        "Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: 0\n\
+        "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0\n\
+         Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: 0\n\
          Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.9-IV0\tEpoch: 0\n\
+         Feature: streams.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0\n\
          Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 0\tEpoch: 0\n"
     );
     // Transactions v2 is turned on (clients use it from their next transaction) and off.
@@ -906,8 +908,21 @@ fn features_and_metadata_quorum_like_kafkas_tools() {
         err.contains("Refusing to perform the requested downgrade"),
         "{err}"
     );
+    // The consumer group protocol is turned off and on again (the wire test
+    // `the_group_protocols_follow_their_features` shows what members see).
+    ok(&sluice(
+        b,
+        &["features", "downgrade", "--feature", "group.version=0"],
+    ));
+    assert!(ok(&sluice(b, &["features", "describe"])).contains(
+        "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\t"
+    ));
+    ok(&sluice(
+        b,
+        &["features", "upgrade", "--feature", "group.version=1"],
+    ));
     let err = fails(
-        &sluice(b, &["features", "upgrade", "--feature", "group.version=1"]),
+        &sluice(b, &["features", "upgrade", "--feature", "share.version=1"]),
         1,
     );
     assert!(err.contains("does not support the given feature"), "{err}");
@@ -994,7 +1009,10 @@ fn storage_format_sets_the_features_the_cluster_starts_with() {
         "transaction.version=2".into(),
     ];
     let mut nodes = TestServer::start_all_formatted(sluice_bin(), &[Vec::new()], &[format_args]);
+    // Release 3.8 had neither of the new group protocols.
     let expected = [
+        "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\t",
+        "Feature: streams.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\t",
         "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.8-IV0\t",
         "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\t",
     ];

@@ -1785,11 +1785,10 @@ fn streams_group_protocol_answers_match_kafka() {
         );
         let probe = sg_heartbeat(&mut w, g, "probe", 5, |_| {});
         if f.coordinators[0].error_code == 0 && ![14, 15, 16].contains(&probe.error_code) {
-            // Kafka: the group does not exist; Sluice keeps streams groups in memory only
-            // and tells members of a group it does not know to rejoin instead.
-            assert!(
-                [69, 25].contains(&probe.error_code),
-                "unknown group: {probe:?}"
+            assert_eq!(
+                msg(&probe),
+                (69, format!("Streams group {g} not found.")),
+                "unknown group"
             );
             break;
         }
@@ -2045,4 +2044,199 @@ fn streams_group_protocol_answers_match_kafka() {
             .with_groups_names(vec![StrBytes::from_string(g.clone()).into()]),
     );
     assert_eq!(del.results[0].error_code, 0);
+}
+
+/// FindCoordinator for `group` (which creates `__consumer_offsets` on first use).
+fn find_group_coordinator(w: &mut Wire, group: &str) {
+    let _: FindCoordinatorResponse = w.call(
+        ApiKey::FindCoordinator,
+        4,
+        &FindCoordinatorRequest::default()
+            .with_key_type(0)
+            .with_coordinator_keys(vec![StrBytes::from_string(group.to_string())]),
+    );
+}
+
+/// A streams group is kept in `__consumer_offsets`: after a kill -9 and restart the member
+/// heartbeats at its epoch with its tasks and goes on, nothing reassigned; the group is
+/// described as it was (epoch, members, topology).
+#[test]
+fn a_streams_group_is_resumed_after_a_crash() {
+    use kafka_protocol::messages::streams_group_heartbeat_request::TaskIds;
+    let mut server = start(&["group.streams.initial.rebalance.delay.ms=0"]);
+    let g = "sgr";
+    create_topic(&server.bootstrap, "sgr-in", 2, &[]);
+    let mut w = Wire::connect(&server.bootstrap);
+    let owned = |tasks: &[(String, Vec<i32>)]| -> Vec<TaskIds> {
+        tasks
+            .iter()
+            .map(|(s, ps)| {
+                TaskIds::default()
+                    .with_subtopology_id(StrBytes::from_string(s.clone()))
+                    .with_partitions(ps.clone())
+            })
+            .collect()
+    };
+    // Join, then heartbeat until the member has its tasks (the broker creates the internal
+    // topics first) and is stable.
+    let mut epoch = 0;
+    let mut tasks: Vec<(String, Vec<i32>)> = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let r = sg_heartbeat(&mut w, g, "m1", epoch, |r| {
+            r.active_tasks = Some(owned(&tasks));
+            r.standby_tasks = Some(Vec::new());
+            r.warmup_tasks = Some(Vec::new());
+        });
+        if [14, 15, 16].contains(&r.error_code) {
+            assert!(Instant::now() < deadline, "no coordinator: {r:?}");
+            find_group_coordinator(&mut w, g);
+            std::thread::sleep(Duration::from_millis(100));
+            continue;
+        }
+        assert_eq!(r.error_code, 0, "{r:?}");
+        epoch = r.member_epoch;
+        if let Some(active) = &r.active_tasks {
+            tasks = active
+                .iter()
+                .map(|t| (t.subtopology_id.to_string(), t.partitions.clone()))
+                .collect();
+        }
+        if tasks.iter().map(|t| t.1.len()).sum::<usize>() == 4 && r.status == Some(Vec::new()) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no tasks: {r:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let describe = |w: &mut Wire| -> (i16, i32, Vec<(String, i32)>, usize) {
+        let d: StreamsGroupDescribeResponse = w.call(
+            ApiKey::StreamsGroupDescribe,
+            0,
+            &StreamsGroupDescribeRequest::default()
+                .with_group_ids(vec![StrBytes::from_static_str("sgr").into()]),
+        );
+        let x = &d.groups[0];
+        let members = x
+            .members
+            .iter()
+            .map(|m| (m.member_id.to_string(), m.member_epoch))
+            .collect();
+        let subtopologies = x
+            .topology
+            .as_ref()
+            .and_then(|t| t.subtopologies.as_ref())
+            .map_or(0, Vec::len);
+        (x.error_code, x.group_epoch, members, subtopologies)
+    };
+    let before = describe(&mut w);
+    assert_eq!((before.0, before.3), (0, 2), "{before:?}");
+    server.kill();
+    server.restart();
+    let mut w = Wire::connect(&server.bootstrap);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let r = loop {
+        let r = sg_heartbeat(&mut w, g, "m1", epoch, |r| {
+            r.active_tasks = Some(owned(&tasks));
+            r.standby_tasks = Some(Vec::new());
+            r.warmup_tasks = Some(Vec::new());
+        });
+        if ![14, 15, 16].contains(&r.error_code) {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no coordinator: {r:?}");
+        find_group_coordinator(&mut w, g);
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    // Accepted at its epoch, its tasks unchanged (none sent back).
+    assert_eq!((r.error_code, r.member_epoch), (0, epoch), "{r:?}");
+    assert_eq!(r.active_tasks, None, "{r:?}");
+    assert_eq!(describe(&mut w), before);
+}
+
+/// `group.version` and `streams.version` are finalized (1) on a new cluster, as Kafka 4.4's;
+/// turned off (0), the consumer and streams group protocols are answered UNSUPPORTED_VERSION
+/// (Kafka's isConsumerGroupProtocolEnabled / isStreamsGroupProtocolEnabled), and back on, they
+/// serve again.
+#[test]
+fn the_group_protocols_follow_their_features() {
+    use kafka_protocol::messages::update_features_request::FeatureUpdateKey;
+    let server = start(&[]);
+    let mut w = Wire::connect(&server.bootstrap);
+    let finalized = |w: &mut Wire| -> (Option<i16>, Option<i16>) {
+        let req = ApiVersionsRequest::default()
+            .with_client_software_name(StrBytes::from_static_str("sluice-test"))
+            .with_client_software_version(StrBytes::from_static_str("1.0"));
+        let r: ApiVersionsResponse = w.call(ApiKey::ApiVersions, 4, &req);
+        assert_eq!(r.error_code, 0, "{r:?}");
+        let level = |name: &str| {
+            r.finalized_features
+                .iter()
+                .find(|f| f.name.as_str() == name)
+                .map(|f| f.max_version_level)
+        };
+        (level("group.version"), level("streams.version"))
+    };
+    assert_eq!(finalized(&mut w), (Some(1), Some(1)));
+    let update = |w: &mut Wire, level: i16, how: i8| {
+        let updates = ["group.version", "streams.version"]
+            .iter()
+            .map(|n| {
+                FeatureUpdateKey::default()
+                    .with_feature(StrBytes::from_static_str(n))
+                    .with_max_version_level(level)
+                    .with_upgrade_type(how)
+            })
+            .collect();
+        let r: UpdateFeaturesResponse = w.call(
+            ApiKey::UpdateFeatures,
+            1,
+            &UpdateFeaturesRequest::default()
+                .with_timeout_ms(10_000)
+                .with_feature_updates(updates),
+        );
+        assert_eq!(r.error_code, 0, "{r:?}");
+        assert!(r.results.iter().all(|x| x.error_code == 0), "{r:?}");
+    };
+    let wait_for = |w: &mut Wire, levels: (Option<i16>, Option<i16>)| {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while finalized(w) != levels {
+            assert!(Instant::now() < deadline, "levels never reached {levels:?}");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    // Off (a safe downgrade).
+    update(&mut w, 0, 2);
+    wait_for(&mut w, (None, None));
+    let unsupported = ErrorCode::UnsupportedVersion.code();
+    assert_eq!(
+        cg_heartbeat(&mut w, "gv", "m1", 0, |_| {}).error_code,
+        unsupported
+    );
+    assert_eq!(
+        sg_heartbeat(&mut w, "gv", "m1", 0, |_| {}).error_code,
+        unsupported
+    );
+    let d: ConsumerGroupDescribeResponse = w.call(
+        ApiKey::ConsumerGroupDescribe,
+        0,
+        &ConsumerGroupDescribeRequest::default()
+            .with_group_ids(vec![StrBytes::from_static_str("gv").into()]),
+    );
+    assert_eq!(d.groups[0].error_code, unsupported, "{d:?}");
+    // On again.
+    update(&mut w, 1, 1);
+    wait_for(&mut w, (Some(1), Some(1)));
+    // (The group's coordinator comes up with `__consumer_offsets`, which FindCoordinator
+    // creates.)
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let r = loop {
+        find_group_coordinator(&mut w, "gv");
+        let r = cg_heartbeat(&mut w, "gv", "m1", 0, |_| {});
+        if ![14, 15, 16].contains(&r.error_code) {
+            break r;
+        }
+        assert!(Instant::now() < deadline, "no coordinator: {r:?}");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!((r.error_code, r.member_epoch), (0, 1), "{r:?}");
 }

@@ -59,7 +59,7 @@ async fn handle(
     let mut resp = ConsumerGroupDescribeResponse::default();
     let acl = h.access.check(ctx);
     let ids: Vec<String> = req.group_ids.iter().map(|g| g.to_string()).collect();
-    let enabled = consumer_protocol_enabled(&h.config);
+    let enabled = consumer_protocol_enabled(&h.config, &h.metadata);
     let asked: Vec<String> = ids
         .iter()
         .filter(|g| enabled && !g.is_empty() && acl.group(op::DESCRIBE, g))

@@ -9,6 +9,7 @@ use kafka_protocol::messages::{
 };
 use sluice_metadata::acl::op;
 use sluice_metadata::config::mirror::FullMatch;
+use sluice_metadata::features;
 use sluice_protocol::ErrorCode;
 
 use crate::group::assignor::Partitions;
@@ -24,15 +25,21 @@ handler!(
     ConsumerGroupHeartbeatHandler {
         access: crate::authorizer::Access,
         config: sluice_metadata::BrokerConfig,
+        metadata: crate::metadata_cache::MetadataCache,
         groups: crate::group::coordinator::GroupCoordinator
     }
 );
 
-/// Whether `group.coordinator.rebalance.protocols` has the consumer protocol.
-pub fn consumer_protocol_enabled(config: &sluice_metadata::BrokerConfig) -> bool {
+/// Whether `group.coordinator.rebalance.protocols` has the consumer protocol and the cluster
+/// has `group.version` 1 finalized (Kafka's isConsumerGroupProtocolEnabled).
+pub fn consumer_protocol_enabled(
+    config: &sluice_metadata::BrokerConfig,
+    metadata: &crate::metadata_cache::MetadataCache,
+) -> bool {
     config
         .value("group.coordinator.rebalance.protocols")
         .is_none_or(|v| v.split(',').any(|p| p.trim() == "consumer"))
+        && features::level(&metadata.current(), features::GROUP_VERSION) >= 1
 }
 
 fn refused(code: ErrorCode, message: Option<String>) -> ConsumerGroupHeartbeatResponse {
@@ -48,7 +55,7 @@ async fn handle(
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: ConsumerGroupHeartbeatRequest = ctx.decode(body)?;
-    if !consumer_protocol_enabled(&h.config) {
+    if !consumer_protocol_enabled(&h.config, &h.metadata) {
         return ctx.respond(&refused(ErrorCode::UnsupportedVersion, None));
     }
     let acl = h.access.check(ctx);

@@ -25,6 +25,7 @@ handler!(
     StreamsGroupDescribeHandler {
         access: crate::authorizer::Access,
         config: sluice_metadata::BrokerConfig,
+        metadata: crate::metadata_cache::MetadataCache,
         groups: crate::group::coordinator::GroupCoordinator
     }
 );
@@ -122,7 +123,7 @@ async fn handle(
     let mut resp = StreamsGroupDescribeResponse::default();
     let acl = h.access.check(ctx);
     let ids: Vec<String> = req.group_ids.iter().map(|g| g.to_string()).collect();
-    let enabled = streams_protocol_enabled(&h.config);
+    let enabled = streams_protocol_enabled(&h.config, &h.metadata);
     let asked: Vec<String> = ids
         .iter()
         .filter(|g| enabled && !g.is_empty() && acl.group(op::DESCRIBE, g))

@@ -34,6 +34,7 @@ handler!(
     StreamsGroupHeartbeatHandler {
         access: crate::authorizer::Access,
         config: sluice_metadata::BrokerConfig,
+        metadata: crate::metadata_cache::MetadataCache,
         groups: crate::group::coordinator::GroupCoordinator,
         topics: crate::services::topics::TopicCreator
     }
@@ -45,11 +46,19 @@ handler!(
 const ACCEPTABLE_RECOVERY_LAG: i64 = 10_000;
 const TASK_OFFSET_INTERVAL_MS: i32 = 60_000;
 
-/// Whether `group.coordinator.rebalance.protocols` has the streams protocol.
-pub fn streams_protocol_enabled(config: &sluice_metadata::BrokerConfig) -> bool {
+/// Whether `group.coordinator.rebalance.protocols` has the streams protocol and the cluster
+/// has `streams.version` 1 finalized (Kafka's isStreamsGroupProtocolEnabled).
+pub fn streams_protocol_enabled(
+    config: &sluice_metadata::BrokerConfig,
+    metadata: &crate::metadata_cache::MetadataCache,
+) -> bool {
     config
         .value("group.coordinator.rebalance.protocols")
         .is_none_or(|v| v.split(',').any(|p| p.trim() == "streams"))
+        && sluice_metadata::features::level(
+            &metadata.current(),
+            sluice_metadata::features::STREAMS_VERSION,
+        ) >= 1
 }
 
 fn refused(code: ErrorCode, message: Option<String>) -> StreamsGroupHeartbeatResponse {
@@ -233,7 +242,7 @@ async fn handle(
     body: Bytes,
 ) -> Result<Response, HandlerError> {
     let req: StreamsGroupHeartbeatRequest = ctx.decode(body)?;
-    if !streams_protocol_enabled(&h.config) {
+    if !streams_protocol_enabled(&h.config, &h.metadata) {
         return ctx.respond(&refused(ErrorCode::UnsupportedVersion, None));
     }
     let acl = h.access.check(ctx);
