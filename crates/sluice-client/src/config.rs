@@ -94,11 +94,25 @@ pub struct ClientConfig {
     pub heartbeat_interval: Duration,
     /// `max.poll.interval.ms` (also the rebalance timeout sent in JoinGroup)
     pub max_poll_interval: Duration,
-    /// `partition.assignment.strategy`, in order of preference.
+    /// `partition.assignment.strategy`, in order of preference (classic protocol).
     pub assignors: Vec<Assignor>,
+    /// `group.protocol`: `classic` (JoinGroup/SyncGroup, a member assigns) or `consumer`
+    /// (KIP-848: ConsumerGroupHeartbeat, the coordinator assigns; `session.timeout.ms`,
+    /// `heartbeat.interval.ms` and `partition.assignment.strategy` are then the group's).
+    pub group_protocol: GroupProtocol,
+    /// `group.remote.assignor`: the coordinator's assignor a consumer-protocol member asks
+    /// for (`uniform`, `range`); unset, the group's default.
+    pub group_remote_assignor: Option<String>,
 
     /// `security.protocol`, `ssl.*`, `sasl.*`.
     pub security: SecurityConfig,
+}
+
+/// The group protocol a consumer speaks (`group.protocol`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GroupProtocol {
+    Classic,
+    Consumer,
 }
 
 impl ClientConfig {
@@ -141,6 +155,8 @@ impl ClientConfig {
             heartbeat_interval: Duration::from_millis(3_000),
             max_poll_interval: Duration::from_millis(300_000),
             assignors: vec![Assignor::Range, Assignor::CooperativeSticky],
+            group_protocol: GroupProtocol::Classic,
+            group_remote_assignor: None,
             security: SecurityConfig::default(),
         }
     }
@@ -265,6 +281,16 @@ impl ClientConfig {
                     return Err(bad("must name at least one assignor"));
                 }
                 self.assignors = assignors;
+            }
+            "group.protocol" => {
+                self.group_protocol = match v.to_ascii_lowercase().as_str() {
+                    "classic" => GroupProtocol::Classic,
+                    "consumer" => GroupProtocol::Consumer,
+                    _ => return Err(bad("must be classic or consumer")),
+                }
+            }
+            "group.remote.assignor" => {
+                self.group_remote_assignor = Some(v.to_string()).filter(|a| !a.is_empty())
             }
             k if IGNORED_KEYS.contains(&k) => {}
             k => {

@@ -31,6 +31,7 @@ use tracing::{debug, warn};
 use crate::admin::{list_offsets, OffsetSpec};
 use crate::cluster::ClusterCore;
 use crate::config::ClientConfig;
+use crate::config::GroupProtocol;
 use crate::connection::{decode_response, TaskGuard};
 use crate::error::{Error, Result};
 use crate::group::coordinator::{self, with_coordinator, CommitIdentity};
@@ -316,6 +317,8 @@ impl Consumer {
             rebalance_timeout: c.max_poll_interval,
             heartbeat_interval: c.heartbeat_interval,
             assignors: c.assignors.clone(),
+            protocol: c.group_protocol,
+            remote_assignor: c.group_remote_assignor.clone(),
         };
         let membership = Membership::new(Arc::clone(&self.core), settings);
         // Find the coordinator now, so a broker without consumer groups fails here. One that
@@ -628,6 +631,7 @@ impl Consumer {
             return Ok(());
         };
         let membership = Arc::clone(&g.membership);
+        let consumer_protocol = membership.settings.protocol == GroupProtocol::Consumer;
         let new: BTreeSet<TopicPartition> = joined.assignment.into_iter().collect();
         let revoked: Vec<TopicPartition> = self
             .partitions
@@ -655,12 +659,19 @@ impl Consumer {
             for tp in &revoked {
                 self.partitions.remove(tp);
             }
-            membership.request_rejoin();
+            if !consumer_protocol {
+                // The classic protocol: join again so the group can hand them on.
+                membership.request_rejoin();
+            }
         }
         for tp in &added {
             self.add_partition(tp.clone());
         }
         self.notify(|l, p| l.on_assigned(p), &added);
+        if consumer_protocol {
+            // The consumer protocol: tell the coordinator what this member owns now.
+            membership.assignment_applied(self.assignment());
+        }
         debug!(
             generation = joined.generation,
             added = added.len(),

@@ -1,7 +1,8 @@
 //! Consumer groups with `sluice-client` members: exactly-once consumption while members come
 //! and go, eviction of a killed member, independent groups, committed offsets across a broker
 //! restart, static membership, `max.poll.interval.ms`, cooperative rebalancing, and groups
-//! that mix librdkafka and sluice-client members.
+//! that mix librdkafka and sluice-client members, on the classic and the consumer (KIP-848)
+//! group protocol.
 
 mod common;
 
@@ -650,4 +651,162 @@ async fn an_empty_groups_offsets_expire_after_the_retention_and_an_active_groups
     let kept = admin.list_group_offsets("kept", None).await.unwrap();
     assert_eq!(kept.len(), 1);
     assert_eq!(kept[0].1.as_ref().map(|o| o.offset), Some(10));
+}
+
+/// The consumer group protocol (KIP-848, `group.protocol=consumer`) spoken by sluice-client
+/// members, in one group with a librdkafka 2.12 member on the same protocol and a
+/// `sluice consume` member in its own process: the coordinator's `uniform` assignor spreads
+/// 12 partitions over two members, then three, then four; the separate process is killed
+/// (SIGKILL) and its partitions move once its session ends; a member leaves (epoch -1, its
+/// partitions revoked, never lost); every record is read exactly once (auto-commits carry
+/// member epochs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn consumer_protocol_members_share_a_group_with_librdkafka_and_read_each_record_once() {
+    let server = start(&[
+        "group.consumer.min.session.timeout.ms=6000",
+        "group.consumer.session.timeout.ms=6000",
+        "group.consumer.min.heartbeat.interval.ms=500",
+        "group.consumer.heartbeat.interval.ms=500",
+    ]);
+    let b = server.bootstrap.as_str();
+    let topic = "kip848";
+    create(b, topic, 12).await;
+    let total = 4000;
+    produce(b, topic, "c", 0..2000).await;
+    let seen = Mutex::new(Vec::new());
+    let protocol = [("group.protocol", "consumer")];
+    let (mut ours, ours_events) = member(b, "cp", topic, &protocol).await;
+    let rd = consumer(
+        b,
+        &[
+            ("group.id", "cp"),
+            ("group.protocol", "consumer"),
+            ("auto.offset.reset", "earliest"),
+            ("enable.auto.commit", "true"),
+            ("auto.commit.interval.ms", "100"),
+        ],
+    );
+    rd.subscribe(&[topic]).unwrap();
+    let rd_count = |c: &BaseConsumer| c.assignment().map(|a| a.count()).unwrap_or(0);
+    let deadline = Instant::now() + Duration::from_secs(90);
+    while !(rd_count(&rd) == 6 && ours.assignment().len() == 6) {
+        assert!(
+            Instant::now() < deadline,
+            "no even split (librdkafka {}, sluice-client {})",
+            rd_count(&rd),
+            ours.assignment().len()
+        );
+        drain_rdkafka(&rd, &seen);
+        drain(&mut ours, &seen).await;
+    }
+    // A member in its own process and a late sluice-client member: 3 partitions each.
+    let mut other = Command::new(sluice_bin())
+        .args(["consume", "--bootstrap-server", b, "--topic", topic])
+        .args(["--group", "cp", "--from-beginning"])
+        .args(["--consumer-property", "group.protocol=consumer"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (mut late, late_events) = member(b, "cp", topic, &protocol).await;
+    while rd_count(&rd) != 3 || ours.assignment().len() != 3 || late.assignment().len() != 3 {
+        assert!(
+            Instant::now() < deadline,
+            "no four-way split: {} {} {}",
+            rd_count(&rd),
+            ours.assignment().len(),
+            late.assignment().len()
+        );
+        drain_rdkafka(&rd, &seen);
+        drain(&mut ours, &seen).await;
+        drain(&mut late, &seen).await;
+    }
+    // Every member speaks the consumer protocol (none is a classic member of a consumer
+    // group), each at an epoch, each holding its target.
+    let admin = Admin::new(ClientConfig::new(b)).unwrap();
+    let d = admin.describe_groups(&["cp"]).await.unwrap().remove(0);
+    assert_eq!(
+        (d.group_type.as_str(), d.members.len()),
+        ("consumer", 4),
+        "{d:?}"
+    );
+    assert!(
+        d.members
+            .iter()
+            .all(|m| !m.classic && m.member_epoch > Some(0)),
+        "{d:?}"
+    );
+    // The process dies; once its session ends, its three partitions are shared out.
+    other.kill().unwrap();
+    other.wait().unwrap();
+    while rd_count(&rd) != 4 || ours.assignment().len() != 4 || late.assignment().len() != 4 {
+        assert!(
+            Instant::now() < deadline,
+            "the killed member's partitions never moved"
+        );
+        drain_rdkafka(&rd, &seen);
+        drain(&mut ours, &seen).await;
+        drain(&mut late, &seen).await;
+    }
+    // The process read records of its partitions and committed some: what it did not
+    // commit is read again by the others (at least once); what comes next, exactly once.
+    produce(b, topic, "c", 2000..total).await;
+    while seen.lock().unwrap().len() < total * 3 / 4 {
+        assert!(Instant::now() < deadline);
+        drain_rdkafka(&rd, &seen);
+        drain(&mut ours, &seen).await;
+        drain(&mut late, &seen).await;
+    }
+    late.close().await.unwrap();
+    let mut values: HashSet<String> = HashSet::new();
+    while values.len() < total - 2000 {
+        assert!(
+            Instant::now() < deadline,
+            "consumed {} of the later records",
+            values.len()
+        );
+        drain_rdkafka(&rd, &seen);
+        drain(&mut ours, &seen).await;
+        values = seen
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|v| v.strip_prefix("c-").and_then(|n| n.parse::<usize>().ok()) >= Some(2000))
+            .cloned()
+            .collect();
+    }
+    for _ in 0..10 {
+        drain_rdkafka(&rd, &seen);
+        drain(&mut ours, &seen).await;
+    }
+    // The records produced after the kill: each read exactly once.
+    let later: Vec<String> = seen
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|v| v.strip_prefix("c-").and_then(|n| n.parse::<usize>().ok()) >= Some(2000))
+        .cloned()
+        .collect();
+    check_exactly_once(&Mutex::new(later), total - 2000);
+    // The earlier ones: each read at least once.
+    let all: HashSet<String> = seen.lock().unwrap().iter().cloned().collect();
+    assert_eq!(all.len(), total, "every record was consumed");
+    for (name, events) in [("ours", &ours_events), ("late", &late_events)] {
+        let events = events.events();
+        assert!(
+            !events.iter().any(|e| matches!(e, Event::Lost(_))),
+            "{name} lost partitions: {events:?}"
+        );
+    }
+    assert!(matches!(
+        late_events.events().last(),
+        Some(Event::Revoked(p)) if p.len() == 4
+    ));
+    rd.unsubscribe();
+    while rd_count(&rd) > 0 {
+        assert!(Instant::now() < deadline);
+        rd.poll(Duration::from_millis(50));
+        drain(&mut ours, &seen).await;
+    }
+    ours.close().await.unwrap();
 }

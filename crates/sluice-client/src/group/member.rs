@@ -35,6 +35,7 @@ use super::coordinator::{
 };
 use super::protocol::{self, Subscription, PROTOCOL_TYPE};
 use crate::cluster::ClusterCore;
+use crate::config::GroupProtocol;
 use crate::connection::Connection;
 use crate::error::{Error, Result};
 
@@ -62,6 +63,13 @@ pub struct MemberState {
     /// A fatal error (FENCED_INSTANCE_ID and the like) for the next `poll` to return.
     pub fatal: Option<Error>,
     pub last_poll: Instant,
+    /// The consumer group protocol (KIP-848): what the consumer owns now (sent with each
+    /// heartbeat), an assignment the coordinator sent that `poll` has not applied yet, the
+    /// subscription, and the heartbeat interval the coordinator asks for.
+    pub owned: Vec<TopicPartition>,
+    pub pending: Option<Vec<TopicPartition>>,
+    pub subscription: Vec<String>,
+    pub interval: Duration,
 }
 
 /// The group-facing settings, from the client config.
@@ -73,13 +81,18 @@ pub struct GroupSettings {
     pub rebalance_timeout: Duration,
     pub heartbeat_interval: Duration,
     pub assignors: Vec<Assignor>,
+    /// `group.protocol`.
+    pub protocol: GroupProtocol,
+    /// `group.remote.assignor` (consumer protocol).
+    pub remote_assignor: Option<String>,
 }
 
 impl GroupSettings {
     /// KIP-429: cooperative only when every configured assignor is; otherwise eager (all
     /// partitions are revoked before every rejoin), as the Java client decides.
     pub fn cooperative(&self) -> bool {
-        self.assignors.iter().all(|a| a.is_cooperative())
+        self.protocol == GroupProtocol::Consumer
+            || self.assignors.iter().all(|a| a.is_cooperative())
     }
 }
 
@@ -92,29 +105,43 @@ pub struct Joined {
 
 pub struct Membership {
     pub settings: GroupSettings,
-    core: Arc<ClusterCore>,
+    pub(super) core: Arc<ClusterCore>,
     state: Mutex<MemberState>,
     coordinator: tokio::sync::Mutex<Option<Arc<Connection>>>,
     /// Notified when `poll` should look at the state again (rejoin needed, fatal error).
     pub wake: Notify,
+    /// Notified when the consumer applied an assignment (consumer protocol): the heartbeat
+    /// task tells the coordinator at once.
+    pub(crate) applied: Notify,
 }
 
 impl Membership {
     pub fn new(core: Arc<ClusterCore>, settings: GroupSettings) -> Arc<Self> {
+        // The consumer protocol's member id is the client's own, kept for its lifetime.
+        let member_id = match settings.protocol {
+            GroupProtocol::Classic => String::new(),
+            GroupProtocol::Consumer => uuid::Uuid::new_v4().to_string(),
+        };
+        let interval = settings.heartbeat_interval;
         Arc::new(Self {
             settings,
             core,
             state: Mutex::new(MemberState {
-                member_id: String::new(),
+                member_id,
                 generation: -1,
                 phase: Phase::Unjoined,
                 rejoin: false,
                 lost: false,
                 fatal: None,
                 last_poll: Instant::now(),
+                owned: Vec::new(),
+                pending: None,
+                subscription: Vec::new(),
+                interval,
             }),
             coordinator: tokio::sync::Mutex::new(None),
             wake: Notify::new(),
+            applied: Notify::new(),
         })
     }
 
@@ -195,6 +222,9 @@ impl Membership {
         topics: Vec<String>,
         owned: Vec<TopicPartition>,
     ) -> Result<Joined> {
+        if self.settings.protocol == GroupProtocol::Consumer {
+            return self.join_consumer(topics).await;
+        }
         let cooperative = self.settings.cooperative();
         loop {
             let conn = match self.coordinator().await {
@@ -407,6 +437,9 @@ impl Membership {
     /// Leave the group (dynamic members; a static member's absence is only noticed at its
     /// session timeout, KIP-345). Best effort: errors are logged.
     pub async fn leave(&self, reason: &str) {
+        if self.settings.protocol == GroupProtocol::Consumer {
+            return self.leave_consumer(reason).await;
+        }
         let (member_id, phase) = {
             let s = self.state();
             (s.member_id.clone(), s.phase)
@@ -455,6 +488,9 @@ impl Membership {
 
     /// The background heartbeat loop; runs until aborted (the consumer holds its handle).
     pub async fn heartbeat_loop(self: Arc<Self>, max_poll_interval: Duration) {
+        if self.settings.protocol == GroupProtocol::Consumer {
+            return self.consumer_heartbeat_loop(max_poll_interval).await;
+        }
         let s = &self.settings;
         loop {
             tokio::time::sleep(s.heartbeat_interval).await;
@@ -534,6 +570,6 @@ impl Membership {
     }
 }
 
-fn millis(d: Duration) -> i32 {
+pub(super) fn millis(d: Duration) -> i32 {
     d.as_millis().min(i32::MAX as u128) as i32
 }

@@ -2,6 +2,7 @@
 //! coordinator lookup and offset calls, and a member's join/heartbeat/leave life cycle.
 
 pub mod assignor;
+mod consumer_protocol;
 pub mod coordinator;
 pub mod member;
 pub mod protocol;
