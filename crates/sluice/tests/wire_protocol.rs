@@ -2151,6 +2151,21 @@ fn a_streams_group_is_resumed_after_a_crash() {
     assert_eq!((r.error_code, r.member_epoch), (0, epoch), "{r:?}");
     assert_eq!(r.active_tasks, None, "{r:?}");
     assert_eq!(describe(&mut w), before);
+    // `sluice groups` describes it: the member, its epoch, and the partitions its tasks
+    // read (each task's partition of its subtopology's input topics).
+    let out = sluice_tool(
+        "groups",
+        &server.bootstrap,
+        &["--describe", "--group", g, "--members", "--verbose"],
+    );
+    let row = out
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some("m1"))
+        .unwrap_or_else(|| panic!("{out}"));
+    assert!(
+        row.contains(&format!(" {epoch} ")) && row.contains("sgr-in:0,1;sgr-rk-repartition:0,1"),
+        "{out}"
+    );
 }
 
 /// `group.version` and `streams.version` are finalized (1) on a new cluster, as Kafka 4.4's;

@@ -3,14 +3,15 @@
 
 use std::collections::BTreeMap;
 
-use kafka_protocol::messages::consumer_group_describe_response;
 use kafka_protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };
+use kafka_protocol::messages::{consumer_group_describe_response, streams_group_describe_response};
 use kafka_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, DeleteGroupsRequest,
     DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest,
-    ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse,
+    ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse, StreamsGroupDescribeRequest,
+    StreamsGroupDescribeResponse,
 };
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
@@ -55,7 +56,9 @@ pub struct GroupDescription {
     /// The assignor the group chose.
     pub protocol: String,
     pub members: Vec<GroupMemberDescription>,
-    /// `classic`, or `consumer` for a group of the consumer group protocol (KIP-848).
+    /// `classic`, `consumer` for a group of the consumer group protocol (KIP-848), or
+    /// `streams` for a streams group (KIP-1071), whose members' partitions are those their
+    /// active tasks read.
     pub group_type: String,
     /// Consumer groups: the group epoch and the epoch of its target assignment.
     pub group_epoch: Option<i32>,
@@ -101,6 +104,10 @@ impl Admin {
         let mut out = Vec::new();
         for g in groups {
             if let Some(d) = self.describe_consumer_group(g).await? {
+                out.push(d);
+                continue;
+            }
+            if let Some(d) = self.describe_streams_group(g).await? {
                 out.push(d);
                 continue;
             }
@@ -207,6 +214,94 @@ impl Admin {
                     member_epoch: Some(m.member_epoch),
                     target_assignment: Some(partitions(&m.target_assignment)),
                     classic: m.member_type == 0,
+                })
+                .collect(),
+        }))
+    }
+
+    /// A streams group (KIP-1071) by StreamsGroupDescribe; None when the group is not one
+    /// (or the broker does not have the API). A task (subtopology, partition) reads that
+    /// partition of each of its subtopology's source and repartition source topics: those
+    /// are the member's partitions here.
+    async fn describe_streams_group(&self, g: &str) -> Result<Option<GroupDescription>> {
+        let resp = with_coordinator(&self.core, g, None, |conn| async move {
+            let Ok(version) = conn.version_for(ApiKey::StreamsGroupDescribe) else {
+                return Ok(None);
+            };
+            let req = StreamsGroupDescribeRequest::default().with_group_ids(vec![group_id(g)]);
+            let resp: StreamsGroupDescribeResponse = conn.call_at(&req, version).await?;
+            if let Some(d) = resp.groups.first() {
+                if d.error_code == ErrorCode::GroupIdNotFound.code() {
+                    return Ok(None);
+                }
+                check(
+                    d.error_code,
+                    d.error_message.as_ref().map(|m| m.to_string()),
+                )?;
+            }
+            Ok(Some(resp))
+        })
+        .await?;
+        let Some(d) = resp.and_then(|r| r.groups.into_iter().next()) else {
+            return Ok(None);
+        };
+        let mut inputs: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for sub in d
+            .topology
+            .iter()
+            .flat_map(|t| t.subtopologies.iter().flatten())
+        {
+            let topics = sub
+                .source_topics
+                .iter()
+                .map(|t| t.to_string())
+                .chain(
+                    sub.repartition_source_topics
+                        .iter()
+                        .map(|t| t.name.to_string()),
+                )
+                .collect();
+            inputs.insert(sub.subtopology_id.to_string(), topics);
+        }
+        let partitions = |a: &streams_group_describe_response::Assignment| {
+            let mut out: Vec<TopicPartition> = a
+                .active_tasks
+                .iter()
+                .flat_map(|t| {
+                    let topics = inputs.get(t.subtopology_id.as_str());
+                    topics.into_iter().flatten().flat_map(|topic| {
+                        t.partitions
+                            .iter()
+                            .map(move |p| TopicPartition::new(topic.clone(), *p))
+                    })
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        Ok(Some(GroupDescription {
+            group_id: d.group_id.to_string(),
+            state: d.group_state.to_string(),
+            protocol_type: "streams".to_string(),
+            protocol: d
+                .assignor_name
+                .as_ref()
+                .map_or_else(String::new, |a| a.to_string()),
+            group_type: "streams".into(),
+            group_epoch: Some(d.group_epoch),
+            assignment_epoch: Some(d.assignment_epoch),
+            members: d
+                .members
+                .iter()
+                .map(|m| GroupMemberDescription {
+                    member_id: m.member_id.to_string(),
+                    instance_id: m.instance_id.as_ref().map(|i| i.to_string()),
+                    client_id: m.client_id.to_string(),
+                    host: m.client_host.to_string(),
+                    assignment: partitions(&m.assignment),
+                    member_epoch: Some(m.member_epoch),
+                    target_assignment: Some(partitions(&m.target_assignment)),
+                    classic: m.is_classic,
                 })
                 .collect(),
         }))

@@ -245,7 +245,7 @@ async fn describe(admin: &Admin, args: &GroupsArgs, group: &str) -> CliResult {
     }
     if args.members {
         let mut header = vec!["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"];
-        let consumer_group = d.group_type == "consumer";
+        let consumer_group = d.group_type != "classic";
         if args.verbose && consumer_group {
             header.extend([
                 "CURRENT-EPOCH",
