@@ -754,7 +754,7 @@ const TICK: Duration = Duration::from_millis(2);
 /// How often the leadership checkers sample the cluster.
 const SAMPLE_EVERY: Duration = Duration::from_millis(5);
 /// Seeds in the test suite's run.
-const DEFAULT_SEEDS: u64 = 1000;
+const DEFAULT_SEEDS: u64 = 600;
 
 const BOOTSTRAP: &str = "n1:9092,n2:9092,n3:9092";
 
