@@ -61,6 +61,31 @@ pub(super) struct ConsumerSettings {
     heartbeat_interval_ms: i32,
 }
 
+/// The members to fence now: those whose session ended, and those whose rebalance timeout
+/// ended while still revoking at the epoch it was set for (`revoking(group, member,
+/// epoch)`); rebalance timeouts that ended are cleared. Shared by consumer and streams
+/// groups.
+pub(super) fn due_members(
+    timers: &mut HashMap<(String, String), MemberTimers>,
+    now: i64,
+    revoking: impl Fn(&str, &str, i32) -> bool,
+) -> Vec<(String, String, &'static str)> {
+    let mut fenced = Vec::new();
+    for ((group, member), t) in timers.iter_mut() {
+        if t.session <= now {
+            fenced.push((group.clone(), member.clone(), "session timeout"));
+        } else if let Some((_, epoch)) = t.rebalance.filter(|(at, _)| *at <= now) {
+            if revoking(group, member, epoch) {
+                fenced.push((group.clone(), member.clone(), "rebalance timeout"));
+            }
+        }
+        if t.rebalance.is_some_and(|(at, _)| at <= now) {
+            t.rebalance = None;
+        }
+    }
+    fenced
+}
+
 /// Kafka's mapping of a failed coordinator write to what a member is told
 /// (`CoordinatorOperationExceptionHelper`).
 pub(super) fn write_error(code: ErrorCode) -> ErrorCode {
@@ -378,31 +403,16 @@ impl Coordinator {
 
     /// Fence the members whose session ended, or that did not revoke in time.
     pub(super) fn consumer_tick(&mut self, now: i64) {
-        let mut fenced: Vec<(String, String, &'static str)> = Vec::new();
-        for ((group, member), t) in &self.consumer_timers {
-            if t.session <= now {
-                fenced.push((group.clone(), member.clone(), "session timeout"));
-                continue;
-            }
-            if let Some((at, epoch)) = t.rebalance {
-                let revoking = self
-                    .consumer
-                    .get(group)
-                    .and_then(|g| g.members.get(member))
-                    .is_some_and(|m| {
-                        m.assignment.member_epoch == epoch
-                            && m.assignment.state == MemberState::UnrevokedPartitions
-                    });
-                if at <= now && revoking {
-                    fenced.push((group.clone(), member.clone(), "rebalance timeout"));
-                }
-            }
-        }
-        for t in self.consumer_timers.values_mut() {
-            if t.rebalance.is_some_and(|(at, _)| at <= now) {
-                t.rebalance = None;
-            }
-        }
+        let groups = &self.consumer;
+        let fenced = due_members(&mut self.consumer_timers, now, |group, member, epoch| {
+            groups
+                .get(group)
+                .and_then(|g| g.members.get(member))
+                .is_some_and(|m| {
+                    m.assignment.member_epoch == epoch
+                        && m.assignment.state == MemberState::UnrevokedPartitions
+                })
+        });
         for (group, member, why) in fenced {
             self.consumer_timers
                 .remove(&(group.clone(), member.clone()));

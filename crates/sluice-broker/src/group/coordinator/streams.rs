@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use sluice_metadata::config::group::{group_value, RESOURCE_GROUP};
 
-use super::consumer::{answer_when_replicated, write_error, MemberTimers};
+use super::consumer::{answer_when_replicated, due_members, write_error, MemberTimers};
 use super::*;
 use crate::group::streams_group::records::{changes, tombstones};
 use crate::group::streams_group::topology::Topology;
@@ -285,30 +285,15 @@ impl Coordinator {
             );
             self.streams_keep(&before, g, "delayed assignment");
         }
-        let mut fenced: Vec<(String, String, &'static str)> = Vec::new();
-        for ((group, member), t) in &self.streams_timers {
-            if t.session <= now {
-                fenced.push((group.clone(), member.clone(), "session timeout"));
-                continue;
-            }
-            if let Some((at, epoch)) = t.rebalance {
-                let revoking = self
-                    .streams
-                    .get(group)
-                    .and_then(|g| g.members.get(member))
-                    .is_some_and(|m| {
-                        m.member_epoch == epoch && m.state == StreamsMemberState::UnrevokedTasks
-                    });
-                if at <= now && revoking {
-                    fenced.push((group.clone(), member.clone(), "rebalance timeout"));
-                }
-            }
-        }
-        for t in self.streams_timers.values_mut() {
-            if t.rebalance.is_some_and(|(at, _)| at <= now) {
-                t.rebalance = None;
-            }
-        }
+        let groups = &self.streams;
+        let fenced = due_members(&mut self.streams_timers, now, |group, member, epoch| {
+            groups
+                .get(group)
+                .and_then(|g| g.members.get(member))
+                .is_some_and(|m| {
+                    m.member_epoch == epoch && m.state == StreamsMemberState::UnrevokedTasks
+                })
+        });
         for (group, member, why) in fenced {
             self.streams_timers.remove(&(group.clone(), member.clone()));
             let Some(before) = self.streams.get(&group).cloned() else {
