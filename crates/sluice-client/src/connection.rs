@@ -38,6 +38,7 @@ pub fn client_versions(key: ApiKey) -> (i16, i16) {
         ApiKey::IncrementalAlterConfigs => (0, 1),
         ApiKey::CreatePartitions => (0, 3),
         ApiKey::DescribeCluster => (0, 1),
+        ApiKey::DescribeLogDirs => (1, 4),
         ApiKey::InitProducerId => (0, 4),
         ApiKey::FindCoordinator => (1, 4),
         ApiKey::JoinGroup => (4, 9),

@@ -1,8 +1,9 @@
 //! The admin HTTP listener (`admin.http.listener`, default `127.0.0.1:9644`; empty to turn it
 //! off): `/metrics` in Prometheus text format, `/health` (the process answers) and `/ready`
 //! (a broker that is registered, unfenced and caught up with the metadata log; a
-//! controller-only node once it serves), and a read-only JSON API for the web console:
-//! `/api/cluster`, `/api/brokers`, `/api/topics`, `/api/groups`.
+//! controller-only node once it serves), a read-only JSON API: `/api/cluster`,
+//! `/api/brokers`, `/api/topics`, `/api/groups`; and on a broker the web console at `/`
+//! (see `console`).
 //!
 //! Most metrics are recorded where things happen (requests, bytes, ISR changes, throttling,
 //! parked requests); the ones that describe state — partitions under-replicated or offline,
@@ -21,6 +22,8 @@ use sluice_broker::services::Services;
 use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tracing::warn;
+
+pub use crate::console::ConsoleConfig;
 
 /// The process-wide Prometheus recorder (metrics are global; one node per process).
 fn recorder() -> Option<&'static PrometheusHandle> {
@@ -73,14 +76,15 @@ struct AdminState {
     node_id: i32,
 }
 
-/// Serve until `shutdown` flips.
+/// Serve until `shutdown` flips; with a `console` config, the web console too.
 pub async fn serve(
     listener: TcpListener,
     broker: Option<Arc<Services>>,
+    console: Option<ConsoleConfig>,
     node_id: i32,
     mut shutdown: watch::Receiver<bool>,
 ) {
-    let app = Router::new()
+    let mut app = Router::new()
         .route("/metrics", get(metrics_text))
         .route("/health", get(|| async { "ok\n" }))
         .route("/ready", get(ready))
@@ -88,7 +92,16 @@ pub async fn serve(
         .route("/api/brokers", get(brokers))
         .route("/api/topics", get(topics))
         .route("/api/groups", get(groups))
-        .with_state(AdminState { broker, node_id });
+        .with_state(AdminState {
+            broker: broker.clone(),
+            node_id,
+        });
+    let mut sampler = None;
+    if let (Some(config), Some(_)) = (console, &broker) {
+        let (pages, console) = crate::console::router(config, node_id);
+        app = app.merge(pages);
+        sampler = Some(tokio::spawn(sample_traffic(console)));
+    }
     let stop = async move {
         let _ = shutdown.wait_for(|s| *s).await;
     };
@@ -97,6 +110,21 @@ pub async fn serve(
         .await
     {
         warn!(error = %e, "admin HTTP listener failed");
+    }
+    if let Some(task) = sampler {
+        task.abort();
+        let _ = task.await;
+    }
+}
+
+/// The console's traffic chart: this node's byte counters, every ten seconds.
+async fn sample_traffic(console: Arc<crate::console::Console>) {
+    let mut tick = tokio::time::interval(crate::console::SAMPLE_EVERY);
+    loop {
+        tick.tick().await;
+        if let Some(handle) = recorder() {
+            console.record_traffic(sluice_broker::now_ms(), &handle.render());
+        }
     }
 }
 

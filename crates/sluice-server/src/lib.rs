@@ -7,10 +7,12 @@
 //!   requests forwarded to the active controller, heartbeats, metadata fetching.
 //! - [`quorum_transport`]: TLS for the controller listener's connections.
 //! - [`admin_http`]: the admin HTTP listener: `/metrics`, `/health`, `/ready`, JSON API.
+//! - `console`: the web console the admin HTTP listener serves at `/`.
 //! - [`settings`]: building a [`sluice_metadata::BrokerConfig`] from a properties file,
 //!   `SLUICE_*` environment variables and `--override` flags.
 
 pub mod admin_http;
+mod console;
 pub mod controller_client;
 pub mod node;
 pub mod quorum_transport;

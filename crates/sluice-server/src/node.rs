@@ -241,6 +241,84 @@ fn controller_endpoints(config: &BrokerConfig, bound: &[BoundListener]) -> Vec<E
         .collect()
 }
 
+/// What the web console connects to: `admin.http.console.listener`, or the first
+/// SASL_PLAINTEXT listener, or else the first PLAINTEXT one (the console is a Kafka client of its own node, so
+/// ACLs apply to whoever signs in). None when the console is turned off.
+fn console_config<L, T>(
+    config: &BrokerConfig,
+    listeners: &[(BoundListener, L, T, Option<Arc<SaslSettings>>)],
+) -> Option<crate::console::ConsoleConfig> {
+    let flag = |key: &str, default: bool| {
+        config
+            .value(key)
+            .map(|v| v.trim().eq_ignore_ascii_case("true"))
+            .unwrap_or(default)
+    };
+    if !flag("admin.http.console.enable", true) {
+        return None;
+    }
+    let read_only = flag("admin.http.console.read.only", false);
+    let wanted = config
+        .value("admin.http.console.listener")
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty());
+    let usable = |b: &BoundListener| {
+        matches!(
+            config.security_protocol(&b.name),
+            Ok(SecurityProtocol::Plaintext | SecurityProtocol::SaslPlaintext)
+        )
+    };
+    // When the cluster authenticates clients, so does the console: a SASL_PLAINTEXT
+    // listener is preferred to a PLAINTEXT one.
+    let sasl_first = |b: &BoundListener| {
+        config.security_protocol(&b.name) != Ok(SecurityProtocol::SaslPlaintext)
+    };
+    let mut candidates: Vec<_> = listeners.iter().collect();
+    candidates.sort_by_key(|(b, ..)| sasl_first(b));
+    let chosen = candidates.into_iter().find(|(b, ..)| match &wanted {
+        Some(name) => b.name == *name,
+        None => usable(b),
+    });
+    let problem = match (chosen, &wanted) {
+        (Some((b, ..)), _) if usable(b) => None,
+        (Some((b, ..)), _) => Some(format!(
+            "the console's listener {} is not PLAINTEXT or SASL_PLAINTEXT",
+            b.name
+        )),
+        (None, Some(name)) => Some(format!("admin.http.console.listener {name} is not a listener of this node")),
+        (None, None) => Some("this node has no PLAINTEXT or SASL_PLAINTEXT listener for the console to connect to (set admin.http.console.listener)".to_string()),
+    };
+    let (bootstrap, mechanisms) = match chosen {
+        Some((b, _, _, sasl)) => {
+            let mut addr = b.addr;
+            if addr.ip().is_unspecified() {
+                addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+            }
+            let mechanisms = sasl
+                .as_ref()
+                .map(|s| {
+                    s.mechanisms
+                        .iter()
+                        .filter(|m| {
+                            matches!(m.as_str(), "PLAIN" | "SCRAM-SHA-256" | "SCRAM-SHA-512")
+                        })
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            (addr.to_string(), mechanisms)
+        }
+        None => (String::new(), Vec::new()),
+    };
+    Some(crate::console::ConsoleConfig {
+        bootstrap,
+        sasl_mechanisms: mechanisms,
+        sasl: chosen.is_some_and(|(_, _, _, s)| s.is_some()),
+        read_only,
+        problem,
+    })
+}
+
 /// Bind `admin.http.listener` (None when it is empty: no admin HTTP).
 async fn bind_admin(
     config: &BrokerConfig,
@@ -497,6 +575,7 @@ impl Node {
                     tokio::spawn(crate::admin_http::serve(
                         l,
                         None,
+                        None,
                         node_id,
                         shutdown_rx.clone(),
                     ))
@@ -737,6 +816,7 @@ impl Node {
         // As Kafka: the inter-broker listener is exempt from max.connections only when
         // clients have listeners of their own.
         let several = kafka_listeners.len() > 1;
+        let console = console_config(&config, &kafka_listeners);
         for (b, listener, tls, sasl) in kafka_listeners {
             let inter_broker = several && inter_broker_listener.as_deref() == Some(b.name.as_str());
             servers.push(tokio::spawn(network::serve(
@@ -754,6 +834,7 @@ impl Node {
             servers.push(tokio::spawn(crate::admin_http::serve(
                 l,
                 Some(Arc::clone(&services)),
+                console,
                 node_id,
                 shutdown_rx.clone(),
             )));

@@ -4,6 +4,7 @@ mod acls;
 mod features;
 
 mod groups;
+mod log_dirs;
 mod mirrors;
 mod quorum;
 mod quotas;
@@ -12,6 +13,7 @@ mod users;
 
 pub use features::{FeatureDescription, FeatureMetadata, FeatureUpgrade};
 pub use groups::{GroupDescription, GroupListing, GroupMemberDescription};
+pub use log_dirs::LogDirDescription;
 pub use mirrors::{LinkDescription, MirrorPartitionLag, MirrorTopicInfo};
 pub use quorum::{QuorumDescription, QuorumReplica};
 pub use quotas::{QuotaEntity, QuotaMatch};
