@@ -78,8 +78,9 @@ fn on_a_sasl_cluster_the_console_signs_in_and_acls_apply() {
     browser("sasl", &server, &server.bootstrap);
 }
 
-/// Without a browser: the console's cookie, a POST without its token refused, the
-/// stylesheet, and the console turned off with `admin.http.console.enable=false`.
+/// Without a browser: the pages and the stylesheet, a cross-site POST without a token
+/// refused, the console turned off with `admin.http.console.enable=false`, and one that
+/// cannot reach a listener saying why.
 #[test]
 fn the_console_is_served_guarded_and_can_be_turned_off() {
     let server = start(&[]);
@@ -113,4 +114,14 @@ fn the_console_is_served_guarded_and_can_be_turned_off() {
     let admin = off.admin().expect("admin listener");
     assert_eq!(http_get(&admin, "/").0, 404);
     assert_eq!(http_get(&admin, "/health").0, 200);
+
+    // A console that cannot work says why on every page.
+    let wrong = start(&["admin.http.console.listener=NOPE"]);
+    let admin = wrong.admin().expect("admin listener");
+    let (status, page) = http_get(&admin, "/topics");
+    assert_eq!(status, 503, "{page}");
+    assert!(
+        page.contains("admin.http.console.listener NOPE is not a listener of this node"),
+        "{page}"
+    );
 }

@@ -2,20 +2,17 @@
 //! what they own, committed offsets and lag per partition), and resetting its offsets with
 //! a preview first, only while it has no members (as kafka-consumer-groups.sh).
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write;
-use std::sync::Arc;
-
-use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, Uri};
+use axum::extract::Path;
+use axum::http::Uri;
 use axum::response::Response;
 use sluice_client::admin::{GroupDescription, OffsetSpec};
 use sluice_client::{Admin, TopicPartition};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
 
 use super::form::{encode, Fields};
 use super::html::{self, esc};
-use super::{body_fields, failure, Console, Ctx, Sid};
+use super::{failure, Change, Ctx};
 
 const PER_PAGE: usize = 50;
 
@@ -55,15 +52,7 @@ async fn lag(admin: &Admin, group: &str) -> Result<Lag, String> {
     Ok(Lag { rows })
 }
 
-pub(crate) async fn list(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    uri: Uri,
-) -> Response {
-    let ctx = match c.ctx(&sid) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn list(ctx: Ctx, uri: Uri) -> Response {
     let q = Fields::from_query(uri.query());
     let search = q.get("q").to_string();
     let page: usize = q.number("page", 1).unwrap_or(1).max(1);
@@ -145,16 +134,7 @@ pub(crate) async fn list(
     html::page(&ctx.frame(), "/groups", "Consumer groups", &body)
 }
 
-pub(crate) async fn show(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    Path(id): Path<String>,
-    uri: Uri,
-) -> Response {
-    let ctx = match c.ctx(&sid) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn show(ctx: Ctx, Path(id): Path<String>, uri: Uri) -> Response {
     let q = Fields::from_query(uri.query());
     let body = group_body(&ctx, &id, html::notice(q.get("msg"), q.get("err")), None).await;
     html::page(&ctx.frame(), "/groups", &format!("Group {id}"), &body)
@@ -377,19 +357,8 @@ async fn plan(
     Ok(out)
 }
 
-pub(crate) async fn reset(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    Path(id): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = body_fields(&body);
+pub(crate) async fn reset(Path(id): Path<String>, Change(ctx, form): Change) -> Response {
     let execute = form.get("action") == "execute";
-    let ctx = match c.post_ctx(&sid, &headers, &form) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
     let back = format!("/groups/{}", encode(&id));
     let title = format!("Group {id}");
     let planned = match plan(&ctx, &id, &form).await {

@@ -3,10 +3,9 @@
 //! long ones cut with "show all"; an optional key/value substring filter.
 
 use std::fmt::Write;
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::http::Uri;
 use axum::response::Response;
 use sluice_client::admin::OffsetSpec;
@@ -14,7 +13,7 @@ use sluice_client::{Consumer, ConsumerRecord, TopicPartition};
 
 use super::form::{encode, Fields};
 use super::html::{self, esc};
-use super::{failure, Console, Sid};
+use super::{failure, Ctx};
 
 /// Records per page at most.
 const LIMIT_MAX: usize = 500;
@@ -92,16 +91,7 @@ impl Query {
     }
 }
 
-pub(crate) async fn page(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    Path(name): Path<String>,
-    uri: Uri,
-) -> Response {
-    let ctx = match c.ctx(&sid) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn page(ctx: Ctx, Path(name): Path<String>, uri: Uri) -> Response {
     let title = format!("Messages of {name}");
     let fields = Fields::from_query(uri.query());
     let mut body = format!(

@@ -34,7 +34,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use axum::extract::{Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Request, State};
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode, Uri};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -220,7 +221,9 @@ impl Console {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// A new session (not signed in); the oldest and the idle ones make room.
+    /// A new session (not signed in). Idle sessions make room, then the oldest of those
+    /// nobody signed in to (so a flood of cookieless requests cannot sign users out), then
+    /// the oldest.
     fn create_session(&self) -> String {
         let id = new_token();
         let mut sessions = self.lock();
@@ -229,7 +232,7 @@ impl Console {
         while sessions.len() >= SESSIONS_MAX {
             let oldest = sessions
                 .iter()
-                .min_by_key(|(_, s)| s.last_used)
+                .min_by_key(|(_, s)| (s.auth.is_some(), s.last_used))
                 .map(|(k, _)| k.clone());
             match oldest {
                 Some(k) => sessions.remove(&k),
@@ -599,7 +602,126 @@ pub(crate) fn failure(e: &sluice_client::Error) -> String {
     }
 }
 
-/// Fields of a POST, with the method checked by the router already.
-pub(crate) fn body_fields(body: &Bytes) -> Fields {
-    Fields::from_body(body)
+/// Form bodies above this are refused (a test message's value is the largest field).
+const FORM_MAX_BYTES: usize = 4 * 1024 * 1024;
+
+/// The session the middleware put on the request; without one, sign in.
+fn session_of(parts: &Parts) -> Result<SessionId, Box<Response>> {
+    parts
+        .extensions
+        .get::<SessionId>()
+        .cloned()
+        .ok_or_else(|| Box::new(html::redirect("/login")))
+}
+
+/// A page request: who acts (signed in, or sent to sign in first).
+impl FromRequestParts<Arc<Console>> for Ctx {
+    type Rejection = Response;
+
+    async fn from_request_parts(
+        parts: &mut Parts,
+        console: &Arc<Console>,
+    ) -> Result<Self, Self::Rejection> {
+        let sid = session_of(parts).map_err(|r| *r)?;
+        console.ctx(&sid).map_err(|r| *r)
+    }
+}
+
+/// A form that changes the cluster: who acts, and the form's fields (refused in read-only
+/// mode, without the session's CSRF token, or from another site).
+pub(crate) struct Change(pub Ctx, pub Fields);
+
+impl FromRequest<Arc<Console>> for Change {
+    type Rejection = Response;
+
+    async fn from_request(req: Request, console: &Arc<Console>) -> Result<Self, Self::Rejection> {
+        let (parts, body) = req.into_parts();
+        let sid = session_of(&parts).map_err(|r| *r)?;
+        let Ok(bytes) = axum::body::to_bytes(body, FORM_MAX_BYTES).await else {
+            return Err((
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("a form of at most {FORM_MAX_BYTES} bytes\n"),
+            )
+                .into_response());
+        };
+        let form = Fields::from_body(&bytes);
+        let ctx = console
+            .post_ctx(&sid, &parts.headers, &form)
+            .map_err(|r| *r)?;
+        Ok(Change(ctx, form))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn console() -> Console {
+        Console::new(
+            ConsoleConfig {
+                bootstrap: "127.0.0.1:1".into(),
+                sasl: true,
+                sasl_mechanisms: vec!["PLAIN".into()],
+                read_only: false,
+                problem: None,
+            },
+            0,
+        )
+    }
+
+    #[tokio::test]
+    async fn sessions_are_bounded_and_signed_in_ones_outlive_a_flood() {
+        let c = console();
+        let signed = c.create_session();
+        let admin = Admin::new(c.client_config(None).unwrap()).unwrap();
+        c.lock().get_mut(&signed).unwrap().auth = Some(Arc::new(Auth {
+            principal: "User:alice".into(),
+            sasl: None,
+            admin,
+            producer: Mutex::new(None),
+        }));
+        let first_anonymous = c.create_session();
+        for _ in 0..SESSIONS_MAX * 2 {
+            c.create_session();
+        }
+        assert_eq!(c.lock().len(), SESSIONS_MAX);
+        assert!(c.touch(&signed).is_some_and(|(_, auth)| auth.is_some()));
+        assert!(c.touch(&first_anonymous).is_none());
+        assert!(c.touch("not-a-session").is_none());
+        let (csrf, _) = c.touch(&signed).unwrap();
+        assert_eq!(csrf.len(), 64);
+        assert_ne!(csrf, signed);
+    }
+
+    #[test]
+    fn forms_from_another_origin_are_refused() {
+        let headers = |pairs: &[(&'static str, &'static str)]| {
+            let mut h = HeaderMap::new();
+            for (k, v) in pairs {
+                h.insert(*k, HeaderValue::from_static(v));
+            }
+            h
+        };
+        assert!(same_origin(&headers(&[("host", "127.0.0.1:9644")])));
+        assert!(same_origin(&headers(&[
+            ("host", "127.0.0.1:9644"),
+            ("origin", "http://127.0.0.1:9644"),
+            ("sec-fetch-site", "same-origin"),
+        ])));
+        assert!(!same_origin(&headers(&[
+            ("host", "127.0.0.1:9644"),
+            ("origin", "http://evil.example"),
+        ])));
+        assert!(!same_origin(&headers(&[
+            ("host", "127.0.0.1:9644"),
+            ("sec-fetch-site", "cross-site"),
+        ])));
+        assert!(!same_origin(&headers(&[
+            ("host", "127.0.0.1:9644"),
+            ("origin", "null"),
+        ])));
+        assert!(constant_time_eq("abc", "abc"));
+        assert!(!constant_time_eq("abc", "abd"));
+        assert!(!constant_time_eq("abc", "ab"));
+    }
 }

@@ -1,16 +1,14 @@
 //! The overview (cluster, brokers, this node's traffic) and the broker pages (a broker's
 //! configs, static and dynamic).
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Arc;
-
-use axum::extract::{Path, State};
+use axum::extract::Path;
 use axum::response::Response;
 use sluice_client::admin::ConfigResource;
+use std::collections::BTreeMap;
+use std::fmt::Write;
 
 use super::html::{self, esc};
-use super::{failure, Console, Ctx, Sid};
+use super::{failure, Console, Ctx};
 
 /// Samples kept: ten minutes at one per [`SAMPLE_EVERY`].
 pub const SAMPLES_KEPT: usize = 60;
@@ -106,11 +104,7 @@ fn chart(samples: &[Sample]) -> String {
     )
 }
 
-pub(crate) async fn page(State(c): State<Arc<Console>>, axum::Extension(sid): Sid) -> Response {
-    let ctx = match c.ctx(&sid) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn page(ctx: Ctx) -> Response {
     let mut body = String::new();
     let admin = ctx.admin();
     let cluster = admin.describe_cluster().await;
@@ -224,11 +218,7 @@ async fn brokers_table(
     out
 }
 
-pub(crate) async fn brokers(State(c): State<Arc<Console>>, axum::Extension(sid): Sid) -> Response {
-    let ctx = match c.ctx(&sid) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn brokers(ctx: Ctx) -> Response {
     let topics = ctx.admin().describe_topics(&[]).await.ok();
     let body = format!(
         "<p>Select a broker to see its configs.</p>{}",
@@ -252,15 +242,7 @@ pub(crate) fn source_name(source: i8) -> &'static str {
     }
 }
 
-pub(crate) async fn broker(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    Path(id): Path<String>,
-) -> Response {
-    let ctx = match c.ctx(&sid) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn broker(ctx: Ctx, Path(id): Path<String>) -> Response {
     let Ok(id) = id.parse::<i32>() else {
         return html::page_with_status(
             axum::http::StatusCode::NOT_FOUND,

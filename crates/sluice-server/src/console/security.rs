@@ -1,20 +1,16 @@
 //! Security: ACLs, SCRAM users (names and mechanisms only: no secret is ever shown) and
 //! client quotas, each listed with forms to add and remove.
 
-use std::fmt::Write;
-use std::sync::Arc;
-
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, Uri};
+use axum::http::Uri;
 use axum::response::Response;
 use sluice_client::acl::{op, pattern, permission, resource, AclBinding, AclFilter};
 use sluice_client::admin::QuotaEntity;
 use sluice_client::{ScramAlteration, ScramMechanism};
+use std::fmt::Write;
 
 use super::form::Fields;
 use super::html::{self, esc};
-use super::{body_fields, failure, Console, Ctx, Sid};
+use super::{failure, Change, Ctx};
 
 const BACK: &str = "/security";
 const RESOURCES: [i8; 5] = [
@@ -31,15 +27,7 @@ const QUOTA_KEYS: [&str; 4] = [
     "controller_mutation_rate",
 ];
 
-pub(crate) async fn page(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    uri: Uri,
-) -> Response {
-    let ctx = match c.ctx(&sid) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn page(ctx: Ctx, uri: Uri) -> Response {
     let q = Fields::from_query(uri.query());
     let mut body = html::notice(q.get("msg"), q.get("err"));
     body.push_str(&acls(&ctx).await);
@@ -181,17 +169,7 @@ fn binding(form: &Fields) -> Result<AclBinding, String> {
     })
 }
 
-pub(crate) async fn add_acl(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = body_fields(&body);
-    let ctx = match c.post_ctx(&sid, &headers, &form) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn add_acl(Change(ctx, form): Change) -> Response {
     let b = match binding(&form) {
         Ok(b) => b,
         Err(e) => return html::redirect_with(BACK, "err", &e),
@@ -207,17 +185,7 @@ pub(crate) async fn add_acl(
     }
 }
 
-pub(crate) async fn delete_acl(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = body_fields(&body);
-    let ctx = match c.post_ctx(&sid, &headers, &form) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn delete_acl(Change(ctx, form): Change) -> Response {
     let b = match binding(&form) {
         Ok(b) => b,
         Err(e) => return html::redirect_with(BACK, "err", &e),
@@ -317,17 +285,7 @@ async fn alter_users(ctx: &Ctx, change: ScramAlteration, done: String) -> Respon
     }
 }
 
-pub(crate) async fn upsert_user(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = body_fields(&body);
-    let ctx = match c.post_ctx(&sid, &headers, &form) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn upsert_user(Change(ctx, form): Change) -> Response {
     let change = (|| {
         Ok::<_, String>(ScramAlteration::Upsert {
             user: form.get("user").to_string(),
@@ -345,17 +303,7 @@ pub(crate) async fn upsert_user(
     }
 }
 
-pub(crate) async fn delete_user(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = body_fields(&body);
-    let ctx = match c.post_ctx(&sid, &headers, &form) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn delete_user(Change(ctx, form): Change) -> Response {
     match mechanism(&form) {
         Ok(m) => {
             let user = form.get("user").to_string();
@@ -472,17 +420,7 @@ async fn alter_quota(ctx: &Ctx, form: &Fields, value: Option<f64>) -> Response {
     }
 }
 
-pub(crate) async fn set_quota(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = body_fields(&body);
-    let ctx = match c.post_ctx(&sid, &headers, &form) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn set_quota(Change(ctx, form): Change) -> Response {
     match form.get("value").parse::<f64>() {
         Ok(v) if v.is_finite() => alter_quota(&ctx, &form, Some(v)).await,
         _ => html::redirect_with(
@@ -493,16 +431,6 @@ pub(crate) async fn set_quota(
     }
 }
 
-pub(crate) async fn remove_quota(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = body_fields(&body);
-    let ctx = match c.post_ctx(&sid, &headers, &form) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn remove_quota(Change(ctx, form): Change) -> Response {
     alter_quota(&ctx, &form, None).await
 }

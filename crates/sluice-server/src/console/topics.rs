@@ -1,23 +1,20 @@
 //! Topics: the list (searched and paged on the server), creation, and a topic's page
 //! (partitions, configs with their sources, more partitions, deletion, a test message).
 
-use std::collections::{BTreeMap, HashMap};
-use std::fmt::Write;
-use std::sync::Arc;
-
-use axum::body::Bytes;
-use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::extract::Path;
+use axum::http::{StatusCode, Uri};
 use axum::response::Response;
 use bytes::Bytes as Buf;
 use sluice_client::admin::{AlterOp, ConfigResource, NewTopic, OffsetSpec};
 use sluice_client::cluster::TopicInfo;
 use sluice_client::{Admin, ProducerRecord, TopicPartition};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write;
 
 use super::form::{encode, Fields};
 use super::html::{self, esc};
 use super::overview::source_name;
-use super::{body_fields, failure, Console, Ctx, Sid};
+use super::{failure, Change, Ctx};
 
 /// Topics per page of the list.
 const PER_PAGE: usize = 50;
@@ -87,15 +84,7 @@ async fn sizes(admin: &Admin, topics: &[&TopicInfo]) -> HashMap<(String, i32), i
     out
 }
 
-pub(crate) async fn list(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    uri: Uri,
-) -> Response {
-    let ctx = match c.ctx(&sid) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn list(ctx: Ctx, uri: Uri) -> Response {
     let q = Fields::from_query(uri.query());
     let search = q.get("q").to_string();
     let internal = q.get("internal") == "1";
@@ -213,17 +202,7 @@ fn config_lines(text: &str) -> Result<Vec<(String, String)>, String> {
         .collect()
 }
 
-pub(crate) async fn create(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = body_fields(&body);
-    let ctx = match c.post_ctx(&sid, &headers, &form) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn create(Change(ctx, form): Change) -> Response {
     let name = form.get("name").to_string();
     let parsed = (|| {
         let partitions: i32 = form.number("partitions", -1)?;
@@ -256,16 +235,7 @@ pub(crate) async fn create(
     }
 }
 
-pub(crate) async fn show(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    Path(name): Path<String>,
-    uri: Uri,
-) -> Response {
-    let ctx = match c.ctx(&sid) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn show(ctx: Ctx, Path(name): Path<String>, uri: Uri) -> Response {
     let q = Fields::from_query(uri.query());
     let info = match ctx.admin().describe_topics(&[name.as_str()]).await {
         Ok(mut t) if !t.is_empty() => t.remove(0),
@@ -450,18 +420,7 @@ fn produce_form(ctx: &Ctx, enc: &str, partitions: usize) -> String {
     )
 }
 
-pub(crate) async fn delete(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = body_fields(&body);
-    let ctx = match c.post_ctx(&sid, &headers, &form) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn delete(Path(name): Path<String>, Change(ctx, form): Change) -> Response {
     let back = format!("/topics/{}", encode(&name));
     if form.get("confirm") != name {
         return html::redirect_with(
@@ -483,17 +442,9 @@ pub(crate) async fn delete(
 }
 
 pub(crate) async fn add_partitions(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
     Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
+    Change(ctx, form): Change,
 ) -> Response {
-    let form = body_fields(&body);
-    let ctx = match c.post_ctx(&sid, &headers, &form) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
     let back = format!("/topics/{}", encode(&name));
     let count: i32 = match form.number("count", 0) {
         Ok(n) => n,
@@ -509,18 +460,7 @@ pub(crate) async fn add_partitions(
     }
 }
 
-pub(crate) async fn alter_config(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = body_fields(&body);
-    let ctx = match c.post_ctx(&sid, &headers, &form) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn alter_config(Path(name): Path<String>, Change(ctx, form): Change) -> Response {
     let back = format!("/topics/{}", encode(&name));
     let key = form.get("key").to_string();
     let op = match form.get("op") {
@@ -554,18 +494,7 @@ fn header_lines(text: &str) -> Result<Vec<(String, Option<Buf>)>, String> {
         .collect()
 }
 
-pub(crate) async fn produce(
-    State(c): State<Arc<Console>>,
-    axum::Extension(sid): Sid,
-    Path(name): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    let form = body_fields(&body);
-    let ctx = match c.post_ctx(&sid, &headers, &form) {
-        Ok(ctx) => ctx,
-        Err(r) => return *r,
-    };
+pub(crate) async fn produce(Path(name): Path<String>, Change(ctx, form): Change) -> Response {
     let back = format!("/topics/{}", encode(&name));
     let mut record = ProducerRecord::new(name.as_str());
     let built = (|| {
