@@ -216,6 +216,32 @@ pub struct AclFilter {
 }
 
 impl AclFilter {
+    /// The filter every binding matches.
+    pub fn any() -> Self {
+        AclFilter {
+            resource_type: resource::ANY,
+            resource_name: None,
+            pattern_type: pattern::ANY,
+            principal: None,
+            host: None,
+            operation: op::ANY,
+            permission: permission::ANY,
+        }
+    }
+
+    /// The filter that matches `b` alone.
+    pub fn exact(b: &AclBinding) -> Self {
+        AclFilter {
+            resource_type: b.resource_type,
+            resource_name: Some(b.resource_name.clone()),
+            pattern_type: b.pattern_type,
+            principal: Some(b.principal.clone()),
+            host: Some(b.host.clone()),
+            operation: b.operation,
+            permission: b.permission,
+        }
+    }
+
     /// What DeleteAcls refuses in a filter.
     pub fn validate(&self) -> Result<(), String> {
         if self.resource_type <= 0 || self.resource_type > resource::USER {

@@ -887,15 +887,7 @@ async fn a_link_copies_the_sources_acls_and_follows_their_deletion() {
         )
         .await
         .unwrap();
-    let any = AclFilter {
-        resource_type: resource::ANY,
-        resource_name: None,
-        pattern_type: pattern::ANY,
-        principal: None,
-        host: None,
-        operation: op::ANY,
-        permission: permission::ANY,
-    };
+    let any = AclFilter::any();
     let dest_bootstrap = dest.bootstrap.clone();
     let wait_for = |want: Vec<AclBinding>| {
         let dest = dest_bootstrap.clone();

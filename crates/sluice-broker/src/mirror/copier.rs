@@ -597,7 +597,7 @@ impl Copier {
             return;
         }
         self.acls_synced = Some(tokio::time::Instant::now());
-        let source: HashSet<AclBinding> = match self.admin.describe_acls(&any_acl()).await {
+        let source: HashSet<AclBinding> = match self.admin.describe_acls(&AclFilter::any()).await {
             Ok(a) => a.into_iter().collect(),
             Err(e) => {
                 debug!(link = self.settings.name, error = %e, "reading the source's ACLs");
@@ -616,7 +616,7 @@ impl Copier {
             .acls
             .iter()
             .filter(|(id, b)| !source.contains(*b) && **id == copied_acl_id(link, b))
-            .map(|(_, b)| exact_filter(b))
+            .map(|(_, b)| AclFilter::exact(b))
             .collect();
         let api = self.manager.controller.api();
         if !missing.is_empty() {
@@ -714,33 +714,6 @@ impl Copier {
         if !matches!(r, Ok(Ok(()))) {
             warn!(topic, result = ?r, "could not sync the mirror topic's configs");
         }
-    }
-}
-
-/// A filter that matches every ACL.
-fn any_acl() -> AclFilter {
-    use sluice_protocol::acl::{op, pattern, permission, resource};
-    AclFilter {
-        resource_type: resource::ANY,
-        resource_name: None,
-        pattern_type: pattern::ANY,
-        principal: None,
-        host: None,
-        operation: op::ANY,
-        permission: permission::ANY,
-    }
-}
-
-/// A filter that matches `b` alone.
-fn exact_filter(b: &AclBinding) -> AclFilter {
-    AclFilter {
-        resource_type: b.resource_type,
-        resource_name: Some(b.resource_name.clone()),
-        pattern_type: b.pattern_type,
-        principal: Some(b.principal.clone()),
-        host: Some(b.host.clone()),
-        operation: b.operation,
-        permission: b.permission,
     }
 }
 

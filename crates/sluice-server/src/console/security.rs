@@ -45,16 +45,7 @@ fn hidden(name: &str, value: &str) -> String {
 
 async fn acls(ctx: &Ctx) -> String {
     let mut out = String::from("<section aria-labelledby=\"acls\"><h2 id=\"acls\">ACLs</h2>");
-    let filter = AclFilter {
-        resource_type: resource::ANY,
-        resource_name: None,
-        pattern_type: pattern::ANY,
-        principal: None,
-        host: None,
-        operation: op::ANY,
-        permission: permission::ANY,
-    };
-    match ctx.admin().describe_acls(&filter).await {
+    match ctx.admin().describe_acls(&AclFilter::any()).await {
         Ok(mut list) if !list.is_empty() => {
             list.sort_by(|a, b| {
                 (&a.principal, a.resource_type, &a.resource_name).cmp(&(
@@ -190,16 +181,7 @@ pub(crate) async fn delete_acl(Change(ctx, form): Change) -> Response {
         Ok(b) => b,
         Err(e) => return html::redirect_with(BACK, "err", &e),
     };
-    let filter = AclFilter {
-        resource_type: b.resource_type,
-        resource_name: Some(b.resource_name),
-        pattern_type: b.pattern_type,
-        principal: Some(b.principal.clone()),
-        host: Some(b.host),
-        operation: b.operation,
-        permission: b.permission,
-    };
-    match ctx.admin().delete_acls(&[filter]).await {
+    match ctx.admin().delete_acls(&[AclFilter::exact(&b)]).await {
         Ok(r) => match r.into_iter().next() {
             Some(Ok(removed)) => html::redirect_with(
                 BACK,
@@ -259,7 +241,7 @@ async fn users(ctx: &Ctx) -> String {
             out,
             "<h3>Add a user or change a password</h3><form method=\"post\" action=\"/security/users\" class=\"inline\">{}\
 <label>User <input name=\"user\" required autocomplete=\"off\"></label>\
-<label>Mechanism <select name=\"mechanism\"><option>SCRAM-SHA-256</option><option>SCRAM-SHA-512</option></select></label>\
+<label>Mechanism <select name=\"mechanism\"><option value=\"SCRAM-SHA-256\">SCRAM-SHA-256</option><option value=\"SCRAM-SHA-512\">SCRAM-SHA-512</option></select></label>\
 <label>Password <input name=\"password\" type=\"password\" required autocomplete=\"new-password\"></label>\
 <label>Iterations <input name=\"iterations\" type=\"number\" min=\"4096\" value=\"8192\"></label>\
 <button type=\"submit\">Save user</button></form>",
@@ -363,7 +345,7 @@ async fn quotas(ctx: &Ctx) -> String {
     if ctx.can_change() {
         let keys: String = QUOTA_KEYS
             .iter()
-            .map(|k| format!("<option>{k}</option>"))
+            .map(|k| format!("<option value=\"{k}\">{k}</option>"))
             .collect();
         let _ = write!(
             out,
