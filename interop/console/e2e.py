@@ -258,6 +258,14 @@ def flow(b, bootstrap):
     b.wait_text(f"Topic {topic} deleted.")
     b.shot("deleted")
 
+    # By now the node has sampled its traffic at least twice: the overview charts it.
+    def charted():
+        b.open("/")
+        return b.d.find_elements(By.CSS_SELECTOR, "figure.chart svg polyline.in")
+    b.wait("the traffic chart", charted)
+    check("peak" in b.text(), "the chart says its peak")
+    b.shot("overview-traffic")
+
 
 def readonly(b, bootstrap):
     admin = AdminClient({"bootstrap.servers": bootstrap})
@@ -363,11 +371,11 @@ def sasl(b, bootstrap):
     b.wait_text("ACL added for User:carol.")
     check("carol-app" in b.text(), "the new ACL is listed")
     b.shot("security")
-    b.d.find_element(By.XPATH, "//tr[td[normalize-space()='carol-app']]//button[normalize-space()='Remove']").click()
+    b.d.find_element(By.XPATH, "//tr[td[normalize-space()='carol-app']]//button[starts-with(normalize-space(), 'Remove')]").click()
     b.wait_text("1 ACL(s) of User:carol removed.")
-    b.d.find_element(By.XPATH, "//tr[td[normalize-space()='carol']]//button[normalize-space()='Remove']").click()
+    b.d.find_element(By.XPATH, "//tr[td[normalize-space()='carol']]//button[starts-with(normalize-space(), 'Remove')]").click()
     b.wait_text("SCRAM-SHA-512 credential of carol removed.")
-    b.d.find_element(By.XPATH, "//tr[td[code[normalize-space()='producer_byte_rate']]]//button[normalize-space()='Remove']").click()
+    b.d.find_element(By.XPATH, "//tr[td[code[normalize-space()='producer_byte_rate']]]//button[starts-with(normalize-space(), 'Remove')]").click()
     b.wait_text("producer_byte_rate of user-principal 'alice' removed.")
     check("carol-app" not in b.text() and "No client quotas." in b.text(), "all removed")
     b.shot("security-removed")

@@ -72,7 +72,11 @@ fn rates(samples: &[Sample]) -> Vec<(i64, f64, f64)> {
 
 /// A small line chart of the rates, as inline SVG (with a text summary for screen readers).
 fn chart(samples: &[Sample]) -> String {
-    let r = rates(samples);
+    let mut r = rates(samples);
+    if r.len() == 1 {
+        // One rate so far: a level line across the chart.
+        r.insert(0, r[0]);
+    }
     if r.is_empty() {
         return "<p class=\"muted\">No samples yet: the chart fills in every 10 seconds.</p>"
             .into();
@@ -84,7 +88,7 @@ fn chart(samples: &[Sample]) -> String {
         r.iter()
             .enumerate()
             .map(|(k, p)| {
-                let x = if r.len() == 1 { w } else { k as f64 / span * w };
+                let x = k as f64 / span * w;
                 format!("{x:.1},{:.1}", h - pick(p) / max * (h - 4.0))
             })
             .collect::<Vec<_>>()
@@ -95,7 +99,9 @@ fn chart(samples: &[Sample]) -> String {
         "<figure class=\"chart\"><svg viewBox=\"0 0 {w} {h}\" role=\"img\" aria-label=\"Bytes per second in and out over the last {mins} minutes\">\
 <polyline class=\"in\" points=\"{pin}\"/><polyline class=\"out\" points=\"{pout}\"/></svg>\
 <figcaption><span class=\"key in\">in</span> {lin}/s · <span class=\"key out\">out</span> {lout}/s now; peak {peak}/s over {mins} min (this node, produce in and fetch out)</figcaption></figure>",
-        mins = (r.len() * SAMPLE_EVERY.as_secs() as usize).div_ceil(60),
+        mins = (samples.len().saturating_sub(1) * SAMPLE_EVERY.as_secs() as usize)
+            .div_ceil(60)
+            .max(1),
         pin = line(|p| p.1),
         pout = line(|p| p.2),
         lin = html::bytes(last.1 as i64),
@@ -313,6 +319,8 @@ sluice_topic_bytes_out_total{topic=\"a\"} 10\n";
             ]),
             vec![(10_000, 100.0, 50.0), (20_000, 0.0, 20.0)]
         );
-        assert!(chart(&[s(0, 0.0, 0.0), s(10_000, 1000.0, 500.0)]).contains("<svg"));
+        let one = chart(&[s(0, 0.0, 0.0), s(10_000, 1000.0, 500.0)]);
+        assert!(one.contains("points=\"0.0,4.0 600.0,4.0\""), "{one}");
+        assert!(one.contains("100 B/s"), "{one}");
     }
 }

@@ -36,6 +36,11 @@ pub(crate) async fn page(ctx: Ctx, uri: Uri) -> Response {
     html::page(&ctx.frame(), "/security", "Security", &body)
 }
 
+/// Words a screen reader says and the page does not show (what a "Remove" removes).
+fn unseen(text: &str) -> String {
+    format!("<span class=\"visually-hidden\">{}</span>", esc(text))
+}
+
 fn hidden(name: &str, value: &str) -> String {
     format!(
         "<input type=\"hidden\" name=\"{name}\" value=\"{}\">",
@@ -76,7 +81,7 @@ async fn acls(ctx: &Ctx) -> String {
                 if ctx.can_change() {
                     let _ = write!(
                         out,
-                        "<td><form method=\"post\" action=\"/security/acls/delete\">{}{}{}{}{}{}{}{}<button type=\"submit\" class=\"link\">Remove</button></form></td>",
+                        "<td><form method=\"post\" action=\"/security/acls/delete\">{}{}{}{}{}{}{}{}<button type=\"submit\" class=\"link\">Remove{}</button></form></td>",
                         ctx.csrf_field(),
                         hidden("resource_type", &b.resource_type.to_string()),
                         hidden("resource_name", &b.resource_name),
@@ -85,6 +90,7 @@ async fn acls(ctx: &Ctx) -> String {
                         hidden("host", &b.host),
                         hidden("operation", &b.operation.to_string()),
                         hidden("permission", &b.permission.to_string()),
+                        unseen(&format!(" the ACL of {} on {}", b.principal, b.resource_name)),
                     );
                 }
                 out.push_str("</tr>");
@@ -219,10 +225,11 @@ async fn users(ctx: &Ctx) -> String {
                     if ctx.can_change() {
                         let _ = write!(
                             out,
-                            "<td><form method=\"post\" action=\"/security/users/delete\">{}{}{}<button type=\"submit\" class=\"link\">Remove</button></form></td>",
+                            "<td><form method=\"post\" action=\"/security/users/delete\">{}{}{}<button type=\"submit\" class=\"link\">Remove{}</button></form></td>",
                             ctx.csrf_field(),
                             hidden("user", &user),
                             hidden("mechanism", mechanism.name()),
+                            unseen(&format!(" {} of {user}", mechanism.name())),
                         );
                     }
                     out.push_str("</tr>");
@@ -328,10 +335,11 @@ async fn quotas(ctx: &Ctx) -> String {
                     if ctx.can_change() {
                         let _ = write!(
                             out,
-                            "<td><form method=\"post\" action=\"/security/quotas/delete\">{}{}{}<button type=\"submit\" class=\"link\">Remove</button></form></td>",
+                            "<td><form method=\"post\" action=\"/security/quotas/delete\">{}{}{}<button type=\"submit\" class=\"link\">Remove{}</button></form></td>",
                             ctx.csrf_field(),
                             entity_fields(&entity),
                             hidden("key", &key),
+                            unseen(&format!(" {key} of {}", entity.describe())),
                         );
                     }
                     out.push_str("</tr>");
