@@ -8,6 +8,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -124,4 +125,74 @@ fn the_console_is_served_guarded_and_can_be_turned_off() {
         page.contains("admin.http.console.listener NOPE is not a listener of this node"),
         "{page}"
     );
+}
+
+/// The overview row of broker `id`.
+fn broker_row(page: &str, id: i32) -> Option<&str> {
+    let start = page.find(&format!("href=\"/brokers/{id}\""))?;
+    let row = &page[start..];
+    Some(&row[..row.find("</tr>")?])
+}
+
+/// Three nodes: any node's console shows the whole cluster (every topic, every broker) and
+/// charts the traffic of all three (each node's own samples, fetched from its admin
+/// listener); a killed broker does not break the pages: it is shown fenced, and left out of
+/// the chart with the reason.
+#[test]
+fn any_node_shows_the_whole_cluster_and_a_dead_broker() {
+    let mut configs = sluice_testkit::combined_nodes(&[
+        "broker.session.timeout.ms=4000",
+        "broker.heartbeat.interval.ms=500",
+    ]);
+    // Fixed admin ports: a node finds the others' in their configs (port 0 is not there).
+    for c in &mut configs {
+        c.push(format!("admin.http.listener=127.0.0.1:{}", free_port()));
+    }
+    let mut nodes = TestServer::start_all(sluice_bin(), &configs);
+    create_topic(&nodes[0].bootstrap, "spread", 6, &[]);
+    let p = producer(&nodes[1].bootstrap, &[]);
+    let records: Vec<_> = (0..600)
+        .map(|i| (format!("k{i}").into_bytes(), vec![b'v'; 200], None))
+        .collect();
+    produce_all(&p, "spread", &records);
+    let admins: Vec<String> = nodes.iter().map(|n| n.admin().expect("admin")).collect();
+
+    for a in &admins {
+        let (status, page) = http_get(a, "/topics");
+        assert_eq!(status, 200, "{page}");
+        assert!(page.contains(">spread</a>"), "{page}");
+    }
+    // Every node samples every 10 s: the chart is there once each has two samples.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let page = loop {
+        let (_, page) = http_get(&admins[0], "/");
+        if page.contains("(3 brokers: produce in, fetch out)")
+            && page.contains("polyline class=\"in\"")
+        {
+            break page;
+        }
+        assert!(Instant::now() < deadline, "no 3-broker chart:\n{page}");
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    for id in 1..=3 {
+        let row = broker_row(&page, id).unwrap_or_else(|| panic!("broker {id} row:\n{page}"));
+        assert!(row.contains("alive"), "{row}");
+    }
+
+    nodes[2].kill();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, page) = http_get(&admins[0], "/");
+        assert_eq!(status, 200, "{page}");
+        if broker_row(&page, 3).is_some_and(|r| r.contains("fenced"))
+            && page.contains("(2 brokers: produce in, fetch out)")
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "broker 3 never shown fenced:\n{page}"
+        );
+        std::thread::sleep(Duration::from_millis(500));
+    }
 }

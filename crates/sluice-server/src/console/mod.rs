@@ -440,6 +440,7 @@ pub(crate) fn router(config: ConsoleConfig, node_id: i32) -> (Router, Arc<Consol
             with_session,
         ))
         .route("/console.css", get(stylesheet))
+        .route("/api/traffic", get(overview::traffic_json))
         .with_state(Arc::clone(&console));
     (pages, console)
 }
