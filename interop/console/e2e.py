@@ -178,6 +178,20 @@ def flow(b, bootstrap):
     check('"from": "console"' in body and "page-key-0" in body and "trace" in body and "t-0" in body,
           "the page's records are shown with key, JSON value and header")
     b.shot("browse-json")
+    # From a time (UTC, as the form writes it): an hour ago is before every record.
+    hour_ago = time.strftime("%Y-%m-%dT%H:%M", time.gmtime(time.time() - 3600))
+    b.open(f"/topics/{topic}/messages?partition=0&from=timestamp&timestamp={hour_ago}&order=oldest&limit=1")
+    b.wait_text("page-key-0")
+    check("page-key-1" not in b.text(), "one record per page from the time")
+    # A long value is cut, the rest behind "Show all".
+    for part in range(3):
+        b.open(f"/topics/{topic}/messages?partition={part}&from=earliest&limit=200&filter=bulk+value+7+")
+        if "Show all" in b.text():
+            break
+    long_value = len("bulk value 7 ") + 1500
+    b.wait_text(f"Show all ({long_value:,} bytes)")
+    b.d.find_element(By.XPATH, "//summary[starts-with(normalize-space(), 'Show all')]").click()
+    b.shot("show-all")
     b.open(f"/topics/{topic}/messages?partition=0&filter=page-key-3")
     b.wait_text("1 matching")
     check("page-key-3" in b.text() and "page-key-2" not in b.text(), "the filter keeps the match only")
@@ -299,6 +313,11 @@ def sasl(b, bootstrap):
     for f in admin.create_acls([acl]).values():
         f.result(30)
 
+    # Offsets of a group alice may not describe (committed by the PLAINTEXT super user).
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "bob-group"})
+    c.commit(offsets=[TopicPartition("bob-secret", 0, 0)], asynchronous=False)
+    c.close()
+
     b.open("/")
     b.wait_h1("Sign in")
     b.shot("sign-in")
@@ -320,6 +339,9 @@ def sasl(b, bootstrap):
     b.wait_text("alice-orders")
     check("bob-secret" not in b.text(), "a topic alice may not describe is not listed")
     b.shot("alice-topics")
+    b.open("/groups")
+    b.wait_h1("Consumer groups")
+    check("bob-group" not in b.text(), "a group alice may not describe is not listed")
     b.open("/topics/bob-secret")
     check("may not describe" in b.text() or "not allowed" in b.text(),
           f"bob-secret's page is refused: {b.text()}")
@@ -345,6 +367,8 @@ def sasl(b, bootstrap):
     b.open("/topics")
     b.wait_text("bob-secret")
     check("alice-orders" in b.text(), "admin sees every topic")
+    b.open("/groups")
+    b.wait_text("bob-group")
     b.shot("admin-topics")
     b.open("/security")
     b.wait_h1("Security")
