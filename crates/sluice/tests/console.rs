@@ -64,14 +64,15 @@ fn a_read_only_console_changes_nothing() {
 }
 
 /// A SASL cluster: the console asks who signs in (a wrong password is refused), acts as
-/// that user (ACLs filter the topics listed and refuse what the user may not do), signs
-/// out, and refuses a form without the session's CSRF token.
+/// that user (ACLs filter the topics and groups listed and refuse what the user may not
+/// do), signs out, and refuses a form without the session's CSRF token; a SCRAM user made
+/// on the security page signs in with SCRAM-SHA-512.
 #[test]
 fn on_a_sasl_cluster_the_console_signs_in_and_acls_apply() {
     let jaas = "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_alice=\"alice-pw\" user_admin=\"admin-pw\";";
     let server = start(&[
         "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
-        "sasl.enabled.mechanisms=PLAIN",
+        "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
         jaas,
         "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users=User:admin;User:ANONYMOUS",
