@@ -942,17 +942,8 @@ async fn a_link_copies_the_sources_acls_and_follows_their_deletion() {
     // (the copied ACLs are known by their ids, not by the memory of the broker that
     // copied them). The ACL made here stays though the source deleted its twin.
     dest.kill();
-    let exact = |b: &AclBinding| AclFilter {
-        resource_type: b.resource_type,
-        resource_name: Some(b.resource_name.clone()),
-        pattern_type: b.pattern_type,
-        principal: Some(b.principal.clone()),
-        host: Some(b.host.clone()),
-        operation: b.operation,
-        permission: b.permission,
-    };
     for r in admin(&source.bootstrap)
-        .delete_acls(&[exact(&from_source[0]), exact(&shared)])
+        .delete_acls(&[AclFilter::exact(&from_source[0]), AclFilter::exact(&shared)])
         .await
         .unwrap()
     {
