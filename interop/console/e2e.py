@@ -122,6 +122,22 @@ def check(cond, msg):
         fail(msg)
 
 
+def sign_in(b, user, password, mechanism="PLAIN", enter=False):
+    """Fill the sign-in form and send it (with Enter in the password field, or the button)."""
+    b.fill("username", user)
+    b.fill("password", password)
+    b.choose("mechanism", mechanism)
+    if enter:
+        b.field("password").send_keys(Keys.ENTER)
+    else:
+        b.press("Sign in")
+
+
+def sign_out(b):
+    b.press("Sign out")
+    b.wait_h1("Sign in")
+
+
 def total_lag(b):
     return int(b.d.find_element(By.ID, "total-lag").text.replace(",", ""))
 
@@ -321,16 +337,10 @@ def sasl(b, bootstrap):
     b.open("/")
     b.wait_h1("Sign in")
     b.shot("sign-in")
-    b.fill("username", "alice")
-    b.fill("password", "wrong")
-    b.choose("mechanism", "PLAIN")
-    b.press("Sign in")
+    sign_in(b, "alice", "wrong")
     b.wait_text("Sign-in failed")
     b.shot("sign-in-refused")
-    b.fill("username", "alice")
-    b.fill("password", "alice-pw")
-    b.choose("mechanism", "PLAIN")
-    b.field("password").send_keys(Keys.ENTER)
+    sign_in(b, "alice", "alice-pw", enter=True)
     b.wait_h1("Overview")
     check("User:alice" in b.text(), "the header names the user")
 
@@ -354,15 +364,11 @@ def sasl(b, bootstrap):
     status, text = b.post("/topics", "name=alice-forged&partitions=1")
     check(status == 403 and "came from another site" in text, f"a POST without the token is refused: {status}")
     b.open("/topics")
-    b.press("Sign out")
-    b.wait_h1("Sign in")
+    sign_out(b)
     b.open("/topics")
     b.wait_h1("Sign in")
 
-    b.fill("username", "admin")
-    b.fill("password", "admin-pw")
-    b.choose("mechanism", "PLAIN")
-    b.press("Sign in")
+    sign_in(b, "admin", "admin-pw")
     b.wait_h1("Overview")
     b.open("/topics")
     b.wait_text("bob-secret")
@@ -397,21 +403,13 @@ def sasl(b, bootstrap):
     b.shot("security")
 
     # carol signs in with the SCRAM credential just made.
-    b.press("Sign out")
-    b.wait_h1("Sign in")
-    b.fill("username", "carol")
-    b.fill("password", "carol-secret")
-    b.choose("mechanism", "SCRAM-SHA-512")
-    b.press("Sign in")
+    sign_out(b)
+    sign_in(b, "carol", "carol-secret", "SCRAM-SHA-512")
     b.wait_h1("Overview")
     check("User:carol" in b.text(), "carol is signed in over SCRAM-SHA-512")
     b.shot("carol-scram")
-    b.press("Sign out")
-    b.wait_h1("Sign in")
-    b.fill("username", "admin")
-    b.fill("password", "admin-pw")
-    b.choose("mechanism", "PLAIN")
-    b.press("Sign in")
+    sign_out(b)
+    sign_in(b, "admin", "admin-pw")
     b.wait_h1("Overview")
     b.open("/security")
     b.wait_h1("Security")
