@@ -52,6 +52,13 @@ impl AbortedTxn {
     }
 }
 
+/// The entries of a `.txnindex` file's bytes (a remote copy's); unreadable ones skipped.
+pub fn decode_entries(bytes: &[u8]) -> impl Iterator<Item = AbortedTxn> + '_ {
+    bytes
+        .chunks_exact(ENTRY_BYTES)
+        .filter_map(AbortedTxn::decode)
+}
+
 #[derive(Debug, Default)]
 pub struct TxnIndex {
     /// Aborted transactions by marker offset.
