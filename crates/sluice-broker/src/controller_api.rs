@@ -91,6 +91,15 @@ pub trait ControllerApi: Send + Sync + 'static {
         refused("keep client-metrics subscriptions")
     }
 
+    /// Record a remote log segment's new state (tiered storage), as this partition's leader.
+    fn remote_log_segment(
+        &self,
+        segment: &sluice_metadata::remote::RemoteSegment,
+    ) -> Call<'_, Result<(), ApiError>> {
+        let _ = segment;
+        refused("keep remote log metadata")
+    }
+
     /// AlterPartition: commit a leader's ISR change.
     fn alter_partition(&self, change: &IsrChange) -> Call<'_, Result<(), ApiError>> {
         let _ = change;

@@ -4,6 +4,8 @@
 //! # Layout
 //! - [`controller`]: [`Controller`], the pure planner: request + image -> outcome + records.
 //! - [`placement`], [`election`]: pure replica placement and leader election.
+//! - [`remote_log`]: remote log metadata changes (tiered storage), checked against the
+//!   partition's leader and epoch.
 //! - [`quorum`]: [`QuorumController`], a controller node: Raft, the active controller's
 //!   duties (writes, broker liveness), the controller listener.
 //! - [`raft`]: openraft glue — storage in `__cluster_metadata-0`, snapshots, RPCs.
@@ -18,6 +20,7 @@ pub mod placement;
 pub mod quorum;
 pub mod raft;
 pub mod reassign;
+pub mod remote_log;
 pub mod rpc;
 pub mod transport;
 pub mod wire;

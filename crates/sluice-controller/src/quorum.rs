@@ -1003,6 +1003,12 @@ impl QuorumController {
                 };
                 Ok((offset, ReplyBody::Token(Box::new(out))))
             }
+            ControllerRequest::RemoteLogSegment { node_id, segment } => {
+                match crate::remote_log::remote_log_segment(&image, node_id, &segment) {
+                    Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
+                    Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),
+                }
+            }
             ControllerRequest::AlterPartition(c) => match p.alter_partition(&image, &c) {
                 Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
                 Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),

@@ -10,6 +10,7 @@ use sluice_metadata::controller_types::{
 use sluice_metadata::image::QuotaEntity;
 use sluice_metadata::image::ScramEntry;
 use sluice_metadata::record::{Endpoint, TokenRecord};
+use sluice_metadata::remote::RemoteSegment;
 use sluice_metadata::{MetadataRecord, Uuid};
 use sluice_protocol::ErrorCode;
 
@@ -124,6 +125,11 @@ pub enum ControllerRequest {
     },
     /// Create, Renew or ExpireDelegationToken.
     DelegationToken(TokenRequest),
+    /// A leader records a remote log segment's new state (tiered storage).
+    RemoteLogSegment {
+        node_id: i32,
+        segment: RemoteSegment,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -471,6 +477,11 @@ impl ControllerRequest {
             ControllerRequest::UnregisterBroker(node_id) => {
                 w.u8(19).i32(*node_id);
             }
+            ControllerRequest::RemoteLogSegment { node_id, segment } => {
+                w.u8(26)
+                    .i32(*node_id)
+                    .bytes(&MetadataRecord::RemoteLogSegment(segment.clone()).encode());
+            }
             ControllerRequest::ObserveQuorum(c) => {
                 w.u8(20);
                 put_controller(&mut w, c);
@@ -642,6 +653,15 @@ impl ControllerRequest {
             },
             17 => ControllerRequest::DescribeQuorum,
             19 => ControllerRequest::UnregisterBroker(r.i32()?),
+            26 => {
+                let node_id = r.i32()?;
+                match MetadataRecord::decode(r.bytes()?) {
+                    Ok(MetadataRecord::RemoteLogSegment(segment)) => {
+                        ControllerRequest::RemoteLogSegment { node_id, segment }
+                    }
+                    _ => return Err(WireError("bad remote log segment")),
+                }
+            }
             20 => ControllerRequest::ObserveQuorum(get_controller(&mut r)?),
             21 => ControllerRequest::AddVoter(get_controller(&mut r)?),
             25 => ControllerRequest::UpdateVoter(get_controller(&mut r)?),
@@ -1276,6 +1296,22 @@ mod tests {
             },
             ControllerRequest::DescribeQuorum,
             ControllerRequest::UnregisterBroker(3),
+            ControllerRequest::RemoteLogSegment {
+                node_id: 2,
+                segment: RemoteSegment {
+                    topic_id: Uuid::from_bytes([5; 16]),
+                    partition: 1,
+                    segment_id: Uuid::from_bytes([6; 16]),
+                    base_offset: 10,
+                    end_offset: 20,
+                    max_timestamp_ms: 7,
+                    size_bytes: 1000,
+                    broker_id: 2,
+                    leader_epoch: 4,
+                    epochs: vec![(4, 10)],
+                    state: sluice_metadata::remote::RemoteSegmentState::CopyStarted,
+                },
+            },
             ControllerRequest::ObserveQuorum(ControllerSpec {
                 node_id: 4,
                 directory_id: Uuid::from_bytes([4; 16]),

@@ -3,11 +3,13 @@
 //! `Arc<MetadataImage>` and react to [`PartitionDelta`] between two images.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
 
 use uuid::Uuid;
 
 use crate::acl::AclBinding;
 use crate::record::{Endpoint, MetadataRecord, TokenRecord};
+use crate::remote::RemoteLog;
 
 /// Config resource types (Kafka's `ConfigResource.Type` codes).
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -89,6 +91,9 @@ pub struct MetadataImage {
     pub controllers: BTreeMap<i32, ControllerRegistration>,
     /// Delegation tokens, by token id.
     pub tokens: BTreeMap<String, TokenRecord>,
+    /// Remote log metadata (tiered storage) by (topic id, partition). Shared: an image is
+    /// cloned for every change, and these lists change once per segment copied or deleted.
+    pub remote_logs: BTreeMap<(Uuid, i32), Arc<RemoteLog>>,
 }
 
 /// A controller's metadata log directory id and controller listener endpoints.
@@ -336,7 +341,16 @@ impl MetadataImage {
                 self.features.insert(name.clone(), *level);
                 self.features_epoch = offset;
             }
+            MetadataRecord::RemoteLogSegment(seg) => {
+                let key = (seg.topic_id, seg.partition);
+                let log = self.remote_logs.entry(key).or_default();
+                Arc::make_mut(log).apply(seg);
+                if log.segments.is_empty() {
+                    self.remote_logs.remove(&key);
+                }
+            }
             MetadataRecord::RemoveTopic { topic_id } => {
+                self.remote_logs.retain(|(t, _), _| t != topic_id);
                 if let Some(name) = self.topic_names.remove(topic_id) {
                     self.topics.remove(&name);
                     self.configs.remove(&(RESOURCE_TOPIC, name));
@@ -437,6 +451,13 @@ impl MetadataImage {
                 });
             }
         }
+        for log in self.remote_logs.values() {
+            out.extend(
+                log.segments
+                    .iter()
+                    .map(|s| MetadataRecord::RemoteLogSegment(s.clone())),
+            );
+        }
         for (name, level) in &self.features {
             out.push(MetadataRecord::FeatureLevel {
                 name: name.clone(),
@@ -444,6 +465,11 @@ impl MetadataImage {
             });
         }
         out
+    }
+
+    /// A partition's remote segments (tiered storage), if any.
+    pub fn remote_log(&self, topic_id: &Uuid, partition: i32) -> Option<&Arc<RemoteLog>> {
+        self.remote_logs.get(&(*topic_id, partition))
     }
 
     pub fn topic(&self, name: &str) -> Option<&TopicImage> {

@@ -10,12 +10,15 @@
 //! - [`topic`]: topic name rules and the internal topic names.
 //! - [`controller_types`]: requests to and answers from the controller.
 //! - [`features`]: feature flags (`metadata.version`): supported and finalized levels.
+//! - [`remote`]: remote log metadata (tiered storage): the segments copied to the object
+//!   store, per partition.
 
 pub mod config;
 pub mod controller_types;
 pub mod features;
 pub mod image;
 pub mod record;
+pub mod remote;
 pub mod topic;
 
 pub use config::BrokerConfig;

@@ -11,6 +11,7 @@ use uuid::Uuid;
 
 use crate::acl::AclBinding;
 use crate::image::{QuotaEntity, QuotaValue};
+use crate::remote::{RemoteSegment, RemoteSegmentState};
 
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Endpoint {
@@ -113,6 +114,8 @@ pub enum MetadataRecord {
     DelegationToken(TokenRecord),
     /// A delegation token was removed (expired by request or by the controller's sweep).
     RemoveDelegationToken { token_id: String },
+    /// A remote log segment (tiered storage) changed state; see [`crate::remote`].
+    RemoteLogSegment(RemoteSegment),
 }
 
 /// A delegation token as the metadata log holds it. Principals as `Type:name`; times in ms
@@ -474,6 +477,24 @@ impl MetadataRecord {
                     None => w.i8(0),
                 }
             }
+            MetadataRecord::RemoteLogSegment(seg) => {
+                w.0.extend_from_slice(&[30, 0]);
+                w.uuid(&seg.topic_id);
+                w.i32(seg.partition);
+                w.uuid(&seg.segment_id);
+                w.i64(seg.base_offset);
+                w.i64(seg.end_offset);
+                w.i64(seg.max_timestamp_ms);
+                w.i64(seg.size_bytes);
+                w.i32(seg.broker_id);
+                w.i32(seg.leader_epoch);
+                w.i32(seg.epochs.len() as i32);
+                for (epoch, start) in &seg.epochs {
+                    w.i32(*epoch);
+                    w.i64(*start);
+                }
+                w.i8(seg.state as i8);
+            }
         }
         w.0
     }
@@ -644,6 +665,39 @@ impl MetadataRecord {
                 })
             }
             (19, 0) => MetadataRecord::RemoveDelegationToken { token_id: r.str()? },
+            (30, 0) => {
+                let topic_id = r.uuid()?;
+                let partition = r.i32()?;
+                let segment_id = r.uuid()?;
+                let base_offset = r.i64()?;
+                let end_offset = r.i64()?;
+                let max_timestamp_ms = r.i64()?;
+                let size_bytes = r.i64()?;
+                let broker_id = r.i32()?;
+                let leader_epoch = r.i32()?;
+                let n = r.i32()?;
+                if n < 0 || n as usize > r.buf.len() / 12 {
+                    return Err(RecordError::Truncated);
+                }
+                let epochs = (0..n)
+                    .map(|_| Ok((r.i32()?, r.i64()?)))
+                    .collect::<Result<_, RecordError>>()?;
+                let state =
+                    RemoteSegmentState::from_i8(r.u8()? as i8).ok_or(RecordError::Truncated)?;
+                MetadataRecord::RemoteLogSegment(RemoteSegment {
+                    topic_id,
+                    partition,
+                    segment_id,
+                    base_offset,
+                    end_offset,
+                    max_timestamp_ms,
+                    size_bytes,
+                    broker_id,
+                    leader_epoch,
+                    epochs,
+                    state,
+                })
+            }
             (t, v) => return Err(RecordError::UnknownType(t, v)),
         };
         if !r.buf.is_empty() {
@@ -808,6 +862,19 @@ mod tests {
             MetadataRecord::RemoveDelegationToken {
                 token_id: "tok".into(),
             },
+            MetadataRecord::RemoteLogSegment(RemoteSegment {
+                topic_id: Uuid::from_bytes([3; 16]),
+                partition: 2,
+                segment_id: Uuid::from_bytes([4; 16]),
+                base_offset: 100,
+                end_offset: 199,
+                max_timestamp_ms: 1_700_000_000_000,
+                size_bytes: 1 << 30,
+                broker_id: 1,
+                leader_epoch: 5,
+                epochs: vec![(4, 100), (5, 150)],
+                state: RemoteSegmentState::CopyFinished,
+            }),
         ]
     }
 

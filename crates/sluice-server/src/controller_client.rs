@@ -317,6 +317,22 @@ impl ControllerApi for ControllerClient {
         )
     }
 
+    fn remote_log_segment(
+        &self,
+        segment: &sluice_metadata::remote::RemoteSegment,
+    ) -> Call<'_, Result<(), ApiError>> {
+        self.ask(
+            ControllerRequest::RemoteLogSegment {
+                node_id: self.node_id,
+                segment: segment.clone(),
+            },
+            |b| match b {
+                ReplyBody::Done(r) => Ok(r),
+                other => Err(other),
+            },
+        )
+    }
+
     fn unregister_broker(&self, node_id: i32) -> Call<'_, Result<(), ApiError>> {
         self.ask(ControllerRequest::UnregisterBroker(node_id), |b| match b {
             ReplyBody::Done(r) => Ok(r),
