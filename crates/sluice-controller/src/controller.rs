@@ -52,6 +52,10 @@ pub struct ControllerDefaults {
     /// The `group.*` configs group configs take their bounds from (see
     /// `sluice_metadata::config::group::group_broker_keys`).
     pub group_settings: BTreeMap<String, String>,
+    /// This node's static config: topic configs' broker defaults, and
+    /// `remote.log.storage.system.enable` (Kafka checks tiered topics against the
+    /// controller's own).
+    pub broker: sluice_metadata::BrokerConfig,
 }
 
 pub struct Controller {
@@ -393,6 +397,12 @@ impl Controller {
         .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
         validate_mirror_changes(image, &BTreeMap::new(), &spec.configs)
             .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
+        let overrides: BTreeMap<String, String> = spec
+            .configs
+            .iter()
+            .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
+            .collect();
+        self.validate_tiered(&BTreeMap::new(), &overrides)?;
         let brokers = live(image);
         let assignments = if spec.assignments.is_empty() {
             let rf =
@@ -598,6 +608,15 @@ impl Controller {
         validate_topic_configs(sets).map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
         validate_mirror_changes(image, &image.topic_configs(name), changes)
             .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
+        let old = image.topic_configs(name);
+        let mut new = old.clone();
+        for (k, v) in changes {
+            match v {
+                Some(v) => new.insert(k.clone(), v.clone()),
+                None => new.remove(k),
+            };
+        }
+        self.validate_tiered(&old, &new)?;
         // Removing a config this broker does not know is a no-op, as in Kafka (MirrorMaker 2
         // removes every config that is at its default on its source, newer ones included);
         // setting one is refused.
@@ -623,6 +642,23 @@ impl Controller {
             .collect();
         records.extend(promotion_records(image, name, changes));
         Ok(records)
+    }
+
+    /// Kafka's tiered-storage config rules, with this node's flag and broker defaults.
+    fn validate_tiered(
+        &self,
+        old: &BTreeMap<String, String>,
+        new: &BTreeMap<String, String>,
+    ) -> Result<(), ApiError> {
+        let broker = &self.defaults.broker;
+        let default = |k: &str| broker.topic_default(k).map(|(v, _)| v);
+        sluice_metadata::config::validate_tiered_storage(
+            broker.remote_storage_enabled(),
+            &default,
+            old,
+            new,
+        )
+        .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))
     }
 
     /// UnregisterBroker: as Kafka, the broker leaves every ISR (but one it is the last member
@@ -1633,6 +1669,7 @@ mod tests {
             min_insync_replicas: 1,
             tokens: Default::default(),
             group_settings: Default::default(),
+            broker: Default::default(),
         });
         let mut image = MetadataImage::empty();
         let (first, records) = c.allocate_producer_ids(&image, 1, 1000);
@@ -1665,6 +1702,7 @@ mod tests {
             min_insync_replicas: 1,
             tokens: settings,
             group_settings: Default::default(),
+            broker: Default::default(),
         });
         let mut image = MetadataImage::empty();
         let apply = |image: &mut MetadataImage, records: Vec<MetadataRecord>| {
@@ -1738,6 +1776,7 @@ mod tests {
             min_insync_replicas: 1,
             tokens: TokenSettings::default(),
             group_settings: Default::default(),
+            broker: Default::default(),
         });
         assert_eq!(
             code(&off.delegation_token(&image, 1, &create).0),
@@ -1761,6 +1800,7 @@ mod tests {
                     min_insync_replicas: 1,
                     tokens: Default::default(),
                     group_settings: Default::default(),
+                    broker: Default::default(),
                 }),
                 image: MetadataImage::empty(),
             };

@@ -33,6 +33,7 @@ fn config(id: i32, voters: &BTreeMap<u64, String>, dir: &std::path::Path) -> Quo
             min_insync_replicas: 1,
             tokens: Default::default(),
             group_settings: Default::default(),
+            broker: Default::default(),
         },
         auto_leader_rebalance: false,
         imbalance_check_ms: 300_000,

@@ -17,7 +17,10 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use sluice_protocol::batch::{verify_crc, BatchHeader, BATCH_HEADER_LEN};
+use sluice_protocol::batch::{
+    for_each_record, verify_crc, BatchHeader, BatchIter, RecordLimits, TimestampType,
+    BATCH_HEADER_LEN,
+};
 use sluice_storage::txn_index::AbortedTxn;
 use sluice_storage::FileSlice;
 
@@ -157,6 +160,69 @@ impl RemoteReader {
                 min_one_batch,
             ));
         }
+    }
+
+    /// The first record of `seg` at or after `min_offset` whose timestamp is at least
+    /// `target`: (offset, timestamp). The remote time index says where to start; batches are
+    /// read from there (through the chunk cache) and their records looked at.
+    pub async fn offset_for_timestamp(
+        &self,
+        seg: &RemoteSegmentRef,
+        target: i64,
+        min_offset: i64,
+    ) -> Result<Option<(i64, i64)>, RemoteError> {
+        let times = self.index(seg, "timeindex").await?;
+        // Entries (12 bytes): the largest timestamp so far (i64) at an offset relative to the
+        // base (u32). Every record up to an entry's offset is no later than its timestamp.
+        let entries: Vec<(i64, i64)> = times
+            .chunks_exact(12)
+            .map(|e| {
+                let mut ts = [0u8; 8];
+                ts.copy_from_slice(&e[..8]);
+                let rel = u32::from_be_bytes([e[8], e[9], e[10], e[11]]);
+                (i64::from_be_bytes(ts), seg.base_offset + i64::from(rel))
+            })
+            .collect();
+        let before = entries.partition_point(|(ts, _)| *ts < target);
+        let mut offset = before
+            .checked_sub(1)
+            .map_or(seg.base_offset, |i| entries[i].1)
+            .max(min_offset)
+            .max(seg.base_offset);
+        let mut buf = Vec::new();
+        while offset <= seg.end_offset {
+            let Some(read) = self.read(seg, offset, 1 << 20, i64::MAX, true).await? else {
+                return Ok(None);
+            };
+            buf.clear();
+            read.slice
+                .read_into(&mut buf)
+                .map_err(|e| RemoteError::io(std::path::Path::new("remote-cache"), e))?;
+            for (h, bytes) in BatchIter::new(&buf).map_while(Result::ok) {
+                if h.max_timestamp < target || h.last_offset() < min_offset {
+                    continue;
+                }
+                let mut found = None;
+                let _ = for_each_record(bytes, RecordLimits::default(), |r| {
+                    let o = h.base_offset.wrapping_add(i64::from(r.offset_delta));
+                    let ts = match h.timestamp_type() {
+                        TimestampType::LogAppendTime => h.max_timestamp,
+                        TimestampType::CreateTime => {
+                            h.base_timestamp.wrapping_add(r.timestamp_delta)
+                        }
+                    };
+                    if found.is_none() && ts >= target && o >= min_offset {
+                        found = Some((o, ts));
+                    }
+                    Ok(())
+                });
+                if found.is_some() {
+                    return Ok(found);
+                }
+            }
+            offset = read.next_offset;
+        }
+        Ok(None)
     }
 
     /// The aborted transactions of `segs` (a remote segment and those after it, in order)

@@ -56,6 +56,8 @@ pub enum NodeError {
     Sasl(String),
     #[error("{0}")]
     InterBroker(String),
+    #[error("tiered storage: {0}")]
+    Tier(#[from] sluice_remote::RemoteError),
     #[error("cannot listen on {addr}: {source}")]
     Bind {
         addr: String,
@@ -528,6 +530,7 @@ impl Node {
                         .into_iter()
                         .filter_map(|k| config.value(k).map(|v| (k.to_string(), v)))
                         .collect(),
+                    broker: config.as_ref().clone(),
                 },
             })
             .await
@@ -681,6 +684,18 @@ impl Node {
             Arc::clone(&config),
             Arc::clone(&cache),
         ));
+        let tier = match &config.settings().tier {
+            t if t.enabled => {
+                let first = log_dirs
+                    .first()
+                    .cloned()
+                    .unwrap_or_else(|| PathBuf::from("."));
+                let tier = Arc::new(sluice_broker::replica::tier::Tier::open(t, &first)?);
+                replicas.set_tier(Arc::clone(&tier));
+                Some(tier)
+            }
+            _ => None,
+        };
         replicas.load_existing(&image, now)?;
         let (failed_dirs_tx, failed_dirs_rx) = tokio::sync::mpsc::unbounded_channel();
         logs.on_dir_failure(Box::new(move |dir| {
@@ -799,6 +814,14 @@ impl Node {
         stores.apply();
         tokio::spawn(stores.follow(shutdown_rx.clone()));
 
+        if let Some(tier) = tier {
+            tokio::spawn(sluice_broker::replica::tier::copy::run_tier_tasks(
+                Arc::clone(&replicas),
+                Arc::clone(controller.api()),
+                tier,
+                shutdown_rx.clone(),
+            ));
+        }
         tokio::spawn(sluice_broker::replica::isr::run_isr_checks(
             Arc::clone(&replicas),
             Arc::clone(&cache),

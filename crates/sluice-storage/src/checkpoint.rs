@@ -60,53 +60,73 @@ fn read_lines(path: &Path) -> Result<Vec<Vec<String>>, LogError> {
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(LogError::io(path, e)),
     };
+    parse_lines(&text).map_err(|m| invalid(path, m))
+}
+
+fn parse_lines(text: &str) -> Result<Vec<Vec<String>>, String> {
     let mut lines = text.lines();
     if lines.next().map(str::trim) != Some("0") {
-        return Err(invalid(path, "unsupported checkpoint version"));
+        return Err("unsupported checkpoint version".into());
     }
     let count: usize = lines
         .next()
         .and_then(|l| l.trim().parse().ok())
-        .ok_or_else(|| invalid(path, "bad entry count"))?;
+        .ok_or("bad entry count")?;
     let rows: Vec<Vec<String>> = lines
         .filter(|l| !l.trim().is_empty())
         .map(|l| l.split_whitespace().map(str::to_owned).collect())
         .collect();
     if rows.len() != count {
-        return Err(invalid(
-            path,
-            format!("expected {count} entries, found {}", rows.len()),
-        ));
+        return Err(format!("expected {count} entries, found {}", rows.len()));
     }
     Ok(rows)
 }
 
-fn write_lines(path: &Path, rows: &[String]) -> Result<(), LogError> {
+/// `a b` integer pairs from a checkpoint's text (a leader epoch checkpoint read from the
+/// remote tier).
+pub fn parse_pairs(text: &str) -> Result<Vec<(i64, i64)>, String> {
+    parse_lines(text)?
+        .into_iter()
+        .map(|row| match row.as_slice() {
+            [a, b] => Ok((
+                a.parse().map_err(|_| "bad number")?,
+                b.parse().map_err(|_| "bad number")?,
+            )),
+            _ => Err("expected two columns".to_string()),
+        })
+        .collect()
+}
+
+/// The text of a checkpoint of `a b` pairs.
+pub fn format_pairs(pairs: &[(i64, i64)]) -> String {
+    let rows: Vec<String> = pairs.iter().map(|(a, b)| format!("{a} {b}")).collect();
+    format_lines(&rows)
+}
+
+fn format_lines(rows: &[String]) -> String {
     let mut body = format!("0\n{}\n", rows.len());
     for r in rows {
         body.push_str(r);
         body.push('\n');
     }
-    write_atomically(path, body.as_bytes())
+    body
+}
+
+fn write_lines(path: &Path, rows: &[String]) -> Result<(), LogError> {
+    write_atomically(path, format_lines(rows).as_bytes())
 }
 
 /// Read `a b` integer pairs (leader epoch checkpoint).
 pub fn read_pairs(path: &Path) -> Result<Vec<(i64, i64)>, LogError> {
-    read_lines(path)?
-        .into_iter()
-        .map(|row| match row.as_slice() {
-            [a, b] => Ok((
-                a.parse().map_err(|_| invalid(path, "bad number"))?,
-                b.parse().map_err(|_| invalid(path, "bad number"))?,
-            )),
-            _ => Err(invalid(path, "expected two columns")),
-        })
-        .collect()
+    match fs::read_to_string(path) {
+        Ok(text) => parse_pairs(&text).map_err(|m| invalid(path, m)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Vec::new()),
+        Err(e) => Err(LogError::io(path, e)),
+    }
 }
 
 pub fn write_pairs(path: &Path, pairs: &[(i64, i64)]) -> Result<(), LogError> {
-    let rows: Vec<String> = pairs.iter().map(|(a, b)| format!("{a} {b}")).collect();
-    write_lines(path, &rows)
+    write_atomically(path, format_pairs(pairs).as_bytes())
 }
 
 /// Read a `topic partition offset` checkpoint.

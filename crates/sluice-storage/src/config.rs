@@ -55,6 +55,23 @@ pub struct LogConfig {
     /// `producer.id.expiration.ms` (a broker config): idempotent producers silent this long
     /// are forgotten.
     pub producer_id_expiration_ms: i64,
+    /// `remote.storage.enable` (and the broker's `remote.log.storage.system.enable`): closed
+    /// segments are copied to the object store, and local retention applies.
+    pub remote_storage: bool,
+    /// `remote.log.copy.disable`: no more copies; local segments follow the total retention.
+    pub remote_copy_disable: bool,
+    /// `local.retention.ms`, -2 resolved to `retention.ms`.
+    pub local_retention_ms: i64,
+    /// `local.retention.bytes`, -2 resolved to `retention.bytes`.
+    pub local_retention_bytes: i64,
+}
+
+impl LogConfig {
+    /// Whether local retention applies: segments leave local disk once copied and past
+    /// `local.retention.*`, the remote tier keeps them for `retention.*`.
+    pub fn local_retention_applies(&self) -> bool {
+        self.remote_storage && !self.remote_copy_disable
+    }
 }
 
 impl Default for LogConfig {
@@ -82,6 +99,10 @@ impl Default for LogConfig {
             min_compaction_lag_ms: 0,
             min_cleanable_dirty_ratio: 0.5,
             producer_id_expiration_ms: 86_400_000,
+            remote_storage: false,
+            remote_copy_disable: false,
+            local_retention_ms: 7 * 24 * 60 * 60 * 1000,
+            local_retention_bytes: -1,
         }
     }
 }

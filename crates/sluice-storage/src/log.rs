@@ -81,6 +81,28 @@ pub struct Log {
     txns: TxnIndex,
     /// fsyncs owed by appends and rolls, for the caller to run without the lock.
     pending_io: PendingIo,
+    /// Tiered storage: the last offset copied to the remote tier (-1: none), told by the
+    /// broker from the remote log metadata. Local retention deletes only segments below it.
+    remote_highest_offset: i64,
+}
+
+/// A closed segment's files, for a copy to the remote tier.
+#[derive(Clone, Debug)]
+pub struct ClosedSegment {
+    pub base_offset: i64,
+    /// The next segment's base: this one ends just before.
+    pub next_offset: i64,
+    pub size_bytes: u64,
+    pub max_timestamp_ms: i64,
+    pub log: PathBuf,
+    pub index: PathBuf,
+    pub time_index: PathBuf,
+    /// May not exist (no aborted transaction ended in it).
+    pub txn_index: PathBuf,
+    /// Producer state at `next_offset`, if still kept.
+    pub producer_snapshot: PathBuf,
+    /// Leader epochs up to the segment's end (Kafka uploads the cache cut at the end).
+    pub epochs: Vec<(i32, i64)>,
 }
 
 /// Suffixes of files a crash may leave behind mid-operation.
@@ -144,6 +166,11 @@ impl Log {
                     truncated_at = Some(i);
                     break;
                 }
+                if !is_last {
+                    // Rebuilt indexes of a closed segment are trimmed as a roll leaves them
+                    // (a copy to the remote tier takes the files as they are).
+                    seg.make_inactive()?;
+                }
             } else {
                 seg.load_stats()?;
             }
@@ -190,6 +217,7 @@ impl Log {
             producers: ProducerStateManager::new(),
             txns: TxnIndex::default(),
             pending_io: PendingIo::default(),
+            remote_highest_offset: -1,
         };
         let mut log = log;
         log.rebuild_producer_state()?;
@@ -248,6 +276,73 @@ impl Log {
 
     pub fn leader_epoch_cache(&self) -> &LeaderEpochCache {
         &self.epoch_cache
+    }
+
+    /// Tiered storage: the remote tier holds everything up to `offset` (-1: nothing).
+    pub fn set_remote_highest_offset(&mut self, offset: i64) {
+        self.remote_highest_offset = offset;
+    }
+
+    /// Every segment but the active one, oldest first, with the files a copy to the remote
+    /// tier takes.
+    pub fn closed_segments(&self) -> Vec<ClosedSegment> {
+        let bases: Vec<i64> = self.segments.keys().copied().collect();
+        bases
+            .windows(2)
+            .map(|w| {
+                let seg = &self.segments[&w[0]];
+                let file = |ext: &str| self.dir.join(segment::file_name(w[0], ext));
+                ClosedSegment {
+                    base_offset: w[0],
+                    next_offset: w[1],
+                    size_bytes: seg.size(),
+                    max_timestamp_ms: seg.max_timestamp(),
+                    log: file("log"),
+                    index: file("index"),
+                    time_index: file("timeindex"),
+                    txn_index: file("txnindex"),
+                    producer_snapshot: self.snapshot_path(w[1]),
+                    epochs: self
+                        .epoch_cache
+                        .entries()
+                        .iter()
+                        .copied()
+                        .filter(|(_, start)| *start < w[1])
+                        .collect(),
+                }
+            })
+            .collect()
+    }
+
+    /// A follower starting from the remote tier (Kafka's tiered-offset fetch): the log
+    /// becomes empty at `offset`, with the leader epochs and the producer snapshot the
+    /// remote segment before it carries, so it can lead with them later.
+    pub fn start_from_remote(
+        &mut self,
+        offset: i64,
+        epochs: &[(i32, i64)],
+        producer_snapshot: Option<&[u8]>,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        self.truncate_fully_and_start_at(offset, now_ms)?;
+        for (epoch, start) in epochs.iter().filter(|(_, s)| *s <= offset) {
+            self.epoch_cache.assign(*epoch, *start)?;
+        }
+        if let Some(snapshot) = producer_snapshot {
+            match ProducerStateManager::from_snapshot(snapshot) {
+                Ok(state) => {
+                    let path = self.snapshot_path(offset);
+                    let tmp = path.with_extension("snapshot.tmp");
+                    fs::write(&tmp, snapshot).at(&tmp)?;
+                    sluice_rt::disk::rename(&tmp, &path).at(&path)?;
+                    self.producers = state;
+                }
+                Err(e) => {
+                    warn!(partition = %self.tp, error = %e, "ignoring an unreadable remote producer snapshot")
+                }
+            }
+        }
+        Ok(())
     }
 
     fn active(&self) -> &LogSegment {
@@ -769,8 +864,19 @@ impl Log {
         now_ms: i64,
     ) -> Result<usize, LogError> {
         let bases: Vec<i64> = self.segments.keys().copied().collect();
-        let mut size_excess = (self.config.retention_bytes >= 0)
-            .then(|| self.size_bytes() as i64 - self.config.retention_bytes);
+        // With tiered storage local disk keeps `local.retention.*`, and only what the remote
+        // tier already holds may go.
+        let local = self.config.local_retention_applies();
+        let (retention_ms, retention_bytes) = if local {
+            (
+                self.config.local_retention_ms,
+                self.config.local_retention_bytes,
+            )
+        } else {
+            (self.config.retention_ms, self.config.retention_bytes)
+        };
+        let mut size_excess =
+            (retention_bytes >= 0).then(|| self.size_bytes() as i64 - retention_bytes);
         let mut count = 0;
         for (i, base) in bases.iter().enumerate() {
             let seg = &self.segments[base];
@@ -780,12 +886,15 @@ impl Log {
             if seg_end > upper_bound || is_last_and_empty {
                 break;
             }
+            let by_start = next_base.is_some_and(|n| n <= self.log_start_offset);
+            if local && seg_end - 1 > self.remote_highest_offset && !by_start {
+                break;
+            }
             let by_time = self.config.cleanup_delete
-                && self.config.retention_ms >= 0
-                && now_ms - seg.largest_timestamp() > self.config.retention_ms;
+                && retention_ms >= 0
+                && now_ms - seg.largest_timestamp() > retention_ms;
             let by_size = self.config.cleanup_delete
                 && size_excess.is_some_and(|excess| excess - seg.size() as i64 >= 0);
-            let by_start = next_base.is_some_and(|n| n <= self.log_start_offset);
             if !(by_time || by_size || by_start) {
                 break;
             }

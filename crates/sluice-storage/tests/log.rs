@@ -981,3 +981,73 @@ fn a_failed_directory_goes_offline_and_the_others_go_on() {
         )
         .is_err());
 }
+
+#[test]
+fn recovered_closed_segments_have_trimmed_indexes() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, small_segments(), NOW).unwrap();
+    for i in 0..40 {
+        log.append_as_leader(batch(2, NOW + i, Compression::None), 0, NOW)
+            .unwrap();
+    }
+    assert!(log.segment_count() > 2);
+    drop(log); // a crash: nothing flushed, nothing trimmed by a close
+    let log = reopen(dir.path(), small_segments(), false, 0);
+    for c in log.closed_segments() {
+        for (path, entry) in [(&c.index, 8), (&c.time_index, 12)] {
+            let len = std::fs::metadata(path).unwrap().len();
+            assert_eq!(len % entry, 0);
+            let bytes = std::fs::read(path).unwrap();
+            // No preallocated zero entries past the real ones.
+            assert!(
+                bytes.len() < entry as usize
+                    || bytes[bytes.len() - entry as usize..]
+                        .iter()
+                        .any(|b| *b != 0)
+                    || c.base_offset == 0 && bytes.len() == entry as usize,
+                "{} keeps preallocated space ({len} bytes)",
+                path.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn local_retention_deletes_only_what_the_remote_tier_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = LogConfig {
+        remote_storage: true,
+        local_retention_bytes: 1,
+        ..small_segments()
+    };
+    let mut log = Log::create(dir.path(), tp(), TOPIC_ID, config, NOW).unwrap();
+    for i in 0..80 {
+        log.append_as_leader(batch(2, NOW + i, Compression::None), 0, NOW)
+            .unwrap();
+    }
+    let closed = log.closed_segments();
+    assert!(closed.len() >= 3);
+    // Nothing copied: nothing deleted, however far past local retention.
+    assert_eq!(
+        log.delete_old_segments(log.log_end_offset(), NOW).unwrap(),
+        0
+    );
+    // The first two copied: those two go, and the log start moves to the third.
+    log.set_remote_highest_offset(closed[1].next_offset - 1);
+    assert_eq!(
+        log.delete_old_segments(log.log_end_offset(), NOW).unwrap(),
+        2
+    );
+    assert_eq!(log.log_start_offset(), closed[2].base_offset);
+    // Copy disabled: the total retention applies again (unlimited here).
+    log.set_config(LogConfig {
+        remote_copy_disable: true,
+        ..log.config().clone()
+    })
+    .unwrap();
+    log.set_remote_highest_offset(log.log_end_offset());
+    assert_eq!(
+        log.delete_old_segments(log.log_end_offset(), NOW).unwrap(),
+        0
+    );
+}

@@ -1,7 +1,8 @@
 //! ListOffsets (key 2): offsets by time. -1 latest (high watermark, or last stable offset
-//! for read_committed), -2 earliest (log start), -3 the record with the largest timestamp,
-//! -4 earliest local (= earliest here), -5 latest tiered (none: -1); otherwise the first
-//! record whose timestamp is at or after the given one.
+//! for read_committed), -2 earliest (log start, the remote tier's with tiered storage), -3
+//! the record with the largest timestamp (local segments, as Kafka), -4 earliest local
+//! (v8+), -5 latest tiered (v9+; none: -1); otherwise the first record whose timestamp is at
+//! or after the given one, looked for in the remote tier first.
 
 use bytes::Bytes;
 use kafka_protocol::messages::list_offsets_response::{
@@ -9,7 +10,7 @@ use kafka_protocol::messages::list_offsets_response::{
 };
 use kafka_protocol::messages::{ApiKey, ListOffsetsRequest, ListOffsetsResponse};
 use sluice_metadata::acl::op;
-use sluice_protocol::types::{LeaderEpoch, TopicPartition};
+use sluice_protocol::types::{LeaderEpoch, Offset, TopicPartition};
 use sluice_protocol::ErrorCode;
 
 use crate::replica::queries::OffsetSpec;
@@ -22,8 +23,7 @@ handler!(
     ListOffsets {
         replicas: crate::replica::ReplicaManager,
         access: crate::authorizer::Access
-    },
-    sync
+    }
 );
 
 fn answer(
@@ -42,7 +42,21 @@ fn answer(
     r
 }
 
-fn handle(h: &ListOffsets, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
+/// The oldest ListOffsets version that may ask for `timestamp` (Kafka's
+/// `timestampMinSupportedVersion`).
+fn min_version(timestamp: i64) -> i16 {
+    match timestamp {
+        -4 => 8,
+        -5 => 9,
+        _ => 0,
+    }
+}
+
+async fn handle(
+    h: &ListOffsets,
+    ctx: &RequestContext,
+    body: Bytes,
+) -> Result<Response, HandlerError> {
     let req: ListOffsetsRequest = ctx.decode(body)?;
     let acl = h.access.check(ctx);
     let mut resp = ListOffsetsResponse::default();
@@ -56,13 +70,26 @@ fn handle(h: &ListOffsets, ctx: &RequestContext, body: Bytes) -> Result<Response
                 Err(ErrorCode::TopicAuthorizationFailed)
             } else {
                 match OffsetSpec::from_wire(part.timestamp) {
+                    _ if ctx.api_version < min_version(part.timestamp) => {
+                        Err(ErrorCode::UnsupportedVersion)
+                    }
                     None => Err(ErrorCode::InvalidRequest),
-                    Some(spec) => h.replicas.list_offset(
-                        &tp,
-                        spec,
-                        LeaderEpoch(part.current_leader_epoch),
-                        req.isolation_level == 1,
-                    ),
+                    Some(spec) => {
+                        let local = h.replicas.list_offset(
+                            &tp,
+                            spec,
+                            LeaderEpoch(part.current_leader_epoch),
+                            req.isolation_level == 1,
+                        );
+                        match (spec, &local) {
+                            (OffsetSpec::Timestamp(t), Ok(_)) => h
+                                .replicas
+                                .remote_offset_for_timestamp(&tp, t)
+                                .await
+                                .map_or(local, |(o, ts, e)| Ok((Offset(o), ts, LeaderEpoch(e)))),
+                            _ => local,
+                        }
+                    }
                 }
             };
             let mut r = match result {

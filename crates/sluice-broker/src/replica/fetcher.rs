@@ -563,6 +563,16 @@ impl ReplicaFetcherManager {
                         .map_err(std::io::Error::other)?
                         .map_err(std::io::Error::other)?;
                     }
+                    // What we miss is in the remote tier only: start after it, as the
+                    // leader's own local log does (tiered storage).
+                    Some(ErrorCode::OffsetMovedToTieredStorage)
+                        if p.leader_epoch() == fetched.leader_epoch =>
+                    {
+                        if let Err(e) = self.replicas.start_follower_from_remote(p, now).await {
+                            debug!(partition = %tp, error = %e, "cannot start from the remote tier yet");
+                            backoff = true;
+                        }
+                    }
                     // The leader's ACLs refuse this broker's principal: it will not heal
                     // by itself, so say so where an operator looks.
                     Some(

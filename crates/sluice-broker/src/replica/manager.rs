@@ -19,6 +19,7 @@ use crate::metadata_cache::MetadataCache;
 use crate::quota::{ReplicationQuotas, Window};
 use crate::replica::partition::{Partition, PartitionSettings};
 use crate::replica::purgatory::Purgatory;
+use crate::replica::tier::Tier;
 
 pub struct ReplicaManager {
     node_id: i32,
@@ -37,6 +38,8 @@ pub struct ReplicaManager {
     replication_quotas: Arc<ReplicationQuotas>,
     /// `num.replica.fetchers`, kept current with dynamic configs.
     replica_fetchers: std::sync::atomic::AtomicUsize,
+    /// Tiered storage, when `remote.log.storage.system.enable` is on.
+    tier: std::sync::OnceLock<Arc<Tier>>,
 }
 
 /// `settings` for one replica: whether the topic's throttled-replica lists name it.
@@ -68,6 +71,7 @@ pub fn log_config(
     overrides: &BTreeMap<String, String>,
 ) -> (LogConfig, PartitionSettings) {
     let get = |k: &str| topic_value(broker, overrides, k);
+    let flag = |k: &str| get(k).is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
     let d = LogConfig::default();
     let policy = get("cleanup.policy").unwrap_or_default();
     let codec = get("compression.type").unwrap_or_default();
@@ -105,7 +109,7 @@ pub fn log_config(
         compression,
         cleanup_delete: policy.split(',').any(|p| p.trim() == "delete"),
         cleanup_compact: policy.split(',').any(|p| p.trim() == "compact"),
-        preallocate: get("preallocate").is_some_and(|v| v.eq_ignore_ascii_case("true")),
+        preallocate: flag("preallocate"),
         delete_retention_ms: num(get("delete.retention.ms"), d.delete_retention_ms),
         min_compaction_lag_ms: num(get("min.compaction.lag.ms"), d.min_compaction_lag_ms),
         min_cleanable_dirty_ratio: num(
@@ -113,6 +117,28 @@ pub fn log_config(
             d.min_cleanable_dirty_ratio,
         ),
         producer_id_expiration_ms: broker.settings().producer_id_expiration_ms,
+        remote_storage: broker.settings().tier.enabled
+            && flag("remote.storage.enable")
+            && !policy.split(',').any(|p| p.trim() == "compact"),
+        remote_copy_disable: flag("remote.log.copy.disable"),
+        local_retention_ms: 0,
+        local_retention_bytes: 0,
+    };
+    // -2: follow the total retention.
+    let local_ms = num(get("local.retention.ms"), -2);
+    let local_bytes = num(get("local.retention.bytes"), -2);
+    let log = LogConfig {
+        local_retention_ms: if local_ms == -2 {
+            log.retention_ms
+        } else {
+            local_ms
+        },
+        local_retention_bytes: if local_bytes == -2 {
+            log.retention_bytes
+        } else {
+            local_bytes
+        },
+        ..log
     };
     let settings = PartitionSettings {
         min_insync_replicas: num(get("min.insync.replicas"), 1),
@@ -155,6 +181,45 @@ impl ReplicaManager {
             fetch_purgatory: Purgatory::new("fetch"),
             replication_quotas,
             replica_fetchers: std::sync::atomic::AtomicUsize::new(fetchers),
+            tier: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// Serve tiered storage through `tier` (set once, at startup).
+    pub fn set_tier(&self, tier: Arc<Tier>) {
+        let _ = self.tier.set(tier);
+    }
+
+    pub fn tier(&self) -> Option<&Arc<Tier>> {
+        self.tier.get()
+    }
+
+    /// Tell hosted partitions what the remote tier holds of them: every partition named in
+    /// `new`'s remote log metadata that differs from `old`'s (all of them when `old` is None).
+    fn refresh_remote_logs(&self, old: Option<&MetadataImage>, new: &MetadataImage) {
+        let mut keys: Vec<(Uuid, i32)> = new
+            .remote_logs
+            .iter()
+            .filter(|(k, v)| {
+                old.and_then(|o| o.remote_logs.get(k))
+                    .is_none_or(|ov| !Arc::ptr_eq(ov, v))
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        if let Some(o) = old {
+            keys.extend(
+                o.remote_logs
+                    .keys()
+                    .filter(|k| !new.remote_logs.contains_key(k)),
+            );
+        }
+        for (topic_id, partition) in keys {
+            let Some(name) = new.topic_names.get(&topic_id) else {
+                continue;
+            };
+            if let Some(p) = self.get(&TopicPartition::new(name.clone(), partition)) {
+                p.set_remote_log(new.remote_log(&topic_id, partition).cloned());
+            }
         }
     }
 
@@ -322,6 +387,7 @@ impl ReplicaManager {
                             .reporting_to(Arc::clone(&self.logs)),
                     );
                     p.update_registration(reg);
+                    p.set_remote_log(image.remote_log(&t.id, found.tp.partition.0).cloned());
                     self.write().insert(found.tp, p);
                 }
                 _ => {
@@ -405,7 +471,12 @@ impl ReplicaManager {
                     warn!(partition = %tp, error = %e, "cannot fsync the log of a leader left alone in its ISR");
                 }
             }
+            // A replica new here of a partition the remote tier already holds.
+            if let (Some(remote), None) = (new.remote_log(id, *index), partition.remote_log()) {
+                partition.set_remote_log(Some(Arc::clone(remote)));
+            }
         }
+        self.refresh_remote_logs(Some(old), new);
         Ok(())
     }
 

@@ -18,6 +18,8 @@
 //! - [`purgatory`]: delayed operations parked on partitions until they change or expire.
 //! - [`fetcher`]: followers pulling from leaders.
 //! - [`isr`]: the leader's ISR upkeep (AlterPartition through the controller).
+//! - [`tier`]: tiered storage: copying closed segments to the object store, remote
+//!   retention, and reads below the local log start.
 
 pub mod append;
 pub mod fetcher;
@@ -28,6 +30,7 @@ pub mod purgatory;
 pub mod queries;
 pub mod read;
 pub mod state;
+pub mod tier;
 
 pub use append::{Acks, AppendOrigin, Appended, ReplicationOutcome};
 pub use manager::ReplicaManager;

@@ -9,6 +9,7 @@
 
 use std::sync::{Arc, Mutex, RwLock};
 
+use sluice_metadata::remote::RemoteLog;
 use sluice_metadata::Uuid;
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
@@ -106,6 +107,8 @@ pub struct Partition {
     pub metrics: PartitionMetrics,
     /// Told of the log's I/O errors: its directory goes offline (see `LogManager::fail_on`).
     disk: Option<Arc<sluice_storage::LogManager>>,
+    /// Tiered storage: the segments the remote tier holds, from the metadata image.
+    remote: RwLock<Option<Arc<RemoteLog>>>,
 }
 
 /// A partition's handles on its topic's traffic counters.
@@ -169,6 +172,7 @@ impl Partition {
             watchers: Watchers::default(),
             metrics: PartitionMetrics::new(&tp.topic),
             disk: None,
+            remote: RwLock::new(None),
             tp,
         }
     }
@@ -254,8 +258,55 @@ impl Partition {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
+    /// The log start: the first offset of the remote tier where it holds older records than
+    /// local disk (tiered storage), else the local log start.
     pub fn log_start_offset(&self) -> i64 {
+        let local = self.local_log_start_offset();
+        match self.remote_log().and_then(|r| r.start_offset()) {
+            Some(remote) => remote.min(local),
+            None => local,
+        }
+    }
+
+    /// The first offset on local disk.
+    pub fn local_log_start_offset(&self) -> i64 {
         self.read_log().log_start_offset()
+    }
+
+    /// The remote tier's segments of this partition (tiered storage), if it has any.
+    pub fn remote_log(&self) -> Option<Arc<RemoteLog>> {
+        self.remote
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
+
+    /// The remote log metadata changed: local retention may delete what is now copied.
+    pub fn set_remote_log(&self, remote: Option<Arc<RemoteLog>>) {
+        let highest = remote.as_ref().map_or(-1, |r| r.highest_offset());
+        *self
+            .remote
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = remote;
+        self.log
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .set_remote_highest_offset(highest);
+        self.watchers.fire();
+    }
+
+    /// The remote segment to read `offset` from: one below the local log start that holds it.
+    pub fn remote_segment_for(&self, offset: i64) -> Option<(Arc<RemoteLog>, usize)> {
+        if offset >= self.local_log_start_offset() {
+            return None;
+        }
+        let remote = self.remote_log()?;
+        let seg = remote.segment_for(offset)?;
+        let i = remote
+            .segments
+            .iter()
+            .position(|s| s.segment_id == seg.segment_id)?;
+        Some((remote, i))
     }
 
     pub fn log_end_offset(&self) -> i64 {
@@ -616,6 +667,25 @@ impl Partition {
         Ok(())
     }
 
+    /// Start empty at `offset`, the end of the remote tier (a follower that starts from it).
+    pub fn start_from_remote(
+        &self,
+        offset: i64,
+        epochs: &[(i32, i64)],
+        producer_snapshot: Option<&[u8]>,
+        now_ms: i64,
+    ) -> Result<(), LogError> {
+        let mut log = self
+            .log
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.seen(log.start_from_remote(offset, epochs, producer_snapshot, now_ms))?;
+        lock(&self.state).on_local_reset(offset, offset);
+        drop(log);
+        self.watchers.fire();
+        Ok(())
+    }
+
     /// DeleteRecords as leader: move the log start offset to `offset` (-1: the high
     /// watermark), no further than the high watermark, and delete the whole segments below
     /// it. Returns the new log start offset.
@@ -708,6 +778,7 @@ impl Partition {
         isolation: FetchIsolation,
         min_one_batch: bool,
     ) -> Result<ReadResult, LogError> {
+        let remote_start = self.remote_log().and_then(|r| r.start_offset());
         let log = self.read_log();
         let hw = self.high_watermark();
         let lso = log.last_stable_offset(hw);
@@ -724,7 +795,8 @@ impl Partition {
         Ok(ReadResult {
             high_watermark: hw,
             last_stable_offset: lso,
-            log_start_offset: log.log_start_offset(),
+            log_start_offset: remote_start
+                .map_or(log.log_start_offset(), |r| r.min(log.log_start_offset())),
             slice: info.slice,
             aborted,
         })

@@ -19,11 +19,13 @@ use crate::error_map::log_error_code;
 pub enum OffsetSpec {
     /// -1: the high watermark (the last stable offset for read_committed).
     Latest,
-    /// -2 (and -4, earliest local: there is no remote tier): the log start.
+    /// -2: the log start (the remote tier's, with tiered storage).
     Earliest,
+    /// -4: the first offset on local disk (the log start without tiered storage).
+    EarliestLocal,
     /// -3: the record with the largest timestamp.
     MaxTimestamp,
-    /// -5: the end of the remote tier (none: no offset).
+    /// -5: the last offset the remote tier holds (-1: none, or not a tiered topic).
     LatestTiered,
     /// The first record whose timestamp is at or after this one.
     Timestamp(i64),
@@ -34,7 +36,8 @@ impl OffsetSpec {
     pub fn from_wire(timestamp: i64) -> Option<Self> {
         Some(match timestamp {
             -1 => OffsetSpec::Latest,
-            -2 | -4 => OffsetSpec::Earliest,
+            -2 => OffsetSpec::Earliest,
+            -4 => OffsetSpec::EarliestLocal,
             -3 => OffsetSpec::MaxTimestamp,
             -5 => OffsetSpec::LatestTiered,
             t if t >= 0 => OffsetSpec::Timestamp(t),
@@ -81,7 +84,10 @@ impl ReplicaManager {
         p.check_leader_epoch(current_leader_epoch.0)?;
         let epoch = p.leader_epoch();
         let none = (Offset::NONE, -1, LeaderEpoch::NONE);
+        let start = p.log_start_offset();
+        let remote = p.remote_log();
         let log = p.read_log();
+        let tiered = log.config().remote_storage;
         // What a reader of this isolation level may see.
         let hw = p.high_watermark();
         let visible = if read_committed {
@@ -104,11 +110,15 @@ impl ReplicaManager {
         };
         Ok(match spec {
             OffsetSpec::Latest => (Offset(visible), -1, LeaderEpoch(epoch)),
-            OffsetSpec::Earliest => {
-                let start = log.log_start_offset();
-                (Offset(start), -1, epoch_of(start))
+            OffsetSpec::Earliest => (Offset(start), -1, epoch_of(start)),
+            OffsetSpec::EarliestLocal => {
+                let local = log.log_start_offset();
+                (Offset(local), -1, epoch_of(local))
             }
-            OffsetSpec::LatestTiered => none,
+            OffsetSpec::LatestTiered => match remote.map_or(-1, |r| r.highest_offset()) {
+                highest if tiered && highest >= 0 => (Offset(highest), -1, epoch_of(highest)),
+                _ => none,
+            },
             OffsetSpec::MaxTimestamp => found(
                 log.offset_of_max_timestamp()
                     .map_err(|e| log_error_code(&e))?,

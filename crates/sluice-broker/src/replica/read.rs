@@ -115,7 +115,7 @@ impl FetchedPartition {
     }
 
     /// No records, but the partition's offsets.
-    fn offsets_only(p: &Partition, error: Option<ErrorCode>) -> Self {
+    pub(crate) fn offsets_only(p: &Partition, error: Option<ErrorCode>) -> Self {
         Self {
             error,
             high_watermark: Offset(p.high_watermark()),
@@ -153,6 +153,9 @@ impl ReplicaManager {
             .map(|request| self.fetch_target(&params, request, now))
             .collect();
         let isolation = params.isolation();
+        // Reads below the local log start are answered from the remote tier first: what is
+        // there never needs waiting for.
+        let fixed = self.remote_answers(&params, &targets).await;
         let quota = &self.replication_quotas().leader;
         let any_holdable = targets.iter().any(|t| t.holdable);
         let mut answers: Vec<Option<FetchedPartition>> = vec![None; targets.len()];
@@ -168,6 +171,12 @@ impl ReplicaManager {
                 let mut total = 0u64;
                 let mut error = false;
                 for (i, t) in targets.iter().enumerate() {
+                    if let Some(f) = &fixed[i] {
+                        total += f.records_len();
+                        error |= f.error.is_some();
+                        answers[i] = Some(f.clone());
+                        continue;
+                    }
                     let version = t.partition.as_ref().ok().map(|p| p.watchers.version());
                     // Only partitions that changed since they were last read are read again
                     // (until something is found: then the budget is settled in order).
@@ -199,6 +208,57 @@ impl ReplicaManager {
             .sum();
         quota.record(sent, crate::now_ms());
         answers
+    }
+
+    /// The answers of targets that read below the local log start of a tiered partition: a
+    /// consumer's from the remote tier, a follower's OFFSET_MOVED_TO_TIERED_STORAGE (it then
+    /// starts from the remote tier's end). None for the others.
+    async fn remote_answers(
+        &self,
+        params: &FetchParams,
+        targets: &[Target],
+    ) -> Vec<Option<FetchedPartition>> {
+        let mut out = vec![None; targets.len()];
+        let Some(tier) = self.tier() else {
+            return out;
+        };
+        let mut used = 0u64;
+        for (i, t) in targets.iter().enumerate() {
+            let Ok(p) = &t.partition else { continue };
+            let offset = t.request.fetch_offset.0;
+            if p.remote_segment_for(offset).is_none()
+                || p.check_leader_epoch(t.request.current_leader_epoch.0)
+                    .is_err()
+            {
+                continue;
+            }
+            if params.replica.is_some() {
+                out[i] = Some(FetchedPartition::offsets_only(
+                    p,
+                    Some(ErrorCode::OffsetMovedToTieredStorage),
+                ));
+                continue;
+            }
+            let budget = t
+                .request
+                .max_bytes
+                .min(params.max_bytes.saturating_sub(used));
+            if budget == 0 && used > 0 {
+                continue;
+            }
+            let answer = super::tier::read::fetch_remote(
+                tier,
+                p,
+                offset,
+                budget,
+                params.read_committed,
+                used == 0,
+            )
+            .await;
+            used += answer.as_ref().map_or(0, FetchedPartition::records_len);
+            out[i] = answer;
+        }
+        out
     }
 
     fn fetch_target(
@@ -280,6 +340,11 @@ fn read_target(
             }),
             preferred_read_replica: None,
         },
+        // Deleted locally since the remote answers were read: the next fetch reads the
+        // remote tier, which holds it.
+        Err(_) if p.remote_segment_for(t.request.fetch_offset.0).is_some() => {
+            FetchedPartition::offsets_only(p, None)
+        }
         Err(e) => FetchedPartition::offsets_only(p, Some(log_error_code(&e))),
     }
 }

@@ -875,6 +875,11 @@ impl BrokerConfig {
         self.int("connections.max.idle.ms")
     }
 
+    /// `remote.log.storage.system.enable`
+    pub fn remote_storage_enabled(&self) -> bool {
+        self.flag("remote.log.storage.system.enable")
+    }
+
     pub fn retention_check_interval_ms(&self) -> i64 {
         self.int("log.retention.check.interval.ms")
     }

@@ -95,6 +95,20 @@ pub(crate) const CODECS: &[&str] = &["uncompressed", "zstd", "lz4", "snappy", "g
 pub(crate) const CLEANUP: &[&str] = &["compact", "delete"];
 pub(crate) const TIMESTAMP_TYPES: &[&str] = &["CreateTime", "LogAppendTime"];
 
+/// `file:///absolute/dir` or `s3://bucket[/prefix]`.
+pub(crate) fn remote_storage_uri(v: &str) -> Result<(), String> {
+    let ok = match (v.strip_prefix("file://"), v.strip_prefix("s3://")) {
+        (Some(dir), _) => dir.starts_with('/'),
+        (_, Some(rest)) => !rest.is_empty() && !rest.starts_with('/'),
+        _ => false,
+    };
+    if ok {
+        Ok(())
+    } else {
+        Err("expected file:///absolute/dir or s3://bucket/optional/prefix".into())
+    }
+}
+
 /// `*`, or `partition:broker` pairs separated by commas (Kafka's ThrottledReplicaListValidator).
 pub(crate) fn throttled_replicas(v: &str) -> Result<(), String> {
     if v.trim() == "*" {

@@ -63,6 +63,33 @@ pub struct TxnSettings {
     pub abort_check_interval_ms: i64,
 }
 
+/// Tiered storage (`remote.log.*`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TierSettings {
+    /// `remote.log.storage.system.enable`
+    pub enabled: bool,
+    /// `remote.log.storage.uri` (None: `remote/` beside the first log dir).
+    pub uri: Option<String>,
+    /// `remote.log.storage.s3.*`
+    pub s3_endpoint: Option<String>,
+    pub s3_region: Option<String>,
+    pub s3_access_key_id: Option<String>,
+    pub s3_secret_access_key: Option<String>,
+    pub s3_path_style_access: bool,
+    /// `remote.log.storage.request.timeout.ms`
+    pub request_timeout_ms: u64,
+    /// `remote.log.storage.retries`
+    pub retries: usize,
+    /// `remote.log.storage.cache.bytes`
+    pub cache_bytes: u64,
+    /// `remote.log.storage.cache.chunk.bytes`
+    pub chunk_bytes: u64,
+    /// `remote.log.storage.index.cache.bytes`
+    pub index_cache_bytes: u64,
+    /// `remote.log.manager.task.interval.ms`
+    pub task_interval_ms: u64,
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct BrokerSettings {
     pub node_id: i32,
@@ -98,6 +125,7 @@ pub struct BrokerSettings {
     pub replica: ReplicaSettings,
     pub group: GroupSettings,
     pub txn: TxnSettings,
+    pub tier: TierSettings,
 }
 
 fn window(c: &BrokerConfig, samples: &str, seconds: &str) -> QuotaWindow {
@@ -169,6 +197,31 @@ impl BrokerSettings {
                 abort_check_interval_ms: n(
                     "transaction.abort.timed.out.transaction.cleanup.interval.ms",
                 ),
+            },
+            tier: TierSettings {
+                enabled: c.remote_storage_enabled(),
+                uri: c.explicit("remote.log.storage.uri").map(str::to_string),
+                s3_endpoint: c
+                    .explicit("remote.log.storage.s3.endpoint")
+                    .map(str::to_string),
+                s3_region: c
+                    .explicit("remote.log.storage.s3.region")
+                    .map(str::to_string),
+                s3_access_key_id: c
+                    .explicit("remote.log.storage.s3.access.key.id")
+                    .map(str::to_string),
+                s3_secret_access_key: c
+                    .explicit("remote.log.storage.s3.secret.access.key")
+                    .map(str::to_string),
+                s3_path_style_access: c
+                    .explicit("remote.log.storage.s3.path.style.access")
+                    .is_some_and(|v| v.eq_ignore_ascii_case("true")),
+                request_timeout_ms: n("remote.log.storage.request.timeout.ms").max(1) as u64,
+                retries: n("remote.log.storage.retries").max(0) as usize,
+                cache_bytes: n("remote.log.storage.cache.bytes").max(0) as u64,
+                chunk_bytes: n("remote.log.storage.cache.chunk.bytes").max(65_536) as u64,
+                index_cache_bytes: n("remote.log.storage.index.cache.bytes").max(0) as u64,
+                task_interval_ms: n("remote.log.manager.task.interval.ms").max(1) as u64,
             },
         }
     }

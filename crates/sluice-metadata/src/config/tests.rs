@@ -416,3 +416,74 @@ fn consumer_group_timeouts_are_checked_against_their_bounds() {
             .is_some_and(|m| m.contains("must contain classic"))
     );
 }
+
+#[test]
+fn tiered_storage_configs_follow_kafka_s_rules() {
+    let m = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let broker = BrokerConfig::default();
+    let default = |k: &str| broker.topic_default(k).map(|(v, _)| v);
+    let check = |enabled: bool, old: &[(&str, &str)], new: &[(&str, &str)]| {
+        validate_tiered_storage(enabled, &default, &m(old), &m(new))
+    };
+    let on = [("remote.storage.enable", "true")];
+    assert!(check(true, &[], &on).is_ok());
+    assert!(check(false, &[], &[]).is_ok());
+    assert!(check(false, &[], &on)
+        .unwrap_err()
+        .starts_with("Tiered Storage functionality is disabled in the broker."));
+    let compact = [
+        ("remote.storage.enable", "true"),
+        ("cleanup.policy", "compact"),
+    ];
+    assert!(check(true, &[], &compact)
+        .unwrap_err()
+        .contains("only supports topics with cleanup.policy=delete"));
+    let too_long = [
+        ("remote.storage.enable", "true"),
+        ("retention.ms", "1000"),
+        ("local.retention.ms", "2000"),
+    ];
+    assert_eq!(
+        check(true, &[], &too_long).unwrap_err(),
+        "Invalid value 2000 for configuration local.retention.ms: Value must not be more than \
+         retention.ms property value: 1000"
+    );
+    let minus_one = [
+        ("remote.storage.enable", "true"),
+        ("retention.bytes", "1000"),
+        ("local.retention.bytes", "-1"),
+    ];
+    assert!(check(true, &[], &minus_one)
+        .unwrap_err()
+        .contains("Value must not be -1 as retention.bytes value is set as 1000."));
+    // Infinite total retention: any local value.
+    let unbounded = [
+        ("remote.storage.enable", "true"),
+        ("retention.ms", "-1"),
+        ("local.retention.ms", "5000"),
+    ];
+    assert!(check(true, &[], &unbounded).is_ok());
+    // Turning it off needs remote.log.delete.on.disable.
+    let off = [("remote.storage.enable", "false")];
+    assert!(check(true, &on, &off)
+        .unwrap_err()
+        .starts_with("It is invalid to disable remote storage without deleting remote data."));
+    let off_delete = [
+        ("remote.storage.enable", "false"),
+        ("remote.log.delete.on.disable", "true"),
+    ];
+    assert!(check(true, &on, &off_delete).is_ok());
+    let copy_off = [
+        ("remote.storage.enable", "true"),
+        ("remote.log.copy.disable", "true"),
+        ("local.retention.ms", "100"),
+    ];
+    assert!(check(true, &[], &copy_off)
+        .unwrap_err()
+        .starts_with("When `remote.log.copy.disable` is set to true, the `local.retention.ms`"));
+}

@@ -264,8 +264,8 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
             "remote.storage.enable",
             T::Boolean,
             Some("false"),
-            Custom(no_remote_storage),
-            "Tiered storage for the topic (not supported).",
+            Any,
+            "Tiered storage: closed segments are copied to the object store and read from there once local retention removed them.",
         ),
         broker_synonyms: &[],
     },
@@ -383,11 +383,3 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         broker_synonyms: &[("log.remote.copy.lag.ms", 1)],
     },
 ];
-
-pub(crate) fn no_remote_storage(v: &str) -> Result<(), String> {
-    if v.eq_ignore_ascii_case("true") {
-        Err("Tiered Storage functionality is disabled in the broker".into())
-    } else {
-        Ok(())
-    }
-}

@@ -1,0 +1,483 @@
+//! Tiered storage (KIP-405) with real clients: closed segments go to an object store (a
+//! local directory, or S3 served by moto's server mode, started here), local retention
+//! keeps local disk bounded, and librdkafka reads every record from offset 0.
+
+mod common;
+#[path = "common/wire.rs"]
+mod wire;
+
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::*;
+use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
+use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::{
+    ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
+    TopicName,
+};
+use kafka_protocol::protocol::StrBytes;
+use rdkafka::consumer::Consumer;
+use rdkafka::TopicPartitionList;
+use wire::Wire;
+
+const RECORDS: usize = 5_000;
+const VALUE_BYTES: usize = 1_000;
+
+/// Records' timestamps start an hour ago: within the default retention.ms (7 days), which
+/// the remote tier applies too.
+fn base_ts() -> i64 {
+    static BASE: std::sync::OnceLock<i64> = std::sync::OnceLock::new();
+    *BASE.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64
+            - 3_600_000
+    })
+}
+
+/// Overrides of a node with tiered storage on, its tasks run often.
+fn tier_overrides(uri: &str) -> Vec<String> {
+    vec![
+        "remote.log.storage.system.enable=true".into(),
+        format!("remote.log.storage.uri={uri}"),
+        "remote.log.manager.task.interval.ms=200".into(),
+        "log.retention.check.interval.ms=200".into(),
+    ]
+}
+
+fn start_tiered(extra: &[String]) -> TestServer {
+    let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
+    start(&refs)
+}
+
+/// A tiered topic of 1 MiB segments that keeps nothing locally once copied.
+fn create_tiered(bootstrap: &str, topic: &str) {
+    create_topic(
+        bootstrap,
+        topic,
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("segment.bytes", "1048576"),
+            ("local.retention.bytes", "1"),
+        ],
+    );
+}
+
+fn value(i: usize) -> Vec<u8> {
+    let mut v = format!("record {i:06} ").into_bytes();
+    v.resize(VALUE_BYTES, b'a' + (i % 26) as u8);
+    v
+}
+
+fn produce_records(bootstrap: &str, topic: &str) {
+    let p = producer(bootstrap, &[("acks", "all"), ("linger.ms", "20")]);
+    let records: Vec<(Vec<u8>, Vec<u8>, Option<i64>)> = (0..RECORDS)
+        .map(|i| {
+            (
+                format!("k{i}").into_bytes(),
+                value(i),
+                Some(base_ts() + i as i64),
+            )
+        })
+        .collect();
+    produce_all(&p, topic, &records);
+}
+
+/// ListOffsets for partition 0 at `version`: (error code, offset, leader epoch).
+fn list_offset(bootstrap: &str, topic: &str, timestamp: i64, version: i16) -> (i16, i64, i32) {
+    let mut w = Wire::connect(bootstrap);
+    let req = ListOffsetsRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_topics(vec![ListOffsetsTopic::default()
+            .with_name(TopicName(StrBytes::from_string(topic.into())))
+            .with_partitions(vec![ListOffsetsPartition::default()
+                .with_partition_index(0)
+                .with_timestamp(timestamp)])]);
+    let resp: ListOffsetsResponse = w.call(ApiKey::ListOffsets, version, &req);
+    let p = &resp.topics[0].partitions[0];
+    (p.error_code, p.offset, p.leader_epoch)
+}
+
+fn earliest_local(bootstrap: &str, topic: &str) -> i64 {
+    list_offset(bootstrap, topic, -4, 9).1
+}
+
+fn latest_tiered(bootstrap: &str, topic: &str) -> i64 {
+    list_offset(bootstrap, topic, -5, 9).1
+}
+
+/// Wait (polling, up to `secs`) until `done` holds.
+fn wait_until(secs: u64, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !done() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Wait until everything but the active segment is copied and gone from local disk.
+fn wait_tiered(bootstrap: &str, topic: &str) -> (i64, i64) {
+    let deadline = Instant::now() + Duration::from_secs(120);
+    loop {
+        let seen = (
+            earliest_local(bootstrap, topic),
+            latest_tiered(bootstrap, topic),
+        );
+        // Copied up to just below the local log start: only the active segment is local.
+        if seen.0 > 0 && seen.1 == seen.0 - 1 {
+            return seen;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "not tiered: earliest local and latest tiered offsets {seen:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Every record, from offset 0, through librdkafka (read_committed, its default).
+fn assert_all_readable(bootstrap: &str, topic: &str) {
+    let got = consume_all(bootstrap, topic, 1, RECORDS);
+    for (i, (_, offset, key, val, ts)) in got.iter().enumerate() {
+        assert_eq!(*offset, i as i64, "offsets in order with no gap");
+        assert_eq!(key.as_deref(), Some(format!("k{i}").as_bytes()));
+        assert_eq!(val.as_deref(), Some(&value(i)[..]), "value of record {i}");
+        assert_eq!(*ts, Some(base_ts() + i as i64));
+    }
+}
+
+/// Bytes of `.log` files in the partition's local directory.
+fn local_log_bytes(server: &TestServer, topic: &str) -> u64 {
+    std::fs::read_dir(server.data_dir().join(format!("{topic}-0")))
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+/// Files under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).into_iter().flatten().flatten() {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                out.push(e.path());
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn a_tiered_topic_stays_small_locally_and_is_read_from_offset_zero() {
+    let remote = tempfile::tempdir().unwrap();
+    let server = start_tiered(&tier_overrides(&format!(
+        "file://{}",
+        remote.path().display()
+    )));
+    let b = &server.bootstrap;
+    create_tiered(b, "tiered");
+    create_topic(b, "plain", 1, &[]);
+    // Nothing tiered yet: -5 is -1 (with epoch -1), -4 the log start; before v8/v9, Kafka's
+    // UNSUPPORTED_VERSION.
+    assert_eq!(list_offset(b, "tiered", -5, 9), (0, -1, -1));
+    assert_eq!(list_offset(b, "tiered", -4, 8).1, 0);
+    assert_eq!(list_offset(b, "tiered", -4, 7).0, 35);
+    assert_eq!(list_offset(b, "tiered", -5, 8).0, 35);
+
+    produce_records(b, "tiered");
+    let (local_start, tiered) = wait_tiered(b, "tiered");
+    assert_eq!(
+        list_offset(b, "tiered", -2, 9).1,
+        0,
+        "the log starts in the remote tier"
+    );
+    assert_eq!(list_offset(b, "tiered", -1, 9).1, RECORDS as i64);
+    let (code, _, epoch) = list_offset(b, "tiered", -5, 9);
+    assert_eq!((code, epoch), (0, 0));
+    assert!(
+        tiered >= (RECORDS as i64) / 2,
+        "most records are tiered ({tiered})"
+    );
+    // Local disk holds the active segment only.
+    let local = local_log_bytes(&server, "tiered");
+    assert!(local <= 1_100_000, "local .log bytes {local}");
+    let remote_logs: u64 = files_under(remote.path())
+        .iter()
+        .filter(|p| p.extension().is_some_and(|e| e == "log"))
+        .map(|p| p.metadata().unwrap().len())
+        .sum();
+    assert!(remote_logs >= (local_start as u64) * VALUE_BYTES as u64);
+
+    assert_all_readable(b, "tiered");
+    // A timestamp in the remote tier is found there.
+    let c = consumer(b, &[]);
+    let mut tpl = TopicPartitionList::new();
+    tpl.add_partition_offset("tiered", 0, rdkafka::Offset::Offset(base_ts() + 42))
+        .unwrap();
+    let found = c.offsets_for_times(tpl, Duration::from_secs(30)).unwrap();
+    assert_eq!(
+        found.find_partition("tiered", 0).unwrap().offset(),
+        rdkafka::Offset::Offset(42)
+    );
+    // A topic without remote storage: -5 is -1, -4 is its log start.
+    produce_all(
+        &producer(b, &[]),
+        "plain",
+        &[(b"k".to_vec(), b"v".to_vec(), None)],
+    );
+    assert_eq!(list_offset(b, "plain", -5, 9), (0, -1, -1));
+    assert_eq!(list_offset(b, "plain", -4, 9).1, 0);
+}
+
+#[test]
+fn a_corrupt_remote_segment_is_refused_not_served() {
+    let remote = tempfile::tempdir().unwrap();
+    let server = start_tiered(&tier_overrides(&format!(
+        "file://{}",
+        remote.path().display()
+    )));
+    let b = &server.bootstrap;
+    create_tiered(b, "corrupt");
+    produce_records(b, "corrupt");
+    wait_tiered(b, "corrupt");
+    // Damage the first remote segment (nothing has read it yet, so nothing is cached).
+    let first = files_under(remote.path())
+        .into_iter()
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("00000000000000000000-")
+                && p.extension().is_some_and(|e| e == "log")
+        })
+        .expect("the first remote segment");
+    let mut bytes = std::fs::read(&first).unwrap();
+    let mid = bytes.len() / 3;
+    bytes[mid] ^= 0x5a;
+    std::fs::write(&first, &bytes).unwrap();
+
+    let mut w = Wire::connect(b);
+    let req = FetchRequest::default()
+        .with_replica_id(BrokerId(-1))
+        .with_max_wait_ms(0)
+        .with_min_bytes(0)
+        .with_max_bytes(4 << 20)
+        .with_topics(vec![FetchTopic::default()
+            .with_topic(TopicName(StrBytes::from_static_str("corrupt")))
+            .with_partitions(vec![FetchPartition::default()
+                .with_partition(0)
+                .with_fetch_offset(0)
+                .with_partition_max_bytes(4 << 20)])]);
+    let resp: FetchResponse = w.call(ApiKey::Fetch, 12, &req);
+    let p = &resp.responses[0].partitions[0];
+    // KAFKA_STORAGE_ERROR, no records: the damaged bytes never reach a client.
+    assert_eq!(p.error_code, 56);
+    assert!(p.records.as_ref().is_none_or(|r| r.is_empty()));
+    assert!(server.log().contains("corrupt remote object"));
+}
+
+/// moto's S3 server, on a port of its own, for as long as this lives.
+struct Moto {
+    child: Child,
+    port: u16,
+}
+
+impl Moto {
+    fn start_on(port: u16) -> Moto {
+        let child = Command::new("python3")
+            .args([
+                "-m",
+                "moto.server",
+                "-H",
+                "127.0.0.1",
+                "-p",
+                &port.to_string(),
+            ])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start moto's server (pip install 'moto[server]')");
+        let m = Moto { child, port };
+        wait_until(60, "moto listens", || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        m
+    }
+
+    fn endpoint(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// An HTTP request to the server: (status, body).
+    fn http(&self, method: &str, path: &str) -> (u16, String) {
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            self.port
+        )
+        .unwrap();
+        let mut raw = String::new();
+        s.read_to_string(&mut raw).unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (status, body.to_string())
+    }
+
+    fn create_bucket(&self, bucket: &str) {
+        assert_eq!(self.http("PUT", &format!("/{bucket}")).0, 200);
+    }
+
+    /// Keys of the bucket's objects (the first 1,000).
+    fn keys(&self, bucket: &str) -> Vec<String> {
+        let (status, body) = self.http("GET", &format!("/{bucket}?list-type=2"));
+        assert_eq!(status, 200, "{body}");
+        body.split("<Key>")
+            .skip(1)
+            .filter_map(|k| k.split_once("</Key>").map(|(k, _)| k.to_string()))
+            .collect()
+    }
+
+    fn stop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn s3_overrides(moto: &Moto, bucket: &str) -> Vec<String> {
+    let mut o = tier_overrides(&format!("s3://{bucket}/cluster-a"));
+    o.extend([
+        format!("remote.log.storage.s3.endpoint={}", moto.endpoint()),
+        "remote.log.storage.s3.region=us-east-1".into(),
+        "remote.log.storage.s3.access.key.id=test".into(),
+        "remote.log.storage.s3.secret.access.key=test".into(),
+        "remote.log.storage.s3.path.style.access=true".into(),
+        "remote.log.storage.retries=1".into(),
+        "remote.log.storage.request.timeout.ms=5000".into(),
+    ]);
+    o
+}
+
+#[test]
+fn an_s3_store_that_is_down_delays_copies_and_loses_nothing() {
+    let port = free_port();
+    let mut moto = Moto::start_on(port);
+    moto.create_bucket("tier");
+    let server = start_tiered(&s3_overrides(&moto, "tier"));
+    let b = &server.bootstrap;
+    create_tiered(b, "s3");
+    moto.stop();
+
+    produce_records(b, "s3");
+    let admin = server.admin().expect("admin listener");
+    wait_until(60, "a copy fails", || {
+        metric(
+            &http_get(&admin, "/metrics").1,
+            "sluice_remote_copy_errors_total",
+        )
+        .is_some_and(|n| n >= 1.0)
+    });
+    // Nothing copied, so nothing deleted locally.
+    assert_eq!(latest_tiered(b, "s3"), -1);
+    assert_eq!(earliest_local(b, "s3"), 0);
+    assert!(local_log_bytes(&server, "s3") >= (RECORDS * VALUE_BYTES) as u64);
+
+    // The store comes back (empty: moto keeps objects in memory); the unfinished copies
+    // are cleaned up and every segment is copied.
+    let moto = Moto::start_on(port);
+    moto.create_bucket("tier");
+    let (local_start, _) = wait_tiered(b, "s3");
+    let keys = moto.keys("tier");
+    let logs: Vec<&String> = keys.iter().filter(|k| k.ends_with(".log")).collect();
+    assert!(!logs.is_empty());
+    assert!(
+        keys.iter().all(|k| k.starts_with("cluster-a/s3-")),
+        "{keys:?}"
+    );
+    // Each copied segment has its six files.
+    assert_eq!(keys.len(), logs.len() * 6, "{keys:?}");
+    assert!(local_start > 0);
+    assert_all_readable(b, "s3");
+}
+
+#[test]
+fn a_leader_killed_mid_upload_leaves_no_duplicate_and_no_orphan() {
+    let moto = Moto::start_on(free_port());
+    moto.create_bucket("crash");
+    let mut server = start_tiered(&s3_overrides(&moto, "crash"));
+    let b = server.bootstrap.clone();
+    // Segments of 20 MiB go up as multipart uploads: long enough to be killed in the middle.
+    create_topic(
+        &b,
+        "crash",
+        1,
+        &[
+            ("remote.storage.enable", "true"),
+            ("segment.bytes", "20971520"),
+            ("local.retention.bytes", "1"),
+        ],
+    );
+    let p = producer(&b, &[("acks", "all"), ("linger.ms", "20")]);
+    let big = vec![b'z'; 100_000];
+    let records: Vec<(Vec<u8>, Vec<u8>, Option<i64>)> = (0..450)
+        .map(|i| (format!("k{i}").into_bytes(), big.clone(), None))
+        .collect();
+    produce_all(&p, "crash", &records);
+    drop(p);
+    assert!(
+        server.wait_for_log(Duration::from_secs(60), |l| l
+            .contains("copying a segment to the remote tier")),
+        "no copy started"
+    );
+    server.kill();
+    server.restart_same_port();
+    let b = server.bootstrap.clone();
+    let mut last = -1;
+    wait_until(120, "both closed segments are copied", || {
+        // A 20 MiB segment holds about 200 of these records: both are copied.
+        last = latest_tiered(&b, "crash");
+        last >= 300 && earliest_local(&b, "crash") == last + 1
+    });
+    let keys = moto.keys("crash");
+    let mut bases: Vec<&str> = keys
+        .iter()
+        .filter(|k| k.ends_with(".log"))
+        .filter_map(|k| k.rsplit('/').next()?.split('-').next())
+        .collect();
+    let n = bases.len();
+    bases.dedup();
+    assert_eq!(
+        bases.len(),
+        n,
+        "one remote segment per base offset: {keys:?}"
+    );
+    assert_eq!(
+        keys.len(),
+        n * 6,
+        "no object of an unfinished copy is left: {keys:?}"
+    );
+    let got = consume_all(&b, "crash", 1, 450);
+    let offsets: Vec<i64> = got.iter().map(|r| r.1).collect();
+    assert_eq!(offsets, (0..450).collect::<Vec<i64>>());
+}
