@@ -28,6 +28,8 @@ pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 /// Directory of the metadata log, which is not a partition of a user topic.
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
+/// Where tiered storage caches chunks of remote segments, in the first log dir.
+pub const REMOTE_CACHE_DIR: &str = "remote-cache";
 const DELETE_SUFFIX: &str = "-delete";
 /// A log being copied to another directory (AlterReplicaLogDirs), as Kafka names it.
 const FUTURE_SUFFIX: &str = "-future";
@@ -332,7 +334,7 @@ impl LogManager {
                     fs::remove_dir_all(entry.path()).at(&entry.path())?;
                     continue;
                 }
-                if name == METADATA_LOG_DIR {
+                if name == METADATA_LOG_DIR || name == REMOTE_CACHE_DIR {
                     continue;
                 }
                 let Some(tp) = TopicPartition::parse_dir_name(&name) else {

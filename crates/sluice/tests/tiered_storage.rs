@@ -14,11 +14,13 @@ use std::time::{Duration, Instant};
 use common::*;
 use kafka_protocol::messages::fetch_request::{FetchPartition, FetchTopic};
 use kafka_protocol::messages::list_offsets_request::{ListOffsetsPartition, ListOffsetsTopic};
+use kafka_protocol::messages::metadata_request::MetadataRequestTopic;
 use kafka_protocol::messages::{
     ApiKey, BrokerId, FetchRequest, FetchResponse, ListOffsetsRequest, ListOffsetsResponse,
-    TopicName,
+    MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::Consumer;
 use rdkafka::TopicPartitionList;
 use wire::Wire;
@@ -480,4 +482,85 @@ fn a_leader_killed_mid_upload_leaves_no_duplicate_and_no_orphan() {
     let got = consume_all(&b, "crash", 1, 450);
     let offsets: Vec<i64> = got.iter().map(|r| r.1).collect();
     assert_eq!(offsets, (0..450).collect::<Vec<i64>>());
+}
+
+/// The leader and ISR of `topic`-0 as the broker at `addr` sees them.
+fn leader_and_isr(addr: &str, topic: &str) -> Option<(i32, Vec<i32>)> {
+    let mut w = Wire::connect(addr);
+    let md: MetadataResponse = w.call(
+        ApiKey::Metadata,
+        12,
+        &MetadataRequest::default().with_topics(Some(vec![MetadataRequestTopic::default()
+            .with_name(Some(TopicName(StrBytes::from_string(topic.into()))))])),
+    );
+    let p = md.topics.first()?.partitions.first()?;
+    (p.error_code == 0).then(|| (p.leader_id.0, p.isr_nodes.iter().map(|b| b.0).collect()))
+}
+
+#[test]
+fn a_follower_with_an_empty_disk_starts_from_the_remote_tier() {
+    let remote = tempfile::tempdir().unwrap();
+    let mut extra = tier_overrides(&format!("file://{}", remote.path().display()));
+    extra.extend([
+        "broker.session.timeout.ms=2000".to_string(),
+        "broker.heartbeat.interval.ms=250".into(),
+        "controller.quorum.election.timeout.ms=500".into(),
+    ]);
+    let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let mut nodes = TestServer::start_all(sluice_bin(), &sluice_testkit::combined_nodes(&refs));
+    let any = nodes[0].bootstrap.clone();
+    let topic = NewTopic::new("rep", 1, TopicReplication::Fixed(3))
+        .set("remote.storage.enable", "true")
+        .set("segment.bytes", "1048576")
+        .set("local.retention.bytes", "1")
+        .set("min.insync.replicas", "2");
+    for r in block_on(admin(&any).create_topics([&topic], &AdminOptions::new())).unwrap() {
+        r.unwrap();
+    }
+    let mut leader = -1;
+    wait_until(30, "the partition has a leader and a full ISR", || {
+        leader_and_isr(&any, "rep").is_some_and(|(l, isr)| {
+            leader = l;
+            l > 0 && isr.len() == 3
+        })
+    });
+    let leader_addr = nodes[leader as usize - 1].bootstrap.clone();
+    produce_records(&any, "rep");
+    let (_, tiered) = wait_tiered(&leader_addr, "rep");
+
+    // A follower loses its disk: it comes back with no log for the partition.
+    let f = (0..3).find(|i| *i + 1 != leader as usize).unwrap();
+    nodes[f].stop();
+    let dir = nodes[f].data_dir().join("rep-0");
+    std::fs::remove_dir_all(&dir).unwrap();
+    nodes[f].restart();
+    let follower_id = f as i32 + 1;
+    wait_until(60, "the follower rejoins the ISR", || {
+        leader_and_isr(&leader_addr, "rep").is_some_and(|(_, isr)| isr.contains(&follower_id))
+    });
+    // It started where the remote tier ends: nothing of what the remote tier holds was
+    // copied to it, and it knows the leader epochs from the remote segment.
+    let bases: Vec<i64> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            name.strip_suffix(".log")?.parse().ok()
+        })
+        .collect();
+    assert!(
+        !bases.is_empty() && bases.iter().all(|b| *b > tiered),
+        "follower segments {bases:?}, remote tier ends at {tiered}"
+    );
+    let epochs = std::fs::read_to_string(dir.join("leader-epoch-checkpoint")).unwrap();
+    assert!(epochs.lines().count() >= 3, "{epochs}");
+
+    // The leader dies: the new one serves every record from offset 0, the old ones from the
+    // remote tier.
+    nodes[leader as usize - 1].kill();
+    let survivor = nodes[f].bootstrap.clone();
+    wait_until(60, "a new leader", || {
+        leader_and_isr(&survivor, "rep").is_some_and(|(l, _)| l > 0 && l != leader)
+    });
+    assert_all_readable(&survivor, "rep");
 }

@@ -15,6 +15,7 @@
 //! Every metadata change goes through the controller, which takes it only from the current
 //! leader at its current epoch, so a deposed leader can neither finish a copy nor delete.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -22,6 +23,7 @@ use bytes::Bytes;
 use sluice_metadata::controller_types::ApiError;
 use sluice_metadata::remote::{RemoteSegment, RemoteSegmentState};
 use sluice_metadata::Uuid;
+use sluice_protocol::types::TopicPartition;
 use sluice_remote::RemoteError;
 use sluice_storage::log::ClosedSegment;
 use sluice_storage::LogError;
@@ -61,7 +63,13 @@ async fn record(controller: &dyn ControllerApi, seg: &RemoteSegment) -> Result<(
     Ok(())
 }
 
-/// Run the tier task until shutdown.
+/// Longest wait before a partition whose task failed is tried again (Kafka's
+/// `remote.log.manager.task.retry.backoff.max.ms`).
+const RETRY_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// Run the tier task until shutdown. A partition whose run failed (the store away, say) is
+/// tried again after a backoff that doubles up to [`RETRY_BACKOFF_MAX`], so a store that is
+/// down does not turn every run into metadata records of copies started and abandoned.
 pub async fn run_tier_tasks(
     replicas: Arc<ReplicaManager>,
     controller: Arc<dyn ControllerApi>,
@@ -71,15 +79,35 @@ pub async fn run_tier_tasks(
     let period = Duration::from_millis(tier.settings.task_interval_ms.max(1));
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing: HashMap<TopicPartition, (Duration, tokio::time::Instant)> = HashMap::new();
     loop {
         tokio::select! {
             _ = shutdown.changed() => return,
             _ = tick.tick() => {}
         }
         let pass = async {
-            for p in replicas.all().into_iter().filter(|p| p.is_leader()) {
-                if let Err(e) = partition_pass(&replicas, &*controller, &tier, &p).await {
-                    warn!(partition = %p.tp, error = %e, "tiered storage task failed; retrying at its next run");
+            let led: Vec<_> = replicas
+                .all()
+                .into_iter()
+                .filter(|p| p.is_leader())
+                .collect();
+            failing.retain(|tp, _| led.iter().any(|p| &p.tp == tp));
+            for p in led {
+                let now = tokio::time::Instant::now();
+                if failing.get(&p.tp).is_some_and(|(_, next)| now < *next) {
+                    continue;
+                }
+                match partition_pass(&replicas, &*controller, &tier, &p).await {
+                    Ok(()) => {
+                        failing.remove(&p.tp);
+                    }
+                    Err(e) => {
+                        let wait = failing
+                            .get(&p.tp)
+                            .map_or(period, |(w, _)| (*w * 2).min(RETRY_BACKOFF_MAX));
+                        warn!(partition = %p.tp, error = %e, retry_ms = wait.as_millis() as u64, "tiered storage task failed");
+                        failing.insert(p.tp.clone(), (wait, now + wait));
+                    }
                 }
             }
         };

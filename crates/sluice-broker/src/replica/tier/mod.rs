@@ -83,7 +83,7 @@ impl Tier {
         })?;
         let reader = RemoteReader::new(
             store,
-            &first_log_dir.join("remote-cache"),
+            &first_log_dir.join(sluice_storage::log_manager::REMOTE_CACHE_DIR),
             ReaderConfig {
                 chunk_bytes: settings.chunk_bytes,
                 cache_bytes: settings.cache_bytes,
