@@ -27,7 +27,8 @@ pub fn client_versions(key: ApiKey) -> (i16, i16) {
     match key {
         ApiKey::Produce => (3, 11),
         ApiKey::Fetch => (4, 12),
-        ApiKey::ListOffsets => (1, 7),
+        // v8/v9: earliest-local (-4) and latest-tiered (-5), which older versions refuse.
+        ApiKey::ListOffsets => (1, 9),
         ApiKey::Metadata => (1, 12),
         ApiKey::ApiVersions => (0, 3),
         ApiKey::CreateTopics => (2, 7),

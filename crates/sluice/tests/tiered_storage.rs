@@ -221,6 +221,44 @@ fn a_tiered_topic_stays_small_locally_and_is_read_from_offset_zero() {
         .sum();
     assert!(remote_logs >= (local_start as u64) * VALUE_BYTES as u64);
 
+    // The tools say it too: offsets by name, and the describe's tier columns.
+    assert_eq!(
+        sluice_tool(
+            "offsets",
+            b,
+            &["--topic", "tiered", "--time", "earliest-local"]
+        ),
+        format!("tiered:0:{local_start}\n")
+    );
+    assert_eq!(
+        sluice_tool("offsets", b, &["--topic", "tiered", "--time", "-5"]),
+        format!("tiered:0:{tiered}\n")
+    );
+    let described = sluice_tool("topics", b, &["--describe", "--topic", "tiered"]);
+    assert!(
+        described.contains(&format!(
+            "LocalLogStartOffset: {local_start}\tTieredOffset: {tiered}\tUploadLag: {}",
+            RECORDS as i64 - tiered - 1
+        )),
+        "{described}"
+    );
+    let admin = server.admin().unwrap();
+    let mut scrape = String::new();
+    wait_until(
+        30,
+        "the remote size gauge counts every copied segment",
+        || {
+            scrape = http_get(&admin, "/metrics").1;
+            metric(&scrape, "sluice_remote_log_size_bytes{topic=\"tiered\"}")
+                .is_some_and(|v| v as u64 == remote_logs)
+        },
+    );
+    assert_eq!(
+        metric(&scrape, "sluice_remote_copy_lag_bytes{topic=\"tiered\"}"),
+        Some(0.0)
+    );
+    assert!(metric(&scrape, "sluice_remote_copy_bytes_total").unwrap() >= remote_logs as f64);
+
     assert_all_readable(b, "tiered");
     // A timestamp in the remote tier is found there.
     let c = consumer(b, &[]);

@@ -141,6 +141,10 @@ pub enum OffsetSpec {
     Earliest,
     Latest,
     MaxTimestamp,
+    /// The first offset on the leader's local disk (tiered storage; KIP-405).
+    EarliestLocal,
+    /// The last offset copied to the remote tier; -1 when none (KIP-1005).
+    LatestTiered,
     /// The first record with a timestamp at or after this one.
     Timestamp(i64),
 }
@@ -151,6 +155,8 @@ impl OffsetSpec {
             OffsetSpec::Earliest => -2,
             OffsetSpec::Latest => -1,
             OffsetSpec::MaxTimestamp => -3,
+            OffsetSpec::EarliestLocal => -4,
+            OffsetSpec::LatestTiered => -5,
             OffsetSpec::Timestamp(t) => t,
         }
     }

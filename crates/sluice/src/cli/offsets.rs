@@ -19,7 +19,8 @@ pub struct OffsetsArgs {
     /// Comma-separated partitions (default: all).
     #[arg(long)]
     pub partitions: Option<String>,
-    /// -1 or latest, -2 or earliest, -3 or max-timestamp, or a timestamp in ms.
+    /// -1 or latest, -2 or earliest, -3 or max-timestamp, -4 or earliest-local, -5 or
+    /// latest-tiered (tiered storage), or a timestamp in ms.
     #[arg(long, default_value = "-1", allow_hyphen_values = true)]
     pub time: String,
 }
@@ -29,9 +30,12 @@ pub async fn run(args: OffsetsArgs) -> CliResult {
         "-1" | "latest" => OffsetSpec::Latest,
         "-2" | "earliest" => OffsetSpec::Earliest,
         "-3" | "max-timestamp" => OffsetSpec::MaxTimestamp,
-        t => OffsetSpec::Timestamp(t.parse().map_err(|_| {
+        "-4" | "earliest-local" => OffsetSpec::EarliestLocal,
+        "-5" | "latest-tiered" => OffsetSpec::LatestTiered,
+        t => OffsetSpec::Timestamp(t.parse().ok().filter(|t| *t >= 0).ok_or_else(|| {
             usage(format!(
-                "--time must be -1, -2, -3 or a timestamp, not '{t}'"
+                "--time must be -1 to -5, latest, earliest, max-timestamp, earliest-local, \
+                 latest-tiered or a timestamp, not '{t}'"
             ))
         })?),
     };

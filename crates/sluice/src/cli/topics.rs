@@ -319,12 +319,36 @@ async fn describe(admin: &Admin, topic: Option<&str>) -> CliResult {
             .collect();
         let earliest = offsets_map(admin, &tps, OffsetSpec::Earliest).await;
         let latest = offsets_map(admin, &tps, OffsetSpec::Latest).await;
+        // Tiered storage: where local disk starts, how far the remote tier reaches, and what
+        // is not copied yet (the upload lag, in records).
+        let tiered = overrides.iter().any(|o| o == "remote.storage.enable=true");
+        let (local, remote) = if tiered {
+            (
+                offsets_map(admin, &tps, OffsetSpec::EarliestLocal).await,
+                offsets_map(admin, &tps, OffsetSpec::LatestTiered).await,
+            )
+        } else {
+            Default::default()
+        };
         for p in &t.partitions {
             let show = |m: &std::collections::HashMap<i32, i64>| {
                 m.get(&p.partition).map_or("?".to_string(), i64::to_string)
             };
+            let tier = if tiered {
+                let lag = match (remote.get(&p.partition), latest.get(&p.partition)) {
+                    (Some(r), Some(l)) => (l - r - 1).max(0).to_string(),
+                    _ => "?".into(),
+                };
+                format!(
+                    "\tLocalLogStartOffset: {}\tTieredOffset: {}\tUploadLag: {lag}",
+                    show(&local),
+                    show(&remote)
+                )
+            } else {
+                String::new()
+            };
             println!(
-                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tLogStartOffset: {}\tLogEndOffset: {}",
+                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tLogStartOffset: {}\tLogEndOffset: {}{tier}",
                 t.name,
                 p.partition,
                 p.leader,

@@ -80,6 +80,7 @@ pub async fn run_tier_tasks(
     let mut tick = tokio::time::interval(period);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing: HashMap<TopicPartition, (Duration, tokio::time::Instant)> = HashMap::new();
+    let mut reported: HashMap<String, (i64, u64)> = HashMap::new();
     loop {
         tokio::select! {
             _ = shutdown.changed() => return,
@@ -110,12 +111,45 @@ pub async fn run_tier_tasks(
                     }
                 }
             }
+            report_sizes(&replicas, &mut reported);
         };
         tokio::select! {
             _ = shutdown.changed() => return,
             () = pass => {}
         }
     }
+}
+
+/// Per topic, over the partitions led here: bytes in the remote tier and bytes of closed
+/// segments not copied yet (Kafka's `RemoteLogSizeBytes` and `RemoteCopyLagBytes`).
+fn report_sizes(replicas: &ReplicaManager, reported: &mut HashMap<String, (i64, u64)>) {
+    let mut now: HashMap<String, (i64, u64)> = HashMap::new();
+    for p in replicas.all().into_iter().filter(|p| p.is_leader()) {
+        let remote = p.remote_log();
+        let highest = remote.as_ref().map_or(-1, |r| r.highest_offset());
+        let log = p.read_log();
+        if !log.config().remote_storage && remote.is_none() {
+            continue;
+        }
+        let lag: u64 = log
+            .closed_segments()
+            .iter()
+            .filter(|c| c.next_offset - 1 > highest)
+            .map(|c| c.size_bytes)
+            .sum();
+        let e = now.entry(p.tp.topic.clone()).or_default();
+        e.0 += remote.map_or(0, |r| r.size_bytes());
+        e.1 += lag;
+    }
+    for topic in reported.keys() {
+        now.entry(topic.clone()).or_default();
+    }
+    for (topic, (size, lag)) in &now {
+        metrics::gauge!("sluice_remote_log_size_bytes", "topic" => topic.clone()).set(*size as f64);
+        metrics::gauge!("sluice_remote_copy_lag_bytes", "topic" => topic.clone()).set(*lag as f64);
+    }
+    now.retain(|_, (size, lag)| *size > 0 || *lag > 0);
+    *reported = now;
 }
 
 /// One run of the task for one led partition.
