@@ -53,6 +53,21 @@ impl SegmentKey {
     }
 }
 
+/// The segment id in an object key of [`SegmentKey::object`]'s form; None for another key.
+pub fn segment_id_of(key: &str) -> Option<[u8; 16]> {
+    let name = key.rsplit('/').next()?;
+    let (stem, _) = name.split_once('.')?;
+    let (_, hex) = stem.split_once('-')?;
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut id = [0u8; 16];
+    for (i, b) in id.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(id)
+}
+
 pub(crate) fn join(prefix: &Path, key: &str) -> Path {
     key.split('/')
         .filter(|p| !p.is_empty())
@@ -79,5 +94,7 @@ mod tests {
         let p = join(&Path::from("pre/fix"), &k.object("index"));
         assert!(p.as_ref().starts_with("pre/fix/t-0101"));
         assert!(p.as_ref().ends_with(".index"));
+        assert_eq!(segment_id_of(&k.object("log")), Some([0xab; 16]));
+        assert_eq!(segment_id_of("t-01/3/notes.txt"), None);
     }
 }

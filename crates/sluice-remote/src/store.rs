@@ -247,6 +247,20 @@ impl RemoteStore {
 
     /// Keys (relative to the store's prefix) and sizes of the objects under `prefix`.
     pub async fn list(&self, prefix: &str) -> Result<Vec<(String, u64)>, RemoteError> {
+        Ok(self
+            .list_with_age(prefix)
+            .await?
+            .into_iter()
+            .map(|(k, size, _)| (k, size))
+            .collect())
+    }
+
+    /// Keys, sizes and last-modified times (ms since the epoch) of the objects under
+    /// `prefix`.
+    pub async fn list_with_age(
+        &self,
+        prefix: &str,
+    ) -> Result<Vec<(String, u64, i64)>, RemoteError> {
         let p = self.path(prefix);
         let metas: Vec<object_store::ObjectMeta> = self
             .timed("list", self.inner.list(Some(&p)).try_collect())
@@ -260,7 +274,7 @@ impl RemoteStore {
                     .strip_prefix(base)
                     .map(|r| r.trim_start_matches('/'))
                     .unwrap_or(k);
-                (rel.to_string(), m.size)
+                (rel.to_string(), m.size, m.last_modified.timestamp_millis())
             })
             .collect())
     }

@@ -1882,3 +1882,84 @@ fn kafka_streams_group_protocol_counts_exactly_once_across_kills() {
     }
     let _ = std::fs::remove_dir_all(&state);
 }
+
+/// Tiered storage with Kafka 4.4's Java client (`interop/java/.../Tiered.java`): its Admin
+/// client's `OffsetSpec.earliestLocal()` / `latestTiered()` (ListOffsets -4 / -5), and a
+/// consumer that reads every record from offset 0, most of them from the remote tier.
+#[test]
+fn java_client_reads_a_tiered_topic_from_offset_zero() {
+    let remote = tempfile::tempdir().unwrap();
+    let uri = format!("remote.log.storage.uri=file://{}", remote.path().display());
+    let server = start(&[
+        "remote.log.storage.system.enable=true",
+        &uri,
+        "remote.log.manager.task.interval.ms=200",
+        "log.retention.check.interval.ms=200",
+    ]);
+    let b = server.bootstrap.as_str();
+    sluice_tool(
+        "topics",
+        b,
+        &[
+            "--create",
+            "--topic",
+            "tj",
+            "--config",
+            "remote.storage.enable=true",
+            "--config",
+            "segment.bytes=1048576",
+            "--config",
+            "local.retention.bytes=1",
+        ],
+    );
+    must_succeed(
+        Command::new(sluice_bin()).args([
+            "perf",
+            "produce",
+            "--bootstrap-server",
+            b,
+            "--topic",
+            "tj",
+            "--records",
+            "4000",
+            "--record-size",
+            "1000",
+        ]),
+        "sluice perf produce",
+    );
+    let offset = |spec: &str| -> i64 {
+        let out = sluice_tool("offsets", b, &["--topic", "tj", "--time", spec]);
+        out.trim()
+            .rsplit(':')
+            .next()
+            .unwrap_or("")
+            .parse()
+            .unwrap_or(-1)
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let (local, tiered) = loop {
+        let (local, tiered) = (offset("earliest-local"), offset("latest-tiered"));
+        if local > 0 && tiered == local - 1 {
+            break (local, tiered);
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not tiered: {local} {tiered}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    };
+    let cp = java_build("kafka4", "4.4.0");
+    let out = must_succeed(
+        Command::new("java")
+            .args(["-cp", &cp, "interop.Tiered", b, "tj", "4000"])
+            .current_dir(repo_root().join("interop/java")),
+        "java interop.Tiered",
+    );
+    assert!(
+        out.contains(&format!(
+            "EARLIEST 0 EARLIEST_LOCAL {local} LATEST_TIERED {tiered} LATEST 4000"
+        )),
+        "{out}"
+    );
+    assert!(out.contains("READ 4000 4000000"), "{out}");
+}

@@ -163,6 +163,23 @@ fn local_log_bytes(server: &TestServer, topic: &str) -> u64 {
         .sum()
 }
 
+/// `sluice dump-log --files FILE ARGS...`, which must succeed: its output.
+fn dump_log(args: &[&str]) -> String {
+    let out = Command::new(sluice_bin())
+        .arg("dump-log")
+        .arg("--files")
+        .args(args)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "dump-log {args:?}: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+}
+
 /// Files under `dir`, recursively.
 fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
@@ -259,6 +276,22 @@ fn a_tiered_topic_stays_small_locally_and_is_read_from_offset_zero() {
     );
     assert!(metric(&scrape, "sluice_remote_copy_bytes_total").unwrap() >= remote_logs as f64);
 
+    // dump-log reads a remote segment and checks its remote index against it.
+    let first = files_under(remote.path())
+        .into_iter()
+        .find(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.starts_with("00000000000000000000-") && name.ends_with(".log")
+        })
+        .unwrap();
+    let dumped = dump_log(&[first.to_str().unwrap(), "--print-data-log"]);
+    assert!(dumped.contains("Log starting offset: 0"), "{dumped}");
+    assert!(dumped.contains("| offset: 0 CreateTime:"), "{dumped}");
+    assert!(dumped.contains("isvalid: true") && !dumped.contains("isvalid: false"));
+    let index = first.with_extension("index");
+    let verified = dump_log(&[index.to_str().unwrap(), "--verify-index-only"]);
+    assert!(!verified.contains("Mismatches"), "{verified}");
+
     assert_all_readable(b, "tiered");
     // A timestamp in the remote tier is found there.
     let c = consumer(b, &[]);
@@ -278,6 +311,11 @@ fn a_tiered_topic_stays_small_locally_and_is_read_from_offset_zero() {
     );
     assert_eq!(list_offset(b, "plain", -5, 9), (0, -1, -1));
     assert_eq!(list_offset(b, "plain", -4, 9).1, 0);
+    // Deleting the topic deletes its remote data too.
+    sluice_tool("topics", b, &["--delete", "--topic", "tiered"]);
+    wait_until(60, "the deleted topic's remote objects are gone", || {
+        files_under(remote.path()).is_empty()
+    });
 }
 
 #[test]
@@ -324,7 +362,8 @@ fn a_corrupt_remote_segment_is_refused_not_served() {
     // KAFKA_STORAGE_ERROR, no records: the damaged bytes never reach a client.
     assert_eq!(p.error_code, 56);
     assert!(p.records.as_ref().is_none_or(|r| r.is_empty()));
-    assert!(server.log().contains("corrupt remote object"));
+    assert!(server.wait_for_log(Duration::from_secs(10), |l| l
+        .contains("corrupt remote object")));
 }
 
 /// moto's S3 server, on a port of its own, for as long as this lives.
@@ -458,6 +497,24 @@ fn an_s3_store_that_is_down_delays_copies_and_loses_nothing() {
     // Each copied segment has its six files.
     assert_eq!(keys.len(), logs.len() * 6, "{keys:?}");
     assert!(local_start > 0);
+    // dump-log reads a remote segment from the S3 store.
+    let first = format!("s3://tier/{}", logs[0]);
+    let endpoint = format!("remote.log.storage.s3.endpoint={}", moto.endpoint());
+    let dumped = dump_log(&[
+        &first,
+        "--remote-property",
+        &endpoint,
+        "--remote-property",
+        "remote.log.storage.s3.path.style.access=true",
+        "--remote-property",
+        "remote.log.storage.s3.access.key.id=test",
+        "--remote-property",
+        "remote.log.storage.s3.secret.access.key=test",
+        "--remote-property",
+        "remote.log.storage.s3.region=us-east-1",
+    ]);
+    assert!(dumped.contains("baseOffset: "), "{dumped}");
+    assert!(!dumped.contains("isvalid: false"), "{dumped}");
     assert_all_readable(b, "s3");
 }
 
@@ -499,7 +556,19 @@ fn a_leader_killed_mid_upload_leaves_no_duplicate_and_no_orphan() {
         last = latest_tiered(&b, "crash");
         last >= 300 && earliest_local(&b, "crash") == last + 1
     });
-    let keys = moto.keys("crash");
+    // An upload cut by the kill may still land in the store after the restarted leader
+    // cleaned up (the store completes a request it had): the leader's periodic sweep
+    // deletes objects no remote segment names.
+    let mut keys = Vec::new();
+    wait_until(
+        60,
+        "the store holds the copied segments' files only",
+        || {
+            keys = moto.keys("crash");
+            let logs = keys.iter().filter(|k| k.ends_with(".log")).count();
+            keys.len() == logs * 6
+        },
+    );
     let mut bases: Vec<&str> = keys
         .iter()
         .filter(|k| k.ends_with(".log"))

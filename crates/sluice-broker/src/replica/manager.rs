@@ -410,9 +410,14 @@ impl ReplicaManager {
         now_ms: i64,
     ) -> Result<(), LogError> {
         let delta = PartitionDelta::between(old, new);
-        for (name, _id, partitions) in &delta.deleted {
+        for (name, id, partitions) in &delta.deleted {
             for p in partitions {
                 let tp = TopicPartition::new(name.clone(), *p);
+                if let (Some(tier), Some(_)) = (self.tier(), old.remote_log(id, *p)) {
+                    if self.get(&tp).is_some() {
+                        tier.forget_partition(name, *id.as_bytes(), *p);
+                    }
+                }
                 self.write().remove(&tp);
                 self.forget_offline(&tp);
                 self.logs.delete(&tp)?;

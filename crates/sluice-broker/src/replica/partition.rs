@@ -109,6 +109,8 @@ pub struct Partition {
     disk: Option<Arc<sluice_storage::LogManager>>,
     /// Tiered storage: the segments the remote tier holds, from the metadata image.
     remote: RwLock<Option<Arc<RemoteLog>>>,
+    /// The first offset the remote tier holds (-1: none), read on every fetch without a lock.
+    remote_start: std::sync::atomic::AtomicI64,
 }
 
 /// A partition's handles on its topic's traffic counters.
@@ -173,6 +175,7 @@ impl Partition {
             metrics: PartitionMetrics::new(&tp.topic),
             disk: None,
             remote: RwLock::new(None),
+            remote_start: std::sync::atomic::AtomicI64::new(-1),
             tp,
         }
     }
@@ -262,10 +265,15 @@ impl Partition {
     /// local disk (tiered storage), else the local log start.
     pub fn log_start_offset(&self) -> i64 {
         let local = self.local_log_start_offset();
-        match self.remote_log().and_then(|r| r.start_offset()) {
+        match self.remote_start() {
             Some(remote) => remote.min(local),
             None => local,
         }
+    }
+
+    fn remote_start(&self) -> Option<i64> {
+        let start = self.remote_start.load(std::sync::atomic::Ordering::Acquire);
+        (start >= 0).then_some(start)
     }
 
     /// The first offset on local disk.
@@ -284,10 +292,13 @@ impl Partition {
     /// The remote log metadata changed: local retention may delete what is now copied.
     pub fn set_remote_log(&self, remote: Option<Arc<RemoteLog>>) {
         let highest = remote.as_ref().map_or(-1, |r| r.highest_offset());
+        let start = remote.as_ref().and_then(|r| r.start_offset()).unwrap_or(-1);
         *self
             .remote
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner) = remote;
+        self.remote_start
+            .store(start, std::sync::atomic::Ordering::Release);
         self.log
             .write()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -297,7 +308,8 @@ impl Partition {
 
     /// The remote segment to read `offset` from: one below the local log start that holds it.
     pub fn remote_segment_for(&self, offset: i64) -> Option<(Arc<RemoteLog>, usize)> {
-        if offset >= self.local_log_start_offset() {
+        if self.remote_start().is_none_or(|s| offset < s) || offset >= self.local_log_start_offset()
+        {
             return None;
         }
         let remote = self.remote_log()?;
@@ -778,7 +790,7 @@ impl Partition {
         isolation: FetchIsolation,
         min_one_batch: bool,
     ) -> Result<ReadResult, LogError> {
-        let remote_start = self.remote_log().and_then(|r| r.start_offset());
+        let remote_start = self.remote_start();
         let log = self.read_log();
         let hw = self.high_watermark();
         let lso = log.last_stable_offset(hw);

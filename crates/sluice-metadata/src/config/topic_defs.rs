@@ -347,7 +347,8 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
         broker_synonyms: &[("unclean.leader.election.enable", 1)],
     },
     // Kafka 4.4 topic configs Sluice accepts (so MirrorMaker 2 and tools can copy them) and
-    // does not act on: no dead-letter queues for share or streams groups, no tiered storage.
+    // does not act on: no dead-letter queues for share or streams groups, and tiered storage
+    // copies a segment as soon as it closes (no copy lag).
     TopicConfigDef {
         def: def(
             "errors.deadletterqueue.group.enable",

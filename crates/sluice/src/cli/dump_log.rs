@@ -1,5 +1,8 @@
 //! `sluice dump-log` — like `kafka-dump-log.sh`: batches and records of `.log` files, entries
-//! of `.index` and `.timeindex` files, and index verification against the log.
+//! of `.index` and `.timeindex` files, and index verification against the log. Remote
+//! segments of tiered storage too: a file store's objects by path, an S3 store's as
+//! `s3://bucket/key` with the broker's `remote.log.storage.s3.*` settings given as
+//! `--remote-property`.
 
 use std::path::{Path, PathBuf};
 
@@ -25,19 +28,100 @@ pub struct DumpLogArgs {
     /// For index files: only check entries against the log and report mismatches.
     #[arg(long = "verify-index-only")]
     pub verify_index_only: bool,
+    /// For `s3://bucket/key` files: a `remote.log.storage.s3.*` setting of the broker, as
+    /// key=value (repeatable): endpoint, region, access.key.id, secret.access.key,
+    /// path.style.access.
+    #[arg(long = "remote-property", value_name = "KEY=VALUE")]
+    pub remote_property: Vec<String>,
+}
+
+/// Reads files: local paths, or objects of an S3 store.
+struct Files {
+    s3: Vec<(String, String)>,
+    runtime: Option<tokio::runtime::Runtime>,
+}
+
+impl Files {
+    fn read(&self, path: &Path) -> Result<Vec<u8>, CliError> {
+        let name = path.to_string_lossy();
+        let Some(rest) = name.strip_prefix("s3:/") else {
+            return std::fs::read(path)
+                .map_err(|e| CliError::Failed(format!("cannot read {}: {e}", path.display())));
+        };
+        // A path keeps one slash of `s3://`.
+        let rest = rest.trim_start_matches('/');
+        let (bucket, key) = rest
+            .split_once('/')
+            .ok_or_else(|| usage(format!("{name}: expected s3://bucket/key")))?;
+        let get = |k: &str| {
+            self.s3
+                .iter()
+                .find(|(p, _)| p == &format!("remote.log.storage.s3.{k}"))
+                .map(|(_, v)| v.clone())
+        };
+        let config = sluice_remote::StoreConfig {
+            uri: format!("s3://{bucket}"),
+            s3_endpoint: get("endpoint"),
+            s3_region: get("region"),
+            s3_access_key_id: get("access.key.id"),
+            s3_secret_access_key: get("secret.access.key"),
+            s3_path_style_access: get("path.style.access").is_some_and(|v| v == "true"),
+            request_timeout_ms: 30_000,
+            retries: 3,
+        };
+        let failed = |e: sluice_remote::RemoteError| CliError::Failed(format!("{name}: {e}"));
+        let store = sluice_remote::RemoteStore::open(&config).map_err(failed)?;
+        let runtime = self
+            .runtime
+            .as_ref()
+            .ok_or_else(|| CliError::Failed("no runtime for the remote store".into()))?;
+        runtime
+            .block_on(store.get(key))
+            .map_err(failed)?
+            .map(|b| b.to_vec())
+            .ok_or_else(|| CliError::Failed(format!("{name}: no such object")))
+    }
 }
 
 pub fn run(args: DumpLogArgs) -> CliResult {
+    let mut s3 = Vec::new();
+    for p in &args.remote_property {
+        let (k, v) = p
+            .split_once('=')
+            .ok_or_else(|| usage(format!("--remote-property {p}: expected key=value")))?;
+        if !k.starts_with("remote.log.storage.s3.") {
+            return Err(usage(format!(
+                "--remote-property {k}: only remote.log.storage.s3.* settings are read"
+            )));
+        }
+        s3.push((k.to_string(), v.to_string()));
+    }
+    let remote = args
+        .files
+        .iter()
+        .any(|f| f.to_string_lossy().starts_with("s3:/"));
+    let runtime = if remote {
+        Some(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .map_err(|e| CliError::Failed(format!("cannot start a runtime: {e}")))?,
+        )
+    } else {
+        None
+    };
+    let files = Files { s3, runtime };
     for file in &args.files {
         println!("Dumping {}", file.display());
         match file.extension().and_then(|e| e.to_str()) {
             Some("log") => dump_log(
+                &files,
                 file,
                 args.deep_iteration || args.print_data_log,
                 args.print_data_log,
             )?,
-            Some("index") => dump_index(file, args.verify_index_only)?,
-            Some("timeindex") => dump_time_index(file, args.verify_index_only)?,
+            Some("index") => dump_index(&files, file, args.verify_index_only)?,
+            Some("timeindex") => dump_time_index(&files, file, args.verify_index_only)?,
             _ => {
                 return Err(usage(format!(
                     "{}: not a .log, .index or .timeindex file",
@@ -49,15 +133,12 @@ pub fn run(args: DumpLogArgs) -> CliResult {
     Ok(())
 }
 
-fn read(path: &Path) -> Result<Vec<u8>, CliError> {
-    std::fs::read(path)
-        .map_err(|e| CliError::Failed(format!("cannot read {}: {e}", path.display())))
-}
-
+/// From a segment file's name: `<base offset>.log`, or a remote segment's
+/// `<base offset>-<segment id>.log`.
 fn base_offset(path: &Path) -> Result<i64, CliError> {
     path.file_stem()
         .and_then(|s| s.to_str())
-        .and_then(|s| s.parse().ok())
+        .and_then(|s| s.split('-').next()?.parse().ok())
         .ok_or_else(|| {
             usage(format!(
                 "{}: file name is not a base offset",
@@ -72,8 +153,8 @@ fn show(b: Option<&[u8]>) -> String {
     })
 }
 
-fn dump_log(path: &Path, deep: bool, print_data: bool) -> CliResult {
-    let data = read(path)?;
+fn dump_log(files: &Files, path: &Path, deep: bool, print_data: bool) -> CliResult {
+    let data = files.read(path)?;
     println!("Log starting offset: {}", base_offset(path)?);
     let mut iter = BatchIter::new(&data);
     let mut position = 0usize;
@@ -162,9 +243,9 @@ fn print_records(h: &BatchHeader, bytes: &[u8], print_data: bool) {
 }
 
 /// (last offset, position, max timestamp) of every batch in the segment next to `index`.
-fn batches_of_segment(index: &Path) -> Result<Vec<(i64, usize, i64)>, CliError> {
+fn batches_of_segment(files: &Files, index: &Path) -> Result<Vec<(i64, usize, i64)>, CliError> {
     let log = index.with_extension("log");
-    let data = read(&log)?;
+    let data = files.read(&log)?;
     let mut out = Vec::new();
     let mut pos = 0usize;
     for item in BatchIter::new(&data) {
@@ -175,11 +256,11 @@ fn batches_of_segment(index: &Path) -> Result<Vec<(i64, usize, i64)>, CliError> 
     Ok(out)
 }
 
-fn dump_index(path: &Path, verify_only: bool) -> CliResult {
-    let data = read(path)?;
+fn dump_index(files: &Files, path: &Path, verify_only: bool) -> CliResult {
+    let data = files.read(path)?;
     let base = base_offset(path)?;
     let batches = if verify_only {
-        batches_of_segment(path)?
+        batches_of_segment(files, path)?
     } else {
         Vec::new()
     };
@@ -213,11 +294,11 @@ fn dump_index(path: &Path, verify_only: bool) -> CliResult {
     Ok(())
 }
 
-fn dump_time_index(path: &Path, verify_only: bool) -> CliResult {
-    let data = read(path)?;
+fn dump_time_index(files: &Files, path: &Path, verify_only: bool) -> CliResult {
+    let data = files.read(path)?;
     let base = base_offset(path)?;
     let batches = if verify_only {
-        batches_of_segment(path)?
+        batches_of_segment(files, path)?
     } else {
         Vec::new()
     };

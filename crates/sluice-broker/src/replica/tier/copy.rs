@@ -81,6 +81,8 @@ pub async fn run_tier_tasks(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing: HashMap<TopicPartition, (Duration, tokio::time::Instant)> = HashMap::new();
     let mut reported: HashMap<String, (i64, u64)> = HashMap::new();
+    let mut swept: HashMap<TopicPartition, tokio::time::Instant> = HashMap::new();
+    let sweep_every = period * SWEEP_EVERY_RUNS;
     loop {
         tokio::select! {
             _ = shutdown.changed() => return,
@@ -93,12 +95,23 @@ pub async fn run_tier_tasks(
                 .filter(|p| p.is_leader())
                 .collect();
             failing.retain(|tp, _| led.iter().any(|p| &p.tp == tp));
+            swept.retain(|tp, _| led.iter().any(|p| &p.tp == tp));
             for p in led {
                 let now = tokio::time::Instant::now();
                 if failing.get(&p.tp).is_some_and(|(_, next)| now < *next) {
                     continue;
                 }
-                match partition_pass(&replicas, &*controller, &tier, &p).await {
+                let sweep = swept
+                    .get(&p.tp)
+                    .is_none_or(|at| now.duration_since(*at) >= sweep_every);
+                let result = match partition_pass(&replicas, &*controller, &tier, &p).await {
+                    Ok(()) if sweep => sweep_orphans(&tier, &p).await,
+                    other => other,
+                };
+                if sweep && result.is_ok() {
+                    swept.insert(p.tp.clone(), now);
+                }
+                match result {
                     Ok(()) => {
                         failing.remove(&p.tp);
                     }
@@ -112,12 +125,45 @@ pub async fn run_tier_tasks(
                 }
             }
             report_sizes(&replicas, &mut reported);
+            tier.delete_forgotten().await;
         };
         tokio::select! {
             _ = shutdown.changed() => return,
             () = pass => {}
         }
     }
+}
+
+/// A leader lists its partition's objects once every this many runs of the task.
+const SWEEP_EVERY_RUNS: u32 = 10;
+
+/// Delete the objects of the partition's folder that no remote segment names: what an
+/// upload that was in flight when its uploader died, or was deposed, stored after its
+/// successor cleaned up (a store may complete a request after the client is gone). Only
+/// objects older than a request timeout: a copy of this leader's own may be under way.
+async fn sweep_orphans(tier: &Tier, p: &Partition) -> Result<(), TierError> {
+    let remote = p.remote_log();
+    let known = |id: [u8; 16]| {
+        remote
+            .as_ref()
+            .is_some_and(|r| r.segments.iter().any(|s| *s.segment_id.as_bytes() == id))
+    };
+    let prefix = sluice_remote::SegmentKey::partition_prefix(
+        &p.tp.topic,
+        p.topic_id.as_bytes(),
+        p.tp.partition.0,
+    );
+    let older_than = crate::now_ms() - tier.settings.request_timeout_ms as i64;
+    for (key, _, modified_ms) in tier.store().list_with_age(&prefix).await? {
+        let Some(id) = sluice_remote::layout::segment_id_of(&key) else {
+            continue;
+        };
+        if !known(id) && modified_ms < older_than {
+            info!(partition = %p.tp, key, "deleting an object no remote segment names");
+            tier.store().delete(&key).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Per topic, over the partitions led here: bytes in the remote tier and bytes of closed

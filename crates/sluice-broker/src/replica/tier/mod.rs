@@ -55,6 +55,10 @@ pub struct Tier {
     pub settings: TierSettings,
     reader: RemoteReader,
     pub metrics: TierMetrics,
+    /// Partitions of deleted topics whose remote data is still to be deleted: (topic, topic
+    /// id, partition). Every node that hosted one deletes it (deleting is idempotent), so it
+    /// goes even when the last leader is down.
+    deleted: std::sync::Mutex<Vec<(String, [u8; 16], i32)>>,
 }
 
 impl Tier {
@@ -94,7 +98,52 @@ impl Tier {
             settings: settings.clone(),
             reader,
             metrics: TierMetrics::new(),
+            deleted: std::sync::Mutex::new(Vec::new()),
         })
+    }
+
+    /// A topic was deleted: its partition's remote data goes at the tier task's next run.
+    pub fn forget_partition(&self, topic: &str, topic_id: [u8; 16], partition: i32) {
+        self.deleted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((topic.to_string(), topic_id, partition));
+    }
+
+    /// Delete the remote data of deleted topics' partitions; what fails is kept for later.
+    pub async fn delete_forgotten(&self) {
+        let queued = std::mem::take(
+            &mut *self
+                .deleted
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+        );
+        let mut failed = Vec::new();
+        for (topic, id, partition) in queued {
+            let prefix = SegmentKey::partition_prefix(&topic, &id, partition);
+            let result = async {
+                for (key, _) in self.store().list(&prefix).await? {
+                    self.store().delete(&key).await?;
+                }
+                Ok::<_, RemoteError>(())
+            }
+            .await;
+            match result {
+                Ok(()) => tracing::info!(
+                    topic,
+                    partition,
+                    "deleted the remote data of a deleted topic"
+                ),
+                Err(e) => {
+                    tracing::warn!(topic, partition, error = %e, "cannot delete the remote data of a deleted topic yet");
+                    failed.push((topic, id, partition));
+                }
+            }
+        }
+        self.deleted
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .extend(failed);
     }
 
     pub fn store(&self) -> &RemoteStore {
