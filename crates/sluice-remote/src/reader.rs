@@ -297,38 +297,27 @@ impl<'a> OffsetIndexView<'a> {
 
     /// The position of the last indexed batch starting at or before `offset` (0: none).
     fn position_for(&self, offset: i64) -> u64 {
-        let (mut lo, mut hi) = (0usize, self.len());
-        while lo < hi {
-            let mid = (lo + hi) / 2;
-            if self.get(mid).0 <= offset {
-                lo = mid + 1;
-            } else {
-                hi = mid;
-            }
-        }
-        if lo == 0 {
-            0
-        } else {
-            self.get(lo - 1).1
-        }
+        self.last_position_where(|(o, _)| o <= offset)
     }
 
     /// The last indexed position at or before `position` (0: none).
     fn floor_position(&self, position: u64) -> u64 {
+        self.last_position_where(|(_, p)| p <= position)
+    }
+
+    /// The position of the last entry for which `below` holds (entries are sorted, so it
+    /// holds for a prefix of them); 0 when it holds for none.
+    fn last_position_where(&self, below: impl Fn((i64, u64)) -> bool) -> u64 {
         let (mut lo, mut hi) = (0usize, self.len());
         while lo < hi {
             let mid = (lo + hi) / 2;
-            if self.get(mid).1 <= position {
+            if below(self.get(mid)) {
                 lo = mid + 1;
             } else {
                 hi = mid;
             }
         }
-        if lo == 0 {
-            0
-        } else {
-            self.get(lo - 1).1
-        }
+        lo.checked_sub(1).map_or(0, |i| self.get(i).1)
     }
 
     /// The chunk holding the batch at `position`: chunk starts are the indexed positions at
