@@ -296,7 +296,9 @@ impl Log {
                     base_offset: w[0],
                     next_offset: w[1],
                     size_bytes: seg.size(),
-                    max_timestamp_ms: seg.max_timestamp(),
+                    // For remote retention: the file's age where no record has a timestamp,
+                    // as local retention counts it.
+                    max_timestamp_ms: seg.largest_timestamp(),
                     log: file("log"),
                     index: file("index"),
                     time_index: file("timeindex"),
