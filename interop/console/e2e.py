@@ -63,7 +63,10 @@ class Browser:
         return self.d.find_element(By.TAG_NAME, "h1").text
 
     def text(self):
-        return self.d.find_element(By.TAG_NAME, "body").text
+        # Read in one script: between finding <body> and reading its text, a page being
+        # replaced makes chromedriver fail with "Node with given id does not belong to the
+        # document" (not a stale-element error the waits could ignore).
+        return self.d.execute_script("return document.body ? document.body.innerText : ''")
 
     def wait(self, what, cond):
         try:

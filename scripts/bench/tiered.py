@@ -12,7 +12,7 @@ remote.storage.enable=true and local.retention.bytes of one segment. It reports
   against a local read: librdkafka (confluent-kafka) assigned at offset 0 until its first
   record;
 - read throughput from offset 0 of the whole topic with librdkafka: remote cold, remote warm
-  (the chunks cached), and local.
+  (the chunks cached), and local; each read checks that every offset from 0 comes, in order.
 
 With --store s3 the store is moto's S3 server (pip install 'moto[server]'), started here.
 A soak of several GB is the same command with --mb 4096 (the file store: moto keeps objects
@@ -127,6 +127,9 @@ def read_all_mbps(bootstrap, topic, count):
         for m in c.consume(10000, 5):
             if m.error():
                 continue
+            # Every record from offset 0, in order, none missing: a soak checks as it measures.
+            if m.offset() != n:
+                sys.exit(f"{topic}: offset {m.offset()} read where {n} was expected")
             n += 1
             size += len(m.value() or b"")
     secs = time.time() - started

@@ -205,13 +205,18 @@ impl CacheDir {
     ) -> Result<CachedRange, RemoteError> {
         let n = self.next.fetch_add(1, Ordering::Relaxed);
         let path = self.dir.join(format!("{n:016x}.range"));
-        tokio::fs::write(&path, &bytes)
-            .await
-            .map_err(|e| RemoteError::io(&path, e))?;
-        let file = File::open(&path).map_err(|e| RemoteError::io(&path, e))?;
+        let len = bytes.len() as u64;
+        let written = path.clone();
+        let file = sluice_rt::task::spawn_blocking(move || {
+            std::fs::write(&written, &bytes)?;
+            File::open(&written)
+        })
+        .await
+        .map_err(|e| RemoteError::io(&path, std::io::Error::other(e)))?
+        .map_err(|e| RemoteError::io(&path, e))?;
         Ok(CachedRange {
             file: Arc::new(file),
-            len: bytes.len() as u64,
+            len,
             path,
             batches,
         })

@@ -53,6 +53,13 @@ impl SegmentKey {
     }
 }
 
+/// The base offset in an object key of [`SegmentKey::object`]'s form; None for another key.
+pub fn base_offset_of(key: &str) -> Option<i64> {
+    let name = key.rsplit('/').next()?;
+    let (base, _) = name.split_once('-')?;
+    (base.len() == 20).then(|| base.parse().ok()).flatten()
+}
+
 /// The segment id in an object key of [`SegmentKey::object`]'s form; None for another key.
 pub fn segment_id_of(key: &str) -> Option<[u8; 16]> {
     let name = key.rsplit('/').next()?;
@@ -96,5 +103,7 @@ mod tests {
         assert!(p.as_ref().ends_with(".index"));
         assert_eq!(segment_id_of(&k.object("log")), Some([0xab; 16]));
         assert_eq!(segment_id_of("t-01/3/notes.txt"), None);
+        assert_eq!(base_offset_of(&k.object("log")), Some(k.base_offset));
+        assert_eq!(base_offset_of("t-01/3/notes.txt"), None);
     }
 }

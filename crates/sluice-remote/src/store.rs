@@ -6,7 +6,7 @@
 
 use std::ops::Range;
 use std::path::Path as FsPath;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -18,7 +18,7 @@ use object_store::{
     BackoffConfig, ClientOptions, ObjectStore, ObjectStoreExt, PutPayload, RetryConfig,
     WriteMultipart,
 };
-use tokio::io::AsyncReadExt;
+use std::io::Read;
 
 use crate::error::RemoteError;
 use crate::layout::{join, SegmentKey};
@@ -59,10 +59,25 @@ pub struct RemoteStore {
     timeout: Duration,
 }
 
+/// The simulated world's object store (see [`install_simulated`]).
+static SIMULATED: OnceLock<Arc<dyn ObjectStore>> = OnceLock::new();
+
+/// Install the deterministic simulator's object store for the rest of the process: every
+/// [`RemoteStore::open`] then returns a handle on it, whatever the URI (one store shared by
+/// every simulated node, as a bucket is; the simulator decides each request's latency and
+/// failure). The simulator calls this once, before any node starts; fails if a store is
+/// installed already. A server process never calls it.
+pub fn install_simulated(store: Arc<dyn ObjectStore>) -> Result<(), Arc<dyn ObjectStore>> {
+    SIMULATED.set(store)
+}
+
 impl RemoteStore {
     /// Build the store `config` names. A `file://` directory is created if missing.
     pub fn open(config: &StoreConfig) -> Result<Self, RemoteError> {
         let timeout = Duration::from_millis(config.request_timeout_ms.max(1));
+        if let Some(simulated) = SIMULATED.get() {
+            return Ok(Self::with_store(Arc::clone(simulated), "", timeout));
+        }
         if let Some(dir) = config.uri.strip_prefix("file://") {
             if !dir.starts_with('/') {
                 return Err(RemoteError::Config(format!(
@@ -158,19 +173,21 @@ impl RemoteStore {
     /// Store the file at `file` under `key`: in parts above [`MULTIPART_THRESHOLD_BYTES`].
     /// Returns the bytes stored.
     pub async fn put_file(&self, key: &str, file: &FsPath) -> Result<u64, RemoteError> {
-        let mut f = tokio::fs::File::open(file)
-            .await
-            .map_err(|e| RemoteError::io(file, e))?;
-        let len = f
-            .metadata()
-            .await
-            .map_err(|e| RemoteError::io(file, e))?
-            .len();
-        if len <= MULTIPART_THRESHOLD_BYTES {
+        let io = |e| RemoteError::io(file, e);
+        let path = file.to_path_buf();
+        let (f, small) = blocking(move || {
+            let mut f = std::fs::File::open(&path)?;
+            let len = f.metadata()?.len();
+            if len > MULTIPART_THRESHOLD_BYTES {
+                return Ok((f, None));
+            }
             let mut buf = Vec::with_capacity(len as usize);
-            f.read_to_end(&mut buf)
-                .await
-                .map_err(|e| RemoteError::io(file, e))?;
+            f.read_to_end(&mut buf)?;
+            Ok((f, Some(buf)))
+        })
+        .await
+        .map_err(io)?;
+        if let Some(buf) = small {
             let n = buf.len() as u64;
             self.put(key, Bytes::from(buf)).await?;
             return Ok(n);
@@ -180,19 +197,25 @@ impl RemoteStore {
             .timed("start multipart upload", self.inner.put_multipart(&path))
             .await?;
         let mut w = WriteMultipart::new_with_chunk_size(upload, PART_BYTES);
-        let mut buf = vec![0u8; PART_BYTES];
         let mut sent = 0u64;
         let result: Result<(), RemoteError> = async {
+            let mut state = (f, vec![0u8; PART_BYTES]);
             loop {
-                let n = read_full(&mut f, &mut buf)
-                    .await
-                    .map_err(|e| RemoteError::io(file, e))?;
+                // A part read off the async workers; the file and buffer go there and back.
+                let (mut f, mut buf) = state;
+                let (f, buf, n) = blocking(move || {
+                    let n = read_full(&mut f, &mut buf)?;
+                    Ok((f, buf, n))
+                })
+                .await
+                .map_err(io)?;
                 if n == 0 {
                     break;
                 }
                 w.wait_for_capacity(PARTS_IN_FLIGHT).await?;
                 w.write(&buf[..n]);
                 sent += n as u64;
+                state = (f, buf);
             }
             Ok(())
         }
@@ -280,11 +303,20 @@ impl RemoteStore {
     }
 }
 
+/// `f` on the blocking pool (a task of the node's runtime in the simulator).
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> std::io::Result<T> + Send + 'static,
+) -> std::io::Result<T> {
+    sluice_rt::task::spawn_blocking(f)
+        .await
+        .map_err(std::io::Error::other)?
+}
+
 /// Fill `buf` from `f` unless the file ends first; the bytes read.
-async fn read_full(f: &mut tokio::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
+fn read_full(f: &mut std::fs::File, buf: &mut [u8]) -> std::io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
-        let got = f.read(&mut buf[n..]).await?;
+        let got = f.read(&mut buf[n..])?;
         if got == 0 {
             break;
         }

@@ -909,6 +909,13 @@ impl Node {
         b.replicas.high_watermark(&tp).map(|o| o.0)
     }
 
+    /// Where this node's local log of a partition starts (above the log start when tiered
+    /// storage has freed the older segments), if it hosts the partition.
+    pub fn local_log_start(&self, topic: &str, partition: i32) -> Option<i64> {
+        let tp = sluice_protocol::types::TopicPartition::new(topic, partition);
+        self.broker.as_ref()?.replicas.local_log_start(&tp)
+    }
+
     /// The leader epoch under which this node leads a partition, if it believes it does.
     pub fn leading_epoch(&self, topic: &str, partition: i32) -> Option<i32> {
         let tp = sluice_protocol::types::TopicPartition::new(topic, partition);

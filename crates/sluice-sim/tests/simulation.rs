@@ -11,8 +11,12 @@
 //! interleaving), and the disk's durability: the node data directories are real files
 //! (in /dev/shm when there is one), and `sluice_rt::disk` tells the simulator of every
 //! fsync, write and rename, so it knows what each file holds durably, can tear the rest at a
-//! power loss, and can fail writes (ENOSPC) or fsyncs (EIO) or slow the node's disk work.
-//! Randomness the code draws through `sluice_rt` comes from the seed.
+//! power loss, and can fail writes (ENOSPC) or fsyncs (EIO) or slow the node's disk work;
+//! and the object store of tiered storage: one in-memory store shared by the nodes (as one
+//! S3 bucket is), installed in place of every store a node opens
+//! (`sluice_remote::store::install_simulated`), whose requests the simulator slows, refuses,
+//! or answers with an error after storing. Randomness the code draws through `sluice_rt`
+//! comes from the seed.
 //!
 //! Determinism: each seed runs in a process of its own (the batch starts one child process
 //! per seed, two at a time), in which libc's `getrandom` is replaced by the seed's stream, so
@@ -31,28 +35,42 @@
 //! be down at once (see OVERLAPPING_RESTARTS).
 //!
 //! Faults, drawn from the seed with weights, every 0.5-3.5 s of simulated time for 40 s,
-//! healed at random in between and all at the end: 22% a partition of two nodes, 14% a
-//! one-way cut, 11% a node cut off from everyone, 7% slow links (up to 220 ms), 4% flaky
+//! healed at random in between and all at the end: 19% a partition of two nodes, 12% a
+//! one-way cut, 10% a node cut off from everyone, 6% slow links (up to 220 ms), 4% flaky
 //! links (turmoil's TCP does not retransmit, so a lost message breaks its connection and the
 //! client retries: what a duplicated or reordered request looks like to the application), 6%
 //! a node's traffic held in flight and delivered late (what a pause looks like from
 //! outside), 9% kill -9 and restart, 8% power loss and restart (unsynced writes torn), 4% a
 //! full disk, 3% failing fsyncs (a node whose metadata log cannot be written exits, as
 //! Kafka's does, and its supervisor restarts it at the heal), 5% a slow disk (up to 300 ms
-//! per disk operation), 7% a node's wall clock jumping forward or back by 1 s to 10 min. One
-//! failure at a time: a crash, power loss or disk fault only while no other node is down
+//! per disk operation), 6% a node's wall clock jumping forward or back by 1 s to 10 min, 3%
+//! the object store unavailable (every request refused), 3% a slow object store (50 ms to
+//! 2 s per request, past the nodes' 1 s request timeout: a PUT then lands after its caller
+//! gave up), 2% an object store that stores every PUT and then answers it with an error.
+//! One failure at a time: a crash, power loss or disk fault only while no other node is down
 //! (crashed, powered off, or with a failed disk) and every replica is in sync again.
+//!
+//! Both topics are tiered (`remote.storage.enable`, 4 KiB segments, 8 KiB of local
+//! retention, the leader's copy task every 500 ms): by the end most of each log is in the
+//! object store only, so the final reads from offset 0 read below the local log start, and
+//! a follower that falls behind a leader's local log start starts from the remote tier.
 //!
 //! Checkers, run on every seed:
 //! - **acked-readable**: every record acknowledged with acks=all (RF 3,
-//!   min.insync.replicas=2) is readable afterwards at its acknowledged offset, with its value.
+//!   min.insync.replicas=2) is readable afterwards at its acknowledged offset, with its value,
+//!   most of them from the remote tier (the run reports how many were read from below every
+//!   replica's local log start).
 //! - **in-order-no-gaps**: reading a partition from the start gives strictly consecutive
 //!   offsets up to the high watermark.
 //! - **no-duplicates**: the idempotent producer's retries never leave a value twice.
 //! - **replicas-agree**: no replica's segment files hold, below the high watermark, anything
 //!   but what was read there.
 //! - **read_committed**: a read_committed consumer sees each transaction whole or not at
-//!   all, never an aborted one, and every committed one.
+//!   all, never an aborted one, and every committed one (aborted transactions below the local
+//!   log start come from the remote segments' transaction indexes).
+//! - **remote-agrees**: every segment the metadata says the remote tier holds is in the
+//!   object store with all six files, holds exactly the offsets the metadata names, follows
+//!   the segment before it, and holds nothing but what was read at its offsets.
 //! - **group-offsets**: a group's committed offsets never go back: no acknowledged commit is
 //!   lower than an earlier one, and the committed offset read back is never lower than the
 //!   last acknowledged commit.
@@ -94,7 +112,18 @@ use std::net::SocketAddr;
 use std::path::{Component, Path, PathBuf};
 use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+use futures_util::{StreamExt, TryStreamExt};
+use object_store::memory::InMemory;
+use object_store::path::Path as ObjectPath;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    ObjectStoreExt, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+};
 
 use sluice_client::{ClientConfig, Consumer, Producer, ProducerRecord, TopicPartition};
 use sluice_metadata::config::{BrokerConfig, Origin};
@@ -273,6 +302,16 @@ struct Machines {
     disk_latency: [Duration; 3],
     /// The node's wall clock runs this far ahead of (or behind) simulated time.
     clock_offset_ms: [i64; 3],
+    /// The object store refuses every request.
+    store_down: bool,
+    /// Each request to the object store takes this long.
+    store_latency: Duration,
+    /// Every PUT is stored, then answered with an error.
+    store_put_lost: bool,
+    /// Requests the store saw, refused, and PUTs it stored but answered with an error.
+    store_requests: u64,
+    store_refused: u64,
+    store_lost_acks: u64,
 }
 
 thread_local! {
@@ -370,6 +409,224 @@ impl Machines {
     }
 }
 
+// ---------------------------------------------------------------------------------------
+// The object store (tiered storage): one shared by every node, as one S3 bucket is.
+
+/// The simulated object store: object_store's in-memory store behind the store faults in
+/// force ([`Machines`]: unavailable, slow, PUTs that fail after they were stored). Its
+/// clock is simulated time itself (S3's clock is not a node's), which is what the orphan
+/// sweep compares a node's wall clock against.
+#[derive(Debug, Default)]
+struct SimStore {
+    /// Replaced at the start of each run (a process may run several).
+    objects: std::sync::Mutex<Arc<InMemory>>,
+    /// When each object was stored, in simulated ms since the epoch.
+    stored_at: Arc<std::sync::Mutex<BTreeMap<ObjectPath, i64>>>,
+}
+
+impl std::fmt::Display for SimStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SimStore")
+    }
+}
+
+/// The one simulated store of this process (installed with the world).
+static SIM_STORE: std::sync::OnceLock<Arc<SimStore>> = std::sync::OnceLock::new();
+
+fn sim_store() -> &'static Arc<SimStore> {
+    SIM_STORE.get_or_init(Arc::default)
+}
+
+fn store_now_ms() -> i64 {
+    turmoil::since_epoch().map_or(0, |d| d.as_millis() as i64)
+}
+
+fn store_error(what: &str, why: &str) -> object_store::Error {
+    object_store::Error::Generic {
+        store: "sim",
+        source: format!("{what}: {why}").into(),
+    }
+}
+
+/// What a request meets before the store acts on it: the latency of a slow store, and the
+/// refusal of an unavailable one (a 503, or no connection).
+async fn store_request(what: &str) -> object_store::Result<()> {
+    let latency = MACHINES.with(|m| m.borrow().store_latency);
+    if !latency.is_zero() {
+        tokio::time::sleep(latency).await;
+    }
+    MACHINES.with(|m| {
+        let mut m = m.borrow_mut();
+        m.store_requests += 1;
+        if m.store_down {
+            m.store_refused += 1;
+            Err(store_error(what, "503 Service Unavailable"))
+        } else {
+            Ok(())
+        }
+    })
+}
+
+impl SimStore {
+    fn reset(&self) {
+        *self.objects.lock().unwrap() = Arc::new(InMemory::new());
+        self.stored_at.lock().unwrap().clear();
+    }
+
+    fn objects(&self) -> Arc<InMemory> {
+        Arc::clone(&self.objects.lock().unwrap())
+    }
+
+    /// Every `.log` object whose key starts with `prefix`, in key order, outside the
+    /// simulation (the dump).
+    fn logs(&self, prefix: &str) -> Vec<(String, Bytes)> {
+        let objects = self.objects();
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread().build() else {
+            return Vec::new();
+        };
+        rt.block_on(async {
+            let metas: Vec<ObjectMeta> = objects.list(None).try_collect().await.unwrap_or_default();
+            let mut out = Vec::new();
+            for m in metas {
+                let key = m.location.to_string();
+                if key.starts_with(prefix) && key.ends_with(".log") {
+                    if let Ok(got) = objects.get(&m.location).await {
+                        out.push((key, got.bytes().await.unwrap_or_default()));
+                    }
+                }
+            }
+            out.sort_by(|a, b| a.0.cmp(&b.0));
+            out
+        })
+    }
+
+    /// An object's bytes, outside the simulation (the checkers).
+    fn read(&self, key: &str) -> Option<Bytes> {
+        let objects = self.objects();
+        let path = ObjectPath::from(key);
+        let rt = tokio::runtime::Builder::new_current_thread().build().ok()?;
+        rt.block_on(async { objects.get(&path).await.ok()?.bytes().await.ok() })
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for SimStore {
+    async fn put_opts(
+        &self,
+        location: &ObjectPath,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> object_store::Result<PutResult> {
+        // The write goes on at the store even if the caller stops waiting (a timeout): the
+        // object then exists although the caller saw the PUT fail.
+        let objects = self.objects();
+        let stored_at = Arc::clone(&self.stored_at);
+        let location = location.clone();
+        let put = tokio::spawn(async move {
+            store_request("put").await?;
+            let r = objects.put_opts(&location, payload, opts).await?;
+            stored_at.lock().unwrap().insert(location, store_now_ms());
+            let lost = MACHINES.with(|m| {
+                let mut m = m.borrow_mut();
+                if m.store_put_lost {
+                    m.store_lost_acks += 1;
+                }
+                m.store_put_lost
+            });
+            if lost {
+                return Err(store_error(
+                    "put",
+                    "connection reset after the object was stored",
+                ));
+            }
+            Ok(r)
+        });
+        put.await.map_err(|e| store_error("put", &e.to_string()))?
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &ObjectPath,
+        opts: PutMultipartOptions,
+    ) -> object_store::Result<Box<dyn MultipartUpload>> {
+        store_request("multipart upload").await?;
+        self.stored_at
+            .lock()
+            .unwrap()
+            .insert(location.clone(), store_now_ms());
+        self.objects().put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(
+        &self,
+        location: &ObjectPath,
+        options: GetOptions,
+    ) -> object_store::Result<GetResult> {
+        store_request("get").await?;
+        self.objects().get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, object_store::Result<ObjectPath>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectPath>> {
+        let objects = self.objects();
+        let stored_at = Arc::clone(&self.stored_at);
+        Box::pin(locations.then(move |location| {
+            let (objects, stored_at) = (Arc::clone(&objects), Arc::clone(&stored_at));
+            async move {
+                let location = location?;
+                store_request("delete").await?;
+                objects.delete(&location).await?;
+                stored_at.lock().unwrap().remove(&location);
+                Ok(location)
+            }
+        }))
+    }
+
+    fn list(
+        &self,
+        prefix: Option<&ObjectPath>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        let objects = self.objects();
+        let stored_at = Arc::clone(&self.stored_at);
+        let prefix = prefix.cloned();
+        Box::pin(
+            futures_util::stream::once(async move {
+                store_request("list").await?;
+                let metas: Vec<ObjectMeta> = objects.list(prefix.as_ref()).try_collect().await?;
+                let stored_at = stored_at.lock().unwrap();
+                let metas = metas.into_iter().map(move |mut m| {
+                    let ms = stored_at.get(&m.location).copied().unwrap_or(0);
+                    m.last_modified =
+                        chrono::DateTime::from_timestamp_millis(ms).unwrap_or_default();
+                    Ok(m)
+                });
+                Ok::<_, object_store::Error>(futures_util::stream::iter(metas.collect::<Vec<_>>()))
+            })
+            .try_flatten(),
+        )
+    }
+
+    async fn list_with_delimiter(
+        &self,
+        prefix: Option<&ObjectPath>,
+    ) -> object_store::Result<ListResult> {
+        store_request("list").await?;
+        self.objects().list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(
+        &self,
+        from: &ObjectPath,
+        to: &ObjectPath,
+        options: CopyOptions,
+    ) -> object_store::Result<()> {
+        store_request("copy").await?;
+        self.objects().copy_opts(from, to, options).await
+    }
+}
+
 /// `SLUICE_SIM_OVERLAP=1`: let two nodes be down at once (a crash or power loss while
 /// another node is down or has a failed disk, two restarts at one heal). Two failures at
 /// once, one of them losing unsynced writes, can lose acknowledged records (see
@@ -410,6 +667,9 @@ fn install_world() {
     static ONCE: std::sync::Once = std::sync::Once::new();
     ONCE.call_once(|| {
         let _ = sluice_rt::install(Box::new(SimWorld));
+        let _ = sluice_remote::store::install_simulated(
+            Arc::clone(sim_store()) as Arc<dyn ObjectStore>
+        );
         if std::env::var("SLUICE_SIM_OVERLAP").is_ok_and(|v| v == "1") {
             OVERLAP.store(true, Ordering::Relaxed);
         }
@@ -466,6 +726,13 @@ fn node_config(i: usize, dir: &std::path::Path, fast: bool) -> BrokerConfig {
         // files per seed would cost more than the simulation.
         ("offsets.topic.num.partitions", "3".into()),
         ("transaction.state.log.num.partitions", "3".into()),
+        // Tiered storage, on the simulated object store (the URI is not used: every node
+        // opens the one store the simulator installed).
+        ("remote.log.storage.system.enable", "true".into()),
+        ("remote.log.storage.uri", "file:///simulated".into()),
+        ("remote.log.manager.task.interval.ms", "500".into()),
+        ("remote.log.storage.request.timeout.ms", "1000".into()),
+        ("log.retention.check.interval.ms", "1000".into()),
     ];
     let fast_pairs = [
         ("replica.lag.time.max.ms", "3000".to_string()),
@@ -516,6 +783,13 @@ enum Fault {
     SlowDisk(usize, u64),
     /// The node's wall clock jumps (ms, forward or back) until the heal, when it jumps back.
     ClockJump(usize, i64),
+    /// The object store refuses every request (503) until the heal.
+    StoreDown,
+    /// Every object store request takes this long (ms; above the nodes' request timeout,
+    /// a PUT lands after its caller gave up) until the heal.
+    StoreSlow(u64),
+    /// The object store stores every PUT, then answers it with an error, until the heal.
+    StorePutLost,
 }
 
 /// The client hosts (the idempotent producer and final read, the transactional producer,
@@ -584,21 +858,24 @@ impl Faults {
         let a = self.rng.below(3) as usize;
         let b = (a + 1 + self.rng.below(2) as usize) % 3;
         match self.rng.below(100) {
-            0..=21 => Fault::Partition(a, b),
-            22..=35 => Fault::OneWay(a, b),
-            36..=46 => Fault::Isolate(a),
-            47..=53 => Fault::Slow(20 + self.rng.below(200)),
-            54..=57 => Fault::Flaky((1 + self.rng.below(20)) as f64 / 10_000.0),
-            58..=63 => Fault::Stall(a),
-            64..=72 => Fault::Crash(a),
-            73..=80 => Fault::PowerLoss(a),
-            81..=84 => Fault::DiskFull(a),
-            85..=87 => Fault::FsyncFails(a),
-            88..=92 => Fault::SlowDisk(a, 5 + self.rng.below(300)),
-            _ => {
+            0..=18 => Fault::Partition(a, b),
+            19..=30 => Fault::OneWay(a, b),
+            31..=40 => Fault::Isolate(a),
+            41..=46 => Fault::Slow(20 + self.rng.below(200)),
+            47..=50 => Fault::Flaky((1 + self.rng.below(20)) as f64 / 10_000.0),
+            51..=56 => Fault::Stall(a),
+            57..=65 => Fault::Crash(a),
+            66..=73 => Fault::PowerLoss(a),
+            74..=77 => Fault::DiskFull(a),
+            78..=80 => Fault::FsyncFails(a),
+            81..=85 => Fault::SlowDisk(a, 5 + self.rng.below(300)),
+            86..=91 => {
                 let ms = 1_000 + self.rng.below(600_000) as i64;
                 Fault::ClockJump(a, if self.rng.chance(50) { ms } else { -ms })
             }
+            92..=94 => Fault::StoreDown,
+            95..=97 => Fault::StoreSlow(50 + self.rng.below(2_000)),
+            _ => Fault::StorePutLost,
         }
     }
 
@@ -668,6 +945,11 @@ impl Faults {
                 MACHINES.with(|m| m.borrow_mut().disk_latency[*a] = Duration::from_millis(*ms));
             }
             Fault::ClockJump(a, ms) => MACHINES.with(|m| m.borrow_mut().clock_offset_ms[*a] += ms),
+            Fault::StoreDown => MACHINES.with(|m| m.borrow_mut().store_down = true),
+            Fault::StoreSlow(ms) => {
+                MACHINES.with(|m| m.borrow_mut().store_latency = Duration::from_millis(*ms))
+            }
+            Fault::StorePutLost => MACHINES.with(|m| m.borrow_mut().store_put_lost = true),
         }
         self.active += 1;
         self.note(at, format!("{f:?}"));
@@ -693,6 +975,9 @@ impl Faults {
             m.fsync_fails = [false; 3];
             m.disk_latency = [Duration::ZERO; 3];
             m.clock_offset_ms = [0; 3];
+            m.store_down = false;
+            m.store_latency = Duration::ZERO;
+            m.store_put_lost = false;
         });
         // One restart at a time (like the faults: at most one node down at once), unless
         // SLUICE_SIM_OVERLAP=1: a node whose disk failed waits for the next heal if another
@@ -732,6 +1017,10 @@ struct History {
     /// What the final read saw: partition -> [(offset, value)].
     read: BTreeMap<i32, Vec<(i64, String)>>,
     read_done: bool,
+    /// Where the local logs started when the final read began: partition -> the lowest local
+    /// log start of the replicas then running. What the read got below it came from the
+    /// remote tier (tiered storage).
+    local_start_at_read: BTreeMap<i32, i64>,
     /// Transactions (numbered from 1) the transactional producer committed, aborted, or
     /// saw fail (outcome unknown: whole or nothing, either is right).
     txn_committed: std::collections::BTreeSet<u64>,
@@ -762,8 +1051,14 @@ const BOOTSTRAP: &str = "n1:9092,n2:9092,n3:9092";
 async fn create_topic(name: &str) -> turmoil::Result {
     let admin = sluice_client::Admin::new(ClientConfig::new(BOOTSTRAP))?;
     loop {
+        // Tiered, with 4 KiB segments and 8 KiB of local retention: closed segments leave
+        // local disk once copied but for the last two or so (which replicas-agree compares),
+        // so the final reads from offset 0 read mostly the remote tier.
         let topic = sluice_client::admin::NewTopic::new(name, PARTITIONS, 3)
-            .config("min.insync.replicas", "2");
+            .config("min.insync.replicas", "2")
+            .config("remote.storage.enable", "true")
+            .config("segment.bytes", "4096")
+            .config("local.retention.bytes", "8192");
         match admin.create_topics(&[topic], false).await {
             Ok(r) if r.iter().all(|(_, r)| r.is_ok()) => break,
             Ok(r)
@@ -779,7 +1074,7 @@ async fn create_topic(name: &str) -> turmoil::Result {
     Ok(())
 }
 
-async fn workload(history: Rc<RefCell<History>>) -> turmoil::Result {
+async fn workload(history: Rc<RefCell<History>>, nodes: NodeSlots) -> turmoil::Result {
     let bootstrap = BOOTSTRAP;
     create_topic(TOPIC).await?;
     let producer = Producer::new(
@@ -835,6 +1130,17 @@ async fn workload(history: Rc<RefCell<History>>) -> turmoil::Result {
         .collect();
     consumer.assign(&tps)?;
     consumer.seek_to_beginning(&tps).await?;
+    for p in 0..PARTITIONS {
+        let lowest = nodes
+            .borrow()
+            .iter()
+            .flatten()
+            .filter_map(|n| n.local_log_start(TOPIC, p))
+            .min();
+        if let Some(start) = lowest {
+            history.borrow_mut().local_start_at_read.insert(p, start);
+        }
+    }
     let want: BTreeMap<i32, i64> = {
         let h = history.borrow();
         (0..PARTITIONS)
@@ -1213,7 +1519,6 @@ fn on_disk(node: &str, partition: i32) -> BTreeMap<i64, String> {
 /// does not change it (unlike SLUICE_SIM_LOG, whose logging allocates and so moves std's
 /// hash seeds).
 fn dump_batches(topic: &str) {
-    use sluice_protocol::batch::{for_each_record, BatchIter, RecordLimits};
     for node in NODES {
         for p in 0..PARTITIONS {
             let dir = Path::new(node).join(format!("{topic}-{p}"));
@@ -1223,34 +1528,52 @@ fn dump_batches(topic: &str) {
             files.retain(|f| f.extension().is_some_and(|e| e == "log"));
             files.sort();
             for f in files {
-                let data = std::fs::read(&f).unwrap_or_default();
-                for (h, bytes) in BatchIter::new(&data).map_while(Result::ok) {
-                    let mut what = Vec::new();
-                    let _ = for_each_record(bytes, RecordLimits::default(), |r| {
-                        what.push(if h.is_control() {
-                            let kind = r
-                                .key
-                                .map_or(-1, |k| i32::from(k.get(3).copied().unwrap_or(9)));
-                            if kind == 1 {
-                                "COMMIT".to_string()
-                            } else {
-                                "ABORT".to_string()
-                            }
-                        } else {
-                            r.value
-                                .map(String::from_utf8_lossy)
-                                .unwrap_or_default()
-                                .into_owned()
-                        });
-                        Ok(())
-                    });
-                    println!(
-                        "{node} {topic}-{p}@{} leader epoch {} producer {}/{} {what:?}",
-                        h.base_offset, h.partition_leader_epoch, h.producer_id, h.producer_epoch
-                    );
-                }
+                print_batches(
+                    &format!("{node} {topic}-{p}"),
+                    &std::fs::read(&f).unwrap_or_default(),
+                );
             }
         }
+    }
+    // The remote tier: every segment the store holds (a copy the metadata never finished
+    // too), as `remote <topic>-<partition> <object>`.
+    for (key, data) in sim_store().logs(&format!("{topic}-")) {
+        let mut parts = key.split('/');
+        let (Some(_), Some(p), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
+        print_batches(&format!("remote {topic}-{p} {name}"), &data);
+    }
+}
+
+/// Each batch in `data`: offset, leader epoch, producer id and epoch, the values or the
+/// control record.
+fn print_batches(label: &str, data: &[u8]) {
+    use sluice_protocol::batch::{for_each_record, BatchIter, RecordLimits};
+    for (h, bytes) in BatchIter::new(data).map_while(Result::ok) {
+        let mut what = Vec::new();
+        let _ = for_each_record(bytes, RecordLimits::default(), |r| {
+            what.push(if h.is_control() {
+                let kind = r
+                    .key
+                    .map_or(-1, |k| i32::from(k.get(3).copied().unwrap_or(9)));
+                if kind == 1 {
+                    "COMMIT".to_string()
+                } else {
+                    "ABORT".to_string()
+                }
+            } else {
+                r.value
+                    .map(String::from_utf8_lossy)
+                    .unwrap_or_default()
+                    .into_owned()
+            });
+            Ok(())
+        });
+        println!(
+            "{label}@{} leader epoch {} producer {}/{} {what:?}",
+            h.base_offset, h.partition_leader_epoch, h.producer_id, h.producer_epoch
+        );
     }
 }
 
@@ -1281,6 +1604,119 @@ fn check_replicas(h: &History, hws: &BTreeMap<(usize, i32), i64>) -> (Vec<String
         }
     }
     (anomalies, compared)
+}
+
+/// remote-agrees: every segment the metadata says the remote tier holds (copy finished) is
+/// in the object store whole (its six files), holds exactly the offsets the metadata names,
+/// consecutive from one segment to the next, and below the high watermark nothing but what
+/// the final read saw there. Catches an upload the metadata committed although the store
+/// lacks it (a PUT that failed after it was stored and was taken for done, or the other way
+/// round), a retry that overwrote a committed segment with other records, and a new leader
+/// that copied a range the old one had already copied. Returns the anomalies and the remote
+/// records compared.
+fn check_remote(
+    h: &History,
+    image: &sluice_metadata::image::MetadataImage,
+) -> (Vec<String>, usize) {
+    let mut anomalies = Vec::new();
+    let mut compared = 0;
+    for (name, read) in [
+        (
+            TOPIC,
+            h.read
+                .iter()
+                .flat_map(|(p, r)| r.iter().map(|(o, v)| ((*p, *o), v)))
+                .collect(),
+        ),
+        (
+            TX_TOPIC,
+            h.txn_read.iter().map(|(p, o, v)| ((*p, *o), v)).collect(),
+        ),
+    ] {
+        compared += check_remote_topic(name, &read, image, &mut anomalies);
+    }
+    (anomalies, compared)
+}
+
+/// remote-agrees for one topic (`read`: what the final read saw, (partition, offset) ->
+/// value); the records compared.
+fn check_remote_topic(
+    name: &str,
+    read: &BTreeMap<(i32, i64), &String>,
+    image: &sluice_metadata::image::MetadataImage,
+    anomalies: &mut Vec<String>,
+) -> usize {
+    use sluice_protocol::batch::{for_each_record, BatchIter, RecordLimits};
+    let mut compared = 0;
+    let Some(topic) = image.topics.get(name) else {
+        return 0;
+    };
+    for p in 0..PARTITIONS {
+        let Some(log) = image.remote_logs.get(&(topic.id, p)) else {
+            continue;
+        };
+        let mut next: Option<i64> = None;
+        for seg in log.readable() {
+            let name = format!(
+                "{name}-{p} remote segment {}-{}",
+                seg.base_offset, seg.end_offset
+            );
+            if next.is_some_and(|n| n != seg.base_offset) {
+                anomalies.push(format!(
+                    "remote-agrees: {name} does not follow the previous one (which ends at {})",
+                    next.unwrap_or(0) - 1
+                ));
+            }
+            next = Some(seg.end_offset + 1);
+            let key = sluice_remote::SegmentKey {
+                topic: topic.name.clone(),
+                topic_id: topic.id.into_bytes(),
+                partition: p,
+                base_offset: seg.base_offset,
+                segment_id: seg.segment_id.into_bytes(),
+            };
+            let mut files = BTreeMap::new();
+            for suffix in sluice_remote::layout::SUFFIXES {
+                match sim_store().read(&key.object(suffix)) {
+                    Some(b) => drop(files.insert(suffix, b)),
+                    None => anomalies.push(format!(
+                        "remote-agrees: {name} is copied, but the store has no .{suffix}"
+                    )),
+                }
+            }
+            let Some(data) = files.get("log") else {
+                continue;
+            };
+            let (mut first, mut last) = (None, None);
+            for batch in BatchIter::new(data) {
+                let Ok((hdr, bytes)) = batch else {
+                    anomalies.push(format!("remote-agrees: {name} holds a broken batch"));
+                    break;
+                };
+                first.get_or_insert(hdr.base_offset);
+                last = Some(hdr.last_offset());
+                let _ = for_each_record(bytes, RecordLimits::default(), |r| {
+                    let o = hdr.base_offset + i64::from(r.offset_delta);
+                    let v = r.value.map(String::from_utf8_lossy).unwrap_or_default();
+                    if let Some(want) = read.get(&(p, o)) {
+                        compared += 1;
+                        if **want != v {
+                            anomalies.push(format!(
+                                "remote-agrees: {name} holds {v} at {o}, where {want} was read"
+                            ));
+                        }
+                    }
+                    Ok(())
+                });
+            }
+            if (first, last) != (Some(seg.base_offset), Some(seg.end_offset)) {
+                anomalies.push(format!(
+                    "remote-agrees: {name} holds offsets {first:?} to {last:?}"
+                ));
+            }
+        }
+    }
+    compared
 }
 
 /// one-controller-per-term and one-leader-per-epoch, sampled while the run goes: never two
@@ -1342,11 +1778,20 @@ struct Outcome {
     /// Controller terms and partition leader epochs the leadership checkers saw.
     terms: usize,
     epochs: usize,
+    /// Remote-tier records compared by remote-agrees; records the final read got from below
+    /// every replica's local log start (the remote tier).
+    remote: usize,
+    tiered_reads: usize,
+    /// Requests the object store saw, and those it refused or answered with an error after
+    /// storing.
+    store_requests: u64,
+    store_faulted: u64,
 }
 
 fn run_seed(seed: u64) -> Outcome {
     install_world();
     MACHINES.with(|m| *m.borrow_mut() = Machines::default());
+    sim_store().reset();
     STOPPED.with(|s| s.borrow_mut().clear());
     NODE_RNG.with(|r| *r.borrow_mut() = Rng(seed ^ 0x5EED));
     // Node directories are relative to a fresh working directory, so the paths (and what is
@@ -1385,7 +1830,7 @@ fn run_seed(seed: u64) -> Outcome {
         });
     }
     let history = Rc::new(RefCell::new(History::default()));
-    sim.client("client", workload(Rc::clone(&history)));
+    sim.client("client", workload(Rc::clone(&history), Rc::clone(&nodes)));
     sim.client("txn", txn_workload(Rc::clone(&history)));
     sim.client("group", group_workload(Rc::clone(&history)));
     let mut faults = Faults {
@@ -1471,6 +1916,36 @@ fn run_seed(seed: u64) -> Outcome {
     anomalies.extend(disagree);
     let (txn_anomalies, txns) = check_transactions(&h);
     anomalies.extend(txn_anomalies);
+    // The metadata as the active controller has it (any node's if none is active).
+    let image = {
+        let nodes = nodes.borrow();
+        let quorums: Vec<_> = nodes.iter().flatten().filter_map(|n| n.quorum()).collect();
+        quorums
+            .iter()
+            .find(|q| q.leading_term().is_some())
+            .or(quorums.first())
+            .map(|q| q.image())
+    };
+    let remote = match image {
+        Some(image) => {
+            let (a, n) = check_remote(&h, &image);
+            anomalies.extend(a);
+            n
+        }
+        None => 0,
+    };
+    let tiered_reads = h
+        .read
+        .iter()
+        .map(|(p, r)| {
+            let start = h.local_start_at_read.get(p).copied().unwrap_or(0);
+            r.iter().filter(|(o, _)| *o < start).count()
+        })
+        .sum();
+    let (store_requests, store_faulted) = MACHINES.with(|m| {
+        let m = m.borrow();
+        (m.store_requests, m.store_refused + m.store_lost_acks)
+    });
     anomalies.extend(check_group(&h));
     if !h.read_done {
         anomalies.push("the final read did not finish".into());
@@ -1492,6 +1967,10 @@ fn run_seed(seed: u64) -> Outcome {
         commits: h.group.iter().filter(|(_, _, c)| *c).count(),
         terms: leaderships.controllers.len(),
         epochs: leaderships.leaders.len(),
+        remote,
+        tiered_reads,
+        store_requests,
+        store_faulted,
     }
 }
 
@@ -1534,6 +2013,9 @@ struct Report {
     compared: u64,
     txns: u64,
     commits: u64,
+    remote: u64,
+    tiered_reads: u64,
+    store_faulted: u64,
     fingerprint: u64,
     output: String,
 }
@@ -1601,6 +2083,9 @@ fn run_child(seed: u64, env: &[(&str, &str)]) -> Report {
         compared: field("compared="),
         txns: field("txns="),
         commits: field("commits="),
+        remote: field("remote="),
+        tiered_reads: field("tiered_reads="),
+        store_faulted: field("store_faulted="),
         fingerprint: field("fingerprint="),
         output: match status {
             None => format!("{output}\n(killed: no end after 600 s of real time)"),
@@ -1693,8 +2178,14 @@ fn run_batch(seeds: Vec<u64>, env: &[(&str, &str)], stop_on_failure: bool) -> Ve
 ///   (KIP-392) new, a consumer with stale metadata that names no leader epoch read a former
 ///   leader's shorter log, got OFFSET_OUT_OF_RANGE, reset and committed (fixed: followers
 ///   serve only consumers that name their leader epoch, which the follower checks).
-const REGRESSION_SEEDS: [u64; 14] = [
-    13, 143, 3, 2, 1, 41, 405, 319, 753, 1719, 27, 1016, 1848, 60,
+/// - 131: tiered storage lost committed transactions: a leader cut off from the others (but
+///   not from the object store) still believed it led, and its orphan sweep deleted the
+///   objects of two segments its successor had copied, which its stale metadata did not name;
+///   local retention had already freed them (fixed: the sweep deletes only objects of
+///   segments starting at or below the highest offset its view knows copied, where no new
+///   segment can ever be committed).
+const REGRESSION_SEEDS: [u64; 15] = [
+    13, 143, 3, 2, 1, 41, 405, 319, 753, 1719, 27, 1016, 1848, 60, 131,
 ];
 
 /// The child side: run one seed (`SLUICE_SIM_SEED`) in this process and report it.
@@ -1708,8 +2199,8 @@ fn run_one(seed: u64) {
         }
     }
     println!(
-        "SEED {seed} acked={} faults={} compared={} txns={} commits={} terms={} epochs={} fingerprint={:016x}",
-        o.acked, o.faults, o.compared, o.txns, o.commits, o.terms, o.epochs, o.fingerprint
+        "SEED {seed} acked={} faults={} compared={} txns={} commits={} terms={} epochs={} remote={} tiered_reads={} store_requests={} store_faulted={} fingerprint={:016x}",
+        o.acked, o.faults, o.compared, o.txns, o.commits, o.terms, o.epochs, o.remote, o.tiered_reads, o.store_requests, o.store_faulted, o.fingerprint
     );
     // Each checker's anomalies counted, and the first few of each shown.
     let mut by_kind: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
@@ -1756,8 +2247,11 @@ fn simulation() {
     let compared: u64 = reports.iter().map(|r| r.compared).sum();
     let txns: u64 = reports.iter().map(|r| r.txns).sum();
     let commits: u64 = reports.iter().map(|r| r.commits).sum();
+    let remote: u64 = reports.iter().map(|r| r.remote).sum();
+    let tiered_reads: u64 = reports.iter().map(|r| r.tiered_reads).sum();
+    let store_faulted: u64 = reports.iter().map(|r| r.store_faulted).sum();
     println!(
-        "simulation: {} seeds ({first}..{} and the regression seeds) in {elapsed:.0} s ({:.1} seeds/min), {faults} faults injected ({:.1} per seed), {acked} acknowledged records checked, {compared} replica records compared, {txns} transactions and {commits} group commits checked",
+        "simulation: {} seeds ({first}..{} and the regression seeds) in {elapsed:.0} s ({:.1} seeds/min), {faults} faults injected ({:.1} per seed), {acked} acknowledged records checked, {compared} replica records compared, {txns} transactions and {commits} group commits checked, {remote} remote-tier records compared, {tiered_reads} records read from the remote tier, {store_faulted} object store requests failed",
         reports.len(),
         first + count,
         (reports.len() + 1) as f64 * 60.0 / elapsed.max(0.001),
@@ -1770,7 +2264,7 @@ fn simulation() {
         );
     }
     assert!(
-        acked > 0 && compared > 0 && txns > 0 && commits > 0,
+        acked > 0 && compared > 0 && txns > 0 && commits > 0 && remote > 0 && tiered_reads > 0,
         "the checkers had nothing to check"
     );
     let first_report = reports

@@ -668,20 +668,31 @@ fn a_follower_with_an_empty_disk_starts_from_the_remote_tier() {
     wait_until(60, "the follower rejoins the ISR", || {
         leader_and_isr(&leader_addr, "rep").is_some_and(|(_, isr)| isr.contains(&follower_id))
     });
-    // It started where the remote tier ends: nothing of what the remote tier holds was
-    // copied to it, and it knows the leader epochs from the remote segment.
-    let bases: Vec<i64> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(Result::ok)
-        .filter_map(|e| {
-            let name = e.file_name().to_string_lossy().into_owned();
-            name.strip_suffix(".log")?.parse().ok()
-        })
-        .collect();
-    assert!(
-        !bases.is_empty() && bases.iter().all(|b| *b > tiered),
-        "follower segments {bases:?}, remote tier ends at {tiered}"
-    );
+    // It starts where the remote tier ends: nothing of what the remote tier holds is copied
+    // to it, and it knows the leader epochs from the remote segment. (It may still be in the
+    // ISR from before its restart, with the empty log it recreated at offset 0 and not yet
+    // replaced: that log must stay empty until it is.)
+    let segments = || -> Vec<(i64, u64)> {
+        std::fs::read_dir(&dir)
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .filter_map(|e| {
+                        let name = e.file_name().to_string_lossy().into_owned();
+                        let base = name.strip_suffix(".log")?.parse().ok()?;
+                        Some((base, e.metadata().ok()?.len()))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    wait_until(60, "the follower starts after the remote tier", || {
+        let seen = segments();
+        assert!(
+            seen.iter().all(|(b, len)| *b > tiered || *len == 0),
+            "follower segments {seen:?} hold records the remote tier ends at {tiered}"
+        );
+        !seen.is_empty() && seen.iter().all(|(b, _)| *b > tiered)
+    });
     let epochs = std::fs::read_to_string(dir.join("leader-epoch-checkpoint")).unwrap();
     assert!(epochs.lines().count() >= 3, "{epochs}");
 

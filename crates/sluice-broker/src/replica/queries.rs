@@ -252,6 +252,11 @@ impl ReplicaManager {
         self.get(tp).map(|p| Offset(p.high_watermark()))
     }
 
+    /// Where this replica's local log of `tp` starts, if it hosts `tp`.
+    pub fn local_log_start(&self, tp: &TopicPartition) -> Option<i64> {
+        self.get(tp).map(|p| p.local_log_start_offset())
+    }
+
     /// The leader epoch under which this broker leads `tp`, if it believes it does.
     pub fn leading_epoch(&self, tp: &TopicPartition) -> Option<i32> {
         let s = self.get(tp)?.state();

@@ -139,14 +139,26 @@ const SWEEP_EVERY_RUNS: u32 = 10;
 
 /// Delete the objects of the partition's folder that no remote segment names: what an
 /// upload that was in flight when its uploader died, or was deposed, stored after its
-/// successor cleaned up (a store may complete a request after the client is gone). Only
-/// objects older than a request timeout: a copy of this leader's own may be under way.
+/// successor cleaned up (a store may complete a request after the client is gone).
+///
+/// This leader's view of the metadata may be behind (a leader cut off from the controller
+/// believes it leads until it hears otherwise, yet may still reach the store), and a newer
+/// leader may have copied segments this view does not name yet. So only objects of a segment
+/// that starts at or below the highest offset this view knows copied go: no segment starting
+/// there can ever be committed (a finished copy must continue the remote log, which only
+/// grows), so an unnamed one there is an orphan whoever leads. And only objects older than a
+/// request timeout: a copy of this leader's own may be under way.
 async fn sweep_orphans(tier: &Tier, p: &Partition) -> Result<(), TierError> {
     let remote = p.remote_log();
+    let Some(remote) = remote else {
+        return Ok(());
+    };
+    let highest = remote.highest_offset();
     let known = |id: [u8; 16]| {
         remote
-            .as_ref()
-            .is_some_and(|r| r.segments.iter().any(|s| *s.segment_id.as_bytes() == id))
+            .segments
+            .iter()
+            .any(|s| *s.segment_id.as_bytes() == id)
     };
     let prefix = sluice_remote::SegmentKey::partition_prefix(
         &p.tp.topic,
@@ -155,10 +167,13 @@ async fn sweep_orphans(tier: &Tier, p: &Partition) -> Result<(), TierError> {
     );
     let older_than = crate::now_ms() - tier.settings.request_timeout_ms as i64;
     for (key, _, modified_ms) in tier.store().list_with_age(&prefix).await? {
-        let Some(id) = sluice_remote::layout::segment_id_of(&key) else {
+        let (Some(id), Some(base)) = (
+            sluice_remote::layout::segment_id_of(&key),
+            sluice_remote::layout::base_offset_of(&key),
+        ) else {
             continue;
         };
-        if !known(id) && modified_ms < older_than {
+        if !known(id) && base <= highest && modified_ms < older_than {
             info!(partition = %p.tp, key, "deleting an object no remote segment names");
             tier.store().delete(&key).await?;
         }
