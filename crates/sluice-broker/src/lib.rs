@@ -47,6 +47,7 @@ pub mod replica;
 pub mod request;
 pub mod sasl;
 pub mod services;
+pub mod share;
 pub mod telemetry;
 pub mod tls;
 pub mod txn;

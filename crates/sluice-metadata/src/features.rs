@@ -6,8 +6,10 @@
 //! own, so the level names the Kafka release whose client-facing behaviour it matches: 3.9-IV0,
 //! the last before Kafka 4.0's metadata changes (ELR among them), which Sluice does not have.
 //!
-//! `group.version` 1 is the consumer group protocol (KIP-848) and `streams.version` 1 the
-//! streams group protocol (KIP-1071): finalized by default, as on a new Kafka 4.4 cluster; a
+//! `group.version` 1 is the consumer group protocol (KIP-848), `streams.version` 1 the
+//! streams group protocol (KIP-1071) and `share.version` 1 share groups (KIP-932; Kafka 4.4's
+//! level 2, dead-letter queues, is not supported): finalized by default, as on a new Kafka 4.4
+//! cluster; a
 //! cluster formatted with `--release-version` (3.9 or older, which had neither) starts at 0,
 //! as Kafka's would. At 0 the broker answers the protocol's requests UNSUPPORTED_VERSION, as
 //! Kafka does; the groups already there stay in `__consumer_offsets` for when it is back.
@@ -34,12 +36,14 @@ pub const KRAFT_VERSION: &str = "kraft.version";
 pub const TRANSACTION_VERSION: &str = "transaction.version";
 pub const GROUP_VERSION: &str = "group.version";
 pub const STREAMS_VERSION: &str = "streams.version";
+pub const SHARE_VERSION: &str = "share.version";
 
 /// (feature, lowest, highest) level this build supports.
 pub const SUPPORTED: &[(&str, i16, i16)] = &[
     (GROUP_VERSION, 0, 1),
     (KRAFT_VERSION, 0, 1),
     (METADATA_VERSION, 7, 21),
+    (SHARE_VERSION, 0, 1),
     (STREAMS_VERSION, 0, 1),
     (TRANSACTION_VERSION, 0, 2),
 ];
@@ -48,12 +52,14 @@ pub const SUPPORTED: &[(&str, i16, i16)] = &[
 const DEFAULT_LEVELS: &[(&str, i16)] = &[
     (METADATA_VERSION, DEFAULT_METADATA_VERSION),
     (GROUP_VERSION, 1),
+    (SHARE_VERSION, 1),
     (STREAMS_VERSION, 1),
 ];
 
 /// The levels `storage format --release-version` adds for features its release did not have
 /// (every release Sluice names predates them).
-pub const BEFORE_4_0: &[(&str, i16)] = &[(GROUP_VERSION, 0), (STREAMS_VERSION, 0)];
+pub const BEFORE_4_0: &[(&str, i16)] =
+    &[(GROUP_VERSION, 0), (SHARE_VERSION, 0), (STREAMS_VERSION, 0)];
 
 /// The finalized level of `feature` (0: off).
 pub fn level(image: &MetadataImage, feature: &str) -> i16 {
@@ -211,7 +217,7 @@ mod tests {
         assert!(check_update(&image, METADATA_VERSION, 22, UpgradeType::Upgrade).is_err());
         assert!(check_update(&image, METADATA_VERSION, 0, UpgradeType::UnsafeDowngrade).is_err());
         assert!(
-            check_update(&image, "share.version", 1, UpgradeType::Upgrade)
+            check_update(&image, "unknown.version", 1, UpgradeType::Upgrade)
                 .unwrap_err()
                 .contains("does not support")
         );

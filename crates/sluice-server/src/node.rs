@@ -794,6 +794,10 @@ impl Node {
                 Arc::clone(&cache),
                 config.telemetry_max_bytes(),
             ),
+            shares: Arc::new(sluice_broker::share::SharePartitionManager::new(
+                Arc::clone(&replicas),
+                Arc::clone(&cache),
+            )),
         });
         let frontend = Arc::new(network::Frontend {
             node_id,

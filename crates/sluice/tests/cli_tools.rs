@@ -866,6 +866,7 @@ fn features_and_metadata_quorum_like_kafkas_tools() {
         "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0\n\
          Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: 0\n\
          Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.9-IV0\tEpoch: 0\n\
+         Feature: share.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0\n\
          Feature: streams.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0\n\
          Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 0\tEpoch: 0\n"
     );
@@ -922,7 +923,10 @@ fn features_and_metadata_quorum_like_kafkas_tools() {
         &["features", "upgrade", "--feature", "group.version=1"],
     ));
     let err = fails(
-        &sluice(b, &["features", "upgrade", "--feature", "share.version=1"]),
+        &sluice(
+            b,
+            &["features", "upgrade", "--feature", "unknown.version=1"],
+        ),
         1,
     );
     assert!(err.contains("does not support the given feature"), "{err}");
@@ -1009,9 +1013,10 @@ fn storage_format_sets_the_features_the_cluster_starts_with() {
         "transaction.version=2".into(),
     ];
     let mut nodes = TestServer::start_all_formatted(sluice_bin(), &[Vec::new()], &[format_args]);
-    // Release 3.8 had neither of the new group protocols.
+    // Release 3.8 had none of the new group protocols.
     let expected = [
         "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\t",
+        "Feature: share.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\t",
         "Feature: streams.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\t",
         "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.8-IV0\t",
         "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\t",

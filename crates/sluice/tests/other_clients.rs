@@ -1963,3 +1963,40 @@ fn java_client_reads_a_tiered_topic_from_offset_zero() {
     );
     assert!(out.contains("READ 4000 4000000"), "{out}");
 }
+
+/// Broker settings that make share-group lock expiry and the delivery limit quick to see.
+const SHARE_TEST_SETTINGS: &[&str] = &[
+    "group.share.min.record.lock.duration.ms=1000",
+    "group.share.record.lock.duration.ms=2000",
+    "group.share.delivery.count.limit=3",
+];
+
+/// Share groups (KIP-932) with the Java 4.4 KafkaShareConsumer: three consumers share one
+/// partition and read every record once; RELEASE redelivers with delivery count 2 and REJECT
+/// never delivers again; records a consumer stops acknowledging go to another after the lock;
+/// a record released at every delivery is archived after the limit; the admin client
+/// describes the group.
+#[test]
+fn java_share_consumers() {
+    let server = start(SHARE_TEST_SETTINGS);
+    let cp = java_build("kafka4", "4.4.0");
+    let out = must_succeed(
+        Command::new("java")
+            .args(["-cp", &cp, "interop.ShareGroups", &server.bootstrap])
+            .current_dir(repo_root().join("interop/java")),
+        "java share groups",
+    );
+    assert!(out.contains("7 passed, 0 failed"), "{out}");
+}
+
+/// Share groups with confluent-kafka's ShareConsumer (librdkafka 2.15+).
+#[test]
+fn python_share_consumer() {
+    let server = start(SHARE_TEST_SETTINGS);
+    let script = repo_root().join("interop/python/share_consumer.py");
+    let out = must_succeed(
+        Command::new("python3").arg(script).arg(&server.bootstrap),
+        "confluent-kafka share consumer",
+    );
+    assert!(out.contains("share-consumer OK"), "{out}");
+}

@@ -22,6 +22,7 @@ use tracing::{info, warn};
 use super::consumer_group::{self, ConsumerGroup};
 use super::consumer_records::ConsumerGroupKey;
 use super::records::{GroupValue, OffsetValue, OffsetsKey};
+use super::share_group::ShareGroup;
 pub use super::state::SyncRequest;
 use super::state::{
     Effect, GroupConfig, GroupMachine, GroupState, JoinOutcome, JoinRequest, SyncOutcome, Token,
@@ -36,11 +37,13 @@ use sluice_metadata::Uuid;
 
 mod consumer;
 mod migration;
+mod share;
 mod streams;
 pub use consumer::{
     offered_assignors, ConsumerGroupView, ConsumerHeartbeat, ConsumerHeartbeatAnswer,
     ConsumerHeartbeatResult,
 };
+pub use share::{ShareHeartbeatAnswer, ShareHeartbeatRequest, ShareHeartbeatResult};
 pub use streams::{StreamsHeartbeatAnswer, StreamsHeartbeatRequest, StreamsHeartbeatResult};
 
 pub const OFFSETS_TOPIC: &str = "__consumer_offsets";
@@ -176,6 +179,14 @@ enum Command {
     StreamsDescribe(
         Vec<String>,
         oneshot::Sender<Vec<Result<StreamsGroup, consumer_group::Refusal>>>,
+    ),
+    ShareHeartbeat(
+        Box<ShareHeartbeatRequest>,
+        oneshot::Sender<ShareHeartbeatResult>,
+    ),
+    ShareDescribe(
+        Vec<String>,
+        oneshot::Sender<Vec<Result<ShareGroup, consumer_group::Refusal>>>,
     ),
     TxnCommit(
         TxnCommitRequest,
@@ -376,6 +387,33 @@ impl GroupCoordinator {
         )
     }
 
+    /// ShareGroupHeartbeat (KIP-932).
+    pub async fn share_heartbeat(&self, hb: ShareHeartbeatRequest) -> ShareHeartbeatResult {
+        let (tx, rx) = oneshot::channel();
+        let _ = self
+            .tx
+            .send(Command::ShareHeartbeat(Box::new(hb), tx))
+            .await;
+        gone(
+            rx.await,
+            Err((ErrorCode::CoordinatorNotAvailable, String::new())),
+        )
+    }
+
+    /// ShareGroupDescribe: each group, or why not.
+    pub async fn share_describe(
+        &self,
+        groups: Vec<String>,
+    ) -> Vec<Result<ShareGroup, consumer_group::Refusal>> {
+        let n = groups.len();
+        let (tx, rx) = oneshot::channel();
+        let _ = self.tx.send(Command::ShareDescribe(groups, tx)).await;
+        gone(
+            rx.await,
+            vec![Err((ErrorCode::CoordinatorNotAvailable, String::new())); n],
+        )
+    }
+
     /// TxnOffsetCommit: offsets written in the producer's transaction, applied when its
     /// commit marker arrives.
     pub async fn txn_commit(
@@ -513,6 +551,8 @@ struct Coordinator {
     streams_timers: HashMap<(String, String), consumer::MemberTimers>,
     /// New streams groups whose first assignment waits: when it is due.
     streams_delays: HashMap<String, i64>,
+    /// Share groups (KIP-932), in memory only (see `share`).
+    share: HashMap<String, ShareGroup>,
 }
 
 fn now_ms() -> i64 {
@@ -545,6 +585,7 @@ async fn run(
         streams: HashMap::new(),
         streams_timers: HashMap::new(),
         streams_delays: HashMap::new(),
+        share: HashMap::new(),
     };
     let mut images = metadata.subscribe();
     c.follow_leadership();
@@ -719,6 +760,7 @@ impl Coordinator {
             Command::Sync(r, _) => Some(r.group_id.as_str()),
             Command::ConsumerHeartbeat(hb, _) => Some(hb.group_id.as_str()),
             Command::StreamsHeartbeat(hb, _) => Some(hb.group_id.as_str()),
+            Command::ShareHeartbeat(hb, _) => Some(hb.group_id.as_str()),
             Command::Heartbeat(g, ..)
             | Command::Leave(g, ..)
             | Command::Fetch(g, ..)
@@ -741,6 +783,7 @@ impl Coordinator {
                 Command::Fetch(.., tx) => drop(tx.send(Err(code))),
                 Command::ConsumerHeartbeat(_, tx) => drop(tx.send(Err((code, String::new())))),
                 Command::StreamsHeartbeat(_, tx) => drop(tx.send(Err((code, String::new())))),
+                Command::ShareHeartbeat(_, tx) => drop(tx.send(Err((code, String::new())))),
                 _ => {}
             }
             return;
@@ -754,6 +797,11 @@ impl Coordinator {
                 }
             }
             Command::StreamsHeartbeat(hb, tx) => self.streams_heartbeat(*hb, tx, now),
+            Command::ShareHeartbeat(hb, tx) => drop(tx.send(self.share_heartbeat(*hb, now))),
+            Command::ShareDescribe(groups, tx) => {
+                let out = groups.iter().map(|g| self.share_describe(g, now)).collect();
+                let _ = tx.send(out);
+            }
             Command::StreamsDescribe(groups, tx) => {
                 let out = groups
                     .iter()
@@ -908,6 +956,11 @@ impl Coordinator {
                         "streams",
                     )
                 }));
+                groups.extend(
+                    self.share
+                        .iter()
+                        .map(|(id, g)| (id.clone(), "share".to_string(), g.state(), "share")),
+                );
                 let _ = tx.send(Ok(groups));
             }
             Command::Describe(groups, tx) => {
@@ -919,7 +972,11 @@ impl Coordinator {
                     .iter()
                     .map(|g| match self.route(g) {
                         Ok(()) => {
-                            match self.consumer_delete(g).or_else(|| self.streams_delete(g)) {
+                            let found = self
+                                .consumer_delete(g)
+                                .or_else(|| self.streams_delete(g))
+                                .or_else(|| self.share_delete(g, now));
+                            match found {
                                 Some(result) => result,
                                 None => self.delete_group(g, now),
                             }
@@ -1063,6 +1120,7 @@ impl Coordinator {
         }
         let consumer_groups = self.consumer_unload(&mine);
         let streams_groups = self.streams_unload(&mine);
+        let share_groups = self.share_unload(&mine);
         self.offsets.retain(|g, _| !mine(g));
         for by_group in self.pending.values_mut() {
             by_group.retain(|g, _| !mine(g));
@@ -1073,6 +1131,7 @@ impl Coordinator {
             groups = groups.len(),
             consumer_groups,
             streams_groups,
+            share_groups,
             "group coordinator unloaded {OFFSETS_TOPIC}-{partition}"
         );
     }

@@ -108,6 +108,10 @@ pub mod offset_for_leader_epoch;
 pub mod produce;
 pub mod raft_voters;
 pub mod sasl;
+pub mod share_acknowledge;
+pub mod share_fetch;
+pub mod share_group_describe;
+pub mod share_group_heartbeat;
 pub mod streams_group_describe;
 pub mod streams_group_heartbeat;
 pub mod sync_group;
@@ -188,6 +192,10 @@ pub fn specs() -> Vec<Spec> {
         consumer_group_describe::SPEC,
         streams_group_heartbeat::SPEC,
         streams_group_describe::SPEC,
+        share_group_heartbeat::SPEC,
+        share_group_describe::SPEC,
+        share_fetch::SPEC,
+        share_acknowledge::SPEC,
         add_partitions_to_txn::SPEC,
         add_offsets_to_txn::SPEC,
         end_txn::SPEC,

@@ -53,4 +53,5 @@ pub struct Services {
     pub fetch_sessions: Arc<FetchSessionCache>,
     pub mirrors: Arc<crate::mirror::MirrorManager>,
     pub telemetry: Arc<crate::telemetry::ClientTelemetry>,
+    pub shares: Arc<crate::share::SharePartitionManager>,
 }

@@ -303,16 +303,22 @@ fn share_auto_offset_reset(v: &str) -> Result<(), String> {
 /// Java's `Duration.parse` shape, not negative: `PnDTnHnMn.nS` (each part optional, at least
 /// one present).
 fn iso_duration(d: &str) -> bool {
-    let Some(rest) = d.strip_prefix('P').or_else(|| d.strip_prefix('p')) else {
-        return false;
-    };
+    iso_duration_ms(d).is_some()
+}
+
+/// The milliseconds of a duration in Java's `Duration.parse` shape (`PnDTnHnMn.nS`, not
+/// negative; `share.auto.offset.reset=by_duration:...`); None when it is not one.
+pub fn iso_duration_ms(d: &str) -> Option<i64> {
+    let rest = d.strip_prefix('P').or_else(|| d.strip_prefix('p'))?;
     let (days, time) = match rest.split_once(['T', 't']) {
         Some((days, time)) if !time.is_empty() => (days, Some(time)),
-        Some(_) => return false,
+        Some(_) => return None,
         None => (rest, None),
     };
-    let parts = |s: &str, units: &[char]| -> Option<usize> {
+    // (parts found, their milliseconds)
+    let parts = |s: &str, units: &[(char, f64)]| -> Option<(usize, f64)> {
         let mut count = 0;
+        let mut ms = 0f64;
         let mut number = String::new();
         let mut next_unit = 0;
         for c in s.chars() {
@@ -322,29 +328,27 @@ fn iso_duration(d: &str) -> bool {
             }
             let unit = units[next_unit..]
                 .iter()
-                .position(|u| u.eq_ignore_ascii_case(&c))?;
-            let decimal_ok = units[next_unit + unit] == 'S';
-            if number.is_empty() || (number.contains('.') && !decimal_ok) {
+                .position(|(u, _)| u.eq_ignore_ascii_case(&c))?;
+            let (name, scale) = units[next_unit + unit];
+            if number.is_empty() || (number.contains('.') && name != 'S') {
                 return None;
             }
-            number.parse::<f64>().ok()?;
+            ms += number.parse::<f64>().ok()? * scale;
             number.clear();
             next_unit += unit + 1;
             count += 1;
         }
-        number.is_empty().then_some(count)
+        number.is_empty().then_some((count, ms))
     };
-    let Some(d) = parts(days, &['D']) else {
-        return false;
-    };
-    let t = match time {
-        Some(t) => match parts(t, &['H', 'M', 'S']) {
-            Some(n) if n > 0 => n,
-            _ => return false,
+    let (d, day_ms) = parts(days, &[('D', 86_400_000.0)])?;
+    let (t, time_ms) = match time {
+        Some(t) => match parts(t, &[('H', 3_600_000.0), ('M', 60_000.0), ('S', 1_000.0)]) {
+            Some((n, ms)) if n > 0 => (n, ms),
+            _ => return None,
         },
-        None => 0,
+        None => (0, 0.0),
     };
-    d + t > 0
+    (d + t > 0).then(|| (day_ms + time_ms).min(i64::MAX as f64) as i64)
 }
 
 /// Every broker config the group configs take defaults or bounds from.

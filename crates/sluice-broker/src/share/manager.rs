@@ -1,0 +1,453 @@
+//! [`SharePartitionManager`]: the share-partition states and share sessions of this broker,
+//! shared by the ShareFetch and ShareAcknowledge handlers.
+//!
+//! A share partition's state is created at the first ShareFetch of its group on its leader:
+//! its start offset comes from the group's `share.auto.offset.reset` (latest by default).
+//! Lock expiry is applied whenever a partition is touched (a fetch, an acknowledgement), which
+//! is the only time anyone can observe it. The state lives in memory: a restarted or new
+//! leader starts the group's window afresh (persisting it in `__share_group_state` is the
+//! share coordinator's part, not built yet).
+//!
+//! Locks: the table and each state are behind std mutexes held only for in-memory work, never
+//! across an await or a file read.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use bytes::Bytes;
+use sluice_metadata::config::group::{group_value, iso_duration_ms, RESOURCE_GROUP};
+use sluice_protocol::batch::BatchIter;
+use sluice_protocol::types::{LeaderEpoch, Offset, TopicPartition};
+use sluice_protocol::ErrorCode;
+
+use super::partition_state::{
+    AcquireLimits, AcquiredRange, LogBatch, MemberId, ShareLimits, SharePartitionState,
+};
+use super::session::ShareSessions;
+use crate::metadata_cache::MetadataCache;
+use crate::replica::queries::OffsetSpec;
+use crate::replica::ReplicaManager;
+use crate::replica::{FetchParams, FetchPartitionRequest, FetchedPartition};
+
+/// A ShareFetch's limits.
+#[derive(Clone, Copy, Debug)]
+pub struct ShareFetchParams {
+    pub max_wait: Duration,
+    pub min_bytes: u64,
+    pub max_bytes: u64,
+    pub max_records: i64,
+}
+
+/// One partition's share-fetch answer.
+#[derive(Clone, Debug, Default)]
+pub struct ShareFetched {
+    pub error: Option<ErrorCode>,
+    /// Whole batches covering the acquired records (possibly others' records beside them:
+    /// the client delivers only what `acquired` names).
+    pub records: Bytes,
+    pub acquired: Vec<AcquiredRange>,
+}
+
+/// How a share group reads its partitions (its `share.*` group configs).
+#[derive(Clone, Debug)]
+struct GroupSettings {
+    limits: ShareLimits,
+    /// `share.auto.offset.reset`: where a new share partition starts.
+    reset: String,
+    read_committed: bool,
+}
+
+type StateRef = Arc<Mutex<SharePartitionState>>;
+
+/// The share-partition states (by group and partition) and share sessions of this broker.
+pub struct SharePartitionManager {
+    replicas: Arc<ReplicaManager>,
+    metadata: Arc<MetadataCache>,
+    states: Mutex<HashMap<(String, TopicPartition), StateRef>>,
+    sessions: Mutex<ShareSessions>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl SharePartitionManager {
+    pub fn new(replicas: Arc<ReplicaManager>, metadata: Arc<MetadataCache>) -> Self {
+        let max_sessions = metadata
+            .config()
+            .value("group.share.max.share.sessions")
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .unwrap_or(2_000);
+        SharePartitionManager {
+            replicas,
+            metadata,
+            states: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(ShareSessions::new(max_sessions)),
+        }
+    }
+
+    /// The share sessions, for a handler to settle a request's session.
+    pub fn sessions(&self) -> MutexGuard<'_, ShareSessions> {
+        lock(&self.sessions)
+    }
+
+    fn settings(&self, group: &str) -> GroupSettings {
+        let config = self.metadata.config();
+        let broker = |k: &str| config.value(k);
+        let image = self.metadata.current();
+        let empty = BTreeMap::new();
+        let own = image
+            .configs
+            .get(&(RESOURCE_GROUP, group.to_string()))
+            .unwrap_or(&empty);
+        let int = |key: &str, default: i64| {
+            group_value(own, &broker, key)
+                .and_then(|v| v.trim().parse::<i64>().ok())
+                .unwrap_or(default)
+        };
+        GroupSettings {
+            limits: ShareLimits {
+                lock_duration_ms: int("share.record.lock.duration.ms", 30_000).max(1),
+                delivery_count_limit: int("share.delivery.count.limit", 5).clamp(1, 1_000) as i16,
+                max_record_locks: int("share.partition.max.record.locks", 2_000).max(1),
+            },
+            reset: group_value(own, &broker, "share.auto.offset.reset")
+                .unwrap_or_else(|| "latest".into()),
+            read_committed: group_value(own, &broker, "share.isolation.level")
+                .is_some_and(|v| v.eq_ignore_ascii_case("read_committed")),
+        }
+    }
+
+    /// The acquisition lock duration the group's members are told.
+    pub fn lock_duration_ms(&self, group: &str) -> i64 {
+        self.settings(group).limits.lock_duration_ms
+    }
+
+    /// Where a new share partition of a group with `reset` starts.
+    fn initial_offset(&self, tp: &TopicPartition, reset: &str) -> Result<i64, ErrorCode> {
+        let spec = match reset.split_once(':') {
+            Some(("by_duration", d)) => {
+                let back = iso_duration_ms(d).ok_or(ErrorCode::InvalidConfig)?;
+                OffsetSpec::Timestamp(crate::now_ms().saturating_sub(back).max(0))
+            }
+            _ if reset.eq_ignore_ascii_case("earliest") => OffsetSpec::Earliest,
+            _ => OffsetSpec::Latest,
+        };
+        let (found, _, _) = self
+            .replicas
+            .list_offset(tp, spec, LeaderEpoch::NONE, false)?;
+        if found == Offset::NONE {
+            // No record at or after the time: start at the end, as Kafka does.
+            let (end, _, _) =
+                self.replicas
+                    .list_offset(tp, OffsetSpec::Latest, LeaderEpoch::NONE, false)?;
+            return Ok(end.0);
+        }
+        Ok(found.0)
+    }
+
+    /// The state of `group` on `tp`, created if this broker leads `tp`; its window moved
+    /// past what the log no longer has and its expired locks released.
+    fn state(
+        &self,
+        group: &str,
+        tp: &TopicPartition,
+        settings: &GroupSettings,
+        now_ms: i64,
+    ) -> Result<StateRef, ErrorCode> {
+        if self.replicas.leading_epoch(tp).is_none() {
+            // Hosted as a follower, or not at all.
+            self.replicas
+                .list_offset(tp, OffsetSpec::Latest, LeaderEpoch::NONE, false)?;
+            return Err(ErrorCode::NotLeaderOrFollower);
+        }
+        let key = (group.to_string(), tp.clone());
+        let existing = lock(&self.states).get(&key).cloned();
+        let state = match existing {
+            Some(s) => s,
+            None => {
+                let start = self.initial_offset(tp, &settings.reset)?;
+                let fresh = Arc::new(Mutex::new(SharePartitionState::new(start, settings.limits)));
+                lock(&self.states).entry(key).or_insert(fresh).clone()
+            }
+        };
+        let (log_start, _, _) =
+            self.replicas
+                .list_offset(tp, OffsetSpec::Earliest, LeaderEpoch::NONE, false)?;
+        let (hw, _, _) =
+            self.replicas
+                .list_offset(tp, OffsetSpec::Latest, LeaderEpoch::NONE, false)?;
+        {
+            let mut s = lock(&state);
+            s.limits = settings.limits;
+            s.log_moved(log_start.0, hw.0);
+            s.expire_locks(now_ms);
+        }
+        Ok(state)
+    }
+
+    /// Apply a member's acknowledgement batches (first, last, types) on `tp`, in order.
+    /// None when all applied; else the first refusal (the batches before it stay applied).
+    pub fn acknowledge(
+        &self,
+        group: &str,
+        member: &str,
+        tp: &TopicPartition,
+        batches: &[(i64, i64, Vec<i8>)],
+    ) -> Option<ErrorCode> {
+        if let Some(code) = check_ack_batches(batches) {
+            return Some(code);
+        }
+        let now = crate::now_ms();
+        let key = (group.to_string(), tp.clone());
+        let Some(state) = lock(&self.states).get(&key).cloned() else {
+            // Nothing was ever acquired here (or this broker restarted since).
+            return Some(ErrorCode::UnknownTopicOrPartition);
+        };
+        if self.replicas.leading_epoch(tp).is_none() {
+            return Some(ErrorCode::NotLeaderOrFollower);
+        }
+        let mut s = lock(&state);
+        s.expire_locks(now);
+        for (first, last, types) in batches {
+            if let Err(code) = s.acknowledge(member, *first, *last, types, now) {
+                return Some(code);
+            }
+        }
+        None
+    }
+
+    /// Release what `member` holds on `tps` (its share session closed).
+    pub fn release(&self, group: &str, member: &str, tps: &[TopicPartition]) {
+        let states = lock(&self.states);
+        for tp in tps {
+            if let Some(state) = states.get(&(group.to_string(), tp.clone())) {
+                lock(state).release_member(member);
+            }
+        }
+    }
+
+    /// The connection that opened `member`'s share session closed: the session ends and its
+    /// records go back.
+    pub fn connection_closed(&self, connection: u64, group: &str, member: &str) {
+        let Some(keys) = self.sessions().connection_closed(connection, group, member) else {
+            return;
+        };
+        let image = self.metadata.current();
+        let tps: Vec<TopicPartition> = keys
+            .into_iter()
+            .filter_map(|(id, p)| {
+                let t = image.topic_by_id(&id)?;
+                Some(TopicPartition::new(t.name.as_str(), p))
+            })
+            .collect();
+        self.release(group, member, &tps);
+    }
+
+    /// Acquire records of `tps` for `member`: available records of each window, then new
+    /// ones from the log, waiting up to `params.max_wait` for `params.min_bytes` when none
+    /// are there. Answers in `tps` order.
+    pub async fn fetch(
+        &self,
+        group: &str,
+        member: &MemberId,
+        params: ShareFetchParams,
+        tps: &[TopicPartition],
+    ) -> Vec<ShareFetched> {
+        let now = crate::now_ms();
+        let settings = self.settings(group);
+        let mut out: Vec<ShareFetched> = vec![ShareFetched::default(); tps.len()];
+        let mut reads: Vec<(usize, StateRef)> = Vec::new();
+        let mut requests: Vec<FetchPartitionRequest> = Vec::new();
+        let per_partition = params.max_bytes / (tps.len().max(1) as u64);
+        for (i, tp) in tps.iter().enumerate() {
+            match self.state(group, tp, &settings, now) {
+                Err(code) => out[i].error = Some(code),
+                Ok(state) => {
+                    let (offset, can) = {
+                        let s = lock(&state);
+                        (s.next_fetch_offset(), s.can_acquire())
+                    };
+                    if can {
+                        requests.push(FetchPartitionRequest {
+                            tp: tp.clone(),
+                            fetch_offset: Offset(offset),
+                            current_leader_epoch: LeaderEpoch::NONE,
+                            max_bytes: per_partition.max(1),
+                        });
+                        reads.push((i, state));
+                    }
+                }
+            }
+        }
+        if requests.is_empty() {
+            // Every window is full (or errors): nothing can be handed out before a lock
+            // expires or records are acknowledged, so the answer waits as a fetch would.
+            if out.iter().all(|o| o.error.is_none()) && !tps.is_empty() {
+                tokio::time::sleep(params.max_wait).await;
+            }
+            return out;
+        }
+        let fetched = self
+            .replicas
+            .fetch(
+                FetchParams {
+                    replica: None,
+                    read_committed: settings.read_committed,
+                    from_any_replica: false,
+                    min_bytes: params.min_bytes,
+                    max_bytes: params.max_bytes,
+                    max_wait: params.max_wait,
+                },
+                requests,
+            )
+            .await;
+        let now = crate::now_ms();
+        let mut budget = params.max_records.max(1);
+        for ((i, state), f) in reads.into_iter().zip(fetched) {
+            if budget <= 0 {
+                break;
+            }
+            match acquire_from(&state, member, &f, budget, now) {
+                Ok(answer) => {
+                    budget -= answer
+                        .acquired
+                        .iter()
+                        .map(|r| r.last_offset - r.first_offset + 1)
+                        .sum::<i64>();
+                    out[i] = answer;
+                }
+                // The log moved under the window (retention, a truncation): the next fetch
+                // starts from where it is now.
+                Err(ErrorCode::OffsetOutOfRange) => {}
+                Err(code) => out[i].error = Some(code),
+            }
+        }
+        out
+    }
+
+    /// Group ids with share-partition state on this broker, and how many records each holds
+    /// acquired now (metrics, tests).
+    pub fn acquired_counts(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for ((group, _), state) in lock(&self.states).iter() {
+            *out.entry(group.clone()).or_default() += lock(state).acquired_count();
+        }
+        out
+    }
+}
+
+/// Kafka's checks of a partition's acknowledgement batches (validateAcknowledgementBatches):
+/// each batch in order after the last, first <= last, at least one type, one type or one per
+/// offset, and known types (RENEW needs ShareFetch/ShareAcknowledge v2, not served).
+fn check_ack_batches(batches: &[(i64, i64, Vec<i8>)]) -> Option<ErrorCode> {
+    let mut previous_last: Option<i64> = None;
+    for (first, last, types) in batches {
+        let bad = first > last
+            || previous_last.is_some_and(|p| *first <= p)
+            || types.is_empty()
+            || (types.len() > 1 && (types.len() as i64) != last - first + 1)
+            || types.iter().any(|t| !(0..=3).contains(t));
+        if bad {
+            return Some(ErrorCode::InvalidRequest);
+        }
+        previous_last = Some(*last);
+    }
+    None
+}
+
+/// Acquire from what the log returned: the batches' offsets, aborted ones skipped under
+/// read_committed; the answer carries the batches that hold acquired offsets.
+fn acquire_from(
+    state: &StateRef,
+    member: &MemberId,
+    f: &FetchedPartition,
+    budget: i64,
+    now_ms: i64,
+) -> Result<ShareFetched, ErrorCode> {
+    if let Some(code) = f.error {
+        return Err(code);
+    }
+    let Some(slice) = &f.records else {
+        return Ok(ShareFetched::default());
+    };
+    let mut bytes = Vec::new();
+    slice
+        .read_into(&mut bytes)
+        .map_err(|_| ErrorCode::KafkaStorageError)?;
+    let aborted = f.aborted.as_deref().unwrap_or(&[]);
+    let mut batches: Vec<(LogBatch, std::ops::Range<usize>)> = Vec::new();
+    let mut at = 0usize;
+    for b in BatchIter::new(&bytes) {
+        // A partial batch at the end of the read is no batch: the next fetch reads it whole.
+        let Ok((h, raw)) = b else { break };
+        let skip = h.is_transactional()
+            && !h.is_control()
+            && aborted.iter().any(|t| {
+                t.producer_id == h.producer_id
+                    && t.first_offset <= h.base_offset
+                    && h.last_offset() <= t.last_offset
+            });
+        batches.push((
+            LogBatch {
+                base_offset: h.base_offset,
+                last_offset: h.last_offset(),
+                skip,
+            },
+            at..at + raw.len(),
+        ));
+        at += raw.len();
+    }
+    let log_batches: Vec<LogBatch> = batches.iter().map(|(b, _)| *b).collect();
+    let acquired = lock(state).acquire(
+        member,
+        &log_batches,
+        AcquireLimits {
+            max_records: budget,
+        },
+        now_ms,
+    );
+    let mut records = Vec::new();
+    for (b, range) in &batches {
+        let holds = acquired
+            .iter()
+            .any(|r| r.first_offset <= b.last_offset && b.base_offset <= r.last_offset);
+        if holds {
+            records.extend_from_slice(&bytes[range.clone()]);
+        }
+    }
+    Ok(ShareFetched {
+        error: None,
+        records: Bytes::from(records),
+        acquired,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_ack_batches;
+    use sluice_protocol::ErrorCode;
+
+    #[test]
+    fn acknowledgement_batches_are_checked_as_kafka_checks_them() {
+        assert_eq!(
+            check_ack_batches(&[(0, 4, vec![1]), (5, 6, vec![2, 3])]),
+            None
+        );
+        for bad in [
+            vec![(5, 4, vec![1])],
+            vec![(0, 4, vec![1]), (4, 6, vec![1])],
+            vec![(0, 4, vec![])],
+            vec![(0, 4, vec![1, 2])],
+            vec![(0, 0, vec![4])],
+            vec![(0, 0, vec![-1])],
+        ] {
+            assert_eq!(
+                check_ack_batches(&bad),
+                Some(ErrorCode::InvalidRequest),
+                "{bad:?}"
+            );
+        }
+    }
+}
