@@ -23,34 +23,17 @@ import argparse
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 import time
 
 from confluent_kafka import Consumer, TopicPartition
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchlib import free_port, wait_port  # noqa: E402
+
 VALUE = 1024
 SEGMENT = 64 * 1024 * 1024
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
-
-
-def wait_port(port, secs=60):
-    end = time.time() + secs
-    while time.time() < end:
-        try:
-            socket.create_connection(("127.0.0.1", port), 1).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    sys.exit(f"nothing listens on {port}")
 
 
 class Node:

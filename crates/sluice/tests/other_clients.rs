@@ -1987,6 +1987,29 @@ fn java_share_consumers() {
         "java share groups",
     );
     assert!(out.contains("7 passed, 0 failed"), "{out}");
+    // What the consumers did shows in the broker's counters.
+    let scrape = http_get(&server.admin().expect("admin listener"), "/metrics").1;
+    let count = |name: &str| metric(&scrape, name).unwrap_or(0.0);
+    assert!(
+        count("sluice_share_acquired_records_total") >= 600.0,
+        "{scrape}"
+    );
+    assert!(
+        count("sluice_share_acknowledged_records_total") >= 600.0,
+        "{scrape}"
+    );
+    assert!(
+        count("sluice_share_redelivered_records_total") >= 7.0,
+        "{scrape}"
+    );
+    assert!(
+        count("sluice_share_released_records_total") >= 3.0,
+        "{scrape}"
+    );
+    assert!(
+        count("sluice_share_archived_records_total") >= 1.0,
+        "{scrape}"
+    );
 }
 
 /// Share groups with confluent-kafka's ShareConsumer (librdkafka 2.15+).

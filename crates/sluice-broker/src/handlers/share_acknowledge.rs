@@ -91,11 +91,12 @@ async fn handle(
             Some("Invalid MemberId."),
         ));
     }
-    let closed = match h
+    let settled = h
         .shares
         .sessions()
-        .acknowledge(&group, &member, req.share_session_epoch)
-    {
+        .acknowledge(&group, &member, req.share_session_epoch);
+    tracing::debug!(group, member, epoch = req.share_session_epoch, result = ?settled.as_ref().map(|c| c.is_some()), "share acknowledge");
+    let closed = match settled {
         Ok(closed) => closed,
         Err(code) => return ctx.respond(&refused(code, None)),
     };

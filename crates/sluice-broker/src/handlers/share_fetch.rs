@@ -110,6 +110,16 @@ async fn handle(
         &forgotten,
         has_acks,
     );
+    tracing::debug!(
+        group,
+        member,
+        epoch = req.share_session_epoch,
+        has_acks,
+        added = added.len(),
+        forgotten = forgotten.len(),
+        result = ?session.as_ref().map(|s| s.partitions.len()),
+        "share fetch"
+    );
     let session = match session {
         Ok(s) => s,
         Err(code) => {

@@ -60,12 +60,57 @@ struct GroupSettings {
 
 type StateRef = Arc<Mutex<SharePartitionState>>;
 
+/// Share-group counters (`/metrics`): records handed out, and what became of them.
+struct ShareMetrics {
+    /// Records acquired by a ShareFetch (every delivery).
+    acquired: metrics::Counter,
+    /// ... of them delivered not for the first time.
+    redelivered: metrics::Counter,
+    /// Records acknowledged ACCEPT.
+    acknowledged: metrics::Counter,
+    /// Records given back with RELEASE.
+    released: metrics::Counter,
+    /// Records acknowledged REJECT or GAP.
+    archived: metrics::Counter,
+}
+
+impl ShareMetrics {
+    fn new() -> Self {
+        ShareMetrics {
+            acquired: metrics::counter!("sluice_share_acquired_records_total"),
+            redelivered: metrics::counter!("sluice_share_redelivered_records_total"),
+            acknowledged: metrics::counter!("sluice_share_acknowledged_records_total"),
+            released: metrics::counter!("sluice_share_released_records_total"),
+            archived: metrics::counter!("sluice_share_archived_records_total"),
+        }
+    }
+
+    /// Count an applied acknowledgement batch.
+    fn acknowledged(&self, first: i64, last: i64, types: &[i8]) {
+        let count = |t: i8| -> u64 {
+            if types.len() == 1 {
+                if types[0] == t {
+                    (last - first + 1).max(0) as u64
+                } else {
+                    0
+                }
+            } else {
+                types.iter().filter(|x| **x == t).count() as u64
+            }
+        };
+        self.acknowledged.increment(count(1));
+        self.released.increment(count(2));
+        self.archived.increment(count(3) + count(0));
+    }
+}
+
 /// The share-partition states (by group and partition) and share sessions of this broker.
 pub struct SharePartitionManager {
     replicas: Arc<ReplicaManager>,
     metadata: Arc<MetadataCache>,
     states: Mutex<HashMap<(String, TopicPartition), StateRef>>,
     sessions: Mutex<ShareSessions>,
+    metrics: ShareMetrics,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -84,6 +129,7 @@ impl SharePartitionManager {
             metadata,
             states: Mutex::new(HashMap::new()),
             sessions: Mutex::new(ShareSessions::new(max_sessions)),
+            metrics: ShareMetrics::new(),
         }
     }
 
@@ -203,6 +249,7 @@ impl SharePartitionManager {
         let key = (group.to_string(), tp.clone());
         let Some(state) = lock(&self.states).get(&key).cloned() else {
             // Nothing was ever acquired here (or this broker restarted since).
+            tracing::debug!(group, member, partition = %tp, "share acknowledgement without state");
             return Some(ErrorCode::UnknownTopicOrPartition);
         };
         if self.replicas.leading_epoch(tp).is_none() {
@@ -212,8 +259,10 @@ impl SharePartitionManager {
         s.expire_locks(now);
         for (first, last, types) in batches {
             if let Err(code) = s.acknowledge(member, *first, *last, types, now) {
+                tracing::debug!(group, member, partition = %tp, first, last, ?types, ?code, "share acknowledgement refused");
                 return Some(code);
             }
+            self.metrics.acknowledged(*first, *last, types);
         }
         None
     }
@@ -311,11 +360,17 @@ impl SharePartitionManager {
             }
             match acquire_from(&state, member, &f, budget, now) {
                 Ok(answer) => {
-                    budget -= answer
+                    let size = |r: &&AcquiredRange| (r.last_offset - r.first_offset + 1) as u64;
+                    let got: u64 = answer.acquired.iter().map(|r| size(&r)).sum();
+                    let again: u64 = answer
                         .acquired
                         .iter()
-                        .map(|r| r.last_offset - r.first_offset + 1)
-                        .sum::<i64>();
+                        .filter(|r| r.delivery_count > 1)
+                        .map(|r| size(&r))
+                        .sum();
+                    self.metrics.acquired.increment(got);
+                    self.metrics.redelivered.increment(again);
+                    budget -= got as i64;
                     out[i] = answer;
                 }
                 // The log moved under the window (retention, a truncation): the next fetch

@@ -4,12 +4,15 @@
 //! - [`partition_state`]: one share group's in-flight window over one partition, a pure
 //!   state machine (acquire, acknowledge, lock expiry, delivery limit).
 //! - [`session`]: the share sessions of this broker (epochs and partition sets).
+//! - [`state_records`]: the `__share_group_state` record formats (Kafka's), for persisting
+//!   share-partition state.
 //! - [`manager`]: [`manager::SharePartitionManager`], the service owning both, which reads
 //!   the log through the replica layer and hands records out.
 
 pub mod manager;
 pub mod partition_state;
 pub mod session;
+pub mod state_records;
 
 pub use manager::SharePartitionManager;
 

@@ -6,12 +6,15 @@ use std::collections::BTreeMap;
 use kafka_protocol::messages::offset_delete_request::{
     OffsetDeleteRequestPartition, OffsetDeleteRequestTopic,
 };
-use kafka_protocol::messages::{consumer_group_describe_response, streams_group_describe_response};
+use kafka_protocol::messages::{
+    consumer_group_describe_response, share_group_describe_response,
+    streams_group_describe_response,
+};
 use kafka_protocol::messages::{
     ApiKey, ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse, DeleteGroupsRequest,
     DeleteGroupsResponse, DescribeGroupsRequest, DescribeGroupsResponse, ListGroupsRequest,
-    ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse, StreamsGroupDescribeRequest,
-    StreamsGroupDescribeResponse,
+    ListGroupsResponse, OffsetDeleteRequest, OffsetDeleteResponse, ShareGroupDescribeRequest,
+    ShareGroupDescribeResponse, StreamsGroupDescribeRequest, StreamsGroupDescribeResponse,
 };
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
@@ -108,6 +111,10 @@ impl Admin {
                 continue;
             }
             if let Some(d) = self.describe_streams_group(g).await? {
+                out.push(d);
+                continue;
+            }
+            if let Some(d) = self.describe_share_group(g).await? {
                 out.push(d);
                 continue;
             }
@@ -302,6 +309,71 @@ impl Admin {
                     member_epoch: Some(m.member_epoch),
                     target_assignment: Some(partitions(&m.target_assignment)),
                     classic: m.is_classic,
+                })
+                .collect(),
+        }))
+    }
+
+    /// A share group (KIP-932) by ShareGroupDescribe; None when the group is not one (or the
+    /// broker does not have the API). Its members' partitions are those they fetch from
+    /// (members of a share group may share a partition).
+    async fn describe_share_group(&self, g: &str) -> Result<Option<GroupDescription>> {
+        let resp = with_coordinator(&self.core, g, None, |conn| async move {
+            let Ok(version) = conn.version_for(ApiKey::ShareGroupDescribe) else {
+                return Ok(None);
+            };
+            let req = ShareGroupDescribeRequest::default().with_group_ids(vec![group_id(g)]);
+            let resp: ShareGroupDescribeResponse = conn.call_at(&req, version).await?;
+            if let Some(d) = resp.groups.first() {
+                if d.error_code == ErrorCode::GroupIdNotFound.code()
+                    || d.error_code == ErrorCode::UnsupportedVersion.code()
+                {
+                    return Ok(None);
+                }
+                check(
+                    d.error_code,
+                    d.error_message.as_ref().map(|m| m.to_string()),
+                )?;
+            }
+            Ok(Some(resp))
+        })
+        .await?;
+        let Some(d) = resp.and_then(|r| r.groups.into_iter().next()) else {
+            return Ok(None);
+        };
+        let partitions = |a: &share_group_describe_response::Assignment| {
+            let mut out: Vec<TopicPartition> = a
+                .topic_partitions
+                .iter()
+                .flat_map(|t| {
+                    t.partitions
+                        .iter()
+                        .map(|p| TopicPartition::new(t.topic_name.to_string(), *p))
+                })
+                .collect();
+            out.sort();
+            out
+        };
+        Ok(Some(GroupDescription {
+            group_id: d.group_id.to_string(),
+            state: d.group_state.to_string(),
+            protocol_type: "share".to_string(),
+            protocol: d.assignor_name.to_string(),
+            group_type: "share".into(),
+            group_epoch: Some(d.group_epoch),
+            assignment_epoch: Some(d.assignment_epoch),
+            members: d
+                .members
+                .iter()
+                .map(|m| GroupMemberDescription {
+                    member_id: m.member_id.to_string(),
+                    instance_id: None,
+                    client_id: m.client_id.to_string(),
+                    host: m.client_host.to_string(),
+                    assignment: partitions(&m.assignment),
+                    member_epoch: Some(m.member_epoch),
+                    target_assignment: None,
+                    classic: false,
                 })
                 .collect(),
         }))

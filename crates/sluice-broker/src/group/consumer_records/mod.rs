@@ -132,7 +132,7 @@ impl ConsumerGroupKey {
 
 // -- flexible encoding ----------------------------------------------------------------
 
-pub(super) fn uvarint(w: &mut W, mut v: u32) {
+pub(crate) fn uvarint(w: &mut W, mut v: u32) {
     while v >= 0x80 {
         w.0.push((v as u8) | 0x80);
         v >>= 7;
@@ -140,7 +140,7 @@ pub(super) fn uvarint(w: &mut W, mut v: u32) {
     w.0.push(v as u8);
 }
 
-pub(super) fn read_uvarint(r: &mut R<'_>) -> Option<u32> {
+pub(crate) fn read_uvarint(r: &mut R<'_>) -> Option<u32> {
     let mut v: u32 = 0;
     for shift in (0..35).step_by(7) {
         let b = r.i8()? as u8;
@@ -152,7 +152,7 @@ pub(super) fn read_uvarint(r: &mut R<'_>) -> Option<u32> {
     None
 }
 
-pub(super) fn compact_str(w: &mut W, s: Option<&str>) {
+pub(crate) fn compact_str(w: &mut W, s: Option<&str>) {
     match s {
         None => uvarint(w, 0),
         Some(s) => {
@@ -162,7 +162,7 @@ pub(super) fn compact_str(w: &mut W, s: Option<&str>) {
     }
 }
 
-pub(super) fn read_compact_str(r: &mut R<'_>) -> Option<Option<String>> {
+pub(crate) fn read_compact_str(r: &mut R<'_>) -> Option<Option<String>> {
     let n = read_uvarint(r)?;
     if n == 0 {
         return Some(None);
@@ -172,14 +172,14 @@ pub(super) fn read_compact_str(r: &mut R<'_>) -> Option<Option<String>> {
 }
 
 /// A compact array's length (None: null, read as empty).
-pub(super) fn read_len(r: &mut R<'_>) -> Option<usize> {
+pub(crate) fn read_len(r: &mut R<'_>) -> Option<usize> {
     let n = read_uvarint(r)? as usize;
     let len = n.saturating_sub(1);
     // Each element takes at least one byte: refuse lengths beyond what is left.
     (len <= r.0.len()).then_some(len)
 }
 
-pub(super) fn tags(w: &mut W, tags: &Tags) {
+pub(crate) fn tags(w: &mut W, tags: &Tags) {
     uvarint(w, tags.len() as u32);
     for (tag, bytes) in tags {
         uvarint(w, *tag);
@@ -188,7 +188,7 @@ pub(super) fn tags(w: &mut W, tags: &Tags) {
     }
 }
 
-pub(super) fn read_tags(r: &mut R<'_>) -> Option<Tags> {
+pub(crate) fn read_tags(r: &mut R<'_>) -> Option<Tags> {
     let n = read_uvarint(r)? as usize;
     let mut out = Vec::with_capacity(n.min(16));
     for _ in 0..n {
@@ -232,13 +232,13 @@ fn read_topic_partitions(r: &mut R<'_>) -> Option<Vec<TopicPartitions>> {
 }
 
 /// The value's version prefix (0) then the struct; None for other versions or truncation.
-pub(super) fn value_reader(buf: &[u8]) -> Option<R<'_>> {
+pub(crate) fn value_reader(buf: &[u8]) -> Option<R<'_>> {
     let mut r = R(buf);
     (r.i16()? == 0).then_some(r)
 }
 
 /// Every byte read: trailing bytes mean the value is not what it claims.
-pub(super) fn done<T>(r: &R<'_>, v: T) -> Option<T> {
+pub(crate) fn done<T>(r: &R<'_>, v: T) -> Option<T> {
     r.0.is_empty().then_some(v)
 }
 

@@ -121,6 +121,9 @@ public class ShareGroups {
                         total.incrementAndGet();
                     }
                 }
+                // Implicit mode accepts what the last poll gave at the next poll or commit:
+                // without this, closing releases it to the consumers still running.
+                c.commitSync();
             });
             t.start();
             threads.add(t);
