@@ -724,6 +724,7 @@ impl Node {
             Arc::clone(&replicas),
             Arc::clone(&cache),
         );
+        let share_inter = inter.clone();
         let fetchers = ReplicaFetcherManager::new(
             node_id,
             Arc::clone(&replicas),
@@ -762,6 +763,19 @@ impl Node {
             Arc::clone(&topic_creator),
         );
         tokio::spawn(Arc::clone(&mirrors).run(shutdown_rx.clone()));
+        let share_state = Arc::new(
+            sluice_broker::share::coordinator::ShareCoordinator::from_config(
+                Arc::clone(&replicas),
+                &config,
+            ),
+        );
+        let persister = Arc::new(sluice_broker::share::persister::Persister::new(
+            node_id,
+            Arc::clone(&share_state),
+            Arc::clone(&cache),
+            Arc::clone(&topic_creator),
+            share_inter,
+        ));
         let services = Arc::new(Services {
             identity: Arc::new(Identity {
                 node_id,
@@ -797,7 +811,10 @@ impl Node {
             shares: Arc::new(sluice_broker::share::SharePartitionManager::new(
                 Arc::clone(&replicas),
                 Arc::clone(&cache),
+                Arc::clone(&persister),
             )),
+            share_state,
+            persister,
         });
         let frontend = Arc::new(network::Frontend {
             node_id,

@@ -53,6 +53,10 @@ enum Command {
     /// List, describe and delete consumer groups; reset their offsets
     /// (kafka-consumer-groups.sh).
     Groups(cli::groups::GroupsArgs),
+    /// List and describe share groups, reset or delete their offsets
+    /// (kafka-share-groups.sh).
+    #[command(name = "share-groups")]
+    ShareGroups(cli::share_groups::ShareGroupsArgs),
     /// Show the idempotent and transactional producers partition leaders know
     /// (kafka-transactions.sh describe-producers).
     Producers(cli::producers::ProducersArgs),
@@ -178,6 +182,7 @@ fn run_tool(command: Command) -> ExitCode {
             Command::Users(a) => cli::users::run(a).await,
             Command::Acls(a) => cli::acls::run(a).await,
             Command::Groups(a) => cli::groups::run(a).await,
+            Command::ShareGroups(a) => cli::share_groups::run(a).await,
             Command::Mirror(a) => cli::mirror::run(a).await,
             Command::MetadataQuorum(a) => cli::metadata_quorum::run(a).await,
             Command::Features(a) => cli::features::run(a).await,

@@ -2012,6 +2012,171 @@ fn java_share_consumers() {
     );
 }
 
+/// The leader of `topic`-`partition` as the cluster's metadata names it.
+fn partition_leader(bootstrap: &str, topic: &str, partition: i32) -> Option<i32> {
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    let c: BaseConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", bootstrap)
+        .create()
+        .ok()?;
+    let md = c
+        .fetch_metadata(Some(topic), std::time::Duration::from_secs(5))
+        .ok()?;
+    let t = md.topics().first()?;
+    let p = t.partitions().iter().find(|p| p.id() == partition)?;
+    (p.leader() >= 0).then_some(p.leader())
+}
+
+/// Share groups survive kill -9 (KIP-932 durability): three Java 4.4 KafkaShareConsumers
+/// accept 4,000 records of a partition replicated on three nodes while the test kills the
+/// partition's leader, brings it back, then kills the share coordinator of the partition's
+/// state (the leader of its `__share_group_state` partition). No record is accepted twice
+/// (an acknowledgement that succeeded is never undone by a failover), every record is
+/// delivered, and in the end the share-partition start offset is past all of them: every
+/// record accepted, none lost.
+#[test]
+fn java_share_consumers_survive_killed_leader_and_share_coordinator() {
+    use std::io::{BufRead, BufReader};
+    use std::sync::mpsc;
+    use std::time::{Duration, Instant};
+    const RECORDS: usize = 4_000;
+    const STATE_PARTITIONS: i32 = 3;
+    let mut nodes = sluice_testkit::TestServer::start_all(
+        sluice_bin(),
+        &sluice_testkit::combined_nodes(&[
+            "broker.session.timeout.ms=2000",
+            "broker.heartbeat.interval.ms=250",
+            "controller.quorum.election.timeout.ms=500",
+            "offsets.topic.replication.factor=3",
+            "default.replication.factor=3",
+            "min.insync.replicas=2",
+            "share.coordinator.state.topic.num.partitions=3",
+            "group.share.min.record.lock.duration.ms=1000",
+            "group.share.record.lock.duration.ms=3000",
+            "group.share.delivery.count.limit=10",
+        ]),
+    );
+    let addrs: Vec<String> = nodes.iter().map(|n| n.bootstrap.clone()).collect();
+    let b = addrs.join(",");
+    {
+        use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+        let t = NewTopic::new("jobs", 1, TopicReplication::Fixed(3));
+        for r in block_on(admin(&b).create_topics([&t], &AdminOptions::new())).expect("create") {
+            r.unwrap_or_else(|(t, e)| panic!("create {t}: {e:?}"));
+        }
+    }
+    let records: Vec<(Vec<u8>, Vec<u8>, Option<i64>)> = (0..RECORDS)
+        .map(|i| {
+            (
+                i.to_string().into_bytes(),
+                format!("job {i}").into_bytes(),
+                None,
+            )
+        })
+        .collect();
+    // Jobs arrive in small batches: a share fetch acquires whole batches, and one batch of
+    // all 4,000 would outlive its lock in a consumer that takes 5 ms a record.
+    produce_all(
+        &producer(&b, &[("acks", "all"), ("batch.num.messages", "50")]),
+        "jobs",
+        &records,
+    );
+    let cp = java_build("kafka4", "4.4.0");
+    let mut java = Killed(
+        Command::new("java")
+            .args([
+                "-cp",
+                &cp,
+                "interop.ShareFailover",
+                &b,
+                "jobs",
+                "failover",
+                "3",
+            ])
+            .current_dir(repo_root().join("interop/java"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("java"),
+    );
+    let (tx, rx) = mpsc::channel::<String>();
+    let stdout = java.0.stdout.take().expect("stdout");
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut out = String::new();
+    let mut accepted = 0usize;
+    let mut topic_id = String::new();
+    // Read the program's lines until `done` says so; a minute without a line fails.
+    let mut read_until = |done: &mut dyn FnMut(usize, &str) -> bool| loop {
+        let line = rx
+            .recv_timeout(Duration::from_secs(90))
+            .unwrap_or_else(|_| panic!("the share consumers stalled after {accepted}:\n{out}"));
+        if line.starts_with("ACCEPTED ") {
+            accepted += 1;
+        } else {
+            out.push_str(&line);
+            out.push('\n');
+        }
+        if let Some(id) = line.strip_prefix("TOPIC_ID ") {
+            topic_id = id.trim().to_string();
+        }
+        if done(accepted, &line) {
+            return (accepted, topic_id.clone(), out.clone());
+        }
+    };
+    let kill_leader_of = |nodes: &mut Vec<sluice_testkit::TestServer>, topic: &str, p: i32| {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let leader = loop {
+            if let Some(l) = partition_leader(&b, topic, p) {
+                break l;
+            }
+            assert!(Instant::now() < deadline, "no leader for {topic}-{p}");
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let i = (leader - 1) as usize;
+        nodes[i].kill();
+        i
+    };
+    // The share-partition leader, mid-stream.
+    read_until(&mut |n, _| n >= 800);
+    let killed = kill_leader_of(&mut nodes, "jobs", 0);
+    read_until(&mut |n, _| n >= 1_600);
+    sluice_testkit::TestServer::restart_all(&mut [&mut nodes[killed]]);
+    // The share coordinator of the partition's state.
+    let (_, id, _) = read_until(&mut |n, _| n >= 2_200);
+    assert!(!id.is_empty(), "no topic id printed");
+    let key = format!("failover:{id}:0");
+    let hash = key
+        .encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+    let state_partition = if hash == i32::MIN { 0 } else { hash.abs() } % STATE_PARTITIONS;
+    let killed = kill_leader_of(&mut nodes, "__share_group_state", state_partition);
+    read_until(&mut |n, _| n >= 3_000);
+    sluice_testkit::TestServer::restart_all(&mut [&mut nodes[killed]]);
+    let stdin = java.0.stdin.as_mut().expect("stdin");
+    writeln!(stdin, "finish").expect("finish");
+    stdin.flush().expect("flush");
+    let (_, _, out) = read_until(&mut |_, line| line.starts_with("START "));
+    assert!(
+        out.contains("\nTWICE\n"),
+        "a record was accepted twice:\n{out}"
+    );
+    assert!(
+        out.contains(&format!("RECEIVED {RECORDS}\n")),
+        "not every record was delivered:\n{out}"
+    );
+    assert!(
+        out.contains(&format!("START {RECORDS}\n")),
+        "records left unaccepted:\n{out}"
+    );
+}
+
 /// Share groups with confluent-kafka's ShareConsumer (librdkafka 2.15+).
 #[test]
 fn python_share_consumer() {

@@ -22,12 +22,28 @@ handler!(
         access: crate::authorizer::Access,
         topics: crate::services::topics::TopicCreator,
         groups: crate::group::coordinator::GroupCoordinator,
-        txns: crate::txn::coordinator::TxnCoordinator
+        txns: crate::txn::coordinator::TxnCoordinator,
+        share_state: crate::share::coordinator::ShareCoordinator
     }
 );
 
 const KEY_GROUP: i8 = 0;
 const KEY_TRANSACTION: i8 = 1;
+/// A share partition's state (`group:topicId:partition`), asked by brokers.
+const KEY_SHARE: i8 = 2;
+
+/// Whether `key` is a share coordinator key: `group:topicId:partition`, the topic id in
+/// base64 and the partition a number.
+fn is_share_key(key: &str) -> bool {
+    let mut parts = key.rsplitn(3, ':');
+    let (Some(partition), Some(topic), Some(group)) = (parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    !group.is_empty()
+        && partition.parse::<u32>().is_ok()
+        && sluice_protocol::base64::decode(topic).is_some_and(|b| b.len() == 16)
+}
 
 /// Where the coordinator for `key` lives: (node id, host, port) or an error.
 async fn locate(
@@ -47,6 +63,9 @@ async fn locate(
         KEY_TRANSACTION if !acl.transactional_id(op::DESCRIBE, key) => {
             return Err(ErrorCode::TransactionalIdAuthorizationFailed)
         }
+        KEY_SHARE if !acl.cluster(op::CLUSTER_ACTION) => {
+            return Err(ErrorCode::ClusterAuthorizationFailed)
+        }
         _ => {}
     }
     let (topic, partition) = match key_type {
@@ -60,6 +79,13 @@ async fn locate(
         KEY_TRANSACTION => {
             h.topics.ensure_transaction_topic().await?;
             (TXN_TOPIC, h.txns.partition_for(key))
+        }
+        KEY_SHARE if ctx.api_version >= 6 && is_share_key(key) => {
+            h.topics.ensure_share_state_topic().await?;
+            (
+                crate::share::coordinator::STATE_TOPIC,
+                partition_for(key, h.share_state.partitions),
+            )
         }
         _ => return Err(ErrorCode::InvalidRequest),
     };

@@ -112,6 +112,8 @@ pub mod share_acknowledge;
 pub mod share_fetch;
 pub mod share_group_describe;
 pub mod share_group_heartbeat;
+pub mod share_group_offsets;
+pub mod share_state;
 pub mod streams_group_describe;
 pub mod streams_group_heartbeat;
 pub mod sync_group;
@@ -196,6 +198,14 @@ pub fn specs() -> Vec<Spec> {
         share_group_describe::SPEC,
         share_fetch::SPEC,
         share_acknowledge::SPEC,
+        share_group_offsets::describe::SPEC,
+        share_group_offsets::alter::SPEC,
+        share_group_offsets::delete::SPEC,
+        share_state::initialize::SPEC,
+        share_state::read::SPEC,
+        share_state::write::SPEC,
+        share_state::delete::SPEC,
+        share_state::summary::SPEC,
         add_partitions_to_txn::SPEC,
         add_offsets_to_txn::SPEC,
         end_txn::SPEC,

@@ -113,7 +113,7 @@ async fn handle(
                         .iter()
                         .map(|b| (b.first_offset, b.last_offset, b.acknowledge_types.clone()))
                         .collect();
-                    h.shares.acknowledge(&group, &member, &tp, &batches)
+                    h.shares.acknowledge(&group, &member, &tp, &batches).await
                 }
             };
             let mut out = PartitionData::default();

@@ -54,4 +54,8 @@ pub struct Services {
     pub mirrors: Arc<crate::mirror::MirrorManager>,
     pub telemetry: Arc<crate::telemetry::ClientTelemetry>,
     pub shares: Arc<crate::share::SharePartitionManager>,
+    /// The share coordinator (the `__share_group_state` partitions led here).
+    pub share_state: Arc<crate::share::coordinator::ShareCoordinator>,
+    /// The way to any share coordinator, this one included.
+    pub persister: Arc<crate::share::persister::Persister>,
 }

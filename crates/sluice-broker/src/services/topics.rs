@@ -151,6 +151,7 @@ impl TopicCreator {
             "offsets.topic.replication.factor",
             "offsets.topic.segment.bytes",
             None,
+            &[("cleanup.policy", "compact")],
         )
         .await
     }
@@ -166,6 +167,27 @@ impl TopicCreator {
             "transaction.state.log.replication.factor",
             "transaction.state.log.segment.bytes",
             Some("transaction.state.log.min.isr"),
+            &[("cleanup.policy", "compact")],
+        )
+        .await
+    }
+
+    /// Create `__share_group_state` if it does not exist yet: as Kafka's, not compacted but
+    /// kept forever (`cleanup.policy=delete`, `retention.ms=-1`; a share partition's state is
+    /// its last snapshot and the updates after it, which compaction by key would lose), with
+    /// the `share.coordinator.state.topic.*` settings.
+    pub async fn ensure_share_state_topic(&self) -> Result<(), ErrorCode> {
+        let partitions = self
+            .config
+            .number("share.coordinator.state.topic.num.partitions")
+            .clamp(1, 100_000) as i32;
+        self.ensure_internal(
+            crate::share::coordinator::STATE_TOPIC,
+            partitions,
+            "share.coordinator.state.topic.replication.factor",
+            "share.coordinator.state.topic.segment.bytes",
+            Some("share.coordinator.state.topic.min.isr"),
+            &[("cleanup.policy", "delete"), ("retention.ms", "-1")],
         )
         .await
     }
@@ -177,6 +199,7 @@ impl TopicCreator {
         replication_key: &str,
         segment_key: &str,
         min_isr_key: Option<&str>,
+        cleanup: &[(&str, &str)],
     ) -> Result<(), ErrorCode> {
         let image = self.metadata.current();
         if image.topic(name).is_some() {
@@ -193,11 +216,12 @@ impl TopicCreator {
             .config
             .value(segment_key)
             .unwrap_or_else(|| "104857600".into());
-        let mut configs = vec![
-            ("cleanup.policy".into(), Some("compact".into())),
-            ("compression.type".into(), Some("producer".into())),
-            ("segment.bytes".into(), Some(segment)),
-        ];
+        let mut configs: Vec<(String, Option<String>)> = cleanup
+            .iter()
+            .map(|(k, v)| (k.to_string(), Some(v.to_string())))
+            .collect();
+        configs.push(("compression.type".into(), Some("producer".into())));
+        configs.push(("segment.bytes".into(), Some(segment)));
         if let Some(key) = min_isr_key {
             let min_isr = self.config.number(key).clamp(1, i64::from(rf));
             configs.push(("min.insync.replicas".into(), Some(min_isr.to_string())));

@@ -1,30 +1,43 @@
 //! [`SharePartitionManager`]: the share-partition states and share sessions of this broker,
 //! shared by the ShareFetch and ShareAcknowledge handlers.
 //!
-//! A share partition's state is created at the first ShareFetch of its group on its leader:
-//! its start offset comes from the group's `share.auto.offset.reset` (latest by default).
-//! Lock expiry is applied whenever a partition is touched (a fetch, an acknowledgement), which
-//! is the only time anyone can observe it. The state lives in memory: a restarted or new
-//! leader starts the group's window afresh (persisting it in `__share_group_state` is the
-//! share coordinator's part, not built yet).
+//! A share partition's state is loaded at the first ShareFetch or acknowledgement of its group
+//! on its leader, from the share coordinator ([`Persister::read`], which also fences the
+//! previous leader); a share partition with no state yet starts where the group's
+//! `share.auto.offset.reset` says (latest by default), written at once. Lock expiry is applied
+//! whenever a partition is touched (a fetch, an acknowledgement), which is the only time
+//! anyone can observe it.
+//!
+//! An acknowledgement is answered once the window it changed is written to the share
+//! coordinator: the whole window's state batches (acquired records as available, with their
+//! delivery counts), so one write covers every change before it and concurrent
+//! acknowledgements share writes. A write that fails drops the state: nothing more is
+//! written from it, and the next request loads what the coordinator kept (records not yet
+//! persisted as acknowledged are delivered again, never lost).
 //!
 //! Locks: the table and each state are behind std mutexes held only for in-memory work, never
-//! across an await or a file read.
+//! across an await or a file read; each state's writes are ordered by an async mutex.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::Bytes;
 use sluice_metadata::config::group::{group_value, iso_duration_ms, RESOURCE_GROUP};
+use sluice_metadata::Uuid;
 use sluice_protocol::batch::BatchIter;
 use sluice_protocol::types::{LeaderEpoch, Offset, TopicPartition};
 use sluice_protocol::ErrorCode;
 
+use super::coordinator::{PersistedState, StateWrite};
 use super::partition_state::{
     AcquireLimits, AcquiredRange, LogBatch, MemberId, ShareLimits, SharePartitionState,
 };
+use super::partition_state::{RecordState, StateBatch};
+use super::persister::Persister;
 use super::session::ShareSessions;
+use super::state_records::PersistedBatch;
 use crate::metadata_cache::MetadataCache;
 use crate::replica::queries::OffsetSpec;
 use crate::replica::ReplicaManager;
@@ -58,7 +71,43 @@ struct GroupSettings {
     read_committed: bool,
 }
 
-type StateRef = Arc<Mutex<SharePartitionState>>;
+/// One share partition's state on its leader, as loaded at one leader epoch.
+struct Shared {
+    state: Mutex<Versioned>,
+    topic_id: Uuid,
+    /// The partition's leader epoch this state was loaded at.
+    leader_epoch: i32,
+    /// The persisted state's epoch (raised when the group's offsets are altered).
+    state_epoch: i32,
+    /// The last version written to the share coordinator; held while writing.
+    persisted: tokio::sync::Mutex<u64>,
+    /// A write failed: this state is dropped, nothing more is written from it.
+    dead: AtomicBool,
+}
+
+/// The window, and how many changes to persist it has seen.
+struct Versioned {
+    window: SharePartitionState,
+    version: u64,
+}
+
+impl std::ops::Deref for Versioned {
+    type Target = SharePartitionState;
+    fn deref(&self) -> &SharePartitionState {
+        &self.window
+    }
+}
+
+impl std::ops::DerefMut for Versioned {
+    fn deref_mut(&mut self) -> &mut SharePartitionState {
+        &mut self.window
+    }
+}
+
+type StateRef = Arc<Shared>;
+
+/// A state being loaded (or loaded) for (group, partition).
+type Slot = Arc<tokio::sync::OnceCell<StateRef>>;
 
 /// Share-group counters (`/metrics`): records handed out, and what became of them.
 struct ShareMetrics {
@@ -108,9 +157,10 @@ impl ShareMetrics {
 pub struct SharePartitionManager {
     replicas: Arc<ReplicaManager>,
     metadata: Arc<MetadataCache>,
-    states: Mutex<HashMap<(String, TopicPartition), StateRef>>,
+    states: Mutex<HashMap<(String, TopicPartition), Slot>>,
     sessions: Mutex<ShareSessions>,
     metrics: ShareMetrics,
+    persister: Arc<Persister>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -118,7 +168,11 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 impl SharePartitionManager {
-    pub fn new(replicas: Arc<ReplicaManager>, metadata: Arc<MetadataCache>) -> Self {
+    pub fn new(
+        replicas: Arc<ReplicaManager>,
+        metadata: Arc<MetadataCache>,
+        persister: Arc<Persister>,
+    ) -> Self {
         let max_sessions = metadata
             .config()
             .value("group.share.max.share.sessions")
@@ -130,6 +184,7 @@ impl SharePartitionManager {
             states: Mutex::new(HashMap::new()),
             sessions: Mutex::new(ShareSessions::new(max_sessions)),
             metrics: ShareMetrics::new(),
+            persister,
         }
     }
 
@@ -193,29 +248,49 @@ impl SharePartitionManager {
         Ok(found.0)
     }
 
-    /// The state of `group` on `tp`, created if this broker leads `tp`; its window moved
-    /// past what the log no longer has and its expired locks released.
-    fn state(
+    /// The state of `group` on `tp`, loaded (or started) if this broker leads `tp`; its window
+    /// moved past what the log no longer has and its expired locks released.
+    async fn state(
         &self,
         group: &str,
         tp: &TopicPartition,
         settings: &GroupSettings,
         now_ms: i64,
     ) -> Result<StateRef, ErrorCode> {
-        if self.replicas.leading_epoch(tp).is_none() {
+        let Some(epoch) = self.replicas.leading_epoch(tp) else {
             // Hosted as a follower, or not at all.
             self.replicas
                 .list_offset(tp, OffsetSpec::Latest, LeaderEpoch::NONE, false)?;
             return Err(ErrorCode::NotLeaderOrFollower);
-        }
+        };
+        let topic_id = self
+            .metadata
+            .current()
+            .topic(&tp.topic)
+            .map(|t| t.id)
+            .ok_or(ErrorCode::UnknownTopicOrPartition)?;
         let key = (group.to_string(), tp.clone());
-        let existing = lock(&self.states).get(&key).cloned();
-        let state = match existing {
-            Some(s) => s,
-            None => {
-                let start = self.initial_offset(tp, &settings.reset)?;
-                let fresh = Arc::new(Mutex::new(SharePartitionState::new(start, settings.limits)));
-                lock(&self.states).entry(key).or_insert(fresh).clone()
+        let state = loop {
+            let slot = {
+                let mut states = lock(&self.states);
+                let slot = states.entry(key.clone()).or_default();
+                // A state of an earlier leadership (this broker led before, then another
+                // did) or of a dropped topic is stale: load again.
+                let stale = slot.get().is_some_and(|s| {
+                    s.leader_epoch != epoch
+                        || s.topic_id != topic_id
+                        || s.dead.load(Ordering::Acquire)
+                });
+                if stale {
+                    *slot = Slot::default();
+                }
+                Arc::clone(slot)
+            };
+            let state = slot
+                .get_or_try_init(|| self.load(group, tp, topic_id, epoch, settings))
+                .await?;
+            if state.leader_epoch == epoch && !state.dead.load(Ordering::Acquire) {
+                break Arc::clone(state);
             }
         };
         let (log_start, _, _) =
@@ -225,7 +300,7 @@ impl SharePartitionManager {
             self.replicas
                 .list_offset(tp, OffsetSpec::Latest, LeaderEpoch::NONE, false)?;
         {
-            let mut s = lock(&state);
+            let mut s = lock(&state.state);
             s.limits = settings.limits;
             s.log_moved(log_start.0, hw.0);
             s.expire_locks(now_ms);
@@ -233,9 +308,99 @@ impl SharePartitionManager {
         Ok(state)
     }
 
-    /// Apply a member's acknowledgement batches (first, last, types) on `tp`, in order.
-    /// None when all applied; else the first refusal (the batches before it stay applied).
-    pub fn acknowledge(
+    /// Load the state of `group` on `tp` from its share coordinator; a share partition never
+    /// written starts at the group's reset offset, written before it is used.
+    async fn load(
+        &self,
+        group: &str,
+        tp: &TopicPartition,
+        topic_id: Uuid,
+        epoch: i32,
+        settings: &GroupSettings,
+    ) -> Result<StateRef, ErrorCode> {
+        let partition = tp.partition.0;
+        let read = self
+            .persister
+            .read(group, topic_id, partition, epoch)
+            .await
+            .map_err(persister_error)?;
+        let (window, state_epoch) = match read {
+            Some(p) => (restored(&p, settings.limits), p.state_epoch),
+            None => {
+                let start = self.initial_offset(tp, &settings.reset)?;
+                let write = StateWrite {
+                    state_epoch: 0,
+                    leader_epoch: epoch,
+                    start_offset: start,
+                    batches: Vec::new(),
+                    delivery_complete_count: 0,
+                };
+                self.persister
+                    .write(group, topic_id, partition, write)
+                    .await
+                    .map_err(persister_error)?;
+                (SharePartitionState::new(start, settings.limits), 0)
+            }
+        };
+        tracing::debug!(group, partition = %tp, epoch, state_epoch, start = window.start_offset(), "share partition loaded");
+        Ok(Arc::new(Shared {
+            state: Mutex::new(Versioned { window, version: 0 }),
+            topic_id,
+            leader_epoch: epoch,
+            state_epoch,
+            persisted: tokio::sync::Mutex::new(0),
+            dead: AtomicBool::new(false),
+        }))
+    }
+
+    /// Write `state` to its share coordinator unless a write already covered `version`. A
+    /// failed write drops the state.
+    async fn persist(
+        &self,
+        group: &str,
+        tp: &TopicPartition,
+        state: &StateRef,
+        version: u64,
+    ) -> Result<(), ErrorCode> {
+        let mut persisted = state.persisted.lock().await;
+        if *persisted >= version {
+            return Ok(());
+        }
+        if state.dead.load(Ordering::Acquire) {
+            return Err(ErrorCode::NotLeaderOrFollower);
+        }
+        let (current, write) = {
+            let s = lock(&state.state);
+            let write = StateWrite {
+                state_epoch: state.state_epoch,
+                leader_epoch: state.leader_epoch,
+                start_offset: s.start_offset(),
+                batches: s.state_batches().iter().map(persisted_batch).collect(),
+                delivery_complete_count: -1,
+            };
+            (s.version, write)
+        };
+        match self
+            .persister
+            .write(group, state.topic_id, tp.partition.0, write)
+            .await
+        {
+            Ok(()) => {
+                *persisted = current;
+                Ok(())
+            }
+            Err(code) => {
+                state.dead.store(true, Ordering::Release);
+                tracing::info!(group, partition = %tp, ?code, "share partition state not written; dropped, to be loaded again");
+                Err(persister_error(code))
+            }
+        }
+    }
+
+    /// Apply a member's acknowledgement batches (first, last, types) on `tp`, in order, and
+    /// persist them. None when all applied and written; else the first refusal (the batches
+    /// before it stay applied and are written).
+    pub async fn acknowledge(
         &self,
         group: &str,
         member: &str,
@@ -246,33 +411,59 @@ impl SharePartitionManager {
             return Some(code);
         }
         let now = crate::now_ms();
-        let key = (group.to_string(), tp.clone());
-        let Some(state) = lock(&self.states).get(&key).cloned() else {
-            // Nothing was ever acquired here (or this broker restarted since).
-            tracing::debug!(group, member, partition = %tp, "share acknowledgement without state");
-            return Some(ErrorCode::UnknownTopicOrPartition);
-        };
-        if self.replicas.leading_epoch(tp).is_none() {
-            return Some(ErrorCode::NotLeaderOrFollower);
-        }
-        let mut s = lock(&state);
-        s.expire_locks(now);
-        for (first, last, types) in batches {
-            if let Err(code) = s.acknowledge(member, *first, *last, types, now) {
-                tracing::debug!(group, member, partition = %tp, first, last, ?types, ?code, "share acknowledgement refused");
+        let settings = self.settings(group);
+        let state = match self.state(group, tp, &settings, now).await {
+            Ok(s) => s,
+            Err(code) => {
+                tracing::debug!(group, member, partition = %tp, ?code, "share acknowledgement without state");
                 return Some(code);
             }
-            self.metrics.acknowledged(*first, *last, types);
+        };
+        let (refused, version) = {
+            let mut s = lock(&state.state);
+            let mut refused = None;
+            let mut applied = false;
+            for (first, last, types) in batches {
+                if let Err(code) = s.acknowledge(member, *first, *last, types, now) {
+                    tracing::debug!(group, member, partition = %tp, first, last, ?types, ?code, "share acknowledgement refused");
+                    refused = Some(code);
+                    break;
+                }
+                applied = true;
+                self.metrics.acknowledged(*first, *last, types);
+            }
+            if applied {
+                s.version += 1;
+            }
+            (refused, applied.then_some(s.version))
+        };
+        if let Some(version) = version {
+            if let Err(code) = self.persist(group, tp, &state, version).await {
+                return Some(code);
+            }
         }
-        None
+        refused
     }
 
-    /// Release what `member` holds on `tps` (its share session closed).
+    /// Release what `member` holds on `tps` (its share session closed). A partition no
+    /// session of the group reads any more, with nothing acquired, has its state dropped: it
+    /// is all persisted but acquisitions, and whoever reads next loads it again (so offsets
+    /// altered or deleted meanwhile are seen).
     pub fn release(&self, group: &str, member: &str, tps: &[TopicPartition]) {
-        let states = lock(&self.states);
+        let sessions = self.sessions();
+        let mut states = lock(&self.states);
         for tp in tps {
-            if let Some(state) = states.get(&(group.to_string(), tp.clone())) {
-                lock(state).release_member(member);
+            let key = (group.to_string(), tp.clone());
+            let Some(state) = states.get(&key).and_then(|s| s.get()).cloned() else {
+                continue;
+            };
+            let idle = {
+                let mut s = lock(&state.state);
+                s.release_member(member);
+                s.acquired_count() == 0
+            };
+            if idle && !sessions.group_reads(group, &(state.topic_id, tp.partition.0)) {
+                states.remove(&key);
             }
         }
     }
@@ -311,11 +502,11 @@ impl SharePartitionManager {
         let mut requests: Vec<FetchPartitionRequest> = Vec::new();
         let per_partition = params.max_bytes / (tps.len().max(1) as u64);
         for (i, tp) in tps.iter().enumerate() {
-            match self.state(group, tp, &settings, now) {
+            match self.state(group, tp, &settings, now).await {
                 Err(code) => out[i].error = Some(code),
                 Ok(state) => {
                     let (offset, can) = {
-                        let s = lock(&state);
+                        let s = lock(&state.state);
                         (s.next_fetch_offset(), s.can_acquire())
                     };
                     if can {
@@ -386,10 +577,51 @@ impl SharePartitionManager {
     /// acquired now (metrics, tests).
     pub fn acquired_counts(&self) -> BTreeMap<String, usize> {
         let mut out = BTreeMap::new();
-        for ((group, _), state) in lock(&self.states).iter() {
-            *out.entry(group.clone()).or_default() += lock(state).acquired_count();
+        for ((group, _), slot) in lock(&self.states).iter() {
+            if let Some(state) = slot.get() {
+                *out.entry(group.clone()).or_default() += lock(&state.state).acquired_count();
+            }
         }
         out
+    }
+}
+
+/// The error a client is answered for a share coordinator's (as Kafka's SharePartition maps
+/// them): a fenced leader epoch means this broker no longer leads the partition.
+fn persister_error(code: ErrorCode) -> ErrorCode {
+    match code {
+        ErrorCode::FencedLeaderEpoch => ErrorCode::NotLeaderOrFollower,
+        ErrorCode::NotCoordinator
+        | ErrorCode::CoordinatorLoadInProgress
+        | ErrorCode::RequestTimedOut
+        | ErrorCode::NetworkException => ErrorCode::CoordinatorNotAvailable,
+        code => code,
+    }
+}
+
+/// The window a persisted state describes.
+fn restored(p: &PersistedState, limits: ShareLimits) -> SharePartitionState {
+    let batches: Vec<StateBatch> = p
+        .batches
+        .iter()
+        .filter_map(|b| {
+            Some(StateBatch {
+                first_offset: b.first_offset,
+                last_offset: b.last_offset,
+                state: RecordState::from_persisted(b.delivery_state)?,
+                delivery_count: b.delivery_count,
+            })
+        })
+        .collect();
+    SharePartitionState::restore(p.start_offset, &batches, limits)
+}
+
+fn persisted_batch(b: &StateBatch) -> PersistedBatch {
+    PersistedBatch {
+        first_offset: b.first_offset,
+        last_offset: b.last_offset,
+        delivery_state: b.state.id(),
+        delivery_count: b.delivery_count,
     }
 }
 
@@ -455,7 +687,7 @@ fn acquire_from(
         at += raw.len();
     }
     let log_batches: Vec<LogBatch> = batches.iter().map(|(b, _)| *b).collect();
-    let acquired = lock(state).acquire(
+    let acquired = lock(&state.state).acquire(
         member,
         &log_batches,
         AcquireLimits {

@@ -6,11 +6,15 @@
 //! - [`session`]: the share sessions of this broker (epochs and partition sets).
 //! - [`state_records`]: the `__share_group_state` record formats (Kafka's), for persisting
 //!   share-partition state.
+//! - [`coordinator`]: the share coordinator, keeping share-partition states in
+//!   `__share_group_state`; [`persister`]: how leaders reach it (here or on another broker).
 //! - [`manager`]: [`manager::SharePartitionManager`], the service owning both, which reads
 //!   the log through the replica layer and hands records out.
 
+pub mod coordinator;
 pub mod manager;
 pub mod partition_state;
+pub mod persister;
 pub mod session;
 pub mod state_records;
 

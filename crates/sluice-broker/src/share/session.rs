@@ -182,6 +182,13 @@ impl ShareSessions {
         Some(s.partitions.into_iter().collect())
     }
 
+    /// Whether a session of `group` reads `partition`.
+    pub fn group_reads(&self, group: &str, partition: &SharePartitionKey) -> bool {
+        self.sessions
+            .iter()
+            .any(|((g, _), s)| g == group && s.partitions.contains(partition))
+    }
+
     /// Sessions open now.
     pub fn len(&self) -> usize {
         self.sessions.len()

@@ -317,7 +317,7 @@ impl Admin {
     /// A share group (KIP-932) by ShareGroupDescribe; None when the group is not one (or the
     /// broker does not have the API). Its members' partitions are those they fetch from
     /// (members of a share group may share a partition).
-    async fn describe_share_group(&self, g: &str) -> Result<Option<GroupDescription>> {
+    pub async fn describe_share_group(&self, g: &str) -> Result<Option<GroupDescription>> {
         let resp = with_coordinator(&self.core, g, None, |conn| async move {
             let Ok(version) = conn.version_for(ApiKey::ShareGroupDescribe) else {
                 return Ok(None);

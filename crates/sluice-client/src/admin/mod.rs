@@ -8,6 +8,7 @@ mod log_dirs;
 mod mirrors;
 mod quorum;
 mod quotas;
+mod share_groups;
 mod transactions;
 mod users;
 

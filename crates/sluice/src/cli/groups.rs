@@ -83,7 +83,7 @@ pub struct GroupsArgs {
 }
 
 /// Print rows as left-aligned columns at least `min` wide, separated by a space.
-fn table(header: &[&str], rows: &[Vec<String>], min: usize) {
+pub(super) fn table(header: &[&str], rows: &[Vec<String>], min: usize) {
     let mut widths: Vec<usize> = header.iter().map(|h| h.len().max(min)).collect();
     for r in rows {
         for (w, cell) in widths.iter_mut().zip(r) {
@@ -343,7 +343,7 @@ async fn describe(admin: &Admin, args: &GroupsArgs, group: &str) -> CliResult {
 }
 
 /// `topic:0,1,2;other:3`
-fn compact_partitions(parts: &[TopicPartition]) -> String {
+pub(super) fn compact_partitions(parts: &[TopicPartition]) -> String {
     let mut by_topic: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
     for tp in parts {
         by_topic.entry(&tp.topic).or_default().push(tp.partition.0);
@@ -368,7 +368,7 @@ async fn log_end_offsets(
     offsets(admin, partitions, OffsetSpec::Latest).await
 }
 
-async fn offsets(
+pub(super) async fn offsets(
     admin: &Admin,
     partitions: Vec<TopicPartition>,
     spec: OffsetSpec,
@@ -438,7 +438,7 @@ fn single_group(args: &GroupsArgs) -> Result<&str, CliError> {
 }
 
 /// The partitions `--topic` names (all of a topic's when none are listed).
-async fn topic_partitions(
+pub(super) async fn topic_partitions(
     admin: &Admin,
     specs: &[String],
 ) -> Result<Vec<TopicPartition>, CliError> {
@@ -621,7 +621,7 @@ async fn delete_offsets(admin: &Admin, args: &GroupsArgs) -> CliResult {
 
 /// `YYYY-MM-DDTHH:mm:SS[.sss][Z|±HH:MM]` to milliseconds since the epoch (UTC when no zone
 /// is given).
-fn parse_datetime(s: &str) -> Result<i64, CliError> {
+pub(super) fn parse_datetime(s: &str) -> Result<i64, CliError> {
     let bad = || {
         usage(format!(
             "--to-datetime must look like 2026-11-29T13:45:00.000 (optionally with Z or +01:00), not '{s}'"

@@ -26,6 +26,7 @@ pub mod offsets;
 pub mod perf;
 pub mod produce;
 pub mod producers;
+pub mod share_groups;
 pub mod storage;
 pub mod topics;
 pub mod transactions;

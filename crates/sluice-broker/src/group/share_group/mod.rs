@@ -73,6 +73,9 @@ pub struct ShareGroup {
     /// The subscribed topics' partition counts the target assignment was computed for.
     topics_seen: BTreeMap<String, i32>,
     target: BTreeMap<String, Assignment>,
+    /// Every topic a member has subscribed to since the group was made: where the group may
+    /// have share-partition state (DescribeShareGroupOffsets of all topics).
+    state_topics: BTreeSet<String>,
 }
 
 impl ShareGroup {
@@ -83,6 +86,11 @@ impl ShareGroup {
         } else {
             "Stable"
         }
+    }
+
+    /// Every topic a member has subscribed to since the group was made.
+    pub fn state_topics(&self) -> &BTreeSet<String> {
+        &self.state_topics
     }
 
     /// Every topic some member subscribes to.
@@ -161,6 +169,7 @@ impl ShareGroup {
         if let Some(topics) = req.subscribed {
             let topics: BTreeSet<String> = topics.into_iter().collect();
             if topics != member.subscribed {
+                self.state_topics.extend(topics.iter().cloned());
                 member.subscribed = topics;
                 bump = true;
             }
