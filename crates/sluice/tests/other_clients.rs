@@ -2177,6 +2177,101 @@ fn java_share_consumers_survive_killed_leader_and_share_coordinator() {
     );
 }
 
+/// `sluice share-groups` as kafka-share-groups.sh, on the state Java 4.4 share consumers left:
+/// list, describe (start offset and lag), reset to the earliest offset, delete.
+#[test]
+fn share_groups_tool_shows_and_resets_what_java_share_consumers_left() {
+    use std::io::Read;
+    const RECORDS: usize = 200;
+    let server = start(SHARE_TEST_SETTINGS);
+    let b = server.bootstrap.clone();
+    let records: Vec<(Vec<u8>, Vec<u8>, Option<i64>)> = (0..RECORDS)
+        .map(|i| (i.to_string().into_bytes(), b"job".to_vec(), None))
+        .collect();
+    produce_all(
+        &producer(&b, &[("batch.num.messages", "50")]),
+        "jobs",
+        &records,
+    );
+    let cp = java_build("kafka4", "4.4.0");
+    let mut java = Killed(
+        Command::new("java")
+            .args([
+                "-cp",
+                &cp,
+                "interop.ShareFailover",
+                &b,
+                "jobs",
+                "failover",
+                "2",
+            ])
+            .current_dir(repo_root().join("interop/java"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("java"),
+    );
+    // Finish once every record was delivered and the consumers went idle.
+    writeln!(java.0.stdin.as_mut().expect("stdin"), "finish").expect("finish");
+    let mut out = String::new();
+    java.0
+        .stdout
+        .take()
+        .expect("stdout")
+        .read_to_string(&mut out)
+        .expect("read");
+    assert!(out.contains(&format!("START {RECORDS}\n")), "{out}");
+    // The consumers closed (left the group): the state is the tools' to show and change.
+    java.0.wait().expect("java exits");
+    let cli = |args: &[&str]| {
+        let o = Command::new(sluice_bin())
+            .arg("share-groups")
+            .args(args)
+            .env("SLUICE_BOOTSTRAP", &b)
+            .output()
+            .expect("sluice");
+        let text = String::from_utf8_lossy(&o.stdout).into_owned();
+        assert!(
+            o.status.success(),
+            "share-groups {args:?}: {text}{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        text
+    };
+    let row = |text: &str| -> Vec<String> {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("failover "))
+            .unwrap_or_else(|| panic!("no row:\n{text}"));
+        line.split_whitespace().map(str::to_string).collect()
+    };
+    assert!(cli(&["--list"]).lines().any(|l| l.trim() == "failover"));
+    let described = cli(&["--describe", "--group", "failover"]);
+    assert_eq!(
+        row(&described),
+        ["failover", "jobs", "0", "200", "0"],
+        "{described}"
+    );
+    cli(&[
+        "--reset-offsets",
+        "--group",
+        "failover",
+        "--topic",
+        "jobs",
+        "--to-earliest",
+        "--execute",
+    ]);
+    let described = cli(&["--describe", "--group", "failover"]);
+    assert_eq!(
+        row(&described),
+        ["failover", "jobs", "0", "0", "200"],
+        "{described}"
+    );
+    assert!(cli(&["--delete", "--group", "failover"]).contains("deleted"));
+    assert!(!cli(&["--list"]).lines().any(|l| l.trim() == "failover"));
+}
+
 /// Share groups with confluent-kafka's ShareConsumer (librdkafka 2.15+).
 #[test]
 fn python_share_consumer() {
