@@ -103,6 +103,10 @@ pub struct ClientConfig {
     /// `group.remote.assignor`: the coordinator's assignor a consumer-protocol member asks
     /// for (`uniform`, `range`); unset, the group's default.
     pub group_remote_assignor: Option<String>,
+    /// `share.acknowledgement.mode` (a [`crate::ShareConsumer`]): `implicit` (records a poll
+    /// returned are accepted by the next poll, `commit_sync` or `close`) or `explicit` (the
+    /// application acknowledges each one).
+    pub share_acknowledgement_mode: crate::share_consumer::AcknowledgementMode,
 
     /// `security.protocol`, `ssl.*`, `sasl.*`.
     pub security: SecurityConfig,
@@ -157,6 +161,7 @@ impl ClientConfig {
             assignors: vec![Assignor::Range, Assignor::CooperativeSticky],
             group_protocol: GroupProtocol::Classic,
             group_remote_assignor: None,
+            share_acknowledgement_mode: crate::share_consumer::AcknowledgementMode::Implicit,
             security: SecurityConfig::default(),
         }
     }
@@ -291,6 +296,14 @@ impl ClientConfig {
             }
             "group.remote.assignor" => {
                 self.group_remote_assignor = Some(v.to_string()).filter(|a| !a.is_empty())
+            }
+            "share.acknowledgement.mode" => {
+                use crate::share_consumer::AcknowledgementMode;
+                self.share_acknowledgement_mode = match v.to_ascii_lowercase().as_str() {
+                    "implicit" => AcknowledgementMode::Implicit,
+                    "explicit" => AcknowledgementMode::Explicit,
+                    _ => return Err(bad("must be implicit or explicit")),
+                }
             }
             k if IGNORED_KEYS.contains(&k) => {}
             k => {

@@ -64,6 +64,7 @@ pub fn client_versions(key: ApiKey) -> (i16, i16) {
         ApiKey::UnregisterBroker => (0, 0),
         // Kafka 4.4 serves share groups from v1 (v0 was the early-access version).
         ApiKey::ShareGroupDescribe => (1, 1),
+        ApiKey::ShareGroupHeartbeat | ApiKey::ShareFetch | ApiKey::ShareAcknowledge => (1, 1),
         _ => (0, 0),
     }
 }

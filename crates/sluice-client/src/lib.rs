@@ -12,6 +12,8 @@
 //! - [`producer`]: [`Producer`]: serializer → partitioner → record accumulator → sender task.
 //! - [`consumer`]: [`Consumer`]: group membership or manual assignment, positions,
 //!   pipelined fetches, `poll`, commits, a stream.
+//! - [`share_consumer`]: [`ShareConsumer`]: a share group member (KIP-932): records
+//!   acquired under a lock, acknowledged one by one (implicitly or explicitly).
 //! - [`group`]: consumer groups from the member's side: assignors, the embedded protocol,
 //!   coordinator calls, join/heartbeat/leave.
 //! - [`admin`]: [`Admin`]: topics, partitions, configs, offsets, records, cluster.
@@ -26,6 +28,7 @@ pub mod error;
 pub mod group;
 pub mod producer;
 pub mod security;
+pub mod share_consumer;
 
 pub use admin::{Admin, PartitionReassignment, ScramAlteration};
 pub use config::ClientConfig;
@@ -33,6 +36,9 @@ pub use consumer::{Consumer, ConsumerRecord, OffsetReset};
 pub use error::Error;
 pub use group::{Assignor, CommittedOffset, OffsetAndMetadata, RebalanceListener};
 pub use producer::{DeliveryFuture, GroupMetadata, Producer, ProducerRecord, RecordMetadata};
+pub use share_consumer::{
+    AcknowledgeType, AcknowledgementMode, AcknowledgementResult, ShareConsumer, ShareRecord,
+};
 pub use sluice_protocol::acl;
 pub use sluice_protocol::compression::Compression;
 pub use sluice_protocol::scram::Mechanism as ScramMechanism;

@@ -48,6 +48,10 @@ enum Command {
     Produce(cli::produce::ProduceArgs),
     /// Print records (kafka-console-consumer.sh).
     Consume(cli::consume::ConsumeArgs),
+    /// Print records as a share group member, acknowledging each
+    /// (kafka-console-share-consumer.sh).
+    #[command(name = "share-consume")]
+    ShareConsume(cli::share_consume::ShareConsumeArgs),
     /// Describe and alter topic and broker configs (kafka-configs.sh).
     Configs(cli::configs::ConfigsArgs),
     /// List, describe and delete consumer groups; reset their offsets
@@ -175,6 +179,7 @@ fn run_tool(command: Command) -> ExitCode {
             Command::Topics(a) => cli::topics::run(a).await,
             Command::Produce(a) => cli::produce::run(a).await,
             Command::Consume(a) => cli::consume::run(a).await,
+            Command::ShareConsume(a) => cli::share_consume::run(a).await,
             Command::Configs(a) => cli::configs::run(a).await,
             Command::Offsets(a) => cli::offsets::run(a).await,
             Command::Producers(a) => cli::producers::run(a).await,

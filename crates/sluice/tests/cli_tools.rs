@@ -1032,3 +1032,67 @@ fn storage_format_sets_the_features_the_cluster_starts_with() {
         }
     }
 }
+
+/// `sluice share-consume` (kafka-console-share-consumer.sh): prints and accepts what it
+/// reads as a share group member; records fetched beyond --max-messages go back at once for
+/// the next member; --release hands printed ones back too; wrong flags exit 2.
+#[test]
+fn share_consume_prints_acknowledges_and_releases_the_rest() {
+    let server = start(&[]);
+    let b = server.bootstrap.as_str();
+    ok(&sluice(
+        b,
+        &["topics", "--create", "--topic", "jobs", "--partitions", "1"],
+    ));
+    // Share groups start at the latest offset unless told otherwise.
+    ok(&sluice(
+        b,
+        &[
+            "configs",
+            "--alter",
+            "--entity-type",
+            "groups",
+            "--entity-name",
+            "w",
+            "--add-config",
+            "share.auto.offset.reset=earliest",
+        ],
+    ));
+    let lines: String = (0..10).map(|i| format!("job-{i}\n")).collect();
+    ok(&produce_lines(b, &["produce", "--topic", "jobs"], &lines));
+    let share = |extra: &[&str]| {
+        let mut args = vec!["share-consume", "--topic", "jobs", "--group", "w"];
+        args.extend_from_slice(extra);
+        sluice(b, &args)
+    };
+    let out = share(&["--max-messages", "4", "--property", "print.offset=true"]);
+    let printed = ok(&out);
+    assert_eq!(
+        printed.lines().collect::<Vec<_>>(),
+        [
+            "Offset:0\tjob-0",
+            "Offset:1\tjob-1",
+            "Offset:2\tjob-2",
+            "Offset:3\tjob-3"
+        ]
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Processed a total of 4 messages"));
+    // The six fetched but not printed come back; --release gives two of them back again.
+    let out = share(&["--max-messages", "2", "--release"]);
+    assert_eq!(ok(&out).lines().collect::<Vec<_>>(), ["job-4", "job-5"]);
+    let out = share(&["--timeout-ms", "1500"]);
+    let rest: Vec<String> = ok(&out).lines().map(String::from).collect();
+    assert_eq!(
+        rest,
+        (4..10).map(|i| format!("job-{i}")).collect::<Vec<_>>()
+    );
+    let described = ok(&sluice(b, &["share-groups", "--describe", "--group", "w"]));
+    assert!(
+        described
+            .lines()
+            .any(|l| l.split_whitespace().collect::<Vec<_>>() == ["w", "jobs", "0", "10", "0"]),
+        "{described}"
+    );
+    let err = fails(&share(&["--release", "--reject"]), 2);
+    assert!(err.contains("cannot be used with"), "{err}");
+}

@@ -2,7 +2,7 @@
 //! and go, eviction of a killed member, independent groups, committed offsets across a broker
 //! restart, static membership, `max.poll.interval.ms`, cooperative rebalancing, and groups
 //! that mix librdkafka and sluice-client members, on the classic and the consumer (KIP-848)
-//! group protocol.
+//! group protocol; and share groups (KIP-932) with the client's `ShareConsumer`.
 
 mod common;
 
@@ -14,10 +14,10 @@ use std::time::{Duration, Instant};
 use common::*;
 use rdkafka::consumer::{BaseConsumer, Consumer as _};
 use rdkafka::message::Message;
-use sluice_client::admin::NewTopic;
+use sluice_client::admin::{AlterOp, ConfigResource, NewTopic};
 use sluice_client::{
-    Admin, ClientConfig, Consumer, ErrorCode, Producer, ProducerRecord, RebalanceListener,
-    TopicPartition,
+    AcknowledgeType, AcknowledgementResult, Admin, ClientConfig, Consumer, ErrorCode, Producer,
+    ProducerRecord, RebalanceListener, ShareConsumer, ShareRecord, TopicPartition,
 };
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -809,4 +809,200 @@ async fn consumer_protocol_members_share_a_group_with_librdkafka_and_read_each_r
         drain(&mut ours, &seen).await;
     }
     ours.close().await.unwrap();
+}
+
+/// Broker settings that make share-group locks quick to expire.
+const SHARE_SETTINGS: &[&str] = &[
+    "group.share.min.record.lock.duration.ms=1000",
+    "group.share.record.lock.duration.ms=2000",
+    "group.share.delivery.count.limit=3",
+];
+
+fn share_member(bootstrap: &str, group: &str, mode: &str) -> ShareConsumer {
+    ShareConsumer::new(
+        ClientConfig::new(bootstrap)
+            .set_all([
+                ("group.id", group),
+                ("share.acknowledgement.mode", mode),
+                ("fetch.max.wait.ms", "100"),
+            ])
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// A share group that starts at the earliest offset (share groups start at the latest).
+async fn share_group_from_earliest(bootstrap: &str, group: &str) {
+    let admin = Admin::new(ClientConfig::new(bootstrap)).unwrap();
+    admin
+        .alter_configs(
+            &ConfigResource::Group(group.into()),
+            &[AlterOp::Set(
+                "share.auto.offset.reset".into(),
+                "earliest".into(),
+            )],
+            false,
+        )
+        .await
+        .unwrap();
+}
+
+/// Poll until `want` records arrived (or a minute passed); implicit mode accepts them.
+async fn share_poll_until(c: &mut ShareConsumer, want: usize) -> Vec<ShareRecord> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut got = Vec::new();
+    while got.len() < want && Instant::now() < deadline {
+        got.extend(c.poll(Duration::from_millis(200)).await.unwrap());
+    }
+    got
+}
+
+fn offsets(records: &[ShareRecord]) -> Vec<(i64, i16)> {
+    let mut o: Vec<(i64, i16)> = records
+        .iter()
+        .map(|r| (r.offset, r.delivery_count))
+        .collect();
+    o.sort_unstable();
+    o
+}
+
+/// Three sluice-client share consumers (implicit acknowledgement) read one partition
+/// together: every record is delivered once, to one of them, and all three are assigned it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn share_consumers_of_the_rust_client_split_a_partition_and_read_each_record_once() {
+    let server = start(SHARE_SETTINGS);
+    let b = server.bootstrap.clone();
+    create(&b, "queue", 1).await;
+    share_group_from_earliest(&b, "workers").await;
+    produce(&b, "queue", "job", 0..3000).await;
+    let seen = Arc::new(Mutex::new(Vec::<(String, i16)>::new()));
+    let mut tasks = Vec::new();
+    for _ in 0..3 {
+        let (b, seen) = (b.clone(), Arc::clone(&seen));
+        tasks.push(tokio::spawn(async move {
+            let mut c = share_member(&b, "workers", "implicit");
+            c.subscribe(&["queue"]).await.unwrap();
+            let deadline = Instant::now() + Duration::from_secs(60);
+            let mut mine = 0;
+            let mut assigned = false;
+            while seen.lock().unwrap().len() < 3000 && Instant::now() < deadline {
+                let records = c.poll(Duration::from_millis(100)).await.unwrap();
+                assigned |= c.assignment() == vec![TopicPartition::new("queue", 0)];
+                mine += records.len();
+                let mut seen = seen.lock().unwrap();
+                for r in records {
+                    let v = String::from_utf8(r.value.clone().unwrap().to_vec()).unwrap();
+                    seen.push((v, r.delivery_count));
+                }
+            }
+            let results = c.close().await.unwrap();
+            assert!(
+                results.iter().all(|r| r.error.is_none()),
+                "acknowledgements refused: {results:?}"
+            );
+            (mine, assigned)
+        }));
+    }
+    let mut per_member = Vec::new();
+    for t in tasks {
+        let (mine, assigned) = t.await.unwrap();
+        assert!(assigned, "every member is assigned the partition");
+        per_member.push(mine);
+    }
+    let seen = seen.lock().unwrap();
+    let unique: HashSet<&String> = seen.iter().map(|(v, _)| v).collect();
+    assert_eq!(unique.len(), 3000, "every record delivered");
+    assert_eq!(
+        seen.len(),
+        3000,
+        "no record delivered twice: {per_member:?}"
+    );
+    assert!(seen.iter().all(|(_, n)| *n == 1), "all first deliveries");
+}
+
+/// Explicit acknowledgement with the sluice-client ShareConsumer: RELEASE redelivers with a
+/// higher delivery count, REJECT never delivers again, a poll with records unacknowledged is
+/// refused, closing releases what is held, a lock that expires hands the records to another
+/// member (and the first member's late acknowledgement is refused).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explicit_share_acknowledgements_release_reject_and_expire_as_kafkas() {
+    let server = start(SHARE_SETTINGS);
+    let b = server.bootstrap.clone();
+    create(&b, "tasks", 1).await;
+    share_group_from_earliest(&b, "explicit").await;
+    produce(&b, "tasks", "t", 0..10).await;
+
+    let mut a = share_member(&b, "explicit", "explicit");
+    a.subscribe(&["tasks"]).await.unwrap();
+    let first = share_poll_until(&mut a, 10).await;
+    assert_eq!(offsets(&first), (0..10).map(|o| (o, 1)).collect::<Vec<_>>());
+    let refused = a.poll(Duration::from_millis(10)).await.unwrap_err();
+    assert!(refused.to_string().contains("explicit"), "{refused}");
+    for r in &first {
+        let how = match r.offset {
+            0..=2 => AcknowledgeType::Release,
+            3 => AcknowledgeType::Reject,
+            _ => AcknowledgeType::Accept,
+        };
+        a.acknowledge(r, how).unwrap();
+    }
+    assert!(
+        a.acknowledge(&first[0], AcknowledgeType::Accept).is_err(),
+        "a record is acknowledged once"
+    );
+    let results = a.commit_sync().await.unwrap();
+    let acked: usize = results.iter().map(|r| r.offsets.len()).sum();
+    assert_eq!(acked, 10, "{results:?}");
+    assert!(results.iter().all(|r| r.error.is_none()), "{results:?}");
+
+    // Released ones come back counted twice; the rejected one does not.
+    let again = share_poll_until(&mut a, 3).await;
+    assert_eq!(offsets(&again), vec![(0, 2), (1, 2), (2, 2)]);
+    let zero = again.iter().find(|r| r.offset == 0).unwrap();
+    a.acknowledge(zero, AcknowledgeType::Accept).unwrap();
+    // Closing with 1 and 2 unacknowledged ends the share session: they go back at once.
+    a.close().await.unwrap();
+
+    let mut b1 = share_member(&b, "explicit", "explicit");
+    b1.subscribe(&["tasks"]).await.unwrap();
+    let third = share_poll_until(&mut b1, 2).await;
+    assert_eq!(offsets(&third), vec![(1, 3), (2, 3)]);
+    // b1 sits on them: at the lock's end they have had the limit (3) of deliveries and are
+    // archived, so another member sees only newer records.
+    produce(&b, "tasks", "t", 10..15).await;
+    let mut c = share_member(&b, "explicit", "implicit");
+    c.subscribe(&["tasks"]).await.unwrap();
+    let newer = share_poll_until(&mut c, 5).await;
+    assert_eq!(
+        offsets(&newer),
+        (10..15).map(|o| (o, 1)).collect::<Vec<_>>()
+    );
+    c.commit_sync().await.unwrap();
+    // b1 takes the next records and sits on them until c receives them, after their lock.
+    produce(&b, "tasks", "t", 15..20).await;
+    for r in &third {
+        b1.acknowledge(r, AcknowledgeType::Accept).unwrap();
+    }
+    let held = share_poll_until(&mut b1, 5).await;
+    assert_eq!(offsets(&held), (15..20).map(|o| (o, 1)).collect::<Vec<_>>());
+    let taken = share_poll_until(&mut c, 5).await;
+    assert_eq!(
+        offsets(&taken),
+        (15..20).map(|o| (o, 2)).collect::<Vec<_>>(),
+        "records whose lock expired go to another member"
+    );
+    c.commit_sync().await.unwrap();
+    for r in &held {
+        b1.acknowledge(r, AcknowledgeType::Accept).unwrap();
+    }
+    let late = b1.commit_sync().await.unwrap();
+    let refused: Vec<&AcknowledgementResult> =
+        late.iter().filter(|r| r.offsets.contains(&15)).collect();
+    assert_eq!(refused.len(), 1, "{late:?}");
+    assert!(
+        refused[0].error.as_ref().and_then(|e| e.code()) == Some(ErrorCode::InvalidRecordState),
+        "an acknowledgement after the lock expired is refused: {late:?}"
+    );
+    b1.close().await.unwrap();
+    c.close().await.unwrap();
 }

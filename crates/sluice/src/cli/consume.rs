@@ -50,7 +50,7 @@ pub struct ConsumeArgs {
 }
 
 #[derive(Default)]
-struct Formatter {
+pub(super) struct Formatter {
     key: bool,
     timestamp: bool,
     offset: bool,
@@ -61,7 +61,7 @@ struct Formatter {
 }
 
 impl Formatter {
-    fn write(&self, out: &mut impl Write, r: &ConsumerRecord) -> std::io::Result<()> {
+    pub(super) fn write(&self, out: &mut impl Write, r: &ConsumerRecord) -> std::io::Result<()> {
         let text = |b: &Option<bytes::Bytes>| {
             b.as_ref().map_or("null".to_string(), |v| {
                 String::from_utf8_lossy(v).into_owned()
@@ -127,10 +127,11 @@ impl Formatter {
     }
 }
 
-pub async fn run(args: ConsumeArgs) -> CliResult {
+/// The record printer `--format` and `--property` ask for.
+pub(super) fn formatter(format: &str, props: &[String]) -> Result<Formatter, CliError> {
     let mut f = Formatter {
         separator: "\t".into(),
-        json: match args.format.as_str() {
+        json: match format {
             "json" => true,
             "text" => false,
             other => {
@@ -141,7 +142,7 @@ pub async fn run(args: ConsumeArgs) -> CliResult {
         },
         ..Formatter::default()
     };
-    for (k, v) in properties(&args.properties, "--property")? {
+    for (k, v) in properties(props, "--property")? {
         let on = v.eq_ignore_ascii_case("true");
         match k.as_str() {
             "print.key" => f.key = on,
@@ -154,6 +155,11 @@ pub async fn run(args: ConsumeArgs) -> CliResult {
             other => return Err(usage(format!("unknown --property {other}"))),
         }
     }
+    Ok(f)
+}
+
+pub async fn run(args: ConsumeArgs) -> CliResult {
+    let f = formatter(&args.format, &args.properties)?;
     if args.offset.is_some() && args.partition.is_none() {
         return Err(usage("--offset needs --partition"));
     }

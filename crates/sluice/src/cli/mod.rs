@@ -2,7 +2,8 @@
 //!
 //! # Layout
 //! - [`topics`] (`kafka-topics.sh`), [`acls`] (`kafka-acls.sh`), [`produce`] (`kafka-console-producer.sh`), [`consume`]
-//!   (`kafka-console-consumer.sh`), [`configs`] (`kafka-configs.sh`), [`offsets`]
+//!   (`kafka-console-consumer.sh`), [`share_consume`] (`kafka-console-share-consumer.sh`),
+//!   [`share_groups`] (`kafka-share-groups.sh`), [`configs`] (`kafka-configs.sh`), [`offsets`]
 //!   (`kafka-get-offsets.sh`), [`groups`] (`kafka-consumer-groups.sh`), [`dump_log`]
 //!   (`kafka-dump-log.sh`), [`producers`] (`kafka-transactions.sh describe-producers`), [`transactions`]
 //!   (`kafka-transactions.sh list/describe`), [`users`] (`kafka-configs.sh --entity-type
@@ -26,6 +27,7 @@ pub mod offsets;
 pub mod perf;
 pub mod produce;
 pub mod producers;
+pub mod share_consume;
 pub mod share_groups;
 pub mod storage;
 pub mod topics;

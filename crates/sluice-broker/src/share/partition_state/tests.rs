@@ -391,3 +391,16 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn mixed_types_in_one_batch_release_reject_and_accept_each_offset() {
+    let mut s = SharePartitionState::new(0, ShareLimits::default());
+    let a = member("a");
+    assert_eq!(s.acquire(&a, &[batch(0, 9)], ALL, 0), vec![range(0, 9, 1)]);
+    s.acknowledge("a", 0, 9, &[2, 2, 2, 3, 1, 1, 1, 1, 1, 1], 0)
+        .unwrap();
+    assert_eq!(s.next_fetch_offset(), 0);
+    assert!(s.can_acquire());
+    assert_eq!(s.acquire(&a, &[batch(0, 9)], ALL, 0), vec![range(0, 2, 2)]);
+    s.check_invariants();
+}
