@@ -201,6 +201,30 @@ impl ClusterCore {
         Ok(cluster.clone())
     }
 
+    /// Topic names by id, from the cached metadata, refreshed for `subscription` when one of
+    /// `names` or `ids` is missing (group members turning assignments by id into names).
+    pub async fn topic_ids(
+        &self,
+        names: &[String],
+        ids: &[[u8; 16]],
+        subscription: &[String],
+    ) -> Result<HashMap<[u8; 16], String>> {
+        let known = |c: &Cluster| -> HashMap<[u8; 16], String> {
+            c.topics
+                .values()
+                .filter(|t| t.error.is_none() && t.id != [0; 16])
+                .map(|t| (t.id, t.name.clone()))
+                .collect()
+        };
+        let map = known(&self.cluster());
+        let complete = ids.iter().all(|id| map.contains_key(id))
+            && names.iter().all(|n| map.values().any(|v| v == n));
+        if complete || subscription.is_empty() {
+            return Ok(map);
+        }
+        Ok(known(&self.refresh(subscription).await?))
+    }
+
     /// Partitions of `topic`, refreshing metadata if it is not known; waits up to
     /// `timeout` for a topic that is being created.
     pub async fn topic(

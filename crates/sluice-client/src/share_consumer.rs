@@ -170,29 +170,6 @@ impl Member {
         Ok(conn)
     }
 
-    /// Topic names of the ids an assignment names, refreshing metadata for the subscription
-    /// when one is unknown (a topic this member cannot name yet is picked up later).
-    async fn names(&self, ids: &[[u8; 16]], subscription: &[String]) -> HashMap<[u8; 16], String> {
-        let known = |c: &crate::cluster::Cluster| -> HashMap<[u8; 16], String> {
-            c.topics
-                .values()
-                .filter(|t| t.error.is_none() && t.id != [0; 16])
-                .map(|t| (t.id, t.name.clone()))
-                .collect()
-        };
-        let map = known(&self.core.cluster());
-        if ids.iter().all(|id| map.contains_key(id)) || subscription.is_empty() {
-            return map;
-        }
-        match self.core.refresh(subscription).await {
-            Ok(c) => known(&c),
-            Err(e) => {
-                debug!(group = %self.group, "metadata for the assignment: {e}");
-                map
-            }
-        }
-    }
-
     async fn heartbeat_once(&self) -> Result<()> {
         let (member_id, epoch, subscription) = {
             let st = self.state();
@@ -240,7 +217,7 @@ impl Member {
                     .iter()
                     .map(|t| *t.topic_id.as_bytes())
                     .collect();
-                let names = self.names(&ids, &subscription).await;
+                let names = self.core.topic_ids(&[], &ids, &subscription).await?;
                 let mut tps: Vec<TopicPartition> = Vec::new();
                 for t in &a.topic_partitions {
                     if let Some(name) = names.get(t.topic_id.as_bytes()) {
@@ -331,6 +308,14 @@ struct Session {
     /// 0: none open (the next ShareFetch opens one).
     epoch: i32,
     partitions: BTreeSet<TopicPartition>,
+}
+
+/// Acknowledgements owed to a share session that ended before they were sent.
+fn session_ended() -> Error {
+    Error::Kafka {
+        code: ErrorCode::ShareSessionNotFound,
+        message: Some("the share session ended before they were sent".into()),
+    }
 }
 
 fn next_epoch(epoch: i32) -> i32 {
@@ -655,18 +640,9 @@ impl ShareConsumer {
         let session = self.sessions.entry(node).or_default();
         let epoch = session.epoch;
         let mut acks = self.pending.remove(&node).unwrap_or_default();
-        if epoch == 0 && !acks.is_empty() {
+        if epoch == 0 {
             // The session that delivered these is gone, and its records went back with it.
-            for (tp, offsets) in std::mem::take(&mut acks) {
-                self.results.push(AcknowledgementResult {
-                    partition: tp,
-                    offsets: offsets.into_keys().collect(),
-                    error: Some(Error::Kafka {
-                        code: ErrorCode::ShareSessionNotFound,
-                        message: Some("the share session ended before they were sent".into()),
-                    }),
-                });
-            }
+            self.fail_acks(std::mem::take(&mut acks), &session_ended());
         }
         let session = self.sessions.entry(node).or_default();
         let added: Vec<TopicPartition> = if epoch == 0 {
@@ -786,16 +762,7 @@ impl ShareConsumer {
     async fn acknowledge_on(&mut self, node: i32, epoch: i32, set: &mut JoinSet<(Sent, Answer)>) {
         let acks = self.pending.remove(&node).unwrap_or_default();
         if epoch == 0 {
-            for (tp, offsets) in acks {
-                self.results.push(AcknowledgementResult {
-                    partition: tp,
-                    offsets: offsets.into_keys().collect(),
-                    error: Some(Error::Kafka {
-                        code: ErrorCode::ShareSessionNotFound,
-                        message: Some("the share session ended before they were sent".into()),
-                    }),
-                });
-            }
+            self.fail_acks(acks, &session_ended());
             return;
         }
         let mut names = HashMap::new();
@@ -877,7 +844,11 @@ impl ShareConsumer {
             self.core.invalidate(&tp.topic);
         }
         self.delivered.retain(|_, node| *node != sent.node);
-        for (tp, offsets) in sent.acks {
+        self.fail_acks(sent.acks, error);
+    }
+
+    fn fail_acks(&mut self, acks: BTreeMap<TopicPartition, BTreeMap<i64, i8>>, error: &Error) {
+        for (tp, offsets) in acks {
             self.results.push(AcknowledgementResult {
                 partition: tp,
                 offsets: offsets.into_keys().collect(),
@@ -1004,15 +975,10 @@ impl ShareConsumer {
             }
             None => {}
         }
-        for (tp, offsets) in acks {
-            self.results.push(AcknowledgementResult {
-                partition: tp,
-                offsets: offsets.into_keys().collect(),
-                error: Some(Error::Protocol(
-                    "the broker did not answer for these acknowledgements".into(),
-                )),
-            });
-        }
+        self.fail_acks(
+            acks,
+            &Error::Protocol("the broker did not answer for these acknowledgements".into()),
+        );
         Ok(())
     }
 }
@@ -1058,7 +1024,8 @@ fn decode_acquired(
         message: Some(format!("{tp} at offset {offset}: {e}")),
     };
     let mut out = Vec::new();
-    let mut seen: BTreeSet<i64> = BTreeSet::new();
+    // Handed-out offsets, ascending as the log holds them (an offset out of order is skipped).
+    let mut seen: Vec<i64> = Vec::new();
     for item in BatchIter::new(records) {
         let Ok((header, bytes)) = item else { break };
         if header.is_control() {
@@ -1079,9 +1046,10 @@ fn decode_acquired(
             let Some(delivery_count) = count_of(r.offset) else {
                 continue;
             };
-            if !seen.insert(r.offset) {
+            if seen.last().is_some_and(|last| *last >= r.offset) {
                 continue;
             }
+            seen.push(r.offset);
             out.push(ShareRecord {
                 record: ConsumerRecord {
                     topic: Arc::clone(topic),
@@ -1103,7 +1071,7 @@ fn decode_acquired(
             warn!(%tp, first, last, "an acquired range too large to acknowledge gaps in");
             continue;
         }
-        gaps.extend((*first..=*last).filter(|o| !seen.contains(o)));
+        gaps.extend((*first..=*last).filter(|o| seen.binary_search(o).is_err()));
     }
     Ok((out, gaps))
 }

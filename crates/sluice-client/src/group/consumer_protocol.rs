@@ -49,32 +49,6 @@ fn is_fatal(code: ErrorCode) -> bool {
 }
 
 impl Membership {
-    /// Topic ids of `names` and names of `ids`, from the cached metadata, refreshed for the
-    /// subscription when one is missing.
-    async fn topic_ids(
-        &self,
-        names: &[String],
-        ids: &[[u8; 16]],
-        subscription: &[String],
-    ) -> Result<HashMap<[u8; 16], String>> {
-        let known = |c: &crate::cluster::Cluster| -> HashMap<[u8; 16], String> {
-            c.topics
-                .values()
-                .filter(|t| t.error.is_none() && t.id != [0; 16])
-                .map(|t| (t.id, t.name.clone()))
-                .collect()
-        };
-        let mut map = known(&self.core.cluster());
-        let complete = |m: &HashMap<[u8; 16], String>| {
-            ids.iter().all(|id| m.contains_key(id))
-                && names.iter().all(|n| m.values().any(|v| v == n))
-        };
-        if !complete(&map) && !subscription.is_empty() {
-            map = known(&self.core.refresh(subscription).await?);
-        }
-        Ok(map)
-    }
-
     /// One ConsumerGroupHeartbeat at the member's epoch, with its subscription and what it
     /// owns; its answer updates the member (epoch, interval, a new assignment to apply).
     async fn consumer_heartbeat_once(&self) -> Result<()> {
@@ -94,7 +68,10 @@ impl Membership {
             )
         };
         let owned_names: Vec<String> = owned.iter().map(|tp| tp.topic.to_string()).collect();
-        let ids = self.topic_ids(&owned_names, &[], &subscription).await?;
+        let ids = self
+            .core
+            .topic_ids(&owned_names, &[], &subscription)
+            .await?;
         let by_name: HashMap<&str, [u8; 16]> =
             ids.iter().map(|(id, n)| (n.as_str(), *id)).collect();
         let mut grouped: BTreeMap<&str, Vec<i32>> = BTreeMap::new();
@@ -154,7 +131,7 @@ impl Membership {
                     .iter()
                     .map(|t| *t.topic_id.as_bytes())
                     .collect();
-                let names = self.topic_ids(&[], &ids_sent, &subscription).await?;
+                let names = self.core.topic_ids(&[], &ids_sent, &subscription).await?;
                 let mut tps: Vec<TopicPartition> = Vec::new();
                 for t in &a.topic_partitions {
                     // A topic this member cannot name yet is picked up at a later heartbeat.
