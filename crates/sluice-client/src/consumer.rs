@@ -1115,7 +1115,20 @@ async fn fetch_committed(
             message: "committed offsets need a group.id".into(),
         })?;
     with_coordinator(core, group, membership, |conn| async move {
-        coordinator::fetch(&conn, group, Some(partitions), core.config.read_committed).await
+        let rows =
+            coordinator::fetch(&conn, group, Some(partitions), core.config.read_committed).await?;
+        // A partition whose offset a transaction has written but not ended is answered
+        // UNSTABLE_OFFSET_COMMIT on its own (Kafka 4.4): the whole question is asked again,
+        // as the Java consumer does, until the transaction ends or the request times out.
+        let unstable = rows.iter().find_map(|(_, r)| {
+            r.as_ref()
+                .err()
+                .filter(|e| e.code() == Some(ErrorCode::UnstableOffsetCommit))
+        });
+        match unstable {
+            Some(e) => Err(e.clone()),
+            None => Ok(rows),
+        }
     })
     .await
 }

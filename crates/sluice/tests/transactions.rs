@@ -16,7 +16,6 @@ use rdkafka::consumer::{BaseConsumer, CommitMode, Consumer};
 use rdkafka::error::KafkaError;
 use rdkafka::message::Message;
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
-use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 
 const T: Duration = Duration::from_secs(30);
@@ -281,25 +280,79 @@ fn group_consumer(bootstrap: &str, group: &str) -> BaseConsumer {
 
 /// The group's committed offset of partition 0 of `topic` (None: nothing committed). A
 /// read_committed consumer asks for stable offsets: until the just-ended transaction's
-/// marker reaches `__consumer_offsets` the answer is UNSTABLE_OFFSET_COMMIT (as in Kafka,
-/// EndTxn is answered before the markers are written), which is asked again.
+/// marker reaches `__consumer_offsets` (EndTxn is answered before the markers are written,
+/// as in Kafka) the partition is answered UNSTABLE_OFFSET_COMMIT, which librdkafka asks
+/// again by itself: one call gets the offset.
 fn committed(bootstrap: &str, group: &str, topic: &str) -> Option<i64> {
     let c = group_consumer(bootstrap, group);
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition(topic, 0);
-    let deadline = Instant::now() + T;
-    let got = loop {
-        match c.committed_offsets(tpl.clone(), T) {
-            Err(e)
-                if e.rdkafka_error_code() == Some(RDKafkaErrorCode::UnstableOffsetCommit)
-                    && Instant::now() < deadline => {}
-            other => break other.expect("committed"),
-        }
-    };
+    let got = c.committed_offsets(tpl, T).expect("committed");
     match got.elements()[0].offset() {
         Offset::Offset(o) => Some(o),
         _ => None,
     }
+}
+
+/// The broker a test checks against Kafka's answers talks to: the one `WIRE_AGAINST=host:port`
+/// names (a Kafka 4.4 broker), else a fresh Sluice (kept alive by the first value).
+fn server_or_against() -> (Option<TestServer>, String) {
+    match std::env::var("WIRE_AGAINST") {
+        Ok(b) => (None, b),
+        Err(_) => {
+            let server = start(&[]);
+            let b = server.bootstrap.clone();
+            (Some(server), b)
+        }
+    }
+}
+
+/// librdkafka's `committed()` (read_committed, so require_stable) asked while a
+/// transaction's offsets are pending gets the group's offset once the transaction is
+/// aborted: it retries the partitions answered UNSTABLE_OFFSET_COMMIT, the form Kafka 4.4
+/// answers (an error for the whole group fails at once). Passes against Kafka 4.4 too:
+/// `WIRE_AGAINST=127.0.0.1:19092 cargo test -p sluice --test transactions committed_waits`.
+#[test]
+fn committed_waits_for_an_aborted_transactions_offsets() {
+    let (_server, b) = server_or_against();
+    let b = &b;
+    let run = std::process::id();
+    let (group, topic) = (&format!("cw-group-{run}"), &format!("cw-{run}"));
+    create_topic(b, topic, 1, &[]);
+    let c = group_consumer(b, group);
+    let p = txn_producer(b, &format!("cw-tx-{run}"), &[]);
+    let offsets = |o: i64| {
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition_offset(topic, 0, Offset::Offset(o))
+            .unwrap();
+        tpl
+    };
+    let meta = c.group_metadata().expect("group metadata");
+    p.begin_transaction().unwrap();
+    p.send_offsets_to_transaction(&offsets(5), &meta, T)
+        .unwrap();
+    p.commit_transaction(T).unwrap();
+    assert_eq!(committed(b, group, topic), Some(5));
+    p.begin_transaction().unwrap();
+    p.send_offsets_to_transaction(&offsets(9), &meta, T)
+        .unwrap();
+    // Asked while the offset 9 is pending; answered once the abort has removed it.
+    let asking = std::thread::spawn({
+        let (b, group, topic) = (b.clone(), group.clone(), topic.clone());
+        move || committed(&b, &group, &topic)
+    });
+    // Give the question time to reach the broker while the transaction is open. Nothing is
+    // awaited here: no event outside librdkafka says its request is out, and the assertion
+    // below holds either way (only how much it shows depends on the timing).
+    std::thread::sleep(Duration::from_millis(500));
+    p.abort_transaction(T).unwrap();
+    assert_eq!(asking.join().unwrap(), Some(5));
+    // And right after an abort, with its markers maybe still on their way.
+    p.begin_transaction().unwrap();
+    p.send_offsets_to_transaction(&offsets(11), &meta, T)
+        .unwrap();
+    p.abort_transaction(T).unwrap();
+    assert_eq!(committed(b, group, topic), Some(5));
 }
 
 #[test]
@@ -716,8 +769,12 @@ mod v2 {
 
     /// EndTxn v5, retried while the previous end's markers are written: (error, pid, epoch).
     fn end(w: &mut Wire, pid: i64, epoch: i16, commit: bool) -> (i16, i64, i16) {
+        end_as(w, ID, pid, epoch, commit)
+    }
+
+    fn end_as(w: &mut Wire, id: &str, pid: i64, epoch: i16, commit: bool) -> (i16, i64, i16) {
         let req = EndTxnRequest::default()
-            .with_transactional_id(TransactionalId(s(ID)))
+            .with_transactional_id(TransactionalId(s(id)))
             .with_producer_id(ProducerId(pid))
             .with_producer_epoch(epoch)
             .with_committed(commit);
@@ -732,28 +789,111 @@ mod v2 {
     }
 
     fn commit_offset(w: &mut Wire, pid: i64, epoch: i16, topic: &str, offset: i64) -> i16 {
+        commit_offsets(w, (ID, "tv2-group"), (pid, epoch), topic, &[(0, offset)])[0]
+    }
+
+    /// TxnOffsetCommit v5 of (partition, offset)s of `topic` for (transactional id, group),
+    /// retried while the group's coordinator loads: each partition's error code.
+    fn commit_offsets(
+        w: &mut Wire,
+        (id, group): (&str, &str),
+        (pid, epoch): (i64, i16),
+        topic: &str,
+        offsets: &[(i32, i64)],
+    ) -> Vec<i16> {
         let req = TxnOffsetCommitRequest::default()
-            .with_transactional_id(TransactionalId(s(ID)))
-            .with_group_id(GroupId(s("tv2-group")))
+            .with_transactional_id(TransactionalId(s(id)))
+            .with_group_id(GroupId(s(group)))
             .with_producer_id(ProducerId(pid))
             .with_producer_epoch(epoch)
             .with_generation_id(-1)
             .with_member_id(s(""))
             .with_topics(vec![TxnOffsetCommitRequestTopic::default()
                 .with_name(TopicName(s(topic)))
-                .with_partitions(vec![TxnOffsetCommitRequestPartition::default()
-                    .with_partition_index(0)
-                    .with_committed_offset(offset)])]);
+                .with_partitions(
+                    offsets
+                        .iter()
+                        .map(|&(p, o)| {
+                            TxnOffsetCommitRequestPartition::default()
+                                .with_partition_index(p)
+                                .with_committed_offset(o)
+                        })
+                        .collect(),
+                )]);
         let deadline = Instant::now() + T;
         loop {
             let resp: TxnOffsetCommitResponse = w.call(ApiKey::TxnOffsetCommit, 5, &req);
-            let code = resp.topics[0].partitions[0].error_code;
-            // The group coordinator may still be loading its new partition.
-            if ![14, 15, 16].contains(&code) || Instant::now() > deadline {
-                return code;
+            let codes: Vec<i16> = resp.topics[0]
+                .partitions
+                .iter()
+                .map(|p| p.error_code)
+                .collect();
+            // The group coordinator may still be loading its new partition, or the previous
+            // transaction's markers still being written (CONCURRENT_TRANSACTIONS).
+            if !codes.iter().any(|c| [14, 15, 16, 51].contains(c)) || Instant::now() > deadline {
+                return codes;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    /// InitProducerId v5 for `id`, retried while the transaction coordinator loads.
+    fn init(w: &mut Wire, id: &str) -> InitProducerIdResponse {
+        let deadline = Instant::now() + T;
+        loop {
+            let init: InitProducerIdResponse = w.call(
+                ApiKey::InitProducerId,
+                5,
+                &InitProducerIdRequest::default()
+                    .with_transactional_id(Some(TransactionalId(s(id))))
+                    .with_transaction_timeout_ms(60_000)
+                    .with_producer_id(ProducerId(-1))
+                    .with_producer_epoch(-1),
+            );
+            // The transaction topic is new: its leader is elected, then loads it.
+            if ![14, 15, 16].contains(&init.error_code) || Instant::now() > deadline {
+                return init;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// OffsetFetch v9 of `group`'s offsets of `topic` (all the group's when `partitions` is
+    /// None): (group error, [(topic, partition, error, offset)]).
+    fn fetch_offsets(
+        w: &mut Wire,
+        group: &str,
+        topic: &str,
+        partitions: Option<Vec<i32>>,
+        require_stable: bool,
+    ) -> (i16, Vec<(String, i32, i16, i64)>) {
+        use kafka_protocol::messages::offset_fetch_request::{
+            OffsetFetchRequestGroup, OffsetFetchRequestTopics,
+        };
+        let topics = partitions.map(|ps| {
+            vec![OffsetFetchRequestTopics::default()
+                .with_name(TopicName(s(topic)))
+                .with_partition_indexes(ps)]
+        });
+        let req = OffsetFetchRequest::default()
+            .with_require_stable(require_stable)
+            .with_groups(vec![OffsetFetchRequestGroup::default()
+                .with_group_id(GroupId(s(group)))
+                .with_topics(topics)]);
+        let resp: OffsetFetchResponse = w.call(ApiKey::OffsetFetch, 9, &req);
+        let g = &resp.groups[0];
+        let mut rows: Vec<(String, i32, i16, i64)> = g
+            .topics
+            .iter()
+            .flat_map(|t| {
+                t.partitions.iter().map(|p| {
+                    let name = t.name.to_string();
+                    (name, p.partition_index, p.error_code, p.committed_offset)
+                })
+            })
+            .collect();
+        rows.sort();
+        (g.error_code, rows)
     }
 
     #[test]
@@ -821,23 +961,7 @@ mod v2 {
         let b = &server.bootstrap;
         create_topic(b, "tv2", 3, &[]);
         let mut w = Wire::connect(b);
-        let deadline = Instant::now() + T;
-        let init = loop {
-            let init: InitProducerIdResponse = w.call(
-                ApiKey::InitProducerId,
-                5,
-                &InitProducerIdRequest::default()
-                    .with_transactional_id(Some(TransactionalId(s(ID))))
-                    .with_transaction_timeout_ms(60_000)
-                    .with_producer_id(ProducerId(-1))
-                    .with_producer_epoch(-1),
-            );
-            // The transaction topic is new: its leader is elected, then loads it.
-            if ![14, 15, 16].contains(&init.error_code) || Instant::now() > deadline {
-                break init;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        };
+        let init = init(&mut w, ID);
         assert_eq!(init.error_code, 0);
         let (pid, e0) = (init.producer_id.0, init.producer_epoch);
         // Transaction 1: two partitions and the group's offsets, none added beforehand.
@@ -874,5 +998,74 @@ mod v2 {
         let out = cli(b, &["transactions", "--describe", "--transactional-id", ID]);
         let fields: Vec<&str> = out.lines().nth(1).unwrap().split('\t').collect();
         assert!(fields.contains(&(e1 + 2).to_string().as_str()), "{out}");
+    }
+
+    /// OffsetFetch that requires stable offsets while a transaction's offsets are pending:
+    /// as Kafka 4.4, UNSTABLE_OFFSET_COMMIT on each pending partition (offset -1) and the
+    /// group's other partitions answered as usual, group error 0, whether partitions are
+    /// named or not; without require_stable the last committed offsets. Passes against Kafka
+    /// 4.4 too: `WIRE_AGAINST=127.0.0.1:19092 cargo test -p sluice --test transactions
+    /// pending_offsets` (interop/kafka/kafka.sh 19092 19093 DIR).
+    #[test]
+    fn pending_offsets_are_unstable_per_partition() {
+        let (_server, b) = server_or_against();
+        let b = &b;
+        // Names of their own per run (Kafka keeps them across runs).
+        let run = std::process::id();
+        let (id, group, topic) = (
+            &format!("us-tx-{run}"),
+            &format!("us-group-{run}"),
+            &format!("us-{run}"),
+        );
+        create_topic(b, topic, 3, &[]);
+        let mut w = Wire::connect(b);
+        let init = init(&mut w, id);
+        assert_eq!(init.error_code, 0);
+        let (pid, e0) = (init.producer_id.0, init.producer_epoch);
+        // Committed: partitions 0 and 1.
+        let offsets = [(0, 5), (1, 7)];
+        assert_eq!(
+            commit_offsets(&mut w, (id, group), (pid, e0), topic, &offsets),
+            vec![0, 0]
+        );
+        assert_eq!(end_as(&mut w, id, pid, e0, true).0, 0);
+        let e1 = e0 + 1;
+        let t = |p: i32, code: i16, offset: i64| (topic.to_string(), p, code, offset);
+        // The commit's markers are written once a stable fetch shows no pending partition.
+        let deadline = Instant::now() + T;
+        while fetch_offsets(&mut w, group, topic, Some(vec![0, 1]), true).1
+            != vec![t(0, 0, 5), t(1, 0, 7)]
+        {
+            assert!(
+                Instant::now() < deadline,
+                "the committed offsets never showed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        // Pending: partition 0 (and 2, which has no committed offset).
+        let pending = [(0, 9), (2, 4)];
+        assert_eq!(
+            commit_offsets(&mut w, (id, group), (pid, e1), topic, &pending),
+            vec![0, 0]
+        );
+        let named = fetch_offsets(&mut w, group, topic, Some(vec![0, 1, 2]), true);
+        assert_eq!(named, (0, vec![t(0, 88, -1), t(1, 0, 7), t(2, 88, -1)]));
+        // All the group's offsets: those committed; partition 2 has none yet.
+        let all = fetch_offsets(&mut w, group, topic, None, true);
+        assert_eq!(all, (0, vec![t(0, 88, -1), t(1, 0, 7)]));
+        let unstable_ok = fetch_offsets(&mut w, group, topic, Some(vec![0, 1, 2]), false);
+        assert_eq!(unstable_ok, (0, vec![t(0, 0, 5), t(1, 0, 7), t(2, 0, -1)]));
+        // Aborted: the pending offsets go, the committed ones stay.
+        assert_eq!(end_as(&mut w, id, pid, e1, false).0, 0);
+        let deadline = Instant::now() + T;
+        loop {
+            let got = fetch_offsets(&mut w, group, topic, Some(vec![0, 1, 2]), true);
+            if got == (0, vec![t(0, 0, 5), t(1, 0, 7), t(2, 0, -1)]) {
+                break;
+            }
+            assert!(Instant::now() < deadline, "after the abort: {got:?}");
+            assert!(got.1.iter().all(|r| [0, 88].contains(&r.2)), "{got:?}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 }

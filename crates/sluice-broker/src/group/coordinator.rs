@@ -133,8 +133,10 @@ type Committed = BTreeMap<(String, i32), OffsetValue>;
 /// Records for `__consumer_offsets`: key, value (None: a tombstone).
 type Records = Vec<(Vec<u8>, Option<Vec<u8>>)>;
 
-/// One committed offset as OffsetFetch reports it: topic, partition, value (None: nothing).
-pub type CommittedRow = (String, i32, Option<OffsetValue>);
+/// One committed offset as OffsetFetch reports it: topic, partition, value (None: nothing;
+/// Err: this partition's answer is an error, UNSTABLE_OFFSET_COMMIT while a transaction's
+/// offset for it is pending and the fetch requires stable offsets).
+pub type CommittedRow = (String, i32, Result<Option<OffsetValue>, ErrorCode>);
 /// One group as ListGroups reports it: id, protocol type, state name, group type.
 pub type GroupListing = (String, String, &'static str, &'static str);
 
@@ -315,8 +317,9 @@ impl GroupCoordinator {
     }
 
     /// Committed offsets of a group: the named partitions, or all when `topics` is None.
-    /// With `require_stable`, offsets a transaction has committed but not yet ended make the
-    /// answer UNSTABLE_OFFSET_COMMIT (KIP-447: the client retries).
+    /// With `require_stable`, a partition whose offset a transaction has committed but not
+    /// yet ended is answered UNSTABLE_OFFSET_COMMIT on its own (KIP-447, as Kafka 4.4: the
+    /// group's other partitions are answered normally and the client retries that one).
     /// `member` (id, epoch) is who asks (OffsetFetch v9+; (None, -1): no one).
     pub async fn fetch(
         &self,
@@ -902,27 +905,28 @@ impl Coordinator {
                     let _ = tx.send(Err(code));
                     return;
                 }
-                if require_stable && self.has_pending(&group, topics.as_deref()) {
-                    let _ = tx.send(Err(ErrorCode::UnstableOffsetCommit));
-                    return;
-                }
                 let committed = self.offsets.get(&group);
+                let unstable = |t: &String, p: i32| require_stable && self.is_pending(&group, t, p);
+                let row = |t: &String, p: i32, v: Option<&OffsetValue>| {
+                    let value = match unstable(t, p) {
+                        true => Err(ErrorCode::UnstableOffsetCommit),
+                        false => Ok(v.cloned()),
+                    };
+                    (t.clone(), p, value)
+                };
                 let out = match topics {
                     Some(topics) => topics
-                        .into_iter()
+                        .iter()
                         .flat_map(|(t, parts)| {
-                            parts.into_iter().map(move |p| {
-                                let v = committed.and_then(|c| c.get(&(t.clone(), p))).cloned();
-                                (t.clone(), p, v)
-                            })
+                            parts
+                                .iter()
+                                .map(|&p| row(t, p, committed.and_then(|c| c.get(&(t.clone(), p)))))
                         })
                         .collect(),
+                    // All of the group's committed offsets (a partition with only a pending
+                    // transactional offset is not listed, as in Kafka).
                     None => committed
-                        .map(|c| {
-                            c.iter()
-                                .map(|((t, p), v)| (t.clone(), *p, Some(v.clone())))
-                                .collect()
-                        })
+                        .map(|c| c.iter().map(|((t, p), v)| row(t, *p, Some(v))).collect())
                         .unwrap_or_default(),
                 };
                 let _ = tx.send(Ok(out));
@@ -1178,16 +1182,13 @@ impl Coordinator {
 
     /// Whether a transaction has written offsets of `group` (for these partitions, or any)
     /// that no marker has settled yet.
-    fn has_pending(&self, group: &str, topics: Option<&[(String, Vec<i32>)]>) -> bool {
+    /// Whether a transaction has committed an offset of `group` for (topic, partition)
+    /// that is not yet committed or aborted.
+    fn is_pending(&self, group: &str, topic: &str, partition: i32) -> bool {
         self.pending
             .values()
             .filter_map(|g| g.get(group))
-            .any(|c| match topics {
-                None => !c.is_empty(),
-                Some(topics) => topics
-                    .iter()
-                    .any(|(t, ps)| ps.iter().any(|p| c.contains_key(&(t.clone(), *p)))),
-            })
+            .any(|c| c.contains_key(&(topic.to_string(), partition)))
     }
 
     fn apply(&mut self, fx: Vec<Effect>) {

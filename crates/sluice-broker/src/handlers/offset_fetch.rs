@@ -1,5 +1,6 @@
 //! OffsetFetch (key 9): committed offsets of one group (v1-v7) or several (v8+); -1 where
-//! nothing was committed.
+//! nothing was committed, UNSTABLE_OFFSET_COMMIT on a partition whose transactional offset is
+//! pending when the request requires stable offsets (v7+).
 
 use bytes::Bytes;
 use kafka_protocol::messages::offset_fetch_response::{
@@ -26,7 +27,7 @@ handler!(
 );
 
 type Fetched = Result<Vec<CommittedRow>, ErrorCode>;
-type PartitionValues = Vec<(i32, Option<OffsetValue>)>;
+type PartitionValues = Vec<(i32, Result<Option<OffsetValue>, ErrorCode>)>;
 
 /// Group the flat answer by topic, in first-seen order.
 fn by_topic(rows: Vec<CommittedRow>) -> Vec<(String, PartitionValues)> {
@@ -38,6 +39,14 @@ fn by_topic(rows: Vec<CommittedRow>) -> Vec<(String, PartitionValues)> {
         }
     }
     out
+}
+
+/// A partition's value and error code (an erroneous partition shows no offset).
+fn split(value: Result<Option<OffsetValue>, ErrorCode>) -> (Option<OffsetValue>, i16) {
+    match value {
+        Ok(v) => (v, 0),
+        Err(code) => (None, code.code()),
+    }
 }
 
 /// The group's committed offsets as this principal may see them: DESCRIBE on the group
@@ -110,17 +119,19 @@ async fn handle(
                         for (p, value) in parts {
                             let mut r = OffsetFetchResponsePartitions::default();
                             r.partition_index = p;
+                            let (value, error) = split(value);
                             r.committed_offset = value.as_ref().map_or(-1, |x| x.offset);
                             r.committed_leader_epoch =
                                 value.as_ref().map_or(-1, |x| x.leader_epoch);
                             r.metadata =
                                 Some(str_bytes(value.map(|x| x.metadata).unwrap_or_default()));
+                            r.error_code = error;
                             topic.partitions.push(r);
                         }
                         out.topics.push(topic);
                     }
                     for (t, parts) in
-                        by_topic(denied.into_iter().map(|(t, p)| (t, p, None)).collect())
+                        by_topic(denied.into_iter().map(|(t, p)| (t, p, Ok(None))).collect())
                     {
                         let mut topic = OffsetFetchResponseTopics::default();
                         topic.name = TopicName(str_bytes(t));
@@ -157,7 +168,8 @@ async fn handle(
     .await
     {
         Ok((rows, denied)) => {
-            for (t, parts) in by_topic(denied.into_iter().map(|(t, p)| (t, p, None)).collect()) {
+            for (t, parts) in by_topic(denied.into_iter().map(|(t, p)| (t, p, Ok(None))).collect())
+            {
                 let mut topic = OffsetFetchResponseTopic::default();
                 topic.name = TopicName(str_bytes(t));
                 for (p, _) in parts {
@@ -176,6 +188,8 @@ async fn handle(
                 for (p, value) in parts {
                     let mut r = OffsetFetchResponsePartition::default();
                     r.partition_index = p;
+                    let (value, error) = split(value);
+                    r.error_code = error;
                     r.committed_offset = value.as_ref().map_or(-1, |x| x.offset);
                     if v >= 5 {
                         r.committed_leader_epoch = value.as_ref().map_or(-1, |x| x.leader_epoch);
