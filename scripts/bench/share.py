@@ -91,14 +91,14 @@ def run(name, start, args):
                  "share.auto.offset.reset=earliest")
             got = tool("ShareConsumerPerformance", "--bootstrap-server", b, "--topic", "q",
                        "--group", group, "--num-records", str(args.records),
-                       "--threads", str(t), "--timeout", "20000")
+                       "--threads", str(t), "--timeout", str(args.timeout_ms))
             if args.raw:
                 print(got, flush=True)
             # From the consumers' start: joining the group and the first fetch included.
             out[f"share x{t}"] = column(got, "nMsg.sec")
         got = tool("ConsumerPerformance", "--bootstrap-server", b, "--topic", "q",
                    "--group", "classic", "--messages", str(args.records),
-                   "--timeout", "20000")
+                   "--timeout", str(args.timeout_ms))
         if args.raw:
             print(got, flush=True)
         # Fetching only: the classic group's join (and Sluice's default 3 s initial
@@ -121,6 +121,8 @@ def main():
     ap.add_argument("--records", type=int, default=1_000_000)
     ap.add_argument("--threads", default="1,4,16")
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--timeout-ms", type=int, default=60000,
+                    help="the perf tools' --timeout: the longest wait for a record")
     ap.add_argument("--raw", action="store_true", help="print the tools' output too")
     args = ap.parse_args()
     args.threads = [int(t) for t in args.threads.split(",")]

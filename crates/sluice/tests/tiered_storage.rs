@@ -354,7 +354,14 @@ fn a_corrupt_remote_segment_is_refused_not_served() {
         })
         .expect("the first remote segment");
     let mut bytes = std::fs::read(&first).unwrap();
-    let mid = bytes.len() / 3;
+    // A byte in the middle of the first batch's records, which its CRC covers (a byte of
+    // the base offset or the leader epoch, which it does not, went unnoticed at times).
+    let batch_len = i32::from_be_bytes(bytes[8..12].try_into().unwrap()) as usize;
+    assert!(
+        batch_len > 49 && 12 + batch_len <= bytes.len(),
+        "{batch_len}"
+    );
+    let mid = 61 + (batch_len - 49) / 2;
     bytes[mid] ^= 0x5a;
     std::fs::write(&first, &bytes).unwrap();
 
