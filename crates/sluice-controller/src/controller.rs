@@ -14,9 +14,10 @@ use sluice_metadata::config::{
     validate_topic_configs, MirrorState, MirrorTopic, MIRROR_PROMOTED_EPOCH, MIRROR_STATE,
     RESOURCE_CLUSTER_LINK,
 };
+use sluice_metadata::features;
 use sluice_metadata::image::RESOURCE_TOPIC;
 use sluice_metadata::image::{QuotaEntity, QuotaValue};
-use sluice_metadata::record::Endpoint;
+use sluice_metadata::record::{Elr, Endpoint};
 use sluice_metadata::{topic, MetadataImage, MetadataRecord, Uuid};
 use sluice_protocol::ErrorCode;
 
@@ -108,6 +109,72 @@ fn live(image: &MetadataImage) -> Vec<i32> {
     image.live_brokers().map(|b| b.node_id).collect()
 }
 
+/// A partition's ISR, ELR and replicas as [`Controller::settle_elr`] goes through records.
+type SettledElr = (Vec<i32>, Elr, Vec<i32>);
+
+/// How a broker's replicas leave their ISRs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Leaving {
+    /// Its session expired, it shut down, or its log directory failed.
+    Fenced,
+    /// A new incarnation registered after a clean shutdown.
+    Restart,
+    /// A new incarnation registered without a clean-shutdown marker: it may have lost
+    /// writes it had not fsynced.
+    UncleanRestart,
+}
+
+/// The ELR after one partition change (see [`Controller::settle_elr`]): from the ISR and
+/// ELR before it, the replicas after it, its leader and ISR.
+fn next_elr(
+    old_isr: &[i32],
+    old: &Elr,
+    replicas: &[i32],
+    (leader, isr): (i32, &[i32]),
+    min_isr: usize,
+    unclean_shutdown: Option<i32>,
+) -> Elr {
+    let was_eligible = |r: i32| old_isr.contains(&r) || old.eligible.contains(&r);
+    if leader >= 0 && !was_eligible(leader) {
+        // Unclean election: whatever the others held, the new leader's log is the truth.
+        return Elr::default();
+    }
+    if isr.len() >= min_isr {
+        return Elr::default();
+    }
+    let candidates = old.eligible.iter().chain(old_isr).copied();
+    let mut eligible: Vec<i32> = Vec::new();
+    for r in candidates {
+        let keep = !isr.contains(&r) && replicas.contains(&r) && Some(r) != unclean_shutdown;
+        if keep && !eligible.contains(&r) {
+            eligible.push(r);
+        }
+    }
+    let last_known = if !isr.is_empty() || !eligible.is_empty() {
+        Vec::new()
+    } else {
+        // Nobody is left who is known to hold every committed record: remember who last was.
+        let last: Vec<i32> = old
+            .eligible
+            .iter()
+            .chain(old_isr)
+            .copied()
+            .filter(|r| replicas.contains(r))
+            .collect();
+        if last.is_empty() {
+            old.last_known.clone()
+        } else {
+            let mut last = last;
+            last.dedup();
+            last
+        }
+    };
+    Elr {
+        eligible,
+        last_known,
+    }
+}
+
 impl Controller {
     pub fn new(defaults: ControllerDefaults) -> Self {
         Self { defaults }
@@ -120,11 +187,16 @@ impl Controller {
 
     /// A (re)registration: a new incarnation gets a new epoch and starts fenced. A broker
     /// re-registering while it still leads partitions (it restarted faster than its
-    /// session expired) is fenced first so those partitions move or go offline. A new
-    /// incarnation may have lost what its last one had not fsynced (a power loss), so it
-    /// also leaves every ISR it is not the last member of, even below
-    /// `min.insync.replicas`: another member holds every committed record, it may not (as
-    /// Kafka's KIP-966 takes a broker back from an unclean shutdown out of the ISR).
+    /// session expired) is fenced first so those partitions move or go offline.
+    ///
+    /// With eligible leader replicas (KIP-966, `eligible.leader.replicas.version` 1): a
+    /// broker back from a clean shutdown leaves the ISRs as a fenced one does (into the
+    /// ELR where the ISR is left below `min.insync.replicas`); one back from an unclean
+    /// shutdown (`unclean_shutdown`: no clean-shutdown marker, so it may have lost what it
+    /// had not fsynced) leaves every ISR and ELR, even as the last member.
+    ///
+    /// Without: a new incarnation leaves every ISR it is not the last member of, even below
+    /// `min.insync.replicas` (another member holds every committed record, it may not).
     pub fn register_broker(
         &self,
         image: &MetadataImage,
@@ -132,8 +204,14 @@ impl Controller {
         incarnation_id: Uuid,
         endpoints: Vec<Endpoint>,
         rack: Option<String>,
+        unclean_shutdown: bool,
     ) -> Vec<MetadataRecord> {
-        let mut records = self.fence(image, node_id, true);
+        let how = if unclean_shutdown {
+            Leaving::UncleanRestart
+        } else {
+            Leaving::Restart
+        };
+        let mut records = self.fence(image, node_id, how);
         let epoch = image.brokers.get(&node_id).map_or(0, |b| b.epoch + 1);
         records.push(MetadataRecord::RegisterBroker {
             node_id,
@@ -175,12 +253,11 @@ impl Controller {
     /// batch that found it): a power loss of the last remaining member after the other was
     /// fenced lost acknowledged records.
     pub fn fence_broker(&self, image: &MetadataImage, node_id: i32) -> Vec<MetadataRecord> {
-        self.fence(image, node_id, false)
+        self.fence(image, node_id, Leaving::Fenced)
     }
 
-    /// [`Self::fence_broker`]; with `restarted` (a new incarnation registering) it leaves
-    /// every ISR but one it is the last member of.
-    fn fence(&self, image: &MetadataImage, node_id: i32, restarted: bool) -> Vec<MetadataRecord> {
+    /// [`Self::fence_broker`], for the way `node_id` leaves.
+    fn fence(&self, image: &MetadataImage, node_id: i32, how: Leaving) -> Vec<MetadataRecord> {
         let Some(b) = image.brokers.get(&node_id) else {
             return Vec::new();
         };
@@ -191,7 +268,7 @@ impl Controller {
                 epoch: b.epoch,
             });
         }
-        records.extend(self.leave(image, node_id, restarted, |_, _| true));
+        records.extend(self.leave(image, node_id, how, |_, _| true));
         records
     }
 
@@ -207,21 +284,33 @@ impl Controller {
         if !image.brokers.contains_key(&node_id) {
             return Vec::new();
         }
-        self.leave(image, node_id, false, |topic_id, partition| {
+        self.leave(image, node_id, Leaving::Fenced, |topic_id, partition| {
             replicas.contains(&(topic_id, partition))
         })
     }
 
-    /// The replicas of `node_id` that `affected` picks leave their ISRs (the last member
-    /// stays; with `restarted` even below `min.insync.replicas`, otherwise the ISR is kept
-    /// whole then) and their leadership moves to another live in-sync replica, else nobody.
+    /// The replicas of `node_id` that `affected` picks leave their ISRs and their leadership
+    /// moves to another live in-sync replica, else to a live eligible leader replica, else
+    /// nobody.
+    ///
+    /// With eligible leader replicas (KIP-966) a replica leaves the ISR even as its last
+    /// member; where the ISR is left below `min.insync.replicas` it stays eligible (the
+    /// ELR), except after an unclean shutdown, which takes it out of the ELR too.
+    ///
+    /// Without, the last member stays; a restarted broker leaves even below
+    /// `min.insync.replicas`, a fenced one is kept in an ISR it would leave below it,
+    /// fenced (leading nothing): the remaining members alone need not hold everything
+    /// acknowledged to disk, and if they lose power before the leader, alive, takes the
+    /// fenced replica out itself, the fenced one is the replica with every committed record.
+    /// Found by the simulator (seed 319 of the batch that found it).
     fn leave(
         &self,
         image: &MetadataImage,
         node_id: i32,
-        restarted: bool,
+        how: Leaving,
         affected: impl Fn(Uuid, i32) -> bool,
     ) -> Vec<MetadataRecord> {
+        let elr_on = features::elr_enabled(image);
         let mut records = Vec::new();
         let is_live = |r: i32| r != node_id && image.is_live(r);
         for t in image.topics.values() {
@@ -231,27 +320,127 @@ impl Controller {
                 if !reg.replicas.contains(&node_id) || !affected(t.id, *p) {
                     continue;
                 }
-                let rest = isr_without(&reg.isr, node_id);
-                let isr = if !restarted && rest.len() < reg.isr.len() && rest.len() < min_isr {
-                    reg.isr.clone()
+                let isr = if elr_on {
+                    reg.isr.iter().copied().filter(|r| *r != node_id).collect()
                 } else {
-                    rest
+                    let rest = isr_without(&reg.isr, node_id);
+                    let fenced = how == Leaving::Fenced;
+                    if fenced && rest.len() < reg.isr.len() && rest.len() < min_isr {
+                        reg.isr.clone()
+                    } else {
+                        rest
+                    }
                 };
                 let (leader, isr) = if reg.leader == node_id || reg.leader < 0 {
-                    let e = elect(&reg.replicas, &isr, is_live, unclean);
+                    let e = elect(&reg.replicas, &isr, &reg.elr.eligible, is_live, unclean);
                     (e.leader, e.isr)
                 } else {
                     (reg.leader, isr)
                 };
-                if leader != reg.leader || isr != reg.isr {
+                let forget = how == Leaving::UncleanRestart
+                    && (reg.elr.eligible.contains(&node_id)
+                        || reg.elr.last_known.contains(&node_id));
+                if leader != reg.leader || isr != reg.isr || (elr_on && forget) {
                     records.push(MetadataRecord::PartitionChange {
                         topic_id: t.id,
                         partition: *p,
                         leader,
                         isr,
                         assignment: None,
+                        elr: None,
                     });
                 }
+            }
+        }
+        let unclean = (how == Leaving::UncleanRestart).then_some(node_id);
+        self.settle_elr(image, records, unclean)
+    }
+
+    /// KIP-966's bookkeeping of the eligible leader replicas for the partition changes in
+    /// `records` (planned against `image`), when `eligible.leader.replicas.version` is 1:
+    /// where a change leaves the ISR at least `min.insync.replicas` strong the ELR is
+    /// empty; otherwise the replicas that left the ISR join it (the high watermark does not
+    /// move while the ISR is that small, so they hold every committed record), and ISR
+    /// members and replicas no longer assigned leave it. `unclean_shutdown` names a broker
+    /// back from an unclean shutdown, which is not eligible anywhere. When a change leaves
+    /// neither an ISR nor an ELR, the last ELR (or ISR) members are remembered as the last
+    /// known ELR. An unclean election (a leader from neither) clears both. Every change
+    /// then says its ELR; changes that already do, and other records, pass as they are, so
+    /// applying this twice changes nothing.
+    pub fn settle_elr(
+        &self,
+        image: &MetadataImage,
+        mut records: Vec<MetadataRecord>,
+        unclean_shutdown: Option<i32>,
+    ) -> Vec<MetadataRecord> {
+        if !features::elr_enabled(image) {
+            return records;
+        }
+        // (isr, elr, replicas) as of the records so far.
+        let mut state: BTreeMap<(Uuid, i32), SettledElr> = BTreeMap::new();
+        for r in &mut records {
+            match r {
+                MetadataRecord::Partition {
+                    topic_id,
+                    partition,
+                    replicas,
+                    isr,
+                    elr,
+                    ..
+                } => {
+                    let now = (isr.clone(), elr.clone(), replicas.clone());
+                    state.insert((*topic_id, *partition), now);
+                }
+                MetadataRecord::PartitionChange {
+                    topic_id,
+                    partition,
+                    leader,
+                    isr,
+                    assignment,
+                    elr,
+                } => {
+                    let key = (*topic_id, *partition);
+                    let Some(topic) = image.topic_by_id(topic_id) else {
+                        continue;
+                    };
+                    let entry = match state.entry(key) {
+                        std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                        std::collections::btree_map::Entry::Vacant(e) => {
+                            let Some(reg) = topic.partitions.get(partition) else {
+                                continue;
+                            };
+                            e.insert((reg.isr.clone(), reg.elr.clone(), reg.replicas.clone()))
+                        }
+                    };
+                    let (old_isr, old_elr, replicas) = entry;
+                    if let Some(a) = assignment {
+                        *replicas = a.replicas.clone();
+                    }
+                    let new = match elr {
+                        Some(e) => e.clone(),
+                        None => {
+                            let min_isr = self.min_isr(image, &topic.name);
+                            next_elr(
+                                old_isr,
+                                old_elr,
+                                replicas,
+                                (*leader, isr),
+                                min_isr,
+                                unclean_shutdown,
+                            )
+                        }
+                    };
+                    if *leader < 0 && isr.is_empty() && new.eligible.is_empty() && *old_elr != new {
+                        tracing::warn!(topic = %topic.name, partition, last_known = ?new.last_known, "partition offline: no live replica is known to hold every committed record (unclean.leader.election.enable would elect one that may not)");
+                    }
+                    tracing::debug!(topic = %topic.name, partition, leader, ?isr, elr = ?new.eligible, last_known = ?new.last_known, ?unclean_shutdown, "partition change");
+                    // Said even when unchanged, so a later pass (without this pass's
+                    // unclean broker) leaves it as it is.
+                    *elr = Some(new.clone());
+                    *old_isr = isr.clone();
+                    *old_elr = new;
+                }
+                _ => {}
             }
         }
         records
@@ -274,7 +463,7 @@ impl Controller {
                 if reg.leader >= 0 || !reg.replicas.contains(&node_id) {
                     continue;
                 }
-                let e = elect(&reg.replicas, &reg.isr, is_live, unclean);
+                let e = elect(&reg.replicas, &reg.isr, &reg.elr.eligible, is_live, unclean);
                 if e.leader >= 0 {
                     records.push(MetadataRecord::PartitionChange {
                         topic_id: t.id,
@@ -282,6 +471,7 @@ impl Controller {
                         leader: e.leader,
                         isr: e.isr,
                         assignment: None,
+                        elr: None,
                     });
                 }
             }
@@ -675,7 +865,7 @@ impl Controller {
                 format!("Broker ID {node_id} is not currently registered"),
             ));
         };
-        let mut records = self.fence(image, node_id, true);
+        let mut records = self.fence(image, node_id, Leaving::UncleanRestart);
         records.push(MetadataRecord::UnregisterBroker {
             node_id,
             epoch: b.epoch,
@@ -968,6 +1158,7 @@ impl Controller {
                     leader: planned.leader,
                     isr: planned.isr,
                     assignment: None,
+                    elr: None,
                 }]);
             }
             tracing::info!(topic = %topic, partition = c.partition, replicas = ?planned.assignment.replicas, leader = planned.leader, "partition reassignment completed");
@@ -977,6 +1168,7 @@ impl Controller {
                 leader: planned.leader,
                 isr: planned.isr,
                 assignment: Some(planned.assignment),
+                elr: None,
             }]);
         }
         Ok(vec![MetadataRecord::PartitionChange {
@@ -985,6 +1177,7 @@ impl Controller {
             leader: reg.leader,
             isr: c.isr.clone(),
             assignment: None,
+            elr: None,
         }])
     }
 
@@ -1086,6 +1279,7 @@ impl Controller {
             leader: planned.leader,
             isr: planned.isr,
             assignment: Some(planned.assignment),
+            elr: None,
         }))
     }
 
@@ -1135,6 +1329,7 @@ impl Controller {
                             leader: want,
                             isr: reg.isr.clone(),
                             assignment: None,
+                            elr: None,
                         });
                         Ok(())
                     } else {
@@ -1145,7 +1340,13 @@ impl Controller {
                     }
                 }
                 Some((id, reg)) => {
-                    let e = elect(&reg.replicas, &reg.isr, |r| image.is_live(r), true);
+                    let e = elect(
+                        &reg.replicas,
+                        &reg.isr,
+                        &reg.elr.eligible,
+                        |r| image.is_live(r),
+                        true,
+                    );
                     if reg.leader >= 0 {
                         Err(ApiError::new(
                             ErrorCode::ElectionNotNeeded,
@@ -1164,6 +1365,7 @@ impl Controller {
                             leader: e.leader,
                             isr: e.isr,
                             assignment: None,
+                            elr: None,
                         });
                         Ok(())
                     }
@@ -1541,6 +1743,7 @@ fn promotion_records(
             partition_epoch: p.partition_epoch + 1,
             adding: p.adding.clone(),
             removing: p.removing.clone(),
+            elr: Default::default(),
         })
         .collect();
     out.push(MetadataRecord::Config {
@@ -1605,6 +1808,7 @@ fn partition_records(
             partition_epoch: 0,
             adding: Vec::new(),
             removing: Vec::new(),
+            elr: Default::default(),
         })
         .collect()
 }
@@ -1806,7 +2010,7 @@ mod tests {
             };
             for b in brokers {
                 let r =
-                    me.c.register_broker(&me.image, *b, Uuid::new_v4(), vec![], None);
+                    me.c.register_broker(&me.image, *b, Uuid::new_v4(), vec![], None, false);
                 me.apply(r);
                 let r = me.c.unfence_broker(&me.image, *b);
                 me.apply(r);
@@ -1814,7 +2018,9 @@ mod tests {
             me
         }
 
+        /// As the quorum writes them: with the ELR settled.
         fn apply(&mut self, records: Vec<MetadataRecord>) {
+            let records = self.c.settle_elr(&self.image, records, None);
             let offset = self.image.offset + 1;
             for r in &records {
                 self.image.apply(offset, r);
@@ -1839,6 +2045,146 @@ mod tests {
             replication_factor: rf,
             ..CreateTopicSpec::default()
         }
+    }
+
+    /// RF 3, min.insync.replicas 2, `eligible.leader.replicas.version` 1: partition 0 of
+    /// "t" on brokers 1, 2, 3.
+    fn elr_cluster() -> (Cluster, Uuid) {
+        let mut k = Cluster::new(&[1, 2, 3]);
+        k.apply(vec![MetadataRecord::FeatureLevel {
+            name: features::ELR_VERSION.into(),
+            level: 1,
+        }]);
+        let mut t = spec("t", -1, -1);
+        t.assignments = vec![(0, vec![1, 2, 3])];
+        t.configs = vec![("min.insync.replicas".into(), Some("2".into()))];
+        let id = k.create(&[t]).remove(0).unwrap().id;
+        (k, id)
+    }
+
+    fn leader_isr_elr(k: &Cluster) -> (i32, Vec<i32>, Vec<i32>, Vec<i32>) {
+        let p = k.partition("t", 0);
+        (p.leader, p.isr, p.elr.eligible, p.elr.last_known)
+    }
+
+    fn register(k: &mut Cluster, node: i32, unclean_shutdown: bool) {
+        let r = k.c.register_broker(
+            &k.image,
+            node,
+            Uuid::new_v4(),
+            vec![],
+            None,
+            unclean_shutdown,
+        );
+        k.apply(r);
+    }
+
+    /// KIP-966: fenced replicas that leave an ISR below min.insync.replicas stay eligible
+    /// and lead when the ISR cannot; the ISR may empty; an ISR of min.insync.replicas
+    /// clears the ELR.
+    #[test]
+    fn fenced_replicas_stay_eligible_and_lead_when_the_isr_cannot() {
+        let (mut k, id) = elr_cluster();
+        assert_eq!(leader_isr_elr(&k), (1, vec![1, 2, 3], vec![], vec![]));
+        let r = k.c.fence_broker(&k.image, 2);
+        k.apply(r);
+        assert_eq!(leader_isr_elr(&k), (1, vec![1, 3], vec![], vec![]));
+        let r = k.c.fence_broker(&k.image, 1);
+        k.apply(r);
+        assert_eq!(leader_isr_elr(&k), (3, vec![3], vec![1], vec![]));
+        // The last ISR member goes too: no leader, both eligible.
+        let r = k.c.fence_broker(&k.image, 3);
+        k.apply(r);
+        assert_eq!(leader_isr_elr(&k), (-1, vec![], vec![1, 3], vec![]));
+        // Broker 2 (out of sync, not eligible) comes back: still no leader.
+        register(&mut k, 2, false);
+        let r = k.c.unfence_broker(&k.image, 2);
+        k.apply(r);
+        assert_eq!(leader_isr_elr(&k).0, -1);
+        // Broker 1 comes back from a clean shutdown and leads from the ELR.
+        register(&mut k, 1, false);
+        let r = k.c.unfence_broker(&k.image, 1);
+        k.apply(r);
+        assert_eq!(leader_isr_elr(&k), (1, vec![1], vec![3], vec![]));
+        // Broker 2 catches up: the ISR is 2 strong again, the ELR empties.
+        let p = k.partition("t", 0);
+        let r =
+            k.c.alter_partition(
+                &k.image,
+                &IsrChange {
+                    leader: 1,
+                    topic_id: id,
+                    partition: 0,
+                    leader_epoch: p.leader_epoch,
+                    partition_epoch: p.partition_epoch,
+                    isr: vec![1, 2],
+                },
+            )
+            .unwrap();
+        k.apply(r);
+        assert_eq!(leader_isr_elr(&k), (1, vec![1, 2], vec![], vec![]));
+        // A metadata snapshot keeps the ELR.
+        let r = k.c.fence_broker(&k.image, 2);
+        k.apply(r);
+        let mut copy = MetadataImage::empty();
+        for r in k.image.to_records() {
+            copy.apply(1, &r);
+        }
+        assert_eq!(
+            copy.topic("t").unwrap().partitions[&0].elr.eligible,
+            vec![2]
+        );
+    }
+
+    /// The simulator's seed 91 (SLUICE_SIM_OVERLAP=1) in the controller alone: the replica
+    /// that holds every acknowledged record restarts uncleanly while the other ISR member
+    /// loses power. Without ELR the one back from the power loss led as the last ISR member
+    /// and the others truncated to it; with it, a broker back from an unclean shutdown is
+    /// never elected: the partition stays offline (remembering who was last eligible)
+    /// until unclean election is asked for.
+    #[test]
+    fn a_broker_back_from_an_unclean_shutdown_never_leads() {
+        let (mut k, _) = elr_cluster();
+        let r = k.c.fence_broker(&k.image, 2);
+        k.apply(r);
+        // Broker 1 restarts without a clean shutdown: out of the ISR, not eligible.
+        register(&mut k, 1, true);
+        assert_eq!(leader_isr_elr(&k), (3, vec![3], vec![], vec![]));
+        // Broker 3 loses power and comes back: out of the ISR, nobody eligible.
+        register(&mut k, 3, true);
+        assert_eq!(leader_isr_elr(&k), (-1, vec![], vec![], vec![3]));
+        for b in [1, 3, 2] {
+            let r = k.c.unfence_broker(&k.image, b);
+            k.apply(r);
+            assert_eq!(leader_isr_elr(&k).0, -1, "after broker {b} is back");
+        }
+        // An eligible replica that restarts uncleanly leaves the ELR as well.
+        let (mut k, _) = elr_cluster();
+        for b in [2, 1] {
+            let r = k.c.fence_broker(&k.image, b);
+            k.apply(r);
+        }
+        assert_eq!(leader_isr_elr(&k), (3, vec![3], vec![1], vec![]));
+        register(&mut k, 1, true);
+        assert_eq!(leader_isr_elr(&k), (3, vec![3], vec![], vec![]));
+    }
+
+    /// With the feature off (a cluster formatted for an older release, or downgraded), the
+    /// ISR keeps its last member and nobody is eligible beyond it, as before KIP-966.
+    #[test]
+    fn without_the_feature_there_is_no_elr() {
+        let (mut k, _) = elr_cluster();
+        k.apply(vec![MetadataRecord::FeatureLevel {
+            name: features::ELR_VERSION.into(),
+            level: 0,
+        }]);
+        for b in [2, 1, 3] {
+            let r = k.c.fence_broker(&k.image, b);
+            k.apply(r);
+        }
+        let (leader, isr, elr, _) = leader_isr_elr(&k);
+        assert_eq!((leader, elr), (-1, vec![]));
+        assert!(!isr.is_empty());
     }
 
     #[test]
@@ -2079,7 +2425,7 @@ mod tests {
         // unsynced tail: it leaves the ISR, and broker 3, which has every committed
         // record, leads once it is back.
         let r =
-            k.c.register_broker(&k.image, 1, Uuid::new_v4(), vec![], None);
+            k.c.register_broker(&k.image, 1, Uuid::new_v4(), vec![], None, false);
         k.apply(r);
         let p = k.partition("t", 0);
         assert_eq!((p.leader, p.isr), (-1, vec![3]));
@@ -2121,7 +2467,7 @@ mod tests {
         let mut k = Cluster::new(&[1]);
         k.create(&[spec("t", 1, 1)]);
         let r =
-            k.c.register_broker(&k.image, 1, Uuid::new_v4(), vec![], None);
+            k.c.register_broker(&k.image, 1, Uuid::new_v4(), vec![], None, false);
         assert!(matches!(r[0], MetadataRecord::FenceBroker { epoch: 0, .. }));
         k.apply(r);
         let b = &k.image.brokers[&1];
@@ -2336,6 +2682,7 @@ mod tests {
             leader: reg.leader,
             isr,
             assignment: None,
+            elr: None,
         }]);
         assert_eq!(k.c.imbalanced(&k.image, 10), target.to_vec());
         assert!(k.c.imbalanced(&k.image, 100).is_empty());

@@ -450,11 +450,15 @@ impl QuorumController {
         ControllerResponse::NotController(self.leader().filter(|(id, _)| *id != self.node_id))
     }
 
-    /// Append `records` as one entry; the offset it committed at once applied here.
+    /// Append `records` as one entry; the offset it committed at once applied here. Every
+    /// partition change keeps its eligible leader replicas (KIP-966) up to date on the way.
     async fn write(&self, records: Vec<MetadataRecord>) -> Result<i64, ControllerResponse> {
         if records.is_empty() {
             return Ok(self.shared.current().offset);
         }
+        let records = self
+            .planner
+            .settle_elr(&self.shared.current(), records, None);
         match self.raft.client_write(Command(records)).await {
             Ok(resp) => Ok(resp.log_id.index as i64),
             Err(e) => Err(write_error("metadata write", e)),
@@ -1048,11 +1052,14 @@ impl QuorumController {
                 h.incarnation_id,
                 h.endpoints,
                 h.rack,
+                h.unclean_shutdown,
             );
             let offset = self.write(records).await?;
             info!(
                 broker = h.node_id,
-                offset, "broker registered (fenced until caught up)"
+                offset,
+                unclean_shutdown = h.unclean_shutdown,
+                "broker registered (fenced until caught up)"
             );
             active.sessions.insert(
                 h.node_id,

@@ -89,7 +89,7 @@ pub fn plan(
             assignment,
         };
     }
-    let e = elect(&assignment.replicas, &isr, live, unclean);
+    let e = elect(&assignment.replicas, &isr, &reg.elr.eligible, live, unclean);
     Planned {
         leader: e.leader,
         isr: e.isr,
@@ -137,6 +137,7 @@ mod tests {
             partition_epoch: 0,
             adding: vec![],
             removing: vec![],
+            elr: Default::default(),
         }
     }
 

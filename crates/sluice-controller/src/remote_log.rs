@@ -110,6 +110,7 @@ mod tests {
                 partition_epoch: 0,
                 adding: vec![],
                 removing: vec![],
+                elr: Default::default(),
             },
         );
         image

@@ -31,6 +31,9 @@ pub struct Heartbeat {
     /// Replicas (topic id, partition) whose log directory failed here (Kafka's brokers report
     /// their offline log directories): they must neither lead nor count as in sync.
     pub offline_replicas: Vec<(Uuid, i32)>,
+    /// This incarnation started without a clean-shutdown marker (Kafka's broker registration
+    /// says so with PreviousBrokerEpoch -1): it may have lost writes it had not fsynced.
+    pub unclean_shutdown: bool,
 }
 
 #[derive(Clone, Debug)]
@@ -392,11 +395,14 @@ impl ControllerRequest {
                     .bool(h.want_shutdown);
                 // Only when there are any: a heartbeat without stays as controllers of
                 // earlier versions read it.
-                if !h.offline_replicas.is_empty() {
+                if !h.offline_replicas.is_empty() || h.unclean_shutdown {
                     w.u32(h.offline_replicas.len() as u32);
                     for (topic_id, partition) in &h.offline_replicas {
                         w.uuid(topic_id).i32(*partition);
                     }
+                }
+                if h.unclean_shutdown {
+                    w.bool(true);
                 }
             }
             ControllerRequest::AlterPartition(c) => {
@@ -742,6 +748,7 @@ impl ControllerRequest {
                         offline_replicas.push((r.uuid()?, r.i32()?));
                     }
                 }
+                let unclean_shutdown = !r.buf.is_empty() && r.bool()?;
                 ControllerRequest::Heartbeat(Heartbeat {
                     node_id,
                     incarnation_id,
@@ -750,6 +757,7 @@ impl ControllerRequest {
                     metadata_offset,
                     want_shutdown,
                     offline_replicas,
+                    unclean_shutdown,
                 })
             }
             7 => ControllerRequest::AlterPartition(IsrChange {
@@ -1255,6 +1263,17 @@ mod tests {
                 metadata_offset: 17,
                 want_shutdown: true,
                 offline_replicas: vec![(Uuid::from_bytes([3; 16]), 4), (Uuid::nil(), 0)],
+                unclean_shutdown: false,
+            }),
+            ControllerRequest::Heartbeat(Heartbeat {
+                node_id: 2,
+                incarnation_id: Uuid::from_bytes([5; 16]),
+                endpoints: vec![],
+                rack: None,
+                metadata_offset: -1,
+                want_shutdown: false,
+                offline_replicas: vec![],
+                unclean_shutdown: true,
             }),
             ControllerRequest::AlterPartition(IsrChange {
                 leader: 1,

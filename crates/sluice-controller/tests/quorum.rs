@@ -114,6 +114,7 @@ fn hb(node_id: i32, incarnation_id: Uuid, offset: i64) -> ControllerRequest {
         metadata_offset: offset,
         want_shutdown: false,
         offline_replicas: Vec::new(),
+        unclean_shutdown: false,
     })
 }
 

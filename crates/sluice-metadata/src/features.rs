@@ -23,6 +23,12 @@
 //! their next transaction on. The broker decides by each request's version, so a transaction
 //! in flight finishes either way.
 //!
+//! `eligible.leader.replicas.version` 1 is KIP-966: the controller keeps each partition's
+//! eligible leader replicas (replicas out of an ISR below `min.insync.replicas`, which hold
+//! every committed record because the high watermark stays while the ISR is that small),
+//! lets the ISR empty, elects from the ELR when it is, and takes a broker back from an
+//! unclean shutdown out of both. A cluster is at 0 until upgraded (or formatted with it).
+//!
 //! `kraft.version` 1 is the dynamic controller quorum (KIP-853): finalized when the quorum
 //! was formatted without static voters, and reachable from a static quorum by upgrading it;
 //! never downgraded, as in Kafka.
@@ -37,9 +43,11 @@ pub const TRANSACTION_VERSION: &str = "transaction.version";
 pub const GROUP_VERSION: &str = "group.version";
 pub const STREAMS_VERSION: &str = "streams.version";
 pub const SHARE_VERSION: &str = "share.version";
+pub const ELR_VERSION: &str = "eligible.leader.replicas.version";
 
 /// (feature, lowest, highest) level this build supports.
 pub const SUPPORTED: &[(&str, i16, i16)] = &[
+    (ELR_VERSION, 0, 1),
     (GROUP_VERSION, 0, 1),
     (KRAFT_VERSION, 0, 1),
     (METADATA_VERSION, 7, 21),
@@ -58,12 +66,21 @@ const DEFAULT_LEVELS: &[(&str, i16)] = &[
 
 /// The levels `storage format --release-version` adds for features its release did not have
 /// (every release Sluice names predates them).
-pub const BEFORE_4_0: &[(&str, i16)] =
-    &[(GROUP_VERSION, 0), (SHARE_VERSION, 0), (STREAMS_VERSION, 0)];
+pub const BEFORE_4_0: &[(&str, i16)] = &[
+    (ELR_VERSION, 0),
+    (GROUP_VERSION, 0),
+    (SHARE_VERSION, 0),
+    (STREAMS_VERSION, 0),
+];
 
 /// The finalized level of `feature` (0: off).
 pub fn level(image: &MetadataImage, feature: &str) -> i16 {
     finalized(image).get(feature).copied().unwrap_or(0)
+}
+
+/// Whether partitions keep eligible leader replicas (KIP-966).
+pub fn elr_enabled(image: &MetadataImage) -> bool {
+    level(image, ELR_VERSION) >= 1
 }
 
 /// Whether the controller quorum takes voters added and removed at runtime (KIP-853).

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::acl::AclBinding;
-use crate::record::{Endpoint, MetadataRecord, TokenRecord};
+use crate::record::{Elr, Endpoint, MetadataRecord, TokenRecord};
 use crate::remote::RemoteLog;
 
 /// Config resource types (Kafka's `ConfigResource.Type` codes).
@@ -41,6 +41,8 @@ pub struct PartitionRegistration {
     /// Replicas a reassignment is adding / removing (both empty when none is in progress).
     pub adding: Vec<i32>,
     pub removing: Vec<i32>,
+    /// Eligible leader replicas (KIP-966).
+    pub elr: Elr,
 }
 
 impl PartitionRegistration {
@@ -196,6 +198,7 @@ impl MetadataImage {
                 leader,
                 isr,
                 assignment,
+                elr,
             } => {
                 if let Some(p) = self
                     .topic_names
@@ -217,6 +220,9 @@ impl MetadataImage {
                         p.replicas = a.replicas.clone();
                         p.adding = a.adding.clone();
                         p.removing = a.removing.clone();
+                    }
+                    if let Some(e) = elr {
+                        p.elr = e.clone();
                     }
                     p.partition_epoch = p.partition_epoch.saturating_add(1);
                 }
@@ -242,6 +248,7 @@ impl MetadataImage {
                 partition_epoch,
                 adding,
                 removing,
+                elr,
             } => {
                 if let Some(topic) = self
                     .topic_names
@@ -258,6 +265,7 @@ impl MetadataImage {
                             partition_epoch: *partition_epoch,
                             adding: adding.clone(),
                             removing: removing.clone(),
+                            elr: elr.clone(),
                         },
                     );
                 }
@@ -404,6 +412,7 @@ impl MetadataImage {
                     partition_epoch: reg.partition_epoch,
                     adding: reg.adding.clone(),
                     removing: reg.removing.clone(),
+                    elr: reg.elr.clone(),
                 });
             }
         }
@@ -572,6 +581,7 @@ mod tests {
                 partition_epoch: 0,
                 adding: vec![],
                 removing: vec![],
+                elr: Default::default(),
             },
         );
         let d = PartitionDelta::between(&MetadataImage::empty(), &a);
@@ -625,6 +635,7 @@ mod tests {
                 partition_epoch: 0,
                 adding: vec![],
                 removing: vec![],
+                elr: Default::default(),
             },
             MetadataRecord::Config {
                 resource_type: RESOURCE_TOPIC,
@@ -664,6 +675,7 @@ mod tests {
             leader,
             isr,
             assignment: None,
+            elr: None,
         };
         a.apply(7, &change(1, vec![1]));
         let p = &a.topic("t").unwrap().partitions[&0];
@@ -683,6 +695,7 @@ mod tests {
                     adding,
                     removing,
                 }),
+                elr: None,
             }
         };
         a.apply(9, &reassign(vec![2], vec![2, 3, 1], vec![3], vec![1]));

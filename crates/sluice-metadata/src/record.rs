@@ -56,6 +56,8 @@ pub enum MetadataRecord {
         leader: i32,
         isr: Vec<i32>,
         assignment: Option<Assignment>,
+        /// The eligible leader replicas (KIP-966) when they change (None: as they were).
+        elr: Option<Elr>,
     },
     /// A topic was created.
     Topic { name: String, id: Uuid },
@@ -71,6 +73,8 @@ pub enum MetadataRecord {
         /// Replicas a reassignment is adding / removing (empty when none is in progress).
         adding: Vec<i32>,
         removing: Vec<i32>,
+        /// Eligible leader replicas (KIP-966; empty when none).
+        elr: Elr,
     },
     /// A config was set (`value` Some) or removed (None).
     Config {
@@ -134,6 +138,22 @@ pub struct TokenRecord {
 /// A partition's replica set during a reassignment (KIP-455): every replica (the targets
 /// first, then those being removed) and which are being added and removed. Both lists
 /// empty means no reassignment is in progress.
+/// A partition's eligible leader replicas (KIP-966): replicas out of an ISR smaller than
+/// `min.insync.replicas` that still hold every committed record (the high watermark does not
+/// move while the ISR is that small), so they may lead when no ISR member can; and the last
+/// known ones, remembered when the last of them left after an unclean shutdown.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Elr {
+    pub eligible: Vec<i32>,
+    pub last_known: Vec<i32>,
+}
+
+impl Elr {
+    pub fn is_empty(&self) -> bool {
+        self.eligible.is_empty() && self.last_known.is_empty()
+    }
+}
+
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Assignment {
     pub replicas: Vec<i32>,
@@ -330,8 +350,12 @@ impl MetadataRecord {
                 leader,
                 isr,
                 assignment,
+                elr,
             } => {
-                w.0.extend_from_slice(&[9, u8::from(assignment.is_some())]);
+                // Versions 2 and 3 (0 and 1 with the ELR) only when the ELR changes, so
+                // other changes stay readable by nodes that predate it.
+                let version = u8::from(assignment.is_some()) + 2 * u8::from(elr.is_some());
+                w.0.extend_from_slice(&[9, version]);
                 w.uuid(topic_id);
                 w.i32(*partition);
                 w.i32(*leader);
@@ -340,6 +364,10 @@ impl MetadataRecord {
                     w.ints(&a.replicas);
                     w.ints(&a.adding);
                     w.ints(&a.removing);
+                }
+                if let Some(e) = elr {
+                    w.ints(&e.eligible);
+                    w.ints(&e.last_known);
                 }
             }
             MetadataRecord::Topic { name, id } => {
@@ -357,11 +385,17 @@ impl MetadataRecord {
                 partition_epoch,
                 adding,
                 removing,
+                elr,
             } => {
-                // Version 1 only while reassigning, so ordinary snapshots stay readable by
-                // nodes that predate reassignment.
+                // Version 1 only while reassigning and 2 only with an ELR, so ordinary
+                // snapshots stay readable by nodes that predate both.
                 let reassigning = !adding.is_empty() || !removing.is_empty();
-                w.0.extend_from_slice(&[3, u8::from(reassigning)]);
+                let version = match (reassigning, elr.is_empty()) {
+                    (false, true) => 0,
+                    (true, true) => 1,
+                    (_, false) => 2,
+                };
+                w.0.extend_from_slice(&[3, version]);
                 w.uuid(topic_id);
                 w.i32(*partition);
                 w.ints(replicas);
@@ -369,9 +403,13 @@ impl MetadataRecord {
                 w.i32(*leader);
                 w.i32(*leader_epoch);
                 w.i32(*partition_epoch);
-                if reassigning {
+                if version >= 1 {
                     w.ints(adding);
                     w.ints(removing);
+                }
+                if version >= 2 {
+                    w.ints(&elr.eligible);
+                    w.ints(&elr.last_known);
                 }
             }
             MetadataRecord::Config {
@@ -537,16 +575,24 @@ impl MetadataRecord {
                 directory_id: r.uuid()?,
                 endpoints: r.endpoints()?,
             },
-            (9, v @ (0 | 1)) => MetadataRecord::PartitionChange {
+            (9, v @ 0..=3) => MetadataRecord::PartitionChange {
                 topic_id: r.uuid()?,
                 partition: r.i32()?,
                 leader: r.i32()?,
                 isr: r.ints()?,
-                assignment: if v == 1 {
+                assignment: if v & 1 == 1 {
                     Some(Assignment {
                         replicas: r.ints()?,
                         adding: r.ints()?,
                         removing: r.ints()?,
+                    })
+                } else {
+                    None
+                },
+                elr: if v >= 2 {
+                    Some(Elr {
+                        eligible: r.ints()?,
+                        last_known: r.ints()?,
                     })
                 } else {
                     None
@@ -556,7 +602,7 @@ impl MetadataRecord {
                 name: r.str()?,
                 id: r.uuid()?,
             },
-            (3, v @ (0 | 1)) => {
+            (3, v @ 0..=2) => {
                 let topic_id = r.uuid()?;
                 let partition = r.i32()?;
                 let replicas = r.ints()?;
@@ -564,10 +610,18 @@ impl MetadataRecord {
                 let leader = r.i32()?;
                 let leader_epoch = r.i32()?;
                 let partition_epoch = r.i32()?;
-                let (adding, removing) = if v == 1 {
+                let (adding, removing) = if v >= 1 {
                     (r.ints()?, r.ints()?)
                 } else {
                     (Vec::new(), Vec::new())
+                };
+                let elr = if v >= 2 {
+                    Elr {
+                        eligible: r.ints()?,
+                        last_known: r.ints()?,
+                    }
+                } else {
+                    Elr::default()
                 };
                 MetadataRecord::Partition {
                     topic_id,
@@ -579,6 +633,7 @@ impl MetadataRecord {
                     partition_epoch,
                     adding,
                     removing,
+                    elr,
                 }
             }
             (4, 0) => MetadataRecord::Config {
@@ -752,6 +807,7 @@ mod tests {
                 leader: -1,
                 isr: vec![2],
                 assignment: None,
+                elr: None,
             },
             MetadataRecord::PartitionChange {
                 topic_id: Uuid::from_bytes([1; 16]),
@@ -763,6 +819,7 @@ mod tests {
                     adding: vec![4],
                     removing: vec![1],
                 }),
+                elr: None,
             },
             MetadataRecord::Topic {
                 name: "t".into(),
@@ -778,6 +835,7 @@ mod tests {
                 partition_epoch: 0,
                 adding: vec![],
                 removing: vec![],
+                elr: Default::default(),
             },
             MetadataRecord::Partition {
                 topic_id: Uuid::from_bytes([1; 16]),
@@ -789,6 +847,47 @@ mod tests {
                 partition_epoch: 5,
                 adding: vec![2],
                 removing: vec![],
+                elr: Default::default(),
+            },
+            // With eligible leader replicas (KIP-966): versions 2 and 3 of a change, 2 of a
+            // partition.
+            MetadataRecord::PartitionChange {
+                topic_id: Uuid::from_bytes([1; 16]),
+                partition: 2,
+                leader: -1,
+                isr: vec![],
+                assignment: None,
+                elr: Some(Elr {
+                    eligible: vec![2, 1],
+                    last_known: vec![],
+                }),
+            },
+            MetadataRecord::PartitionChange {
+                topic_id: Uuid::from_bytes([1; 16]),
+                partition: 2,
+                leader: 3,
+                isr: vec![3],
+                assignment: Some(Assignment {
+                    replicas: vec![3, 4],
+                    adding: vec![4],
+                    removing: vec![],
+                }),
+                elr: Some(Elr::default()),
+            },
+            MetadataRecord::Partition {
+                topic_id: Uuid::from_bytes([1; 16]),
+                partition: 4,
+                replicas: vec![1, 2, 3],
+                isr: vec![],
+                leader: -1,
+                leader_epoch: 4,
+                partition_epoch: 5,
+                adding: vec![],
+                removing: vec![],
+                elr: Elr {
+                    eligible: vec![],
+                    last_known: vec![3],
+                },
             },
             MetadataRecord::Config {
                 resource_type: 2,

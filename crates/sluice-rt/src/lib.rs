@@ -45,6 +45,11 @@ pub trait World: Send + Sync + 'static {
     fn disk_latency(&self) -> std::time::Duration {
         std::time::Duration::ZERO
     }
+    /// The calling node's machine boot: it changes when the machine restarts (a power
+    /// loss), not when only the process does.
+    fn boot_id(&self) -> Option<String> {
+        None
+    }
     /// Whether the simulator switched on a deliberately broken behaviour (to show that its
     /// checkers catch it).
     fn broken(&self, what: Broken) -> bool {
@@ -98,6 +103,21 @@ pub fn random_u128() -> u128 {
     match simulated() {
         None => uuid::Uuid::new_v4().as_u128(),
         Some(w) => w.random_u128(),
+    }
+}
+
+/// This machine's boot (Linux's `/proc/sys/kernel/random/boot_id`): the same for every
+/// process until the machine restarts. What a process wrote and did not fsync survives the
+/// process (it is in the page cache) but not the machine, so a broker that finds the boot
+/// it last ran in knows that its files hold everything its last process wrote. None where
+/// the system does not say.
+pub fn boot_id() -> Option<String> {
+    match simulated() {
+        None => std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+            .ok()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty()),
+        Some(w) => w.boot_id(),
     }
 }
 

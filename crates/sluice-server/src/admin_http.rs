@@ -180,7 +180,7 @@ async fn update_state_gauges(b: &Services) {
                 continue;
             };
             for (topic, partition, value) in rows {
-                let Some(committed) = value else { continue };
+                let Ok(Some(committed)) = value else { continue };
                 let tp = sluice_protocol::types::TopicPartition::new(topic.clone(), partition);
                 let Some(hw) = b.replicas.led_high_watermark(&tp) else {
                     continue;

@@ -624,6 +624,7 @@ impl Node {
                 rx
             }
         };
+        let boot = sluice_rt::boot_id();
         let heartbeat = Heartbeat {
             node_id,
             incarnation_id: sluice_rt::random_uuid(),
@@ -632,6 +633,7 @@ impl Node {
             metadata_offset: -1,
             want_shutdown: false,
             offline_replicas: Vec::new(),
+            unclean_shutdown: !LogManager::previous_writes_intact(&log_dirs, boot.as_deref()),
         };
         let (fenced_tx, mut fenced_rx) = watch::channel(true);
         let (offline_tx, offline_rx) = watch::channel(Vec::new());
@@ -674,6 +676,11 @@ impl Node {
 
         let now = now_ms();
         let logs = Arc::new(LogManager::open_all(&log_dirs)?);
+        if let Some(boot) = &boot {
+            if let Err(e) = logs.mark_boot(boot) {
+                warn!(error = %e, "cannot note the machine boot in the log directories: a restart will count as unclean");
+            }
+        }
         if !logs.had_clean_shutdown() {
             tracing::debug!(dirs = ?log_dirs, "no clean-shutdown marker: logs are re-validated past their recovery points");
         }
@@ -969,10 +976,18 @@ impl Node {
             };
             why
         };
-        tokio::select! {
+        let why = tokio::select! {
             why = quorum => why,
             why = disks => why,
+        };
+        // An I/O error other than a full disk may have cost writes the page cache could not
+        // write back: the next start must not count the files as holding everything.
+        if !why.contains("os error 28") {
+            if let Some(b) = &self.broker {
+                b.replicas.log_manager().forget_boot();
+            }
         }
+        why
     }
 
     /// Controlled shutdown (leaderships move away first), then stop accepting, finish

@@ -32,7 +32,9 @@
 //! prints the batches each node holds at the end. `SLUICE_SIM_BREAK=hw` runs the
 //! deliberately broken broker (the high watermark advances to the leader's log end without
 //! waiting for the ISR) to show the checkers catch it. `SLUICE_SIM_OVERLAP=1` lets two nodes
-//! be down at once (see OVERLAPPING_RESTARTS).
+//! be down at once (see OVERLAPPING_RESTARTS). `SLUICE_SIM_ELR=1` formats the cluster with
+//! eligible leader replicas (KIP-966; see ELR). A node's machine boot (sluice_rt::boot_id)
+//! changes with each power loss only, as a real machine's does.
 //!
 //! Faults, drawn from the seed with weights, every 0.5-3.5 s of simulated time for 40 s,
 //! healed at random in between and all at the end: 19% a partition of two nodes, 12% a
@@ -127,6 +129,7 @@ use object_store::{
 
 use sluice_client::{ClientConfig, Consumer, Producer, ProducerRecord, TopicPartition};
 use sluice_metadata::config::{BrokerConfig, Origin};
+use sluice_metadata::features;
 use sluice_rt::disk::DiskOp;
 use sluice_rt::net::{Accept, Io};
 use sluice_rt::{BoxFuture, World};
@@ -253,6 +256,12 @@ impl World for SimWorld {
         })
     }
 
+    fn boot_id(&self) -> Option<String> {
+        let n = current_node()?;
+        let boots = MACHINES.with(|m| m.borrow().boots[n]);
+        Some(format!("{}-boot-{boots}", NODES[n]))
+    }
+
     fn broken(&self, what: sluice_rt::Broken) -> bool {
         match what {
             sluice_rt::Broken::HighWatermarkIgnoresIsr => BREAK_HW.load(Ordering::Relaxed),
@@ -294,6 +303,8 @@ fn path_key(path: &Path) -> PathBuf {
 struct Machines {
     /// Bytes of each file an fsync made durable (a file never synced has none).
     durable: BTreeMap<PathBuf, u64>,
+    /// Power losses of each node so far: its machine's boot (see sluice_rt::boot_id).
+    boots: [u64; 3],
     /// The node's disk is full: every write fails with ENOSPC.
     full: [bool; 3],
     /// Every fsync of the node fails with EIO.
@@ -357,6 +368,7 @@ impl Machines {
     /// what lies past the recovery point. Directory entries are durable at once (not
     /// modelled). Returns (files torn, bytes lost).
     fn power_loss(&mut self, node: usize, rng: &mut Rng) -> (usize, u64) {
+        self.boots[node] += 1;
         let mut files = Vec::new();
         let mut dirs = vec![PathBuf::from(NODES[node])];
         while let Some(d) = dirs.pop() {
@@ -644,9 +656,46 @@ static OVERLAP: AtomicBool = AtomicBool::new(false);
 /// back with a shorter log and leads, and n1 truncates to it: 1,102 acknowledged records
 /// lost. Kafka without KIP-966's eligible leader replicas (ELR) has the same hole; the fix
 /// is ELR (a replica fenced out of an ISR below min.insync.replicas stays eligible, and a
-/// broker back from an unclean shutdown leaves the ISR even as its last member).
+/// broker back from an unclean shutdown leaves the ISR even as its last member), built
+/// and switched on with SLUICE_SIM_ELR=1 (see ELR for what keeps it from the suite). The
+/// code has moved since and seed 91 no longer runs that way; seed 7 now shows the loss
+/// without ELR (both members of an ISR of two lose power: a committed transaction is no
+/// longer whole) and, with it, a partition that stays offline instead.
 #[allow(dead_code)]
-const OVERLAPPING_RESTARTS: u64 = 91;
+const OVERLAPPING_RESTARTS: u64 = 7;
+
+/// `SLUICE_SIM_ELR=1`: the cluster is formatted with eligible leader replicas (KIP-966,
+/// `eligible.leader.replicas.version` 1). Not yet the suite's default: with it, seed 195 of
+/// the default batch finds two leaders' remote-tier segments overlapping (sim-1: a segment
+/// ending at 481 copied by the old leader, then 345-469 by the one elected from the ELR),
+/// and SLUICE_SIM_OVERLAP=1 runs leave partitions offline where both replicas that held
+/// every committed record lost power (seed 7), which the checkers do not yet tell from a
+/// loss.
+static ELR: AtomicBool = AtomicBool::new(false);
+
+/// The feature levels a node's metadata directory `dir` is formatted with, as `sluice
+/// storage format --feature` writes them: eligible leader replicas on with SLUICE_SIM_ELR=1.
+fn bootstrap_features(dir: &std::path::Path) -> std::io::Result<()> {
+    if !ELR.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    std::fs::create_dir_all(dir)?;
+    let file = dir.join(sluice_server::storage::BOOTSTRAP_FEATURES_FILE);
+    let levels = format!(
+        "{}={}\n{}=1\n",
+        features::METADATA_VERSION,
+        features::DEFAULT_METADATA_VERSION,
+        features::ELR_VERSION
+    );
+    std::fs::write(&file, &levels)?;
+    // Formatted before the run: durable (a power loss does not tear it).
+    MACHINES.with(|m| {
+        m.borrow_mut()
+            .durable
+            .insert(path_key(&file), levels.len() as u64)
+    });
+    Ok(())
+}
 
 /// `SLUICE_SIM_BREAK=hw`: the deliberately broken high watermark.
 static BREAK_HW: AtomicBool = AtomicBool::new(false);
@@ -672,6 +721,9 @@ fn install_world() {
         );
         if std::env::var("SLUICE_SIM_OVERLAP").is_ok_and(|v| v == "1") {
             OVERLAP.store(true, Ordering::Relaxed);
+        }
+        if std::env::var("SLUICE_SIM_ELR").is_ok_and(|v| v == "1") {
+            ELR.store(true, Ordering::Relaxed);
         }
         if std::env::var("SLUICE_SIM_BREAK").is_ok_and(|v| v == "hw") {
             BREAK_HW.store(true, Ordering::Relaxed);
@@ -1655,19 +1707,23 @@ fn check_remote_topic(
         let Some(log) = image.remote_logs.get(&(topic.id, p)) else {
             continue;
         };
+        // Segments may overlap: a new leader whose segment boundaries differ from the old
+        // one's copies a segment that straddles the remote log's end (as Kafka's remote log
+        // manager does; the reader takes the segment starting latest). They must leave no
+        // gap, and each must agree with what was read (below).
         let mut next: Option<i64> = None;
         for seg in log.readable() {
             let name = format!(
                 "{name}-{p} remote segment {}-{}",
                 seg.base_offset, seg.end_offset
             );
-            if next.is_some_and(|n| n != seg.base_offset) {
+            if next.is_some_and(|n| seg.base_offset > n) {
                 anomalies.push(format!(
-                    "remote-agrees: {name} does not follow the previous one (which ends at {})",
+                    "remote-agrees: {name} leaves a gap after the previous ones (which end at {})",
                     next.unwrap_or(0) - 1
                 ));
             }
-            next = Some(seg.end_offset + 1);
+            next = Some(next.map_or(seg.end_offset + 1, |n| n.max(seg.end_offset + 1)));
             let key = sluice_remote::SegmentKey {
                 topic: topic.name.clone(),
                 topic_id: topic.id.into_bytes(),
@@ -1810,6 +1866,7 @@ fn run_seed(seed: u64) -> Outcome {
     let nodes: NodeSlots = Rc::new(RefCell::new(vec![None, None, None]));
     for (i, name) in NODES.iter().enumerate() {
         let path = std::path::PathBuf::from(".");
+        bootstrap_features(&path.join(NODES[i])).expect("format the node");
         let nodes = Rc::clone(&nodes);
         sim.host(*name, move || {
             let config = node_config(i, &path, true);

@@ -23,6 +23,8 @@ use crate::log::{Log, OpenOptions};
 use crate::pending_io::PendingIo;
 
 pub const CLEAN_SHUTDOWN_FILE: &str = ".kafka_cleanshutdown";
+/// The machine boot the last process ran in (see [`LogManager::previous_writes_intact`]).
+pub const BOOT_FILE: &str = ".sluice_boot";
 pub const RECOVERY_POINT_CHECKPOINT: &str = "recovery-point-offset-checkpoint";
 pub const LOG_START_OFFSET_CHECKPOINT: &str = "log-start-offset-checkpoint";
 pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
@@ -236,6 +238,11 @@ impl LogManager {
         };
         if !self.dirs[i].offline.swap(true, Ordering::SeqCst) {
             error!(dir = %self.dirs[i].name.display(), path = %path.display(), error = %source, "log directory failed: taken offline");
+            // Its page cache may have dropped writes it could not write back, unless the
+            // disk was only full: its files may no longer hold what this process wrote.
+            if source.kind() != std::io::ErrorKind::StorageFull {
+                let _ = fs::remove_file(self.dirs[i].dir.join(BOOT_FILE));
+            }
             if let Some(listener) = self
                 .on_failure
                 .lock()
@@ -302,6 +309,46 @@ impl LogManager {
     pub fn dir_of(&self, tp: &TopicPartition) -> Option<&Path> {
         let i = self.logs().get(tp).map(|(i, _)| *i)?;
         Some(&self.dirs[i].name)
+    }
+
+    /// Whether the files in `dirs` hold everything the last process wrote to them, looked
+    /// at before they are opened (opening removes the clean-shutdown marker): a broker says
+    /// so when it registers, and one that cannot may have lost writes it had not fsynced
+    /// (KIP-966's unclean shutdown, which keeps it from leading). True after a clean
+    /// shutdown (every directory has the marker, as Kafka decides), and also after a
+    /// process that stopped while the machine kept running (kill -9, a fatal error): every
+    /// directory names `boot` (see [`Self::mark_boot`]), the machine boot this process runs
+    /// in, so the page cache still holds what it wrote. A directory whose I/O failed
+    /// forgets its boot (a failed write-back may have dropped pages).
+    pub fn previous_writes_intact(dirs: &[PathBuf], boot: Option<&str>) -> bool {
+        if dirs.is_empty() {
+            return false;
+        }
+        if dirs.iter().all(|d| d.join(CLEAN_SHUTDOWN_FILE).exists()) {
+            return true;
+        }
+        boot.is_some_and(|boot| {
+            dirs.iter()
+                .all(|d| fs::read_to_string(d.join(BOOT_FILE)).is_ok_and(|b| b.trim() == boot))
+        })
+    }
+
+    /// Write the machine boot this process runs in into every directory, durably (see
+    /// [`Self::previous_writes_intact`]).
+    pub fn mark_boot(&self, boot: &str) -> Result<(), LogError> {
+        for d in &self.dirs {
+            let path = d.dir.join(BOOT_FILE);
+            checkpoint::write_atomically(&path, boot.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Forget the machine boot in every directory (best effort): the next start counts as
+    /// unclean.
+    pub fn forget_boot(&self) {
+        for d in &self.dirs {
+            let _ = fs::remove_file(d.dir.join(BOOT_FILE));
+        }
     }
 
     /// Whether every directory was shut down cleanly last time.

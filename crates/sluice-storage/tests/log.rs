@@ -420,6 +420,33 @@ fn log_manager_checkpoints_and_detects_unclean_shutdown() {
     assert!(!dir.path().join("t-0").exists());
 }
 
+/// What a broker reports when it registers (KIP-966's unclean shutdown): its files hold
+/// everything its last process wrote after a clean shutdown, or after a process that
+/// stopped in the machine boot this one runs in; not after a power loss (another boot), in
+/// a directory that never ran, or after an I/O error other than a full disk.
+#[test]
+fn previous_writes_are_intact_after_a_clean_shutdown_or_in_the_same_boot() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let dirs = vec![a.path().to_path_buf(), b.path().to_path_buf()];
+    assert!(!LogManager::previous_writes_intact(&dirs, Some("boot-1")));
+    let mgr = LogManager::open_all(&dirs).unwrap();
+    mgr.mark_boot("boot-1").unwrap();
+    // kill -9: the same boot says so, another (a power loss since) or none does not.
+    assert!(LogManager::previous_writes_intact(&dirs, Some("boot-1")));
+    assert!(!LogManager::previous_writes_intact(&dirs, Some("boot-2")));
+    assert!(!LogManager::previous_writes_intact(&dirs, None));
+    // A clean shutdown says so in any boot.
+    mgr.shutdown(NOW).unwrap();
+    drop(mgr);
+    assert!(LogManager::previous_writes_intact(&dirs, Some("boot-2")));
+    assert!(LogManager::previous_writes_intact(&dirs, None));
+    // A fatal I/O error forgets the boot.
+    let mgr = LogManager::open_all(&dirs).unwrap();
+    mgr.mark_boot("boot-2").unwrap();
+    mgr.forget_boot();
+    assert!(!LogManager::previous_writes_intact(&dirs, Some("boot-2")));
+}
+
 /// Several directories: new logs go to the emptier one; a log moved to another directory
 /// keeps every record and its appends (through the same handle), is found there after a
 /// restart, and a move a crash interrupted is settled: a whole future copy with no current

@@ -72,8 +72,10 @@ fn described(
             p.leader_epoch = reg.leader_epoch;
             p.replica_nodes = reg.replicas.iter().map(|r| BrokerId(*r)).collect();
             p.isr_nodes = reg.isr.iter().map(|r| BrokerId(*r)).collect();
-            p.eligible_leader_replicas = Some(Vec::new());
-            p.last_known_elr = Some(Vec::new());
+            // KIP-966 (empty while `eligible.leader.replicas.version` is 0, as Kafka's).
+            let ids = |v: &[i32]| Some(v.iter().map(|r| BrokerId(*r)).collect());
+            p.eligible_leader_replicas = ids(&reg.elr.eligible);
+            p.last_known_elr = ids(&reg.elr.last_known);
             p.offline_replicas = reg
                 .replicas
                 .iter()

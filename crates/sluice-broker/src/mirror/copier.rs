@@ -487,7 +487,7 @@ impl Copier {
                 .unwrap_or_default();
             wanted.retain(|(t, p, o, ..)| {
                 !have.iter().any(|(ht, hp, v)| {
-                    ht == t && hp == p && v.as_ref().is_some_and(|v| v.offset == *o)
+                    ht == t && hp == p && matches!(v, Ok(Some(v)) if v.offset == *o)
                 })
             });
             if wanted.is_empty() {

@@ -166,10 +166,12 @@ impl Partition {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .log_end_offset();
+        let mut state = ReplicaState::new(node_id, leo, 0);
+        state.set_min_isr(settings.min_insync_replicas);
         Self {
             topic_id,
             log,
-            state: Mutex::new(ReplicaState::new(node_id, leo, 0)),
+            state: Mutex::new(state),
             settings: RwLock::new(settings),
             watchers: Watchers::default(),
             metrics: PartitionMetrics::new(&tp.topic),
@@ -195,6 +197,7 @@ impl Partition {
     }
 
     pub fn set_settings(&self, settings: PartitionSettings) {
+        lock(&self.state).set_min_isr(settings.min_insync_replicas);
         *self
             .settings
             .write()
@@ -897,6 +900,7 @@ mod tests {
             partition_epoch: leader_epoch,
             adding: vec![],
             removing: vec![],
+            elr: Default::default(),
         };
         p.update_registration(&reg(3, 1));
         let (info, _) = p.append_as_leader(batch(0, 2).into(), true, 0).unwrap();
@@ -936,6 +940,7 @@ mod tests {
             partition_epoch: leader_epoch,
             adding: vec![],
             removing: vec![],
+            elr: Default::default(),
         };
         let mirror = |read_only_mirror, writable_from_epoch| PartitionSettings {
             min_insync_replicas: 1,
@@ -1001,6 +1006,7 @@ mod tests {
             partition_epoch: leader_epoch,
             adding: vec![],
             removing: vec![],
+            elr: Default::default(),
         };
         p.update_registration(&follow(1, 4));
         let from = |leader, leader_epoch, offset| FetchedFrom {

@@ -31,6 +31,13 @@ pub struct ReplicaState {
     /// election loses acknowledged records (seen in the simulator, seed 1848: a replica
     /// joined at HW 1320 while the leader, not yet told, took the HW to 1352 without it).
     pending_isr: Option<(i32, Vec<i32>)>,
+    /// The HW stays while the ISR is smaller than this (or than the replica count, if that
+    /// is smaller): `min.insync.replicas`. Replicas that left such an ISR are eligible to
+    /// lead (KIP-966), so they must hold everything below the HW. Kafka holds the HW this
+    /// way for every partition since 3.7 (KAFKA-15583), whether ELR is on or not; an acks=all
+    /// write appended before the ISR shrank then times out rather than being answered
+    /// NOT_ENOUGH_REPLICAS_AFTER_APPEND (`Partition.checkEnoughReplicasReachOffset`).
+    min_isr: usize,
 }
 
 impl ReplicaState {
@@ -48,7 +55,20 @@ impl ReplicaState {
             follower_times: BTreeMap::new(),
             leader_since: None,
             pending_isr: None,
+            min_isr: 1,
         }
+    }
+
+    /// The ISR size below which the HW stays changed. Returns true if the HW moved.
+    pub fn set_min_isr(&mut self, min_isr: i32) -> bool {
+        self.min_isr = min_isr.max(1) as usize;
+        self.maybe_advance_hw()
+    }
+
+    /// Whether the ISR is smaller than the effective `min.insync.replicas` (at most the
+    /// replica count): then the HW does not move.
+    fn under_min_isr(&self) -> bool {
+        self.isr.len() < self.min_isr.min(self.replicas.len().max(1))
     }
 
     pub fn set_partition_epoch(&mut self, epoch: i32) {
@@ -231,7 +251,7 @@ impl ReplicaState {
     }
 
     fn maybe_advance_hw(&mut self) -> bool {
-        if !self.is_leader() {
+        if !self.is_leader() || self.under_min_isr() {
             return false;
         }
         let joining = self
@@ -297,6 +317,38 @@ mod tests {
         assert_eq!(s.high_watermark(), 100);
         assert!(s.on_follower_fetch(1, 115));
         assert_eq!(s.high_watermark(), 115);
+    }
+
+    /// With eligible leader replicas (KIP-966): the HW stays while the ISR is below
+    /// min.insync.replicas (or the replica count, when smaller), so the replicas that left
+    /// it, eligible to lead, hold everything below it.
+    #[test]
+    fn the_hw_stays_while_the_isr_is_below_min_insync_replicas() {
+        let mut s = ReplicaState::new(0, 0, 0);
+        s.set_min_isr(2);
+        s.update_registration(0, 1, &[0, 1, 2], &[0, 1]);
+        s.on_local_append(10);
+        assert!(s.on_follower_fetch(1, 10));
+        assert_eq!(s.high_watermark(), 10);
+        // Replica 1 left the ISR: acks=1 appends are not committed while it is out.
+        s.update_registration(0, 1, &[0, 1, 2], &[0]);
+        assert!(!s.on_local_append(20));
+        assert_eq!(s.high_watermark(), 10);
+        // It is back (once it reached the HW): the HW moves again.
+        s.update_registration(0, 1, &[0, 1, 2], &[0, 1]);
+        assert!(s.on_follower_fetch(1, 20));
+        assert_eq!(s.high_watermark(), 20);
+        // Lowering the setting lets it move at once.
+        s.update_registration(0, 1, &[0, 1, 2], &[0]);
+        s.on_local_append(30);
+        assert_eq!(s.high_watermark(), 20);
+        assert!(s.set_min_isr(1));
+        assert_eq!(s.high_watermark(), 30);
+        // A single replica is never below (min.insync.replicas counts at most the replicas).
+        let mut one = ReplicaState::new(0, 5, 0);
+        one.set_min_isr(2);
+        assert!(one.update_registration(0, 1, &[0], &[0]));
+        assert_eq!(one.high_watermark(), 5);
     }
 
     #[test]

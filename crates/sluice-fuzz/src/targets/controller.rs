@@ -114,6 +114,7 @@ fn records() -> Vec<MetadataRecord> {
             partition_epoch: 6,
             adding: vec![],
             removing: vec![],
+            elr: Default::default(),
         },
         MetadataRecord::PartitionChange {
             topic_id,
@@ -121,6 +122,18 @@ fn records() -> Vec<MetadataRecord> {
             leader: 2,
             isr: vec![2, 3],
             assignment: None,
+            elr: None,
+        },
+        MetadataRecord::PartitionChange {
+            topic_id,
+            partition: 0,
+            leader: -1,
+            isr: vec![],
+            assignment: None,
+            elr: Some(sluice_metadata::record::Elr {
+                eligible: vec![2],
+                last_known: vec![3],
+            }),
         },
         MetadataRecord::Config {
             resource_type: 2,
@@ -245,6 +258,7 @@ pub fn rpc_seeds() -> Vec<Vec<u8>> {
                 metadata_offset: 40,
                 want_shutdown: false,
                 offline_replicas: Vec::new(),
+                unclean_shutdown: true,
             })
             .encode(),
         ),
