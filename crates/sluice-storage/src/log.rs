@@ -220,6 +220,17 @@ impl Log {
             remote_highest_offset: -1,
         };
         let mut log = log;
+        if !opts.clean_shutdown {
+            // A producer snapshot past the recovery point may stand on writes that did not
+            // survive (the `.txnindex` of the segments before it, say): the state is rebuilt
+            // from the one at or below it, replaying the rest, as Kafka's recovery does.
+            for off in log.snapshot_offsets()? {
+                if off > log.recovery_point {
+                    let path = log.snapshot_path(off);
+                    fs::remove_file(&path).at(&path)?;
+                }
+            }
+        }
         log.rebuild_producer_state()?;
         if !opts.clean_shutdown {
             debug!(partition = %log.tp, log_end_offset = next_offset, "log re-validated past its recovery point");
@@ -687,14 +698,21 @@ impl Log {
         };
         let seg = LogSegment::create(&self.dir, new_base, &self.config, now_ms)?;
         self.segments.insert(new_base, seg);
-        self.pending_io.merge(PendingIo {
-            files: old_files.into(),
-            dir_sync: Some(self.dir.clone()),
-            recovery_point: Some((new_base, self.truncations)),
-        });
         self.producers
             .expire(now_ms, self.config.producer_id_expiration_ms);
         self.write_producer_snapshot()?;
+        // The snapshot at the new recovery point is made durable with it: a recovery after
+        // a power loss starts from it (see [`Self::open`]).
+        let mut files = old_files;
+        let snapshot = self.snapshot_path(new_base);
+        if let Ok(f) = std::fs::File::open(&snapshot) {
+            files.push((snapshot, std::sync::Arc::new(f)));
+        }
+        self.pending_io.merge(PendingIo {
+            files,
+            dir_sync: Some(self.dir.clone()),
+            recovery_point: Some((new_base, self.truncations)),
+        });
         info!(partition = %self.tp, base_offset = new_base, "rolled new log segment");
         Ok(())
     }

@@ -627,19 +627,31 @@ impl LogSegment {
     pub fn flush(&self) -> Result<(), LogError> {
         disk::sync_data(&self.log, &self.log_path).at(&self.log_path)?;
         self.offset_index.flush()?;
-        self.time_index.flush()
+        self.time_index.flush()?;
+        let txns = self.log_path.with_extension("txnindex");
+        match File::open(&txns) {
+            Ok(f) => disk::sync_data(&f, &txns).at(&txns),
+            Err(_) => Ok(()),
+        }
     }
 
     /// The segment's files, for an fsync without the log's lock: what [`Self::flush`] does.
-    pub fn files_to_sync(&self) -> [(PathBuf, Arc<File>); 3] {
-        [
+    /// The `.txnindex` too, when the segment has one: its aborted transactions are what
+    /// read_committed readers skip, and a recovery replays only past the recovery point.
+    pub fn files_to_sync(&self) -> Vec<(PathBuf, Arc<File>)> {
+        let mut files = vec![
             (self.log_path.clone(), Arc::clone(&self.log)),
             (
                 self.offset_index.path().to_path_buf(),
                 self.offset_index.file(),
             ),
             (self.time_index.path().to_path_buf(), self.time_index.file()),
-        ]
+        ];
+        let txns = self.log_path.with_extension("txnindex");
+        if let Ok(f) = File::open(&txns) {
+            files.push((txns, Arc::new(f)));
+        }
+        files
     }
 
     /// Remove the segment's files.

@@ -171,6 +171,11 @@ impl TxnIndex {
                 _ => Ok(()),
             };
         }
+        // Unchanged: left alone, so a rewrite never puts an unsynced copy in place of a
+        // durable one (a recovery rewrites every segment's).
+        if fs::read(&path).is_ok_and(|old| old == bytes) {
+            return Ok(());
+        }
         let tmp = path.with_extension("txnindex.tmp");
         sluice_rt::disk::check(sluice_rt::disk::DiskOp::Write {
             path: &tmp,
