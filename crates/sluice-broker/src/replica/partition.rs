@@ -254,6 +254,16 @@ impl Partition {
         lock(&self.state).high_watermark()
     }
 
+    /// The HW, and whether it is known to cover what earlier leaders acknowledged (false on
+    /// a leader whose HW has not yet reached its log end at election).
+    pub fn high_watermark_known(&self) -> (i64, bool) {
+        let s = lock(&self.state);
+        (
+            s.high_watermark(),
+            !s.is_leader() || s.high_watermark_caught_up(),
+        )
+    }
+
     pub fn leader_epoch(&self) -> i32 {
         lock(&self.state).leader_epoch()
     }

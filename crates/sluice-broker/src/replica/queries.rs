@@ -89,7 +89,17 @@ impl ReplicaManager {
         let log = p.read_log();
         let tiered = log.config().remote_storage;
         // What a reader of this isolation level may see.
-        let hw = p.high_watermark();
+        let (hw, known) = p.high_watermark_known();
+        // A leader whose HW has not reached its log end at election cannot tell the latest
+        // offset or find a timestamp yet: as Kafka, OFFSET_NOT_AVAILABLE (clients retry).
+        if !known
+            && matches!(
+                spec,
+                OffsetSpec::Latest | OffsetSpec::Timestamp(_) | OffsetSpec::MaxTimestamp
+            )
+        {
+            return Err(ErrorCode::OffsetNotAvailable);
+        }
         let visible = if read_committed {
             log.last_stable_offset(hw)
         } else {

@@ -38,6 +38,11 @@ pub struct ReplicaState {
     /// write appended before the ISR shrank then times out rather than being answered
     /// NOT_ENOUGH_REPLICAS_AFTER_APPEND (`Partition.checkEnoughReplicasReachOffset`).
     min_isr: usize,
+    /// Leader: its log end when it became leader at this epoch (Kafka's leader epoch start
+    /// offset). Until the HW reaches it, the HW may stand below records earlier leaders
+    /// acknowledged, so the latest offset is not known yet (ListOffsets answers
+    /// OFFSET_NOT_AVAILABLE and the client asks again).
+    epoch_start_offset: i64,
 }
 
 impl ReplicaState {
@@ -56,6 +61,7 @@ impl ReplicaState {
             leader_since: None,
             pending_isr: None,
             min_isr: 1,
+            epoch_start_offset: 0,
         }
     }
 
@@ -164,6 +170,7 @@ impl ReplicaState {
         self.replicas = replicas.to_vec();
         self.isr = isr.to_vec();
         if became_leader {
+            self.epoch_start_offset = self.log_end_offset;
             // What followers had under an earlier leadership says nothing about their logs
             // now (they may have truncated since): as in Kafka, a new leader knows no
             // follower's log end until it fetches, so the HW cannot pass records a follower
@@ -207,6 +214,13 @@ impl ReplicaState {
 
     pub fn high_watermark(&self) -> i64 {
         self.high_watermark
+    }
+
+    /// Leader: whether its HW has reached the log end it had when it became leader (so the
+    /// HW says what earlier leaders acknowledged). Kafka's check before it answers a
+    /// ListOffsets for the latest offset or a timestamp.
+    pub fn high_watermark_caught_up(&self) -> bool {
+        self.high_watermark >= self.epoch_start_offset
     }
 
     pub fn log_end_offset(&self) -> i64 {
