@@ -874,7 +874,8 @@ impl Controller {
     }
 
     /// UpdateFeatures: every update checked against the supported range and Kafka's rules
-    /// (see [`sluice_metadata::features::check_update`]), all or nothing, as Kafka 4 does.
+    /// (see [`sluice_metadata::features::check_update`]) and the levels after it against the
+    /// features' dependencies (ELR needs 4.0-IV1), all or nothing, as Kafka 4 does.
     pub fn update_features(
         &self,
         image: &MetadataImage,
@@ -898,6 +899,12 @@ impl Controller {
             })?;
             check_update(image, name, *level, how).map_err(invalid)?;
         }
+        let mut after = sluice_metadata::features::finalized(image);
+        for (name, level, _) in updates {
+            after.insert(name.clone(), *level);
+        }
+        let changed: Vec<&str> = updates.iter().map(|(n, ..)| n.as_str()).collect();
+        sluice_metadata::features::check_update_dependencies(&after, &changed).map_err(invalid)?;
         if validate_only {
             return Ok(Vec::new());
         }

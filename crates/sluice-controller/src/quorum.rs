@@ -489,17 +489,29 @@ impl QuorumController {
         Ok(active)
     }
 
-    /// The first active controller of a log that holds no feature level yet finalizes the
-    /// levels it was formatted with (Kafka's bootstrap metadata). They include
-    /// `metadata.version`, which is never disabled, so a log once bootstrapped (or its
-    /// snapshot) always holds a level.
+    /// The first active controller of a new cluster finalizes the levels it was formatted
+    /// with, or a new cluster's levels when it was not (Kafka's bootstrap metadata, see
+    /// [`features::bootstrap_levels`]). They include `metadata.version`, which is never
+    /// disabled, so a log once bootstrapped (or its snapshot) always holds a level. A log
+    /// with brokers or topics but no level was started by an older Sluice that wrote none: it
+    /// keeps the levels it has ([`features::DEFAULT_LEVELS`]) until upgraded.
     async fn bootstrap_features(&self) -> Result<(), ControllerResponse> {
         let image = self.shared.current();
-        if self.bootstrap_features.is_empty() || image.features_epoch >= 0 {
+        // A log that registered no broker and made no topic is new (what it holds is the
+        // quorum's own entries at most).
+        let new_log = image.brokers.is_empty() && image.topics.is_empty();
+        if image.features_epoch >= 0 || (self.bootstrap_features.is_empty() && !new_log) {
             return Ok(());
         }
-        let records = self
-            .bootstrap_features
+        let levels = match features::bootstrap_levels(&self.bootstrap_features) {
+            Ok(levels) => levels,
+            Err(e) => {
+                // `storage format` checked them; a hand-edited file falls back to its own levels.
+                warn!(error = %e, "bootstrap feature levels refused; finalizing them as given");
+                self.bootstrap_features.clone()
+            }
+        };
+        let records = levels
             .iter()
             .map(|(name, level)| MetadataRecord::FeatureLevel {
                 name: name.clone(),
@@ -507,7 +519,7 @@ impl QuorumController {
             })
             .collect();
         self.write(records).await?;
-        info!(features = ?self.bootstrap_features, "bootstrap feature levels finalized");
+        info!(features = ?levels, "bootstrap feature levels finalized");
         Ok(())
     }
 

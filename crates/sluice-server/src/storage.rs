@@ -149,13 +149,15 @@ fn controller_addr(config: &BrokerConfig) -> Result<String, String> {
     Ok(format!("{host}:{}", listener.port))
 }
 
-/// The feature levels a cluster formatted with `--feature` starts with, written by
-/// [`format`] into the metadata directory (a `name=level` line each); the first active
-/// controller finalizes them before anything else (as Kafka's bootstrap checkpoint).
+/// The feature levels a formatted cluster starts with (`--release-version`, `--feature` and
+/// the bootstrap levels of the rest), written by [`format`] into the metadata directory (a
+/// `name=level` line each); the first active controller finalizes them before anything else
+/// (as Kafka's bootstrap checkpoint).
 pub const BOOTSTRAP_FEATURES_FILE: &str = "bootstrap-features";
 
 /// `--release-version` and `--feature NAME=LEVEL` of `storage format`, checked against
-/// the levels this build supports: (feature, level) each, `metadata.version` first.
+/// the levels this build supports and their dependencies, with every other feature at its
+/// bootstrap level: (feature, level) each, `metadata.version` first.
 pub fn bootstrap_features(
     release_version: Option<&str>,
     features: &[String],
@@ -168,7 +170,7 @@ pub fn bootstrap_features(
                 format!(
                     "Unknown release version '{v}': this build supports metadata.version {} to {}",
                     features::metadata_version_name(7),
-                    features::metadata_version_name(features::DEFAULT_METADATA_VERSION)
+                    features::metadata_version_name(features::LATEST_METADATA_VERSION)
                 )
             })?;
         out.push((features::METADATA_VERSION.into(), level));
@@ -206,24 +208,9 @@ pub fn bootstrap_features(
         }
         out.push((name.to_string(), level));
     }
-    // A release names the levels it had: none of the features that came after it.
-    if release_version.is_some() {
-        for (name, level) in features::BEFORE_4_0 {
-            if !out.iter().any(|(n, _)| n == name) {
-                out.push((name.to_string(), *level));
-            }
-        }
-    }
-    // metadata.version always comes along (it is never disabled, so once finalized it marks
-    // the log as bootstrapped, snapshots included).
-    if !out.is_empty() && !out.iter().any(|(n, _)| n == features::METADATA_VERSION) {
-        out.push((
-            features::METADATA_VERSION.into(),
-            features::DEFAULT_METADATA_VERSION,
-        ));
-    }
-    out.sort_by_key(|(n, _)| n != features::METADATA_VERSION);
-    Ok(out)
+    // The rest at the levels of the release (the latest when none is named), as Kafka's
+    // bootstrap metadata: a release names the levels it had.
+    features::bootstrap_levels(&out)
 }
 
 /// The feature levels the metadata directory was formatted with (empty: none given).
@@ -351,7 +338,7 @@ pub fn format(
         let metadata_version = bootstrap
             .iter()
             .find(|(n, _)| n == features::METADATA_VERSION)
-            .map_or(features::DEFAULT_METADATA_VERSION, |(_, l)| *l);
+            .map_or(features::LATEST_METADATA_VERSION, |(_, l)| *l);
         done.push(format!(
             "Formatted {} with metadata.version {}.",
             dir.display(),

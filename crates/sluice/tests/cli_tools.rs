@@ -861,26 +861,33 @@ fn an_unreachable_broker_gets_a_clear_message_within_the_timeout() {
 fn features_and_metadata_quorum_like_kafkas_tools() {
     let server = start(&[]);
     let b = server.bootstrap.as_str();
-    assert_eq!(
-        ok(&sluice(b, &["features", "describe"])),
-        "Feature: eligible.leader.replicas.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: 0\n\
-         Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0\n\
-         Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\tEpoch: 0\n\
-         Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.9-IV0\tEpoch: 0\n\
-         Feature: share.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0\n\
-         Feature: streams.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\tEpoch: 0\n\
-         Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 0\tEpoch: 0\n"
-    );
-    // Transactions v2 is turned on (clients use it from their next transaction) and off.
-    ok(&sluice(
-        b,
-        &["features", "upgrade", "--feature", "transaction.version=2"],
-    ));
+    // A new node starts where a new Kafka 4.4 node does (share.version 2, dead-letter
+    // queues, aside), every level finalized in one bootstrap: one epoch on every line.
     let described = ok(&sluice(b, &["features", "describe"]));
-    assert!(
-        described.contains("Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\t"),
+    let (levels, epochs): (Vec<&str>, Vec<&str>) = described
+        .lines()
+        .map(|l| l.rsplit_once("\tEpoch: ").expect(l))
+        .unzip();
+    assert_eq!(
+        levels,
+        [
+            "Feature: eligible.leader.replicas.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1",
+            "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1",
+            "Feature: kraft.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0",
+            "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.4-IV2\tFinalizedVersionLevel: 4.4-IV2",
+            "Feature: share.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1",
+            "Feature: streams.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1",
+            "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2",
+        ],
         "{described}"
     );
+    assert!(
+        epochs
+            .iter()
+            .all(|e| e == &epochs[0] && e.parse::<i64>().unwrap() >= 0),
+        "{described}"
+    );
+    // Transactions v2 is turned off (clients keep to v1 from their next transaction) and on.
     ok(&sluice(
         b,
         &[
@@ -892,12 +899,21 @@ fn features_and_metadata_quorum_like_kafkas_tools() {
     ));
     assert!(ok(&sluice(b, &["features", "describe"]))
         .contains("Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 0\t"));
+    ok(&sluice(
+        b,
+        &["features", "upgrade", "--feature", "transaction.version=2"],
+    ));
+    let described = ok(&sluice(b, &["features", "describe"]));
+    assert!(
+        described.contains("Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\t"),
+        "{described}"
+    );
     assert_eq!(
         ok(&sluice(
             b,
-            &["features", "upgrade", "--metadata", "3.9", "--dry-run"]
+            &["features", "upgrade", "--metadata", "4.4", "--dry-run"]
         )),
-        "metadata.version can be upgraded to 21.\n"
+        "metadata.version can be upgraded to 33.\n"
     );
     let err = fails(
         &sluice(
@@ -994,6 +1010,15 @@ fn storage_format_sets_the_features_the_cluster_starts_with() {
         (
             &[
                 "--release-version",
+                "3.9",
+                "--feature",
+                "eligible.leader.replicas.version=1",
+            ],
+            "needs metadata.version 4.0-IV1 or later",
+        ),
+        (
+            &[
+                "--release-version",
                 "3.8",
                 "--feature",
                 "metadata.version=3.9",
@@ -1020,7 +1045,7 @@ fn storage_format_sets_the_features_the_cluster_starts_with() {
         "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\t",
         "Feature: share.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\t",
         "Feature: streams.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 0\t",
-        "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 3.9-IV0\tFinalizedVersionLevel: 3.8-IV0\t",
+        "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.4-IV2\tFinalizedVersionLevel: 3.8-IV0\t",
         "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\t",
     ];
     for round in ["started", "restarted"] {
@@ -1033,6 +1058,49 @@ fn storage_format_sets_the_features_the_cluster_starts_with() {
             nodes[0].restart();
         }
     }
+    // ELR needs metadata.version 4.0-IV1 (Kafka's dependency): refused on its own, taken
+    // with a release's levels, which upgrade the running cluster without a restart.
+    let b = nodes[0].bootstrap.clone();
+    let err = fails(
+        &sluice(
+            &b,
+            &[
+                "features",
+                "upgrade",
+                "--feature",
+                "eligible.leader.replicas.version=1",
+            ],
+        ),
+        1,
+    );
+    assert!(err.contains("needs metadata.version 4.0-IV1"), "{err}");
+    ok(&sluice(
+        &b,
+        &["features", "upgrade", "--release-version", "4.4"],
+    ));
+    let described = ok(&sluice(&b, &["features", "describe"]));
+    for line in [
+        "Feature: eligible.leader.replicas.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\t",
+        "Feature: group.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\t",
+        "Feature: share.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\t",
+        "Feature: streams.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 1\tFinalizedVersionLevel: 1\t",
+        "Feature: metadata.version\tSupportedMinVersion: 3.3-IV3\tSupportedMaxVersion: 4.4-IV2\tFinalizedVersionLevel: 4.4-IV2\t",
+        "Feature: transaction.version\tSupportedMinVersion: 0\tSupportedMaxVersion: 2\tFinalizedVersionLevel: 2\t",
+    ] {
+        assert!(described.contains(line), "upgraded: {described}");
+    }
+    // The upgraded cluster still serves what it held.
+    ok(&sluice(
+        &b,
+        &[
+            "topics",
+            "--create",
+            "--topic",
+            "after-upgrade",
+            "--partitions",
+            "1",
+        ],
+    ));
 }
 
 /// `sluice share-consume` (kafka-console-share-consumer.sh): prints and accepts what it

@@ -4,13 +4,15 @@
 use clap::{Args, Subcommand};
 use sluice_client::admin::{FeatureMetadata, FeatureUpgrade};
 use sluice_client::Admin;
-use sluice_metadata::features::{metadata_version_name, parse_metadata_version, METADATA_VERSION};
+use sluice_metadata::features::{
+    bootstrap_levels, metadata_version_name, parse_metadata_version, METADATA_VERSION,
+};
 
 use super::{usage, CliError, CliResult, ConnArgs};
 
 #[derive(Args, Debug)]
 #[command(
-    after_help = "Examples:\n  sluice features describe\n  sluice features upgrade --metadata 3.9\n  sluice features upgrade --feature metadata.version=21 --dry-run\n  sluice features downgrade --metadata 3.8 --unsafe"
+    after_help = "Examples:\n  sluice features describe\n  sluice features upgrade --release-version 4.4\n  sluice features upgrade --metadata 3.9\n  sluice features upgrade --feature metadata.version=21 --dry-run\n  sluice features downgrade --metadata 3.8 --unsafe"
 )]
 pub struct FeaturesArgs {
     #[command(flatten)]
@@ -22,8 +24,12 @@ pub struct FeaturesArgs {
 #[derive(Args, Debug)]
 pub struct Change {
     /// The metadata.version to go to: a release (3.9), a level name (3.7-IV2) or a number.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "release_version")]
     metadata: Option<String>,
+    /// A release (4.4): its latest metadata.version and the other features at the levels a
+    /// new cluster of that release starts with.
+    #[arg(long = "release-version")]
+    release_version: Option<String>,
     /// A feature and its level, NAME=LEVEL (repeatable).
     #[arg(long = "feature", value_name = "NAME=LEVEL")]
     features: Vec<String>,
@@ -85,6 +91,12 @@ fn describe_text(m: &FeatureMetadata) -> String {
 /// The (feature, level) pairs of `--metadata` and `--feature`.
 fn parse_change(c: &Change) -> Result<Vec<(String, i16)>, CliError> {
     let mut out = Vec::new();
+    if let Some(r) = &c.release_version {
+        let level = parse_metadata_version(r)
+            .filter(|l| metadata_version_name(*l) != l.to_string())
+            .ok_or_else(|| usage(format!("unknown release version {r}")))?;
+        out = bootstrap_levels(&[(METADATA_VERSION.to_string(), level)]).map_err(usage)?;
+    }
     if let Some(m) = &c.metadata {
         let level = parse_metadata_version(m)
             .ok_or_else(|| usage(format!("unknown metadata.version {m}")))?;
@@ -100,10 +112,14 @@ fn parse_change(c: &Change) -> Result<Vec<(String, i16)>, CliError> {
             level.parse().ok()
         }
         .ok_or_else(|| usage(format!("bad level {level} for {name}")))?;
+        // A --feature overrides what --release-version gave it.
+        out.retain(|(n, _)| n != name);
         out.push((name.to_string(), level));
     }
     if out.is_empty() {
-        return Err(usage("give --metadata or --feature NAME=LEVEL"));
+        return Err(usage(
+            "give --release-version, --metadata or --feature NAME=LEVEL",
+        ));
     }
     Ok(out)
 }

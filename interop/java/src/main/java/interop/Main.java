@@ -316,15 +316,16 @@ public class Main {
             System.out.println("  finalized=" + f.finalizedFeatures() + " supported=" + f.supportedFeatures()
                 + " epoch=" + f.finalizedFeaturesEpoch());
             FinalizedVersionRange mv = f.finalizedFeatures().get("metadata.version");
-            check(mv != null && mv.maxVersionLevel() == 21, "finalized metadata.version = " + mv);
+            // A new cluster starts at Kafka 4.4's latest, 4.4-IV2.
+            check(mv != null && mv.maxVersionLevel() == 33, "finalized metadata.version = " + mv);
             SupportedVersionRange smv = f.supportedFeatures().get("metadata.version");
-            check(smv != null && smv.minVersion() == 7 && smv.maxVersion() == 21, "supported = " + smv);
+            check(smv != null && smv.minVersion() == 7 && smv.maxVersion() == 33, "supported = " + smv);
             admin.updateFeatures(Map.of("metadata.version",
-                    new FeatureUpdate((short) 21, FeatureUpdate.UpgradeType.UPGRADE)),
+                    new FeatureUpdate((short) 33, FeatureUpdate.UpgradeType.UPGRADE)),
                 new UpdateFeaturesOptions().validateOnly(true)).all().get();
             try {
                 admin.updateFeatures(Map.of("metadata.version",
-                        new FeatureUpdate((short) 20, FeatureUpdate.UpgradeType.SAFE_DOWNGRADE)),
+                        new FeatureUpdate((short) 32, FeatureUpdate.UpgradeType.SAFE_DOWNGRADE)),
                     new UpdateFeaturesOptions()).all().get();
                 check(false, "a metadata.version downgrade was accepted");
             } catch (ExecutionException e) {
@@ -674,8 +675,8 @@ public class Main {
 
     /**
      * A transactional producer: a commit (with offsets sent to the transaction) and an abort;
-     * read_committed sees the commit only. Once transaction.version 2 is finalized (an
-     * updateFeatures upgrade), a 4.x client speaks transactions v2 (KIP-890): no
+     * read_committed sees the commit only. With transaction.version 2 finalized (a new
+     * cluster's level, here turned off and upgraded again), a 4.x client speaks transactions v2 (KIP-890): no
      * AddPartitionsToTxn, and every commit or abort bumps the producer epoch, which
      * DescribeTransactions shows.
      */
@@ -689,13 +690,23 @@ public class Main {
             ap.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, 30000);
             try (Admin admin = Admin.create(ap)) {
                 admin.createTopics(List.of(new NewTopic(txTopic, 3, (short) 1))).all().get();
-                // Off until upgraded, as on a Kafka cluster upgraded from 3.x.
-                check(admin.describeFeatures().featureMetadata().get().finalizedFeatures()
-                    .get("transaction.version") == null, "transaction.version finalized before the upgrade");
+                // A new cluster finalizes it (as a new Kafka 4.x does); one upgraded from 3.x has
+                // it off until upgraded: turned off here, then upgraded.
+                FinalizedVersionRange tv = admin.describeFeatures().featureMetadata().get()
+                    .finalizedFeatures().get("transaction.version");
+                check(tv != null && tv.maxVersionLevel() == 2, "a new cluster's transaction.version = " + tv);
+                admin.updateFeatures(Map.of("transaction.version",
+                        new FeatureUpdate((short) 0, FeatureUpdate.UpgradeType.SAFE_DOWNGRADE)),
+                    new UpdateFeaturesOptions()).all().get();
+                long off = System.currentTimeMillis() + 10_000;
+                while (tv != null && System.currentTimeMillis() < off) {
+                    tv = admin.describeFeatures().featureMetadata().get().finalizedFeatures().get("transaction.version");
+                    if (tv != null) Thread.sleep(50);
+                }
+                check(tv == null, "transaction.version after the downgrade = " + tv);
                 admin.updateFeatures(Map.of("transaction.version",
                         new FeatureUpdate((short) 2, FeatureUpdate.UpgradeType.UPGRADE)),
                     new UpdateFeaturesOptions()).all().get();
-                FinalizedVersionRange tv = null;
                 long until = System.currentTimeMillis() + 10_000;
                 while ((tv == null || tv.maxVersionLevel() != 2) && System.currentTimeMillis() < until) {
                     tv = admin.describeFeatures().featureMetadata().get().finalizedFeatures().get("transaction.version");
