@@ -87,7 +87,7 @@ fn topics_create_list_describe_alter_delete() {
     );
     assert!(
         described.contains(
-            "Partition: 2\tLeader: 0\tReplicas: 0\tIsr: 0\tLogStartOffset: 0\tLogEndOffset: 0"
+            "Partition: 2\tLeader: 0\tReplicas: 0\tIsr: 0\tElr: \tLastKnownElr: \tLogStartOffset: 0\tLogEndOffset: 0"
         ),
         "{described}"
     );

@@ -998,6 +998,76 @@ fn with_a_returned_broker(auto_rebalance: bool) -> (Vec<TestServer>, Vec<i32>) {
     (nodes, preferred)
 }
 
+/// A partition with no live replica to lead it is offline, and says so as Kafka's tools do:
+/// Metadata names no leader, `sluice topics --describe` shows `Leader: none`, an empty ISR
+/// and its last replica among the eligible leader replicas (KIP-966: it held every committed
+/// record), and `--unavailable-partitions` lists it alone; led again when it returns.
+#[test]
+fn an_offline_partition_shows_in_metadata_and_the_topics_tool() {
+    let _serial = one_cluster_at_a_time();
+    let configs = combined(&[
+        "broker.session.timeout.ms=2000",
+        "broker.heartbeat.interval.ms=250",
+        "controller.quorum.election.timeout.ms=500",
+    ]);
+    let mut nodes = TestServer::start_all(sluice_bin(), &configs);
+    let b = nodes[0].bootstrap.clone();
+    // "solo" lives on node 3 alone; "both" on all three.
+    let (a, rt) = admin(&b);
+    let opts = AdminOptions::new().operation_timeout(Some(Duration::from_secs(20)));
+    let specs = [
+        NewTopic::new("solo", 1, TopicReplication::Variable(&[&[3]])),
+        NewTopic::new("both", 1, TopicReplication::Fixed(3)),
+    ];
+    for r in rt.block_on(a.create_topics(&specs, &opts)).unwrap() {
+        assert!(r.is_ok(), "{r:?}");
+    }
+    converge(&b, "both topics led", |m| {
+        partitions(m, "solo").iter().all(|p| p.0 == 3) && partitions(m, "both").len() == 1
+    });
+    assert!(nodes[2].stop().success());
+    converge(&b, "solo offline", |m| {
+        partitions(m, "solo").iter().all(|p| p.0 < 0)
+    });
+    let described = sluice_ok(&[
+        "topics",
+        "--bootstrap-server",
+        &b,
+        "--describe",
+        "--topic",
+        "solo",
+    ]);
+    assert!(
+        described
+            .contains("\tPartition: 0\tLeader: none\tReplicas: 3\tIsr: \tElr: 3\tLastKnownElr: \t"),
+        "{described}"
+    );
+    let unavailable = sluice_ok(&[
+        "topics",
+        "--bootstrap-server",
+        &b,
+        "--describe",
+        "--unavailable-partitions",
+    ]);
+    assert_eq!(
+        unavailable.lines().collect::<Vec<_>>(),
+        ["\tTopic: solo\tPartition: 0\tLeader: none\tReplicas: 3\tIsr: \tElr: 3\tLastKnownElr: "],
+        "{unavailable}"
+    );
+    nodes[2].restart();
+    converge(&b, "solo led again", |m| {
+        partitions(m, "solo").iter().all(|p| p.0 == 3)
+    });
+    let unavailable = sluice_ok(&[
+        "topics",
+        "--bootstrap-server",
+        &b,
+        "--describe",
+        "--unavailable-partitions",
+    ]);
+    assert_eq!(unavailable, "", "{unavailable}");
+}
+
 #[test]
 fn elect_leaders_moves_leadership_back_to_the_preferred_replica() {
     let _serial = one_cluster_at_a_time();
@@ -1105,7 +1175,7 @@ fn durability_under_kills_pauses_and_restarts() {
     let rounds: usize = std::env::var("SLUICE_DURABILITY_ROUNDS")
         .ok()
         .and_then(|s| s.parse().ok())
-        .unwrap_or(6);
+        .unwrap_or(7);
     let mut rng = seed;
     let mut next = move |n: usize| {
         rng ^= rng << 13;
@@ -1120,6 +1190,7 @@ fn durability_under_kills_pauses_and_restarts() {
         "stall-leader",
         "rolling-restart",
         "kill-two",
+        "power-fail-two",
     ];
     // Every kind once (in a seeded order), then seeded picks.
     let mut schedule: Vec<&str> = Vec::new();
@@ -1312,11 +1383,28 @@ fn durability_under_kills_pauses_and_restarts() {
                 let other = (victim + 1 + next(2)) % 3;
                 nodes[victim].kill();
                 nodes[other].kill();
+                if *fault == "power-fail-two" {
+                    for n in [victim, other] {
+                        let torn = power_loss(&nodes[n].data_dir());
+                        eprintln!("  node {} lost power: {torn} unsynced bytes gone", n + 1);
+                    }
+                }
                 let (lo, hi) = (victim.min(other), victim.max(other));
                 let (left, right) = nodes.split_at_mut(hi);
                 TestServer::restart_all(&mut [&mut left[lo], &mut right[0]]);
             }
         }
+        // Every partition led again (by a live node): the failover time a client sees.
+        let live = nodes
+            .iter()
+            .find(|n| n.pid() != 0)
+            .unwrap()
+            .bootstrap
+            .clone();
+        converge(&live, "every partition led again", |m| {
+            partitions(m, "dur").iter().all(|p| p.0 >= 0)
+        });
+        eprintln!("  every partition led again after {:?}", began.elapsed());
         all_in_sync(&nodes);
         eprintln!("  recovered in {:?}", began.elapsed());
     }
@@ -1399,6 +1487,69 @@ fn durability_under_kills_pauses_and_restarts() {
         acked.len(),
         read.len()
     );
+}
+
+/// What a power loss does to a killed broker's log directory `dir`: with `flush.messages`
+/// and `flush.ms` at their defaults (off), what a partition holds past its recovery point
+/// (as the fsynced `recovery-point-offset-checkpoint` says; a roll or a flush moves it) was
+/// never fsynced, and goes (the recovery rebuilds the indexes); the machine boot the
+/// directory recorded is not the next one, so the broker registers with an unclean
+/// shutdown. The metadata log (fsynced on every write) is left alone. Returns the bytes
+/// dropped.
+fn power_loss(dir: &std::path::Path) -> u64 {
+    // "topic partition offset" lines after the version and count lines.
+    let checkpoint =
+        std::fs::read_to_string(dir.join("recovery-point-offset-checkpoint")).unwrap_or_default();
+    let recovery_point = |partition_dir: &str| -> i64 {
+        checkpoint
+            .lines()
+            .skip(2)
+            .find_map(|l| {
+                let mut f = l.split_whitespace();
+                let (t, p, o) = (f.next()?, f.next()?, f.next()?);
+                (format!("{t}-{p}") == partition_dir).then(|| o.parse().ok())?
+            })
+            .unwrap_or(0)
+    };
+    let mut torn = 0;
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !path.is_dir() || name.starts_with("__cluster_metadata") {
+            continue;
+        }
+        let point = recovery_point(&name);
+        let logs = std::fs::read_dir(&path)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "log"));
+        for log in logs {
+            let bytes = std::fs::read(&log).unwrap();
+            // The first batch at or past the recovery point, and everything after it.
+            let mut keep = 0usize;
+            while keep + 12 <= bytes.len() {
+                let base = i64::from_be_bytes(bytes[keep..keep + 8].try_into().unwrap());
+                let len = i32::from_be_bytes(bytes[keep + 8..keep + 12].try_into().unwrap());
+                if base >= point || len < 0 {
+                    break;
+                }
+                keep += 12 + len as usize;
+            }
+            let keep = keep.min(bytes.len());
+            if keep < bytes.len() {
+                torn += (bytes.len() - keep) as u64;
+                std::fs::OpenOptions::new()
+                    .write(true)
+                    .open(&log)
+                    .and_then(|f| f.set_len(keep as u64))
+                    .unwrap();
+            }
+        }
+    }
+    // A machine that restarts boots anew.
+    let _ = std::fs::remove_file(dir.join(".sluice_boot"));
+    torn
 }
 
 /// What the durability test's transactional producer knows of its transactions (ids).

@@ -206,6 +206,13 @@ pub struct Admin {
     core: Arc<ClusterCore>,
 }
 
+/// A partition's eligible leader replicas and last-known ELR (KIP-966); None: not kept.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Elr {
+    pub eligible: Option<Vec<i32>>,
+    pub last_known: Option<Vec<i32>>,
+}
+
 fn name(s: &str) -> TopicName {
     TopicName(StrBytes::from_string(s.to_string()))
 }
@@ -327,6 +334,54 @@ impl Admin {
             v
         };
         out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+
+    /// The eligible leader replicas and last-known ELR (KIP-966) of each partition of
+    /// `topics` (all when empty), by (topic, partition), from DescribeTopicPartitions; None
+    /// where the broker does not keep them.
+    pub async fn describe_elr(&self, topics: &[&str]) -> Result<HashMap<(String, i32), Elr>> {
+        use kafka_protocol::messages::describe_topic_partitions_request::{Cursor, TopicRequest};
+        let conn = self.core.any_connection().await?;
+        let ids = |v: Option<Vec<BrokerId>>| v.map(|v| v.into_iter().map(|b| b.0).collect());
+        let mut out = HashMap::new();
+        let mut cursor: Option<Cursor> = None;
+        loop {
+            let req = DescribeTopicPartitionsRequest::default()
+                .with_topics(
+                    topics
+                        .iter()
+                        .map(|t| TopicRequest::default().with_name(name(t)))
+                        .collect(),
+                )
+                .with_response_partition_limit(2000)
+                .with_cursor(cursor.take());
+            let resp: DescribeTopicPartitionsResponse = conn.call(&req).await?;
+            for t in resp.topics {
+                let Some(topic) = t.name else { continue };
+                for p in t.partitions {
+                    out.insert(
+                        (topic.to_string(), p.partition_index),
+                        Elr {
+                            eligible: ids(p.eligible_leader_replicas),
+                            last_known: ids(p.last_known_elr),
+                        },
+                    );
+                }
+            }
+            // Long answers come in pages (response_partition_limit): the next one from
+            // where this one stopped.
+            match resp.next_cursor {
+                Some(c) => {
+                    cursor = Some(
+                        Cursor::default()
+                            .with_topic_name(c.topic_name)
+                            .with_partition_index(c.partition_index),
+                    )
+                }
+                None => break,
+            }
+        }
         Ok(out)
     }
 

@@ -67,6 +67,12 @@ pub struct TopicsArgs {
     /// With --create: do nothing if the topic exists.
     #[arg(long = "if-not-exists")]
     pub if_not_exists: bool,
+    /// With --describe: only partitions with no live leader (kafka-topics.sh's option).
+    #[arg(long = "unavailable-partitions")]
+    pub unavailable_partitions: bool,
+    /// With --describe: only partitions whose ISR is smaller than their replica set.
+    #[arg(long = "under-replicated-partitions")]
+    pub under_replicated_partitions: bool,
     /// With --list/--describe: include internal topics.
     #[arg(long = "exclude-internal", default_value_t = false)]
     pub exclude_internal: bool,
@@ -107,7 +113,15 @@ pub async fn run(args: TopicsArgs) -> CliResult {
             println!("{name}");
         }
     } else if args.describe {
-        describe(&admin, args.topic.as_deref()).await?;
+        let only = match (
+            args.unavailable_partitions,
+            args.under_replicated_partitions,
+        ) {
+            (true, _) => Only::Unavailable,
+            (_, true) => Only::UnderReplicated,
+            _ => Only::All,
+        };
+        describe(&admin, args.topic.as_deref(), only).await?;
     } else if args.delete {
         let name = topic(&args)?;
         match admin.delete_topics(&[name]).await?.into_iter().next() {
@@ -283,14 +297,79 @@ async fn offsets_map(
         .collect()
 }
 
+/// A partition's leader as kafka-topics.sh shows it ("none": offline).
+fn leader_text(leader: i32) -> String {
+    if leader < 0 {
+        "none".into()
+    } else {
+        leader.to_string()
+    }
+}
+
 fn ids(v: &[i32]) -> String {
     v.iter().map(i32::to_string).collect::<Vec<_>>().join(",")
 }
 
-async fn describe(admin: &Admin, topic: Option<&str>) -> CliResult {
+/// Which partitions `--describe` shows (kafka-topics.sh's report options).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Only {
+    All,
+    /// No live leader: offline.
+    Unavailable,
+    UnderReplicated,
+}
+
+/// Broker ids as kafka-topics.sh lists them ("N/A" where the broker does not say).
+fn elr_ids(v: Option<&Vec<i32>>) -> String {
+    v.map_or_else(|| "N/A".to_string(), |v| ids(v))
+}
+
+async fn describe(admin: &Admin, topic: Option<&str>, only: Only) -> CliResult {
     let wanted: Vec<&str> = topic.into_iter().collect();
     let topics = admin.describe_topics(&wanted).await?;
+    // Eligible leader replicas (KIP-966), from DescribeTopicPartitions: "N/A" from a broker
+    // without it.
+    let elr = admin.describe_elr(&wanted).await.unwrap_or_default();
+    let live: std::collections::HashSet<i32> = match only {
+        Only::Unavailable => admin
+            .describe_cluster()
+            .await?
+            .brokers
+            .iter()
+            .map(|b| b.0)
+            .collect(),
+        _ => Default::default(),
+    };
     for t in topics {
+        let shown: Vec<_> = t
+            .partitions
+            .iter()
+            .filter(|p| match only {
+                Only::All => true,
+                Only::Unavailable => p.leader < 0 || !live.contains(&p.leader),
+                Only::UnderReplicated => p.isr.len() < p.replicas.len(),
+            })
+            .collect();
+        if only != Only::All {
+            // As kafka-topics.sh: the matching partitions only, no topic line.
+            for p in shown {
+                let e = elr
+                    .get(&(t.name.clone(), p.partition))
+                    .cloned()
+                    .unwrap_or_default();
+                println!(
+                    "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tElr: {}\tLastKnownElr: {}",
+                    t.name,
+                    p.partition,
+                    leader_text(p.leader),
+                    ids(&p.replicas),
+                    ids(&p.isr),
+                    elr_ids(e.eligible.as_ref()),
+                    elr_ids(e.last_known.as_ref())
+                );
+            }
+            continue;
+        }
         let configs = admin
             .describe_configs(&[ConfigResource::Topic(t.name.clone())])
             .await?;
@@ -347,13 +426,19 @@ async fn describe(admin: &Admin, topic: Option<&str>) -> CliResult {
             } else {
                 String::new()
             };
+            let e = elr
+                .get(&(t.name.clone(), p.partition))
+                .cloned()
+                .unwrap_or_default();
             println!(
-                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tLogStartOffset: {}\tLogEndOffset: {}{tier}",
+                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tElr: {}\tLastKnownElr: {}\tLogStartOffset: {}\tLogEndOffset: {}{tier}",
                 t.name,
                 p.partition,
-                p.leader,
+                leader_text(p.leader),
                 ids(&p.replicas),
                 ids(&p.isr),
+                elr_ids(e.eligible.as_ref()),
+                elr_ids(e.last_known.as_ref()),
                 show(&earliest),
                 show(&latest)
             );
