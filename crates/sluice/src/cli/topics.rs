@@ -324,6 +324,28 @@ fn elr_ids(v: Option<&Vec<i32>>) -> String {
     v.map_or_else(|| "N/A".to_string(), |v| ids(v))
 }
 
+/// A partition as kafka-topics.sh describes it: leader ("none": offline), replicas, ISR and
+/// eligible leader replicas.
+fn partition_line(
+    topic: &str,
+    p: &sluice_client::cluster::PartitionInfo,
+    elr: &std::collections::HashMap<(String, i32), sluice_client::admin::Elr>,
+) -> String {
+    let e = elr
+        .get(&(topic.to_string(), p.partition))
+        .cloned()
+        .unwrap_or_default();
+    format!(
+        "\tTopic: {topic}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tElr: {}\tLastKnownElr: {}",
+        p.partition,
+        leader_text(p.leader),
+        ids(&p.replicas),
+        ids(&p.isr),
+        elr_ids(e.eligible.as_ref()),
+        elr_ids(e.last_known.as_ref())
+    )
+}
+
 async fn describe(admin: &Admin, topic: Option<&str>, only: Only) -> CliResult {
     let wanted: Vec<&str> = topic.into_iter().collect();
     let topics = admin.describe_topics(&wanted).await?;
@@ -353,20 +375,7 @@ async fn describe(admin: &Admin, topic: Option<&str>, only: Only) -> CliResult {
         if only != Only::All {
             // As kafka-topics.sh: the matching partitions only, no topic line.
             for p in shown {
-                let e = elr
-                    .get(&(t.name.clone(), p.partition))
-                    .cloned()
-                    .unwrap_or_default();
-                println!(
-                    "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tElr: {}\tLastKnownElr: {}",
-                    t.name,
-                    p.partition,
-                    leader_text(p.leader),
-                    ids(&p.replicas),
-                    ids(&p.isr),
-                    elr_ids(e.eligible.as_ref()),
-                    elr_ids(e.last_known.as_ref())
-                );
+                println!("{}", partition_line(&t.name, p, &elr));
             }
             continue;
         }
@@ -426,19 +435,9 @@ async fn describe(admin: &Admin, topic: Option<&str>, only: Only) -> CliResult {
             } else {
                 String::new()
             };
-            let e = elr
-                .get(&(t.name.clone(), p.partition))
-                .cloned()
-                .unwrap_or_default();
             println!(
-                "\tTopic: {}\tPartition: {}\tLeader: {}\tReplicas: {}\tIsr: {}\tElr: {}\tLastKnownElr: {}\tLogStartOffset: {}\tLogEndOffset: {}{tier}",
-                t.name,
-                p.partition,
-                leader_text(p.leader),
-                ids(&p.replicas),
-                ids(&p.isr),
-                elr_ids(e.eligible.as_ref()),
-                elr_ids(e.last_known.as_ref()),
+                "{}\tLogStartOffset: {}\tLogEndOffset: {}{tier}",
+                partition_line(&t.name, p, &elr),
                 show(&earliest),
                 show(&latest)
             );
