@@ -284,14 +284,24 @@ fn group_consumer(bootstrap: &str, group: &str) -> BaseConsumer {
 /// as in Kafka) the partition is answered UNSTABLE_OFFSET_COMMIT, which librdkafka asks
 /// again by itself: one call gets the offset.
 fn committed(bootstrap: &str, group: &str, topic: &str) -> Option<i64> {
+    committed_within(bootstrap, group, topic, T).expect("committed")
+}
+
+/// [`committed`], giving up after `timeout`.
+fn committed_within(
+    bootstrap: &str,
+    group: &str,
+    topic: &str,
+    timeout: Duration,
+) -> rdkafka::error::KafkaResult<Option<i64>> {
     let c = group_consumer(bootstrap, group);
     let mut tpl = TopicPartitionList::new();
     tpl.add_partition(topic, 0);
-    let got = c.committed_offsets(tpl, T).expect("committed");
-    match got.elements()[0].offset() {
+    let got = c.committed_offsets(tpl, timeout)?;
+    Ok(match got.elements()[0].offset() {
         Offset::Offset(o) => Some(o),
         _ => None,
-    }
+    })
 }
 
 /// The broker a test checks against Kafka's answers talks to: the one `WIRE_AGAINST=host:port`
@@ -308,9 +318,10 @@ fn server_or_against() -> (Option<TestServer>, String) {
 }
 
 /// librdkafka's `committed()` (read_committed, so require_stable) asked while a
-/// transaction's offsets are pending gets the group's offset once the transaction is
-/// aborted: it retries the partitions answered UNSTABLE_OFFSET_COMMIT, the form Kafka 4.4
-/// answers (an error for the whole group fails at once). Passes against Kafka 4.4 too:
+/// transaction's offsets are pending keeps asking until its timeout (it retries the
+/// partitions answered UNSTABLE_OFFSET_COMMIT, the form Kafka 4.4 answers; an error for the
+/// whole group failed it at once), and gets the group's offset once the transaction is
+/// aborted. Passes against Kafka 4.4 too:
 /// `WIRE_AGAINST=127.0.0.1:19092 cargo test -p sluice --test transactions committed_waits`.
 #[test]
 fn committed_waits_for_an_aborted_transactions_offsets() {
@@ -336,17 +347,18 @@ fn committed_waits_for_an_aborted_transactions_offsets() {
     p.begin_transaction().unwrap();
     p.send_offsets_to_transaction(&offsets(9), &meta, T)
         .unwrap();
-    // Asked while the offset 9 is pending; answered once the abort has removed it.
-    let asking = std::thread::spawn({
-        let (b, group, topic) = (b.clone(), group.clone(), topic.clone());
-        move || committed(&b, &group, &topic)
-    });
-    // Give the question time to reach the broker while the transaction is open. Nothing is
-    // awaited here: no event outside librdkafka says its request is out, and the assertion
-    // below holds either way (only how much it shows depends on the timing).
-    std::thread::sleep(Duration::from_millis(500));
+    // Asked while the offset 9 is pending: no answer, but librdkafka asks again until its
+    // timeout rather than failing at once.
+    let asked = Instant::now();
+    let pending = committed_within(b, group, topic, Duration::from_secs(2));
+    assert!(
+        pending.is_err() && asked.elapsed() >= Duration::from_millis(1500),
+        "while pending: {pending:?} after {:?}",
+        asked.elapsed()
+    );
+    // Answered once the abort has removed it.
     p.abort_transaction(T).unwrap();
-    assert_eq!(asking.join().unwrap(), Some(5));
+    assert_eq!(committed(b, group, topic), Some(5));
     // And right after an abort, with its markers maybe still on their way.
     p.begin_transaction().unwrap();
     p.send_offsets_to_transaction(&offsets(11), &meta, T)
