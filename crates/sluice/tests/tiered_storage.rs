@@ -700,8 +700,11 @@ fn a_follower_with_an_empty_disk_starts_from_the_remote_tier() {
         );
         !seen.is_empty() && seen.iter().all(|(b, _)| *b > tiered)
     });
-    let epochs = std::fs::read_to_string(dir.join("leader-epoch-checkpoint")).unwrap();
-    assert!(epochs.lines().count() >= 3, "{epochs}");
+    // The follower writes the epochs just after it recreates its log at the new start.
+    let epochs = || std::fs::read_to_string(dir.join("leader-epoch-checkpoint"));
+    wait_until(30, "the follower knows the remote segment's epochs", || {
+        epochs().is_ok_and(|e| e.lines().count() >= 3)
+    });
 
     // The leader dies: the new one serves every record from offset 0, the old ones from the
     // remote tier.
