@@ -100,6 +100,17 @@ pub trait ControllerApi: Send + Sync + 'static {
         refused("keep remote log metadata")
     }
 
+    /// Commit the batches of a WAL object this broker wrote (diskless topics): per batch its
+    /// offsets or why not.
+    fn diskless_commit(
+        &self,
+        object_id: Uuid,
+        batches: &[sluice_metadata::diskless::WalBatch],
+    ) -> Call<'_, Vec<Result<sluice_metadata::diskless::Sequenced, ApiError>>> {
+        let _ = (object_id, batches);
+        refused("sequence diskless topics")
+    }
+
     /// AlterPartition: commit a leader's ISR change.
     fn alter_partition(&self, change: &IsrChange) -> Call<'_, Result<(), ApiError>> {
         let _ = change;

@@ -11,6 +11,8 @@
 //!   the only way to append, read, follow or wait on one (purgatory, fetchers, ISR upkeep).
 //! - [`metadata_cache`]: the broker's current [`sluice_metadata::MetadataImage`] and the
 //!   publisher that applies image changes to the replica manager.
+//! - [`diskless`]: diskless topics: the shared WAL writer, the sequencer's client, reads
+//!   of WAL objects; the replica layer routes diskless partitions there.
 //! - [`controller_api`]: what the broker needs from the controller (a trait; the node wires
 //!   in the real controller).
 //! - [`services`]: what handlers are built from (each holds only the services it uses):
@@ -33,6 +35,7 @@ pub mod authorizer;
 pub mod broker_conn;
 pub mod connection_quotas;
 pub mod controller_api;
+pub mod diskless;
 pub mod error_map;
 pub mod fetch_session;
 pub mod group;

@@ -593,6 +593,8 @@ impl Controller {
             .filter_map(|(k, v)| Some((k.clone(), v.clone()?)))
             .collect();
         self.validate_tiered(&BTreeMap::new(), &overrides)?;
+        sluice_metadata::config::validate_diskless(true, &BTreeMap::new(), &overrides)
+            .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
         let brokers = live(image);
         let assignments = if spec.assignments.is_empty() {
             let rf =
@@ -807,6 +809,8 @@ impl Controller {
             };
         }
         self.validate_tiered(&old, &new)?;
+        sluice_metadata::config::validate_diskless(false, &old, &new)
+            .map_err(|m| ApiError::new(ErrorCode::InvalidConfig, m))?;
         // Removing a config this broker does not know is a no-op, as in Kafka (MirrorMaker 2
         // removes every config that is at its default on its source, newer ones included);
         // setting one is refused.

@@ -4,6 +4,7 @@
 //! # Layout
 //! - [`controller`]: [`Controller`], the pure planner: request + image -> outcome + records.
 //! - [`placement`], [`election`]: pure replica placement and leader election.
+//! - [`diskless`]: the sequencer of diskless topics: offsets for the batches of a WAL object.
 //! - [`remote_log`]: remote log metadata changes (tiered storage), checked against the
 //!   partition's leader and epoch.
 //! - [`quorum`]: [`QuorumController`], a controller node: Raft, the active controller's
@@ -14,6 +15,7 @@
 //! - [`error`]: [`ApiError`], a Kafka error code plus message for a single topic/partition.
 
 pub mod controller;
+pub mod diskless;
 pub mod election;
 pub mod error;
 pub mod placement;

@@ -1025,6 +1025,14 @@ impl QuorumController {
                     Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),
                 }
             }
+            ControllerRequest::DisklessCommit {
+                node_id,
+                object_id,
+                batches,
+            } => {
+                let (out, records) = crate::diskless::commit(&image, node_id, object_id, &batches);
+                Ok((self.write(records).await?, ReplyBody::Sequenced(out)))
+            }
             ControllerRequest::AlterPartition(c) => match p.alter_partition(&image, &c) {
                 Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
                 Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),

@@ -7,6 +7,7 @@ use sluice_metadata::controller_types::{
     PartitionOutcome, QuorumInfo, QuorumReplica, QuotaChange, ReassignTarget, ScramChange,
     TokenReply, TokenRequest, TopicRef, UserOutcome,
 };
+use sluice_metadata::diskless::{Sequenced, WalBatch};
 use sluice_metadata::image::QuotaEntity;
 use sluice_metadata::image::ScramEntry;
 use sluice_metadata::record::{Endpoint, TokenRecord};
@@ -133,6 +134,12 @@ pub enum ControllerRequest {
         node_id: i32,
         segment: RemoteSegment,
     },
+    /// A broker wrote a WAL object of diskless topics: offsets for its batches.
+    DisklessCommit {
+        node_id: i32,
+        object_id: Uuid,
+        batches: Vec<WalBatch>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -157,6 +164,8 @@ pub enum ReplyBody {
     Quorum(QuorumInfo),
     /// A delegation token request's outcome.
     Token(Box<Result<TokenReply, ApiError>>),
+    /// Per batch of a WAL object, its offsets or why not (DisklessCommit).
+    Sequenced(Vec<Result<Sequenced, ApiError>>),
 }
 
 fn put_endpoints(w: &mut Writer, endpoints: &[Endpoint]) {
@@ -488,6 +497,27 @@ impl ControllerRequest {
                     .i32(*node_id)
                     .bytes(&MetadataRecord::RemoteLogSegment(segment.clone()).encode());
             }
+            ControllerRequest::DisklessCommit {
+                node_id,
+                object_id,
+                batches,
+            } => {
+                w.u8(27)
+                    .i32(*node_id)
+                    .uuid(object_id)
+                    .u32(batches.len() as u32);
+                for b in batches {
+                    w.uuid(&b.topic_id)
+                        .i32(b.partition)
+                        .u32(b.position)
+                        .u32(b.size)
+                        .i32(b.record_count)
+                        .i64(b.max_timestamp_ms)
+                        .i64(b.producer_id)
+                        .i16(b.producer_epoch)
+                        .i32(b.base_sequence);
+                }
+            }
             ControllerRequest::ObserveQuorum(c) => {
                 w.u8(20);
                 put_controller(&mut w, c);
@@ -666,6 +696,30 @@ impl ControllerRequest {
                         ControllerRequest::RemoteLogSegment { node_id, segment }
                     }
                     _ => return Err(WireError("bad remote log segment")),
+                }
+            }
+            27 => {
+                let node_id = r.i32()?;
+                let object_id = r.uuid()?;
+                let n = r.count(54)?;
+                let mut batches = Vec::with_capacity(n);
+                for _ in 0..n {
+                    batches.push(WalBatch {
+                        topic_id: r.uuid()?,
+                        partition: r.i32()?,
+                        position: r.u32()?,
+                        size: r.u32()?,
+                        record_count: r.i32()?,
+                        max_timestamp_ms: r.i64()?,
+                        producer_id: r.i64()?,
+                        producer_epoch: r.i16()?,
+                        base_sequence: r.i32()?,
+                    });
+                }
+                ControllerRequest::DisklessCommit {
+                    node_id,
+                    object_id,
+                    batches,
                 }
             }
             20 => ControllerRequest::ObserveQuorum(get_controller(&mut r)?),
@@ -952,6 +1006,19 @@ impl ControllerResponse {
                             });
                         }
                     }
+                    ReplyBody::Sequenced(v) => {
+                        w.u8(12).u32(v.len() as u32);
+                        for r in v {
+                            put_result(&mut w, r, |w, s| match s {
+                                Sequenced::New(o) => {
+                                    w.u8(0).i64(*o);
+                                }
+                                Sequenced::Duplicate(o) => {
+                                    w.u8(1).i64(*o);
+                                }
+                            });
+                        }
+                    }
                     ReplyBody::Token(t) => {
                         w.u8(11);
                         put_result(&mut w, t.as_ref(), |w, t| {
@@ -1091,6 +1158,22 @@ impl ControllerResponse {
                             observers,
                             voter_endpoints,
                         })
+                    }
+                    12 => {
+                        let n = r.count(1)?;
+                        let mut v = Vec::with_capacity(n);
+                        for _ in 0..n {
+                            v.push(get_result(&mut r, |r| {
+                                let tag = r.u8()?;
+                                let o = r.i64()?;
+                                match tag {
+                                    0 => Ok(Sequenced::New(o)),
+                                    1 => Ok(Sequenced::Duplicate(o)),
+                                    _ => Err(WireError("bad sequenced batch")),
+                                }
+                            })?);
+                        }
+                        ReplyBody::Sequenced(v)
                     }
                     11 => ReplyBody::Token(Box::new(get_result(&mut r, |r| {
                         let hmac = r.bytes()?.to_vec();
@@ -1331,6 +1414,21 @@ mod tests {
                     state: sluice_metadata::remote::RemoteSegmentState::CopyStarted,
                 },
             },
+            ControllerRequest::DisklessCommit {
+                node_id: 3,
+                object_id: Uuid::from_bytes([8; 16]),
+                batches: vec![WalBatch {
+                    topic_id: Uuid::from_bytes([5; 16]),
+                    partition: 2,
+                    position: 100,
+                    size: 61,
+                    record_count: 3,
+                    max_timestamp_ms: 9,
+                    producer_id: 44,
+                    producer_epoch: 1,
+                    base_sequence: 7,
+                }],
+            },
             ControllerRequest::ObserveQuorum(ControllerSpec {
                 node_id: 4,
                 directory_id: Uuid::from_bytes([4; 16]),
@@ -1432,6 +1530,14 @@ mod tests {
                         expiry_ms: 2,
                     },
                 }))),
+            },
+            ControllerResponse::Ok {
+                offset: 10,
+                body: ReplyBody::Sequenced(vec![
+                    Ok(Sequenced::New(4)),
+                    Ok(Sequenced::Duplicate(2)),
+                    Err(ApiError::new(ErrorCode::OutOfOrderSequenceNumber, "x")),
+                ]),
             },
             ControllerResponse::Ok {
                 offset: 9,

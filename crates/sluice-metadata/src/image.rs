@@ -8,8 +8,12 @@ use std::sync::Arc;
 use uuid::Uuid;
 
 use crate::acl::AclBinding;
+use crate::diskless::DisklessLog;
 use crate::record::{Elr, Endpoint, MetadataRecord, TokenRecord};
 use crate::remote::RemoteLog;
+
+/// Batches per snapshot record of a diskless partition's log.
+const DISKLESS_SNAPSHOT_BATCHES: usize = 1000;
 
 /// Config resource types (Kafka's `ConfigResource.Type` codes).
 pub const RESOURCE_TOPIC: i8 = 2;
@@ -96,6 +100,9 @@ pub struct MetadataImage {
     /// Remote log metadata (tiered storage) by (topic id, partition). Shared: an image is
     /// cloned for every change, and these lists change once per segment copied or deleted.
     pub remote_logs: BTreeMap<(Uuid, i32), Arc<RemoteLog>>,
+    /// Diskless partitions' logs by (topic id, partition): their committed batches. Shared
+    /// like the remote logs; a commit copies the partitions it touches.
+    pub diskless: BTreeMap<(Uuid, i32), Arc<DisklessLog>>,
 }
 
 /// A controller's metadata log directory id and controller listener endpoints.
@@ -357,8 +364,17 @@ impl MetadataImage {
                     self.remote_logs.remove(&key);
                 }
             }
+            MetadataRecord::DisklessBatches { batches, .. } => {
+                for (topic_id, partition, b) in batches {
+                    let log = self.diskless.entry((*topic_id, *partition)).or_default();
+                    if b.base_offset == log.end_offset {
+                        Arc::make_mut(log).push(b.clone());
+                    }
+                }
+            }
             MetadataRecord::RemoveTopic { topic_id } => {
                 self.remote_logs.retain(|(t, _), _| t != topic_id);
+                self.diskless.retain(|(t, _), _| t != topic_id);
                 if let Some(name) = self.topic_names.remove(topic_id) {
                     self.topics.remove(&name);
                     self.configs.remove(&(RESOURCE_TOPIC, name));
@@ -467,6 +483,18 @@ impl MetadataImage {
                     .map(|s| MetadataRecord::RemoteLogSegment(s.clone())),
             );
         }
+        for ((topic_id, partition), log) in &self.diskless {
+            let all: Vec<_> = log.batches().collect();
+            for chunk in all.chunks(DISKLESS_SNAPSHOT_BATCHES) {
+                out.push(MetadataRecord::DisklessBatches {
+                    broker_id: -1,
+                    batches: chunk
+                        .iter()
+                        .map(|b| (*topic_id, *partition, (*b).clone()))
+                        .collect(),
+                });
+            }
+        }
         for (name, level) in &self.features {
             out.push(MetadataRecord::FeatureLevel {
                 name: name.clone(),
@@ -474,6 +502,11 @@ impl MetadataImage {
             });
         }
         out
+    }
+
+    /// A diskless partition's committed batches, if any.
+    pub fn diskless_log(&self, topic_id: &Uuid, partition: i32) -> Option<&Arc<DisklessLog>> {
+        self.diskless.get(&(*topic_id, partition))
     }
 
     /// A partition's remote segments (tiered storage), if any.

@@ -10,11 +10,14 @@
 //! - [`topic`]: topic name rules and the internal topic names.
 //! - [`controller_types`]: requests to and answers from the controller.
 //! - [`features`]: feature flags (`metadata.version`): supported and finalized levels.
+//! - [`diskless`]: diskless topics: the committed batches of each partition (which WAL
+//!   object holds which offsets) and the sequencer's rules.
 //! - [`remote`]: remote log metadata (tiered storage): the segments copied to the object
 //!   store, per partition.
 
 pub mod config;
 pub mod controller_types;
+pub mod diskless;
 pub mod features;
 pub mod image;
 pub mod record;

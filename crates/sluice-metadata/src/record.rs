@@ -10,6 +10,7 @@ use thiserror::Error;
 use uuid::Uuid;
 
 use crate::acl::AclBinding;
+use crate::diskless::BatchCoord;
 use crate::image::{QuotaEntity, QuotaValue};
 use crate::remote::{RemoteSegment, RemoteSegmentState};
 
@@ -120,6 +121,13 @@ pub enum MetadataRecord {
     RemoveDelegationToken { token_id: String },
     /// A remote log segment (tiered storage) changed state; see [`crate::remote`].
     RemoteLogSegment(RemoteSegment),
+    /// The sequencer committed batches of diskless partitions (see [`crate::diskless`]):
+    /// each with its partition and coordinates, in commit order. A snapshot writes a
+    /// partition's whole log this way, `broker_id` -1.
+    DisklessBatches {
+        broker_id: i32,
+        batches: Vec<(Uuid, i32, BatchCoord)>,
+    },
 }
 
 /// A delegation token as the metadata log holds it. Principals as `Type:name`; times in ms
@@ -533,6 +541,24 @@ impl MetadataRecord {
                 }
                 w.i8(seg.state as i8);
             }
+            MetadataRecord::DisklessBatches { broker_id, batches } => {
+                w.0.extend_from_slice(&[31, 0]);
+                w.i32(*broker_id);
+                w.i32(batches.len() as i32);
+                for (topic_id, partition, b) in batches {
+                    w.uuid(topic_id);
+                    w.i32(*partition);
+                    w.i64(b.base_offset);
+                    w.i64(b.last_offset);
+                    w.uuid(&b.object_id);
+                    w.i32(b.position as i32);
+                    w.i32(b.size as i32);
+                    w.i64(b.max_timestamp_ms);
+                    w.i64(b.producer_id);
+                    w.u16(b.producer_epoch as u16);
+                    w.i32(b.base_sequence);
+                }
+            }
         }
         w.0
     }
@@ -752,6 +778,35 @@ impl MetadataRecord {
                     epochs,
                     state,
                 })
+            }
+            (31, 0) => {
+                let broker_id = r.i32()?;
+                let n = r.i32()?;
+                // 82 bytes each.
+                if n < 0 || n as usize > r.buf.len() / 82 {
+                    return Err(RecordError::Truncated);
+                }
+                let mut batches = Vec::with_capacity(n as usize);
+                for _ in 0..n {
+                    let topic_id = r.uuid()?;
+                    let partition = r.i32()?;
+                    batches.push((
+                        topic_id,
+                        partition,
+                        BatchCoord {
+                            base_offset: r.i64()?,
+                            last_offset: r.i64()?,
+                            object_id: r.uuid()?,
+                            position: r.i32()? as u32,
+                            size: r.i32()? as u32,
+                            max_timestamp_ms: r.i64()?,
+                            producer_id: r.i64()?,
+                            producer_epoch: r.u16()? as i16,
+                            base_sequence: r.i32()?,
+                        },
+                    ));
+                }
+                MetadataRecord::DisklessBatches { broker_id, batches }
             }
             (t, v) => return Err(RecordError::UnknownType(t, v)),
         };
@@ -974,6 +1029,41 @@ mod tests {
                 epochs: vec![(4, 100), (5, 150)],
                 state: RemoteSegmentState::CopyFinished,
             }),
+            MetadataRecord::DisklessBatches {
+                broker_id: 2,
+                batches: vec![
+                    (
+                        Uuid::from_bytes([5; 16]),
+                        3,
+                        BatchCoord {
+                            base_offset: 10,
+                            last_offset: 14,
+                            object_id: Uuid::from_bytes([6; 16]),
+                            position: 4096,
+                            size: 300,
+                            max_timestamp_ms: 1_700_000_000_001,
+                            producer_id: 77,
+                            producer_epoch: 2,
+                            base_sequence: 40,
+                        },
+                    ),
+                    (
+                        Uuid::from_bytes([5; 16]),
+                        4,
+                        BatchCoord {
+                            base_offset: 0,
+                            last_offset: 0,
+                            object_id: Uuid::from_bytes([6; 16]),
+                            position: 4396,
+                            size: 70,
+                            max_timestamp_ms: -1,
+                            producer_id: -1,
+                            producer_epoch: -1,
+                            base_sequence: -1,
+                        },
+                    ),
+                ],
+            },
         ]
     }
 

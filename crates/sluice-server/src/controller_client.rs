@@ -333,6 +333,24 @@ impl ControllerApi for ControllerClient {
         )
     }
 
+    fn diskless_commit(
+        &self,
+        object_id: sluice_metadata::Uuid,
+        batches: &[sluice_metadata::diskless::WalBatch],
+    ) -> Call<'_, Vec<Result<sluice_metadata::diskless::Sequenced, ApiError>>> {
+        self.ask(
+            ControllerRequest::DisklessCommit {
+                node_id: self.node_id,
+                object_id,
+                batches: batches.to_vec(),
+            },
+            |b| match b {
+                ReplyBody::Sequenced(v) => Ok(v),
+                other => Err(other),
+            },
+        )
+    }
+
     fn unregister_broker(&self, node_id: i32) -> Call<'_, Result<(), ApiError>> {
         self.ask(ControllerRequest::UnregisterBroker(node_id), |b| match b {
             ReplyBody::Done(r) => Ok(r),

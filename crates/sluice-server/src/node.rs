@@ -703,6 +703,20 @@ impl Node {
             }
             _ => None,
         };
+        // Diskless topics, on every broker (a local directory store unless one is configured).
+        {
+            let first = log_dirs
+                .first()
+                .cloned()
+                .unwrap_or_else(|| PathBuf::from("."));
+            let diskless = sluice_broker::diskless::Diskless::start(
+                &config.settings().tier,
+                &first,
+                Arc::clone(&client) as Arc<dyn sluice_broker::controller_api::ControllerApi>,
+                Arc::clone(&cache),
+            )?;
+            replicas.set_diskless(diskless);
+        }
         replicas.load_existing(&image, now)?;
         let (failed_dirs_tx, failed_dirs_rx) = tokio::sync::mpsc::unbounded_channel();
         logs.on_dir_failure(Box::new(move |dir| {
@@ -1006,6 +1020,9 @@ impl Node {
             // Parked group requests are answered first, so their connections can close.
             b.groups.shutdown().await;
             b.txns.shutdown().await;
+            if let Some(d) = b.replicas.diskless() {
+                d.shutdown().await;
+            }
             for s in self.servers {
                 let _ = s.await;
             }

@@ -32,6 +32,8 @@ pub const CLEANER_OFFSET_CHECKPOINT: &str = "cleaner-offset-checkpoint";
 pub const METADATA_LOG_DIR: &str = "__cluster_metadata-0";
 /// Where tiered storage caches chunks of remote segments, in the first log dir.
 pub const REMOTE_CACHE_DIR: &str = "remote-cache";
+/// The read cache of diskless topics' WAL objects, in the first log dir.
+pub const DISKLESS_CACHE_DIR: &str = "diskless-cache";
 const DELETE_SUFFIX: &str = "-delete";
 /// A log being copied to another directory (AlterReplicaLogDirs), as Kafka names it.
 const FUTURE_SUFFIX: &str = "-future";
@@ -381,7 +383,10 @@ impl LogManager {
                     fs::remove_dir_all(entry.path()).at(&entry.path())?;
                     continue;
                 }
-                if name == METADATA_LOG_DIR || name == REMOTE_CACHE_DIR {
+                if name == METADATA_LOG_DIR
+                    || name == REMOTE_CACHE_DIR
+                    || name == DISKLESS_CACHE_DIR
+                {
                     continue;
                 }
                 let Some(tp) = TopicPartition::parse_dir_name(&name) else {

@@ -3,12 +3,13 @@
 //! keeps local disk bounded, and librdkafka reads every record from offset 0.
 
 mod common;
+#[path = "common/moto.rs"]
+mod moto;
 #[path = "common/wire.rs"]
 mod wire;
 
-use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use common::*;
@@ -20,6 +21,7 @@ use kafka_protocol::messages::{
     MetadataRequest, MetadataResponse, TopicName,
 };
 use kafka_protocol::protocol::StrBytes;
+use moto::Moto;
 use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
 use rdkafka::consumer::Consumer;
 use rdkafka::TopicPartitionList;
@@ -384,84 +386,6 @@ fn a_corrupt_remote_segment_is_refused_not_served() {
     assert!(p.records.as_ref().is_none_or(|r| r.is_empty()));
     assert!(server.wait_for_log(Duration::from_secs(10), |l| l
         .contains("corrupt remote object")));
-}
-
-/// moto's S3 server, on a port of its own, for as long as this lives.
-struct Moto {
-    child: Child,
-    port: u16,
-}
-
-impl Moto {
-    fn start_on(port: u16) -> Moto {
-        let child = Command::new("python3")
-            .args([
-                "-m",
-                "moto.server",
-                "-H",
-                "127.0.0.1",
-                "-p",
-                &port.to_string(),
-            ])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("start moto's server (pip install 'moto[server]')");
-        let m = Moto { child, port };
-        wait_until(60, "moto listens", || {
-            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-        });
-        m
-    }
-
-    fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
-    }
-
-    /// An HTTP request to the server: (status, body).
-    fn http(&self, method: &str, path: &str) -> (u16, String) {
-        let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-            self.port
-        )
-        .unwrap();
-        let mut raw = String::new();
-        s.read_to_string(&mut raw).unwrap();
-        let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        (status, body.to_string())
-    }
-
-    fn create_bucket(&self, bucket: &str) {
-        assert_eq!(self.http("PUT", &format!("/{bucket}")).0, 200);
-    }
-
-    /// Keys of the bucket's objects (the first 1,000).
-    fn keys(&self, bucket: &str) -> Vec<String> {
-        let (status, body) = self.http("GET", &format!("/{bucket}?list-type=2"));
-        assert_eq!(status, 200, "{body}");
-        body.split("<Key>")
-            .skip(1)
-            .filter_map(|k| k.split_once("</Key>").map(|(k, _)| k.to_string()))
-            .collect()
-    }
-
-    fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Moto {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 fn s3_overrides(moto: &Moto, bucket: &str) -> Vec<String> {

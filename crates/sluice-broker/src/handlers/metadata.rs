@@ -31,8 +31,16 @@ handler!(
     }
 );
 
-/// A topic's entry; `ops` is its authorized-operations field.
-fn topic_response(image: &MetadataImage, t: &TopicImage, ops: i32) -> MetadataResponseTopic {
+/// A topic's entry; `ops` is its authorized-operations field. A diskless topic's partitions
+/// are led by the broker asked (`this`, when it is live): any broker serves them, and a
+/// client that loses its broker asks another, which then leads for it.
+fn topic_response(
+    image: &MetadataImage,
+    t: &TopicImage,
+    ops: i32,
+    this: i32,
+) -> MetadataResponseTopic {
+    let diskless = crate::diskless::is_diskless(image, &t.name) && image.is_live(this);
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(str_bytes(t.name.clone())));
     out.topic_id = t.id;
@@ -48,6 +56,19 @@ fn topic_response(image: &MetadataImage, t: &TopicImage, ops: i32) -> MetadataRe
             p.leader_epoch = reg.leader_epoch;
             p.replica_nodes = reg.replicas.iter().map(|r| BrokerId(*r)).collect();
             p.isr_nodes = reg.isr.iter().map(|r| BrokerId(*r)).collect();
+            if diskless {
+                p.leader_id = BrokerId(this);
+                let live: Vec<BrokerId> = image
+                    .brokers
+                    .keys()
+                    .filter(|b| image.is_live(**b))
+                    .map(|b| BrokerId(*b))
+                    .collect();
+                p.replica_nodes = live.clone();
+                p.isr_nodes = live;
+                p.offline_replicas = Vec::new();
+                return p;
+            }
             p.offline_replicas = reg
                 .replicas
                 .iter()
@@ -133,7 +154,7 @@ async fn handle(h: &Metadata, ctx: &RequestContext, body: Bytes) -> Result<Respo
     };
     let seen = |t: &TopicImage| -> MetadataResponseTopic {
         if acl.topic(op::DESCRIBE, &t.name) {
-            topic_response(&image, t, ops(&t.name))
+            topic_response(&image, t, ops(&t.name), h.identity.node_id)
         } else {
             missing_topic(
                 Some(&t.name),
@@ -147,7 +168,7 @@ async fn handle(h: &Metadata, ctx: &RequestContext, body: Bytes) -> Result<Respo
             .topics
             .values()
             .filter(|t| acl.topic(op::DESCRIBE, &t.name))
-            .map(|t| topic_response(&image, t, ops(&t.name)))
+            .map(|t| topic_response(&image, t, ops(&t.name), h.identity.node_id))
             .collect(),
         Some(topics) => topics
             .iter()

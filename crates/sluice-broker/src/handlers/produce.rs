@@ -139,6 +139,8 @@ enum Slot {
     Done(PartitionProduceResponse),
     /// The i-th append.
     Appended(usize),
+    /// The i-th append to a diskless partition.
+    Diskless(usize),
 }
 
 async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
@@ -189,6 +191,7 @@ async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Respon
     }
     let image = h.metadata.current();
     let mut entries = Vec::new();
+    let mut diskless = Vec::new();
     let mut topics = Vec::with_capacity(req.topic_data.len());
     for topic in req.topic_data {
         let name = if by_id {
@@ -211,6 +214,15 @@ async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Respon
             let slot = match (refusal, &name, pd.records) {
                 (Some(code), _, _) => {
                     Slot::Done(partition_error(pd.index, &refused(code), ctx.api_version))
+                }
+                (None, Some(name), Some(records))
+                    if !records.is_empty() && crate::diskless::is_diskless(&image, name) =>
+                {
+                    diskless.push(AppendEntry {
+                        tp: TopicPartition::new(name.clone(), pd.index),
+                        records,
+                    });
+                    Slot::Diskless(diskless.len() - 1)
                 }
                 (None, Some(name), Some(records)) if !records.is_empty() => {
                     entries.push(AppendEntry {
@@ -268,6 +280,12 @@ async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Respon
             })
             .collect()
     };
+    // Diskless partitions: durable in the object store and committed, whatever acks says.
+    let diskless_results = if diskless.is_empty() {
+        Vec::new()
+    } else {
+        h.replicas.append_diskless(diskless).await
+    };
     // The records are in the log: the request's bytes are no longer held.
     ctx.release_budget();
     let mut outcomes = vec![None; results.len()];
@@ -305,6 +323,17 @@ async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Respon
                         r.base_offset = a.info.first_offset;
                         r.log_append_time_ms = a.info.log_append_time_ms;
                         r.log_start_offset = a.info.log_start_offset;
+                        r
+                    }
+                },
+                Slot::Diskless(i) => match &diskless_results[i] {
+                    Err(e) => partition_error(index, e, ctx.api_version),
+                    Ok(a) => {
+                        let mut r = PartitionProduceResponse::default();
+                        r.index = index;
+                        r.base_offset = a.base_offset;
+                        r.log_append_time_ms = -1;
+                        r.log_start_offset = a.log_start_offset;
                         r
                     }
                 },

@@ -15,6 +15,7 @@ use sluice_storage::config::CompressionTarget;
 use sluice_storage::{LogConfig, LogError, LogManager};
 use tracing::{info, warn};
 
+use crate::diskless::{is_diskless, Diskless};
 use crate::metadata_cache::MetadataCache;
 use crate::quota::{ReplicationQuotas, Window};
 use crate::replica::partition::{Partition, PartitionSettings};
@@ -40,6 +41,8 @@ pub struct ReplicaManager {
     replica_fetchers: std::sync::atomic::AtomicUsize,
     /// Tiered storage, when `remote.log.storage.system.enable` is on.
     tier: std::sync::OnceLock<Arc<Tier>>,
+    /// Diskless topics: their partitions are not hosted here but served through it.
+    diskless: std::sync::OnceLock<Arc<Diskless>>,
 }
 
 /// `settings` for one replica: whether the topic's throttled-replica lists name it.
@@ -182,7 +185,21 @@ impl ReplicaManager {
             replication_quotas,
             replica_fetchers: std::sync::atomic::AtomicUsize::new(fetchers),
             tier: std::sync::OnceLock::new(),
+            diskless: std::sync::OnceLock::new(),
         }
+    }
+
+    /// Serve diskless topics through `diskless` (set once, at startup).
+    pub fn set_diskless(&self, diskless: Arc<Diskless>) {
+        let _ = self.diskless.set(diskless);
+    }
+
+    pub fn diskless(&self) -> Option<&Arc<Diskless>> {
+        self.diskless.get()
+    }
+
+    pub(super) fn metadata(&self) -> &Arc<MetadataCache> {
+        &self.metadata
     }
 
     /// Serve tiered storage through `tier` (set once, at startup).
@@ -376,7 +393,8 @@ impl ReplicaManager {
             match hosted {
                 Some((t, reg))
                     if found.topic_id.is_none_or(|id| id == *t.id.as_bytes())
-                        && reg.replicas.contains(&self.node_id) =>
+                        && reg.replicas.contains(&self.node_id)
+                        && !is_diskless(image, &t.name) =>
                 {
                     let overrides = image.topic_configs(&t.name);
                     let (config, settings) = log_config(&effective, &overrides);
@@ -446,6 +464,10 @@ impl ReplicaManager {
             }
         }
         for (name, id, index, reg) in &delta.changed {
+            if is_diskless(new, name) {
+                // No broker holds a diskless partition's data.
+                continue;
+            }
             let tp = TopicPartition::new(name.clone(), *index);
             if !reg.replicas.contains(&self.node_id) {
                 self.forget_offline(&tp);

@@ -18,10 +18,13 @@
 //! - [`purgatory`]: delayed operations parked on partitions until they change or expire.
 //! - [`fetcher`]: followers pulling from leaders.
 //! - [`isr`]: the leader's ISR upkeep (AlterPartition through the controller).
+//! - [`diskless`]: diskless partitions are hosted nowhere: their produce, fetch and
+//!   ListOffsets are routed to [`crate::diskless`].
 //! - [`tier`]: tiered storage: copying closed segments to the object store, remote
 //!   retention, and reads below the local log start.
 
 pub mod append;
+pub mod diskless;
 pub mod fetcher;
 pub mod isr;
 pub mod manager;

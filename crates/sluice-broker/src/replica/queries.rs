@@ -80,6 +80,9 @@ impl ReplicaManager {
         current_leader_epoch: LeaderEpoch,
         read_committed: bool,
     ) -> Result<FoundOffset, ErrorCode> {
+        if let Some(found) = self.list_diskless_offset(tp, spec) {
+            return found;
+        }
         let p = self.hosted(tp)?;
         p.check_leader_epoch(current_leader_epoch.0)?;
         let epoch = p.leader_epoch();

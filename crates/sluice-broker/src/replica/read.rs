@@ -147,6 +147,24 @@ impl ReplicaManager {
         params: FetchParams,
         partitions: Vec<FetchPartitionRequest>,
     ) -> Vec<FetchedPartition> {
+        if params.replica.is_none() && self.diskless().is_some() {
+            let image = self.metadata().current();
+            if partitions
+                .iter()
+                .any(|p| crate::diskless::is_diskless(&image, &p.tp.topic))
+            {
+                return self.fetch_with_diskless(params, partitions).await;
+            }
+        }
+        self.fetch_local(params, partitions).await
+    }
+
+    /// Read hosted partitions.
+    pub(super) async fn fetch_local(
+        &self,
+        params: FetchParams,
+        partitions: Vec<FetchPartitionRequest>,
+    ) -> Vec<FetchedPartition> {
         let now = crate::now_ms();
         let targets: Vec<Target> = partitions
             .into_iter()

@@ -680,6 +680,20 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Default message.timestamp.after.max.ms.",
     )),
     def(
+        "diskless.append.linger.ms",
+        T::Int,
+        Some("250"),
+        AtLeast(1),
+        "Sluice's own: how long a broker gathers produced batches of diskless topics before it writes them as one WAL object.",
+    ),
+    def(
+        "diskless.append.buffer.max.bytes",
+        T::Int,
+        Some("8388608"),
+        AtLeast(1024),
+        "Sluice's own: a broker writes its WAL object for diskless topics early once it holds this many bytes.",
+    ),
+    def(
         "remote.log.storage.system.enable",
         T::Boolean,
         Some("false"),

@@ -88,6 +88,10 @@ pub struct TierSettings {
     pub index_cache_bytes: u64,
     /// `remote.log.manager.task.interval.ms`
     pub task_interval_ms: u64,
+    /// `diskless.append.linger.ms`
+    pub diskless_linger_ms: u64,
+    /// `diskless.append.buffer.max.bytes`
+    pub diskless_buffer_bytes: usize,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -222,6 +226,8 @@ impl BrokerSettings {
                 chunk_bytes: n("remote.log.storage.cache.chunk.bytes").max(65_536) as u64,
                 index_cache_bytes: n("remote.log.storage.index.cache.bytes").max(0) as u64,
                 task_interval_ms: n("remote.log.manager.task.interval.ms").max(1) as u64,
+                diskless_linger_ms: n("diskless.append.linger.ms").max(1) as u64,
+                diskless_buffer_bytes: n("diskless.append.buffer.max.bytes").max(1024) as usize,
             },
         }
     }

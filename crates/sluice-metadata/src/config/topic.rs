@@ -32,6 +32,47 @@ pub fn topic_value(
         .or_else(|| broker.topic_default(key).map(|(v, _)| v))
 }
 
+/// Diskless topics (`diskless.enable`): set at creation only (a classic topic's data is on
+/// brokers' disks, a diskless one's in the object store: neither can become the other in
+/// place), and not together with tiered storage or compaction.
+pub fn validate_diskless(
+    creating: bool,
+    old: &BTreeMap<String, String>,
+    new: &BTreeMap<String, String>,
+) -> Result<(), String> {
+    let flag = |m: &BTreeMap<String, String>, k: &str| {
+        m.get(k)
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    };
+    let on = flag(new, "diskless.enable");
+    if !creating && on != flag(old, "diskless.enable") {
+        return Err("diskless.enable can only be set when a topic is created.".into());
+    }
+    if !on {
+        return Ok(());
+    }
+    if flag(new, "remote.storage.enable") {
+        return Err(
+            "A diskless topic keeps its data in the object store already: \
+            remote.storage.enable cannot be set with diskless.enable."
+                .into(),
+        );
+    }
+    if new
+        .get("cleanup.policy")
+        .is_some_and(|p| p.split(',').any(|p| p.trim() == "compact"))
+    {
+        return Err("Diskless topics do not support cleanup.policy=compact.".into());
+    }
+    if new
+        .get("message.timestamp.type")
+        .is_some_and(|t| t.trim() == "LogAppendTime")
+    {
+        return Err("Diskless topics keep the producer's timestamps: message.timestamp.type=LogAppendTime is not supported.".into());
+    }
+    Ok(())
+}
+
 /// Kafka's checks of a topic's tiered-storage configs (`LogConfig.validateTopicLogConfigValues`
 /// and the remote-storage rules), with its messages: `old` is the topic's stored overrides
 /// (empty for a new topic), `new` the overrides after the change, `default` the broker's

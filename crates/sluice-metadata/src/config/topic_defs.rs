@@ -251,6 +251,16 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
     },
     TopicConfigDef {
         def: def(
+            "diskless.enable",
+            T::Boolean,
+            Some("false"),
+            Any,
+            "Sluice's own (KIP-1150's name): the object store is the topic's log; any broker takes its produce and fetch. Set when the topic is created only.",
+        ),
+        broker_synonyms: &[],
+    },
+    TopicConfigDef {
+        def: def(
             "remote.log.delete.on.disable",
             T::Boolean,
             Some("false"),

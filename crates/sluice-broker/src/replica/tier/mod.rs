@@ -50,6 +50,33 @@ impl TierMetrics {
     }
 }
 
+/// The object store `settings` name (a `remote/` directory beside the first log dir by
+/// default): tiered storage and diskless topics share it.
+pub fn open_store(
+    settings: &TierSettings,
+    first_log_dir: &Path,
+) -> Result<RemoteStore, RemoteError> {
+    let uri = match &settings.uri {
+        Some(u) => u.clone(),
+        None => {
+            let abs = std::path::absolute(first_log_dir)
+                .map_err(|e| RemoteError::Config(format!("{}: {e}", first_log_dir.display())))?;
+            let beside = abs.parent().unwrap_or(&abs).join("remote");
+            format!("file://{}", beside.display())
+        }
+    };
+    RemoteStore::open(&StoreConfig {
+        uri,
+        s3_endpoint: settings.s3_endpoint.clone(),
+        s3_region: settings.s3_region.clone(),
+        s3_access_key_id: settings.s3_access_key_id.clone(),
+        s3_secret_access_key: settings.s3_secret_access_key.clone(),
+        s3_path_style_access: settings.s3_path_style_access,
+        request_timeout_ms: settings.request_timeout_ms,
+        retries: settings.retries,
+    })
+}
+
 /// One broker's handle on the remote tier.
 pub struct Tier {
     pub settings: TierSettings,
@@ -65,26 +92,7 @@ impl Tier {
     /// Open the store `settings` name (a `remote/` directory beside the first log dir by
     /// default) and a read cache in `<first log dir>/remote-cache`.
     pub fn open(settings: &TierSettings, first_log_dir: &Path) -> Result<Self, RemoteError> {
-        let uri = match &settings.uri {
-            Some(u) => u.clone(),
-            None => {
-                let abs = std::path::absolute(first_log_dir).map_err(|e| {
-                    RemoteError::Config(format!("{}: {e}", first_log_dir.display()))
-                })?;
-                let beside = abs.parent().unwrap_or(&abs).join("remote");
-                format!("file://{}", beside.display())
-            }
-        };
-        let store = RemoteStore::open(&StoreConfig {
-            uri,
-            s3_endpoint: settings.s3_endpoint.clone(),
-            s3_region: settings.s3_region.clone(),
-            s3_access_key_id: settings.s3_access_key_id.clone(),
-            s3_secret_access_key: settings.s3_secret_access_key.clone(),
-            s3_path_style_access: settings.s3_path_style_access,
-            request_timeout_ms: settings.request_timeout_ms,
-            retries: settings.retries,
-        })?;
+        let store = open_store(settings, first_log_dir)?;
         let reader = RemoteReader::new(
             store,
             &first_log_dir.join(sluice_storage::log_manager::REMOTE_CACHE_DIR),

@@ -1,0 +1,248 @@
+//! Diskless topics (`diskless.enable=true`): the object store is the log. Any broker takes
+//! produce and fetch for any partition of such a topic; no broker holds its data on disk.
+//!
+//! # Layout
+//! - [`Diskless`] (here): one broker's handle: the store (the tiered-storage one, configured
+//!   by the same `remote.log.storage.*` keys; a local directory by default), the WAL writer's
+//!   queue, the read caches, the metrics.
+//! - [`writer`]: the shared WAL writer: gathers the batches of every diskless partition
+//!   produced to this broker for `diskless.append.linger.ms` (or until
+//!   `diskless.append.buffer.max.bytes`), writes them as one object, asks the sequencer (the
+//!   active controller) for their offsets, then answers the producers. Nothing is
+//!   acknowledged before both the object and its commit are durable.
+//! - [`read`]: fetches: which object and range holds an offset comes from the metadata image;
+//!   objects are read once per broker (single-flight, cached) and each partition's batches
+//!   are cut out with their offsets set, as a local file the connection sends with
+//!   `sendfile` like any log range.
+//!
+//! What is not built yet (see the issue note): transactions on diskless partitions, WAL
+//! compaction into segment objects and retention, rack-aware routing.
+
+pub mod read;
+pub mod writer;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use sluice_metadata::config::TierSettings;
+use sluice_metadata::diskless::Sequenced;
+use sluice_metadata::{MetadataImage, Uuid};
+use sluice_protocol::types::TopicPartition;
+use sluice_protocol::ErrorCode;
+use sluice_remote::cache::{CacheDir, CachedRange, Lru};
+use sluice_remote::{RemoteError, RemoteStore};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::controller_api::ControllerApi;
+use crate::metadata_cache::MetadataCache;
+use crate::replica::AppendError;
+
+/// Produce requests' partitions waiting for the writer, at most.
+const QUEUE_DEPTH: usize = 4096;
+/// Where WAL objects are, under the store's prefix.
+const WAL_PREFIX: &str = "diskless/wal";
+
+/// The counters that make up the cloud bill (`/metrics`).
+pub struct DisklessMetrics {
+    pub puts: metrics::Counter,
+    pub put_bytes: metrics::Counter,
+    pub put_errors: metrics::Counter,
+    pub commits: metrics::Counter,
+    pub commit_errors: metrics::Counter,
+    pub gets: metrics::Counter,
+    pub get_bytes: metrics::Counter,
+    pub get_errors: metrics::Counter,
+    /// Object reads asked of the cache (each GET is one that missed).
+    pub object_reads: metrics::Counter,
+    pub upload_ms: metrics::Histogram,
+    pub commit_ms: metrics::Histogram,
+}
+
+impl DisklessMetrics {
+    fn new() -> Self {
+        Self {
+            puts: metrics::counter!("sluice_diskless_put_requests_total"),
+            put_bytes: metrics::counter!("sluice_diskless_put_bytes_total"),
+            put_errors: metrics::counter!("sluice_diskless_put_errors_total"),
+            commits: metrics::counter!("sluice_diskless_commits_total"),
+            commit_errors: metrics::counter!("sluice_diskless_commit_errors_total"),
+            gets: metrics::counter!("sluice_diskless_get_requests_total"),
+            get_bytes: metrics::counter!("sluice_diskless_get_bytes_total"),
+            get_errors: metrics::counter!("sluice_diskless_get_errors_total"),
+            object_reads: metrics::counter!("sluice_diskless_object_reads_total"),
+            upload_ms: metrics::histogram!("sluice_diskless_upload_ms"),
+            commit_ms: metrics::histogram!("sluice_diskless_commit_ms"),
+        }
+    }
+}
+
+/// A partition's successful diskless append.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DisklessAppended {
+    pub base_offset: i64,
+    pub log_start_offset: i64,
+}
+
+/// One broker's handle on diskless topics. Owned by the replica manager; the writer task
+/// ends when [`Diskless::shutdown`] closes its queue.
+pub struct Diskless {
+    store: RemoteStore,
+    metadata: Arc<MetadataCache>,
+    queue: Mutex<Option<mpsc::Sender<writer::Pending>>>,
+    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Whole WAL objects, by key.
+    objects: Lru<Bytes>,
+    /// A partition's batches cut out of an object, offsets set, as local files.
+    ranges: Lru<CachedRange>,
+    cache_dir: CacheDir,
+    pub metrics: Arc<DisklessMetrics>,
+}
+
+/// Whether `topic` is diskless in `image`.
+pub fn is_diskless(image: &MetadataImage, topic: &str) -> bool {
+    image
+        .configs
+        .get(&(sluice_metadata::image::RESOURCE_TOPIC, topic.to_string()))
+        .and_then(|c| c.get("diskless.enable"))
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+/// The key of WAL object `id`.
+pub fn wal_key(id: &Uuid) -> String {
+    format!("{WAL_PREFIX}/{id}")
+}
+
+impl Diskless {
+    /// Open the store, empty the read cache directory and start the WAL writer.
+    pub fn start(
+        settings: &TierSettings,
+        first_log_dir: &Path,
+        controller: Arc<dyn ControllerApi>,
+        metadata: Arc<MetadataCache>,
+    ) -> Result<Arc<Self>, RemoteError> {
+        let store = crate::replica::tier::open_store(settings, first_log_dir)?;
+        let cache_dir =
+            CacheDir::create(&first_log_dir.join(sluice_storage::log_manager::DISKLESS_CACHE_DIR))?;
+        let metrics = Arc::new(DisklessMetrics::new());
+        let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+        let task = tokio::spawn(writer::run(
+            rx,
+            writer::WriterConfig {
+                linger: std::time::Duration::from_millis(settings.diskless_linger_ms),
+                max_bytes: settings.diskless_buffer_bytes,
+            },
+            store.clone(),
+            controller,
+            Arc::clone(&metrics),
+        ));
+        let cache = settings.cache_bytes.max(64 << 20);
+        Ok(Arc::new(Self {
+            store,
+            metadata,
+            queue: Mutex::new(Some(tx)),
+            task: Mutex::new(Some(task)),
+            objects: Lru::new(cache / 2),
+            ranges: Lru::new(cache / 2),
+            cache_dir,
+            metrics,
+        }))
+    }
+
+    pub fn store(&self) -> &RemoteStore {
+        &self.store
+    }
+
+    /// Append each entry's batches (a partition of a produce request): answers in entry order,
+    /// once the WAL object holding them is stored and its commit is in the metadata log.
+    pub async fn append(
+        &self,
+        entries: Vec<(TopicPartition, Bytes)>,
+    ) -> Vec<Result<DisklessAppended, AppendError>> {
+        let image = self.metadata.current();
+        let queue = self
+            .queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone();
+        let mut waits = Vec::with_capacity(entries.len());
+        for (tp, records) in entries {
+            let topic_id = image
+                .topic(&tp.topic)
+                .filter(|t| t.partitions.contains_key(&tp.partition.0))
+                .map(|t| t.id);
+            let pending = match topic_id {
+                None => Err(AppendError::Code(
+                    ErrorCode::UnknownTopicOrPartition,
+                    String::new(),
+                )),
+                Some(id) => writer::Pending::new(id, tp.partition.0, records),
+            };
+            let wait = match (pending, &queue) {
+                (Err(e), _) => Err(e),
+                (Ok(_), None) => Err(AppendError::Code(
+                    ErrorCode::NotLeaderOrFollower,
+                    "this broker is shutting down".into(),
+                )),
+                (Ok((p, rx)), Some(q)) => match q.send(p).await {
+                    Ok(()) => Ok((tp, rx)),
+                    Err(_) => Err(AppendError::Code(
+                        ErrorCode::NotLeaderOrFollower,
+                        "this broker is shutting down".into(),
+                    )),
+                },
+            };
+            waits.push(wait);
+        }
+        let mut out = Vec::with_capacity(waits.len());
+        for w in waits {
+            out.push(match w {
+                Err(e) => Err(e),
+                Ok((tp, rx)) => self.answer(&tp, rx).await,
+            });
+        }
+        out
+    }
+
+    async fn answer(
+        &self,
+        tp: &TopicPartition,
+        rx: oneshot::Receiver<Result<Vec<Sequenced>, AppendError>>,
+    ) -> Result<DisklessAppended, AppendError> {
+        let sequenced = rx.await.unwrap_or_else(|_| {
+            Err(AppendError::Code(
+                ErrorCode::RequestTimedOut,
+                "the WAL writer stopped".into(),
+            ))
+        })?;
+        let base_offset = match sequenced.first() {
+            Some(Sequenced::New(o) | Sequenced::Duplicate(o)) => *o,
+            None => -1,
+        };
+        let image = self.metadata.current();
+        let log_start_offset = image
+            .topic(&tp.topic)
+            .and_then(|t| image.diskless_log(&t.id, tp.partition.0))
+            .map_or(0, |l| l.start_offset);
+        Ok(DisklessAppended {
+            base_offset,
+            log_start_offset,
+        })
+    }
+
+    /// Stop taking appends; what is queued is written and answered first.
+    pub async fn shutdown(&self) {
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        let task = self
+            .task
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
+        if let Some(t) = task {
+            let _ = t.await;
+        }
+    }
+}

@@ -1,0 +1,333 @@
+//! The shared WAL writer of one broker: one task, fed by produce requests through a bounded
+//! queue. It gathers batches of every diskless partition for the linger time (or until the
+//! buffer is full), writes them as one object (each partition's batches together, in the
+//! order they came), then sends the object's batch list to the sequencer. Each produce
+//! request's partition is answered with its batches' offsets only after both.
+//!
+//! One object is written and committed at a time, in order: an idempotent producer's next
+//! batch never reaches the sequencer before its previous one. While one is in flight the
+//! queue keeps filling, so a slow store makes bigger objects, not more of them.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Bytes, BytesMut};
+use sluice_metadata::diskless::{Sequenced, WalBatch};
+use sluice_metadata::Uuid;
+use sluice_protocol::batch::{verify_crc, BatchIter};
+use sluice_protocol::ErrorCode;
+use sluice_remote::RemoteStore;
+use tokio::sync::{mpsc, oneshot};
+use tracing::warn;
+
+use super::{wal_key, DisklessMetrics};
+use crate::controller_api::ControllerApi;
+use crate::replica::AppendError;
+
+pub struct WriterConfig {
+    pub linger: Duration,
+    pub max_bytes: usize,
+}
+
+/// One batch of a pending entry: where it is in the entry's records, and its header facts.
+struct BatchMeta {
+    offset: usize,
+    size: usize,
+    record_count: i32,
+    max_timestamp_ms: i64,
+    producer_id: i64,
+    producer_epoch: i16,
+    base_sequence: i32,
+}
+
+/// One partition's records of one produce request, waiting to be written.
+pub struct Pending {
+    topic_id: Uuid,
+    partition: i32,
+    records: Bytes,
+    batches: Vec<BatchMeta>,
+    reply: oneshot::Sender<Result<Vec<Sequenced>, AppendError>>,
+}
+
+fn invalid(code: ErrorCode, message: impl Into<String>) -> AppendError {
+    AppendError::Code(code, message.into())
+}
+
+/// What the receiver of a pending entry's answer waits on.
+pub type Answer = oneshot::Receiver<Result<Vec<Sequenced>, AppendError>>;
+
+impl Pending {
+    /// Check a producer's records as a leader would (v2 batches, CRCs, counts) before they
+    /// are queued.
+    pub fn new(
+        topic_id: Uuid,
+        partition: i32,
+        records: Bytes,
+    ) -> Result<(Self, Answer), AppendError> {
+        let mut batches = Vec::new();
+        let mut iter = BatchIter::new(&records);
+        loop {
+            let offset = iter.position();
+            let Some(next) = iter.next() else { break };
+            let (h, bytes) = next.map_err(|e| invalid(ErrorCode::CorruptMessage, e.to_string()))?;
+            verify_crc(bytes).map_err(|e| invalid(ErrorCode::CorruptMessage, e.to_string()))?;
+            if h.record_count <= 0 || h.last_offset_delta != h.record_count - 1 {
+                return Err(invalid(
+                    ErrorCode::InvalidRecord,
+                    "the batch's record count does not match its last offset delta",
+                ));
+            }
+            if h.is_control() {
+                return Err(invalid(
+                    ErrorCode::InvalidRecord,
+                    "clients may not write control batches",
+                ));
+            }
+            if h.is_transactional() {
+                return Err(invalid(
+                    ErrorCode::InvalidRecord,
+                    "transactions are not supported on diskless topics yet",
+                ));
+            }
+            batches.push(BatchMeta {
+                offset,
+                size: bytes.len(),
+                record_count: h.record_count,
+                max_timestamp_ms: h.max_timestamp,
+                producer_id: h.producer_id,
+                producer_epoch: h.producer_epoch,
+                base_sequence: h.base_sequence,
+            });
+        }
+        if batches.is_empty() {
+            return Err(invalid(
+                ErrorCode::InvalidRecord,
+                "the request holds no records",
+            ));
+        }
+        let (reply, rx) = oneshot::channel();
+        Ok((
+            Self {
+                topic_id,
+                partition,
+                records,
+                batches,
+                reply,
+            },
+            rx,
+        ))
+    }
+}
+
+/// The writer task: until the queue closes (and is drained).
+pub async fn run(
+    mut rx: mpsc::Receiver<Pending>,
+    config: WriterConfig,
+    store: RemoteStore,
+    controller: Arc<dyn ControllerApi>,
+    metrics: Arc<DisklessMetrics>,
+) {
+    loop {
+        let Some(first) = rx.recv().await else { return };
+        let deadline = tokio::time::Instant::now() + config.linger;
+        let mut bytes = first.records.len();
+        let mut gathered = vec![first];
+        while bytes < config.max_bytes {
+            match tokio::time::timeout_at(deadline, rx.recv()).await {
+                Ok(Some(p)) => {
+                    bytes += p.records.len();
+                    gathered.push(p);
+                }
+                Ok(None) | Err(_) => break,
+            }
+        }
+        write_object(gathered, &store, &*controller, &metrics).await;
+    }
+}
+
+/// The object's bytes (each partition's entries together, in arrival order) and its batches,
+/// with the entry each came from.
+fn build(pending: &[Pending]) -> (Bytes, Vec<WalBatch>, Vec<usize>) {
+    let mut order: Vec<(Uuid, i32)> = Vec::new();
+    let mut groups: HashMap<(Uuid, i32), Vec<usize>> = HashMap::new();
+    for (i, p) in pending.iter().enumerate() {
+        let key = (p.topic_id, p.partition);
+        groups
+            .entry(key)
+            .or_insert_with(|| {
+                order.push(key);
+                Vec::new()
+            })
+            .push(i);
+    }
+    let total = pending.iter().map(|p| p.records.len()).sum();
+    let mut object = BytesMut::with_capacity(total);
+    let mut batches = Vec::new();
+    let mut owners = Vec::new();
+    for key in order {
+        for &i in &groups[&key] {
+            let p = &pending[i];
+            let base = object.len();
+            object.extend_from_slice(&p.records);
+            for b in &p.batches {
+                batches.push(WalBatch {
+                    topic_id: p.topic_id,
+                    partition: p.partition,
+                    position: (base + b.offset) as u32,
+                    size: b.size as u32,
+                    record_count: b.record_count,
+                    max_timestamp_ms: b.max_timestamp_ms,
+                    producer_id: b.producer_id,
+                    producer_epoch: b.producer_epoch,
+                    base_sequence: b.base_sequence,
+                });
+                owners.push(i);
+            }
+        }
+    }
+    (object.freeze(), batches, owners)
+}
+
+/// Write one object and commit it; answer every entry in it.
+async fn write_object(
+    pending: Vec<Pending>,
+    store: &RemoteStore,
+    controller: &dyn ControllerApi,
+    metrics: &DisklessMetrics,
+) {
+    let (object, batches, owners) = build(&pending);
+    let object_id = Uuid::new_v4();
+    let size = object.len() as u64;
+    let started = Instant::now();
+    metrics.puts.increment(1);
+    if let Err(e) = store.put(&wal_key(&object_id), object).await {
+        metrics.put_errors.increment(1);
+        warn!(error = %e, "cannot write a WAL object; its producers are answered REQUEST_TIMED_OUT");
+        let message = format!("the object store did not take the batches: {e}");
+        for p in pending {
+            let _ = p
+                .reply
+                .send(Err(invalid(ErrorCode::RequestTimedOut, message.clone())));
+        }
+        return;
+    }
+    metrics.put_bytes.increment(size);
+    metrics
+        .upload_ms
+        .record(started.elapsed().as_secs_f64() * 1000.0);
+    let committing = Instant::now();
+    let results = controller.diskless_commit(object_id, &batches).await;
+    metrics
+        .commit_ms
+        .record(committing.elapsed().as_secs_f64() * 1000.0);
+    let results = match results {
+        Ok(r) if r.len() == batches.len() => r,
+        Ok(r) => {
+            metrics.commit_errors.increment(1);
+            warn!(
+                asked = batches.len(),
+                answered = r.len(),
+                "the sequencer answered another number of batches"
+            );
+            let message = "the sequencer's answer did not match the object".to_string();
+            for p in pending {
+                let _ = p
+                    .reply
+                    .send(Err(invalid(ErrorCode::UnknownServerError, message.clone())));
+            }
+            return;
+        }
+        Err(e) => {
+            // Stored but perhaps not committed: the producers retry (an idempotent one's
+            // retry is found a duplicate if the commit did go through).
+            metrics.commit_errors.increment(1);
+            warn!(error = %e, "cannot commit a WAL object");
+            let message = format!("the sequencer did not answer: {e}");
+            for p in pending {
+                let _ = p
+                    .reply
+                    .send(Err(invalid(ErrorCode::RequestTimedOut, message.clone())));
+            }
+            return;
+        }
+    };
+    metrics.commits.increment(1);
+    let mut per_entry: Vec<Result<Vec<Sequenced>, AppendError>> =
+        (0..pending.len()).map(|_| Ok(Vec::new())).collect();
+    for (owner, r) in owners.into_iter().zip(results) {
+        let slot = &mut per_entry[owner];
+        match (slot.as_mut(), r) {
+            (Ok(v), Ok(s)) => v.push(s),
+            (Ok(_), Err(e)) => *slot = Err(invalid(e.code, e.message)),
+            (Err(_), _) => {}
+        }
+    }
+    for (p, r) in pending.into_iter().zip(per_entry) {
+        let _ = p.reply.send(r);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_protocol::batch::BatchBuilder;
+    use sluice_protocol::compression::Compression;
+
+    fn records(n: usize, pid: i64, seq: i32) -> Bytes {
+        let mut b = BatchBuilder::new(Compression::None).with_producer(pid, 0, seq);
+        for i in 0..n {
+            b.append(
+                1_000 + i as i64,
+                None,
+                Some(format!("v{i}").as_bytes()),
+                &[],
+            );
+        }
+        Bytes::from(b.build(0).unwrap())
+    }
+
+    #[test]
+    fn an_object_keeps_each_partitions_batches_together_in_order() {
+        let t = Uuid::from_bytes([1; 16]);
+        let mk = |p: i32, seq: i32| Pending::new(t, p, records(2, 9, seq)).unwrap().0;
+        let pending = vec![mk(0, 0), mk(1, 0), mk(0, 2)];
+        let (object, batches, owners) = build(&pending);
+        assert_eq!(owners, vec![0, 2, 1]);
+        assert_eq!(
+            batches
+                .iter()
+                .map(|b| (b.partition, b.base_sequence))
+                .collect::<Vec<_>>(),
+            vec![(0, 0), (0, 2), (1, 0)]
+        );
+        let mut at = 0;
+        for b in &batches {
+            assert_eq!(b.position as usize, at);
+            assert_eq!(b.record_count, 2);
+            verify_crc(&object[at..at + b.size as usize]).unwrap();
+            at += b.size as usize;
+        }
+        assert_eq!(at, object.len());
+    }
+
+    #[test]
+    fn corrupt_and_transactional_records_are_refused_before_they_are_queued() {
+        let t = Uuid::from_bytes([1; 16]);
+        let mut bad = records(1, -1, -1).to_vec();
+        let last = bad.len() - 1;
+        bad[last] ^= 0xff;
+        let e = Pending::new(t, 0, Bytes::from(bad)).err().unwrap();
+        assert_eq!(e.code(), ErrorCode::CorruptMessage);
+        let e = Pending::new(t, 0, Bytes::new()).err().unwrap();
+        assert_eq!(e.code(), ErrorCode::InvalidRecord);
+        let mut b = BatchBuilder::new(Compression::None)
+            .with_producer(3, 0, 0)
+            .with_transactional(true);
+        b.append(1, None, Some(b"x"), &[]);
+        let e = Pending::new(t, 0, Bytes::from(b.build(0).unwrap()))
+            .err()
+            .unwrap();
+        assert_eq!(e.code(), ErrorCode::InvalidRecord);
+    }
+}

@@ -1,0 +1,170 @@
+//! The replica layer's routing of diskless partitions ([`crate::diskless`]): they are hosted
+//! nowhere, so produce, fetch and ListOffsets for them go to the broker's diskless handle,
+//! with the metadata image as their log's index.
+
+use sluice_protocol::types::{LeaderEpoch, Offset, TopicPartition};
+use sluice_protocol::ErrorCode;
+
+use super::append::AppendEntry;
+use super::manager::ReplicaManager;
+use super::queries::{FoundOffset, OffsetSpec};
+use super::read::{FetchParams, FetchPartitionRequest, FetchedPartition};
+use super::AppendError;
+use crate::diskless::read::ReadAt;
+use crate::diskless::{is_diskless, DisklessAppended};
+
+impl ReplicaManager {
+    /// Whether `topic` is a diskless topic.
+    pub fn is_diskless(&self, topic: &str) -> bool {
+        is_diskless(&self.metadata().current(), topic)
+    }
+
+    /// Append to diskless partitions: answers in entry order, once durable in the store and
+    /// committed by the sequencer (whatever `acks`).
+    pub async fn append_diskless(
+        &self,
+        entries: Vec<AppendEntry>,
+    ) -> Vec<Result<DisklessAppended, AppendError>> {
+        match self.diskless() {
+            Some(d) => {
+                d.append(entries.into_iter().map(|e| (e.tp, e.records)).collect())
+                    .await
+            }
+            None => entries
+                .iter()
+                .map(|_| {
+                    Err(AppendError::Code(
+                        ErrorCode::UnknownTopicOrPartition,
+                        "this broker does not serve diskless topics".into(),
+                    ))
+                })
+                .collect(),
+        }
+    }
+
+    /// A consumer fetch naming diskless partitions: those are read from the store (waiting,
+    /// when nothing is there, for the metadata image to change), the others as usual.
+    pub(super) async fn fetch_with_diskless(
+        &self,
+        params: FetchParams,
+        partitions: Vec<FetchPartitionRequest>,
+    ) -> Vec<FetchedPartition> {
+        let Some(d) = self.diskless().cloned() else {
+            return self.fetch_local(params, partitions).await;
+        };
+        let deadline = tokio::time::Instant::now() + params.max_wait;
+        let (dl, classic): (Vec<usize>, Vec<usize>) = {
+            let image = self.metadata().current();
+            (0..partitions.len()).partition(|i| is_diskless(&image, &partitions[*i].tp.topic))
+        };
+        loop {
+            let image = self.metadata().current();
+            let last_look = tokio::time::Instant::now() >= deadline;
+            let mut total = 0u64;
+            let mut answers = Vec::with_capacity(dl.len());
+            for &i in &dl {
+                let p = &partitions[i];
+                let budget = p.max_bytes.min(params.max_bytes.saturating_sub(total));
+                let topic_id = image
+                    .topic(&p.tp.topic)
+                    .filter(|t| t.partitions.contains_key(&p.tp.partition.0))
+                    .map(|t| t.id);
+                let a = match topic_id {
+                    None => FetchedPartition::error(ErrorCode::UnknownTopicOrPartition),
+                    Some(id) => {
+                        let at = ReadAt {
+                            topic_id: id,
+                            partition: p.tp.partition.0,
+                            offset: p.fetch_offset.0,
+                            max_bytes: budget,
+                            min_one: total == 0,
+                            read_committed: params.read_committed,
+                        };
+                        let mut a = d.read(&image, at).await;
+                        // Past the end here may be an image a moment behind the one the
+                        // offset came from: out of range only once the wait is over.
+                        if a.error == Some(ErrorCode::OffsetOutOfRange)
+                            && p.fetch_offset.0 > a.high_watermark.0
+                            && !last_look
+                        {
+                            a.error = None;
+                        }
+                        a
+                    }
+                };
+                total += a.records_len();
+                answers.push(a);
+            }
+            let done =
+                total >= params.min_bytes || answers.iter().any(|a| a.error.is_some()) || last_look;
+            if classic.is_empty() && !done {
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                self.metadata()
+                    .wait_for_offset(image.offset + 1, left)
+                    .await;
+                continue;
+            }
+            let mut out: Vec<Option<FetchedPartition>> = vec![None; partitions.len()];
+            if !classic.is_empty() {
+                let now = tokio::time::Instant::now();
+                let sub = FetchParams {
+                    min_bytes: params.min_bytes.saturating_sub(total),
+                    max_bytes: params.max_bytes.saturating_sub(total).max(1),
+                    max_wait: if done {
+                        std::time::Duration::ZERO
+                    } else {
+                        deadline.saturating_duration_since(now)
+                    },
+                    ..params
+                };
+                let reqs = classic.iter().map(|i| partitions[*i].clone()).collect();
+                for (i, a) in classic.iter().zip(self.fetch_local(sub, reqs).await) {
+                    out[*i] = Some(a);
+                }
+            }
+            for (i, a) in dl.iter().zip(answers) {
+                out[*i] = Some(a);
+            }
+            return out
+                .into_iter()
+                .map(|a| {
+                    a.unwrap_or_else(|| FetchedPartition::error(ErrorCode::UnknownServerError))
+                })
+                .collect();
+        }
+    }
+
+    /// ListOffsets of a diskless partition; None when `tp` is not one. Timestamps are
+    /// found to the batch (the first batch holding a record at or after the time).
+    pub fn list_diskless_offset(
+        &self,
+        tp: &TopicPartition,
+        spec: OffsetSpec,
+    ) -> Option<Result<FoundOffset, ErrorCode>> {
+        let image = self.metadata().current();
+        if !is_diskless(&image, &tp.topic) {
+            return None;
+        }
+        let Some((id, reg)) = image
+            .topic(&tp.topic)
+            .and_then(|t| t.partitions.get(&tp.partition.0).map(|r| (t.id, r)))
+        else {
+            return Some(Err(ErrorCode::UnknownTopicOrPartition));
+        };
+        let epoch = LeaderEpoch(reg.leader_epoch);
+        let log = image.diskless_log(&id, tp.partition.0);
+        let (start, end) = log.map_or((0, 0), |l| (l.start_offset, l.end_offset));
+        let none = (Offset::NONE, -1, LeaderEpoch::NONE);
+        Some(Ok(match spec {
+            OffsetSpec::Latest => (Offset(end), -1, epoch),
+            OffsetSpec::Earliest | OffsetSpec::EarliestLocal => (Offset(start), -1, epoch),
+            OffsetSpec::LatestTiered => none,
+            OffsetSpec::MaxTimestamp => log
+                .and_then(|l| l.max_timestamp())
+                .map_or(none, |b| (Offset(b.last_offset), b.max_timestamp_ms, epoch)),
+            OffsetSpec::Timestamp(t) => log
+                .and_then(|l| l.first_at_or_after(t))
+                .map_or(none, |b| (Offset(b.base_offset), b.max_timestamp_ms, epoch)),
+        }))
+    }
+}

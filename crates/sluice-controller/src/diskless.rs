@@ -1,0 +1,184 @@
+//! The sequencer of diskless topics: a broker wrote a WAL object and asks for its batches'
+//! offsets. The active controller decides them against the image (it handles one request at
+//! a time, and each write is applied before the next is planned) and writes the outcome as
+//! one [`MetadataRecord::DisklessBatches`]; the broker answers its producers once that
+//! record is committed. See [`sluice_metadata::diskless`].
+
+use sluice_metadata::diskless::{sequence_object, SeqError, Sequenced, WalBatch};
+use sluice_metadata::image::MetadataImage;
+use sluice_metadata::{MetadataRecord, Uuid};
+use sluice_protocol::ErrorCode;
+
+use crate::error::ApiError;
+
+/// Whether a topic's configs make it diskless.
+pub fn is_diskless_topic(image: &MetadataImage, name: &str) -> bool {
+    image
+        .topic_configs(name)
+        .get("diskless.enable")
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+}
+
+fn api_error(e: SeqError) -> ApiError {
+    let (code, message) = match e {
+        SeqError::UnknownPartition => (
+            ErrorCode::UnknownTopicOrPartition,
+            "This server does not host this topic-partition.",
+        ),
+        SeqError::NotDiskless => (ErrorCode::InvalidRequest, "The topic is not diskless."),
+        SeqError::OutOfOrderSequence => (
+            ErrorCode::OutOfOrderSequenceNumber,
+            "Out of order sequence number for the producer.",
+        ),
+        SeqError::InvalidProducerEpoch => (
+            ErrorCode::InvalidProducerEpoch,
+            "The producer's epoch is older than the latest one written.",
+        ),
+        SeqError::InvalidRecord => (ErrorCode::InvalidRecord, "The batch holds no records."),
+    };
+    ApiError::new(code, message)
+}
+
+/// Sequence the batches of WAL object `object_id` written by `broker`: per batch its
+/// outcome, and the record that commits the new ones (none when nothing is new).
+pub fn commit(
+    image: &MetadataImage,
+    broker: i32,
+    object_id: Uuid,
+    batches: &[WalBatch],
+) -> (Vec<Result<Sequenced, ApiError>>, Vec<MetadataRecord>) {
+    if !image.brokers.contains_key(&broker) {
+        let e = ApiError::new(
+            ErrorCode::BrokerIdNotRegistered,
+            format!("broker {broker} is not registered"),
+        );
+        return (vec![Err(e); batches.len()], Vec::new());
+    }
+    let check = |topic_id: &Uuid, partition: i32| {
+        let topic = image
+            .topic_by_id(topic_id)
+            .filter(|t| t.partitions.contains_key(&partition))
+            .ok_or(SeqError::UnknownPartition)?;
+        if is_diskless_topic(image, &topic.name) {
+            Ok(())
+        } else {
+            Err(SeqError::NotDiskless)
+        }
+    };
+    let (out, coords) = sequence_object(&image.diskless, check, object_id, batches);
+    let records = if coords.is_empty() {
+        Vec::new()
+    } else {
+        vec![MetadataRecord::DisklessBatches {
+            broker_id: broker,
+            batches: coords,
+        }]
+    };
+    (
+        out.into_iter().map(|r| r.map_err(api_error)).collect(),
+        records,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(diskless: bool) -> MetadataImage {
+        let mut image = MetadataImage::empty();
+        let id = Uuid::from_bytes([1; 16]);
+        let records = [
+            MetadataRecord::RegisterBroker {
+                node_id: 1,
+                epoch: 0,
+                incarnation_id: Uuid::nil(),
+                endpoints: vec![],
+                rack: None,
+                fenced: false,
+            },
+            MetadataRecord::Topic {
+                name: "t".into(),
+                id,
+            },
+            MetadataRecord::Config {
+                resource_type: sluice_metadata::image::RESOURCE_TOPIC,
+                resource_name: "t".into(),
+                name: "diskless.enable".into(),
+                value: Some(diskless.to_string()),
+            },
+            MetadataRecord::Partition {
+                topic_id: id,
+                partition: 0,
+                replicas: vec![1],
+                isr: vec![1],
+                leader: 1,
+                leader_epoch: 0,
+                partition_epoch: 0,
+                adding: vec![],
+                removing: vec![],
+                elr: Default::default(),
+            },
+        ];
+        for (i, r) in records.iter().enumerate() {
+            image.apply(i as i64, r);
+        }
+        image
+    }
+
+    fn batch(partition: i32, seq: i32) -> WalBatch {
+        WalBatch {
+            topic_id: Uuid::from_bytes([1; 16]),
+            partition,
+            position: 0,
+            size: 80,
+            record_count: 2,
+            max_timestamp_ms: 1,
+            producer_id: 5,
+            producer_epoch: 0,
+            base_sequence: seq,
+        }
+    }
+
+    #[test]
+    fn every_node_applies_what_the_sequencer_decided() {
+        let mut image = image(true);
+        let (out, records) = commit(&image, 1, Uuid::new_v4(), &[batch(0, 0), batch(1, 0)]);
+        assert_eq!(out[0], Ok(Sequenced::New(0)));
+        assert_eq!(
+            out[1].as_ref().unwrap_err().code,
+            ErrorCode::UnknownTopicOrPartition
+        );
+        for r in &records {
+            image.apply(image.offset + 1, r);
+        }
+        let (out, records) = commit(&image, 1, Uuid::new_v4(), &[batch(0, 0), batch(0, 2)]);
+        assert_eq!(
+            out,
+            vec![Ok(Sequenced::Duplicate(0)), Ok(Sequenced::New(2))]
+        );
+        for r in &records {
+            image.apply(image.offset + 1, r);
+        }
+        let log = image.diskless_log(&Uuid::from_bytes([1; 16]), 0).unwrap();
+        assert_eq!(log.end_offset, 4);
+        // A snapshot rebuilds the same logs, producers included.
+        let mut copy = MetadataImage::empty();
+        for (i, r) in image.to_records().iter().enumerate() {
+            copy.apply(i as i64, r);
+        }
+        assert_eq!(copy.diskless, image.diskless);
+        let e = commit(&image, 9, Uuid::new_v4(), &[batch(0, 4)]).0;
+        assert_eq!(
+            e[0].as_ref().unwrap_err().code,
+            ErrorCode::BrokerIdNotRegistered
+        );
+    }
+
+    #[test]
+    fn classic_topics_are_not_sequenced() {
+        let image = image(false);
+        let (out, records) = commit(&image, 1, Uuid::new_v4(), &[batch(0, 0)]);
+        assert_eq!(out[0].as_ref().unwrap_err().code, ErrorCode::InvalidRequest);
+        assert!(records.is_empty());
+    }
+}

@@ -1,0 +1,449 @@
+//! Diskless topics (`diskless.enable=true`): the object store is the partition's log. Any
+//! broker takes produce for any partition, writes the batches of many partitions into one
+//! shared WAL object, then asks the active controller (the sequencer) to commit them: the
+//! controller assigns each batch its offsets, checks idempotent producers' sequences, and
+//! appends the result to the metadata log as [`crate::MetadataRecord::DisklessBatches`].
+//! Every node applies it to its image, so any broker can serve a fetch: the image says which
+//! object and byte range holds which offsets.
+//!
+//! Why the metadata log: it is already replicated, ordered and durable on every node, the
+//! controller serializes writes (so offsets are assigned without a second consensus), and
+//! snapshots bound its replay. Its limits: each commit is one Raft entry (a few hundred per
+//! second on loopback, far above one per broker per `diskless.append.linger.ms`), and the
+//! image holds every batch's coordinates (about 80 bytes each) until WAL compaction
+//! replaces them with segment objects.
+//!
+//! Idempotence follows Kafka's `ProducerAppendInfo`: per producer the epoch and the last five
+//! batches' sequence ranges; a retried batch is answered with the offset it got the first
+//! time, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use uuid::Uuid;
+
+/// Batches kept per producer for duplicate detection (Kafka's `NUM_BATCHES_TO_RETAIN`).
+pub const PRODUCER_BATCHES_KEPT: usize = 5;
+/// Batch coordinates per shared chunk of a partition's list (an image is cloned on every
+/// change: a commit copies the last chunk only).
+const CHUNK: usize = 512;
+
+/// Where one committed batch is, and what the sequencer needs to know of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BatchCoord {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// The WAL object holding it, and its byte range there.
+    pub object_id: Uuid,
+    pub position: u32,
+    pub size: u32,
+    pub max_timestamp_ms: i64,
+    /// -1 when not idempotent.
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+}
+
+impl BatchCoord {
+    pub fn record_count(&self) -> i64 {
+        self.last_offset - self.base_offset + 1
+    }
+}
+
+/// A batch a broker wrote to a WAL object and asks to commit (offsets not yet assigned).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WalBatch {
+    pub topic_id: Uuid,
+    pub partition: i32,
+    pub position: u32,
+    pub size: u32,
+    /// Records in it (the batch's last offset delta + 1).
+    pub record_count: i32,
+    pub max_timestamp_ms: i64,
+    pub producer_id: i64,
+    pub producer_epoch: i16,
+    pub base_sequence: i32,
+}
+
+/// What the sequencer answers for one batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sequenced {
+    /// Committed at this base offset.
+    New(i64),
+    /// A retry of a batch committed before at this base offset: not written again.
+    Duplicate(i64),
+}
+
+/// Why the sequencer refused a batch (the produce error for its partition).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SeqError {
+    UnknownPartition,
+    NotDiskless,
+    OutOfOrderSequence,
+    InvalidProducerEpoch,
+    InvalidRecord,
+}
+
+/// One producer's state in one partition.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ProducerSeqs {
+    pub epoch: i16,
+    /// (first sequence, last sequence, base offset) of its last batches, oldest first.
+    pub recent: VecDeque<(i32, i32, i64)>,
+}
+
+impl ProducerSeqs {
+    fn last_sequence(&self) -> Option<i32> {
+        self.recent.back().map(|(_, last, _)| *last)
+    }
+
+    fn duplicate_of(&self, epoch: i16, first: i32, last: i32) -> Option<i64> {
+        (epoch == self.epoch)
+            .then(|| {
+                self.recent
+                    .iter()
+                    .find(|(f, l, _)| (*f, *l) == (first, last))
+                    .map(|(_, _, o)| *o)
+            })
+            .flatten()
+    }
+
+    /// Kafka's `ProducerAppendInfo.checkProducerEpoch` and `checkSequence` for a client's
+    /// batch (after the duplicate check).
+    fn check(&self, known: bool, epoch: i16, first: i32) -> Result<(), SeqError> {
+        if known && epoch < self.epoch {
+            return Err(SeqError::InvalidProducerEpoch);
+        }
+        if !known || epoch != self.epoch {
+            // A new epoch starts at sequence 0; a producer never seen (or whose state was
+            // removed) may start anywhere.
+            return if first != 0 && known {
+                Err(SeqError::OutOfOrderSequence)
+            } else {
+                Ok(())
+            };
+        }
+        match self.last_sequence() {
+            None if first != 0 => Err(SeqError::OutOfOrderSequence),
+            None => Ok(()),
+            Some(last) if next_sequence(last) == first => Ok(()),
+            Some(_) => Err(SeqError::OutOfOrderSequence),
+        }
+    }
+
+    fn record(&mut self, epoch: i16, first: i32, last: i32, base_offset: i64) {
+        if epoch != self.epoch {
+            self.recent.clear();
+            self.epoch = epoch;
+        }
+        self.recent.push_back((first, last, base_offset));
+        while self.recent.len() > PRODUCER_BATCHES_KEPT {
+            self.recent.pop_front();
+        }
+    }
+}
+
+/// The sequence after `seq` (wrapping at i32::MAX to 0, as Kafka).
+fn next_sequence(seq: i32) -> i32 {
+    if seq == i32::MAX {
+        0
+    } else {
+        seq + 1
+    }
+}
+
+/// The last sequence of a batch of `count` records starting at `first`.
+fn last_sequence(first: i32, count: i32) -> i32 {
+    ((first as i64 + count as i64 - 1) % (i32::MAX as i64 + 1)) as i32
+}
+
+/// One diskless partition's log as the metadata says it: its batches, in offset order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct DisklessLog {
+    pub start_offset: i64,
+    /// The next offset to assign (the high watermark: what is committed is readable).
+    pub end_offset: i64,
+    chunks: Vec<Arc<Vec<BatchCoord>>>,
+    pub producers: HashMap<i64, ProducerSeqs>,
+}
+
+impl DisklessLog {
+    pub fn batch_count(&self) -> usize {
+        self.chunks.iter().map(|c| c.len()).sum()
+    }
+
+    pub fn batches(&self) -> impl Iterator<Item = &BatchCoord> {
+        self.chunks.iter().flat_map(|c| c.iter())
+    }
+
+    /// Bytes of its batches.
+    pub fn size_bytes(&self) -> u64 {
+        self.batches().map(|b| b.size as u64).sum()
+    }
+
+    /// Distinct WAL objects its batches are in.
+    pub fn object_count(&self) -> usize {
+        let mut ids: Vec<Uuid> = self.batches().map(|b| b.object_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids.len()
+    }
+
+    /// The batches from the one holding `offset` on, in offset order.
+    pub fn from_offset(&self, offset: i64) -> impl Iterator<Item = &BatchCoord> {
+        let chunk = self
+            .chunks
+            .partition_point(|c| c.last().is_some_and(|b| b.last_offset < offset));
+        self.chunks[chunk..]
+            .iter()
+            .flat_map(|c| c.iter())
+            .skip_while(move |b| b.last_offset < offset)
+    }
+
+    /// The first batch whose largest timestamp is at least `ts` (ListOffsets by time).
+    pub fn first_at_or_after(&self, ts: i64) -> Option<&BatchCoord> {
+        self.batches().find(|b| b.max_timestamp_ms >= ts)
+    }
+
+    /// The batch with the largest timestamp (ListOffsets MAX_TIMESTAMP): the first of
+    /// equals.
+    pub fn max_timestamp(&self) -> Option<&BatchCoord> {
+        self.batches()
+            .fold(None, |best: Option<&BatchCoord>, b| match best {
+                Some(x) if x.max_timestamp_ms >= b.max_timestamp_ms => Some(x),
+                _ => Some(b),
+            })
+    }
+
+    /// Append a committed batch (the sequencer's decision, applied by every node).
+    pub fn push(&mut self, b: BatchCoord) {
+        debug_assert_eq!(
+            b.base_offset, self.end_offset,
+            "diskless offsets are contiguous"
+        );
+        self.end_offset = b.last_offset + 1;
+        if b.producer_id >= 0 {
+            let count = b.record_count() as i32;
+            self.producers.entry(b.producer_id).or_default().record(
+                b.producer_epoch,
+                b.base_sequence,
+                last_sequence(b.base_sequence, count),
+                b.base_offset,
+            );
+        }
+        match self.chunks.last_mut() {
+            Some(c) if c.len() < CHUNK => Arc::make_mut(c).push(b),
+            _ => self.chunks.push(Arc::new(vec![b])),
+        }
+    }
+
+    /// Decide `b`'s offsets as the next batch of this log.
+    pub fn sequence(&self, b: &WalBatch) -> Result<Sequenced, SeqError> {
+        if b.record_count <= 0 {
+            return Err(SeqError::InvalidRecord);
+        }
+        if b.producer_id < 0 {
+            return Ok(Sequenced::New(self.end_offset));
+        }
+        let last = last_sequence(b.base_sequence, b.record_count);
+        let known = self.producers.get(&b.producer_id);
+        if let Some(o) = known.and_then(|p| p.duplicate_of(b.producer_epoch, b.base_sequence, last))
+        {
+            return Ok(Sequenced::Duplicate(o));
+        }
+        let empty = ProducerSeqs::default();
+        known
+            .unwrap_or(&empty)
+            .check(known.is_some(), b.producer_epoch, b.base_sequence)?;
+        Ok(Sequenced::New(self.end_offset))
+    }
+}
+
+/// The coordinates of the batches `b` as committed at `base_offset`.
+pub fn coord(b: &WalBatch, object_id: Uuid, base_offset: i64) -> BatchCoord {
+    BatchCoord {
+        base_offset,
+        last_offset: base_offset + b.record_count as i64 - 1,
+        object_id,
+        position: b.position,
+        size: b.size,
+        max_timestamp_ms: b.max_timestamp_ms,
+        producer_id: b.producer_id,
+        producer_epoch: b.producer_epoch,
+        base_sequence: b.base_sequence,
+    }
+}
+
+/// Batches to commit: (topic id, partition, coordinates).
+pub type Commit = Vec<(Uuid, i32, BatchCoord)>;
+
+/// Sequence one WAL object's batches against `logs` (the image's diskless logs), in order:
+/// per batch its outcome, and the batches to commit as (topic id, partition, coordinates).
+/// `is_diskless` says whether a partition exists and belongs to a diskless topic.
+pub fn sequence_object(
+    logs: &std::collections::BTreeMap<(Uuid, i32), Arc<DisklessLog>>,
+    is_diskless: impl Fn(&Uuid, i32) -> Result<(), SeqError>,
+    object_id: Uuid,
+    batches: &[WalBatch],
+) -> (Vec<Result<Sequenced, SeqError>>, Commit) {
+    // Later batches of the same partition see the earlier ones of this object.
+    let mut scratch: HashMap<(Uuid, i32), DisklessLog> = HashMap::new();
+    let mut out = Vec::with_capacity(batches.len());
+    let mut commit = Vec::new();
+    for b in batches {
+        if let Err(e) = is_diskless(&b.topic_id, b.partition) {
+            out.push(Err(e));
+            continue;
+        }
+        let key = (b.topic_id, b.partition);
+        let log = scratch.entry(key).or_insert_with(|| {
+            logs.get(&key)
+                .map(|l| DisklessLog {
+                    start_offset: l.start_offset,
+                    end_offset: l.end_offset,
+                    chunks: Vec::new(),
+                    producers: l.producers.clone(),
+                })
+                .unwrap_or_default()
+        });
+        let r = log.sequence(b);
+        if let Ok(Sequenced::New(base)) = r {
+            let c = coord(b, object_id, base);
+            log.push(c.clone());
+            commit.push((b.topic_id, b.partition, c));
+        }
+        out.push(r);
+    }
+    (out, commit)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::BTreeMap;
+
+    fn batch(pid: i64, epoch: i16, seq: i32, count: i32) -> WalBatch {
+        WalBatch {
+            topic_id: Uuid::from_bytes([1; 16]),
+            partition: 0,
+            position: 0,
+            size: 100,
+            record_count: count,
+            max_timestamp_ms: 5,
+            producer_id: pid,
+            producer_epoch: epoch,
+            base_sequence: seq,
+        }
+    }
+
+    fn commit(
+        logs: &mut BTreeMap<(Uuid, i32), Arc<DisklessLog>>,
+        batches: &[WalBatch],
+    ) -> Vec<Result<Sequenced, SeqError>> {
+        let (out, coords) = sequence_object(logs, |_, _| Ok(()), Uuid::new_v4(), batches);
+        for (t, p, c) in coords {
+            Arc::make_mut(logs.entry((t, p)).or_default()).push(c);
+        }
+        out
+    }
+
+    #[test]
+    fn offsets_are_contiguous_and_retries_get_their_first_offset() {
+        let mut logs = BTreeMap::new();
+        let out = commit(
+            &mut logs,
+            &[batch(-1, -1, -1, 3), batch(7, 0, 0, 2), batch(7, 0, 2, 2)],
+        );
+        assert_eq!(
+            out,
+            vec![
+                Ok(Sequenced::New(0)),
+                Ok(Sequenced::New(3)),
+                Ok(Sequenced::New(5))
+            ]
+        );
+        // A retry of both idempotent batches, then the next one.
+        let out = commit(
+            &mut logs,
+            &[batch(7, 0, 0, 2), batch(7, 0, 2, 2), batch(7, 0, 4, 1)],
+        );
+        assert_eq!(
+            out,
+            vec![
+                Ok(Sequenced::Duplicate(3)),
+                Ok(Sequenced::Duplicate(5)),
+                Ok(Sequenced::New(7))
+            ]
+        );
+        let log = &logs[&(Uuid::from_bytes([1; 16]), 0)];
+        assert_eq!(log.end_offset, 8);
+        assert_eq!(log.batch_count(), 4);
+        assert_eq!(log.from_offset(4).next().unwrap().base_offset, 3);
+        assert_eq!(log.from_offset(8).count(), 0);
+    }
+
+    #[test]
+    fn gaps_and_old_epochs_are_refused_and_a_new_epoch_starts_at_zero() {
+        let mut logs = BTreeMap::new();
+        // A producer never seen may start anywhere (its state may have expired).
+        assert_eq!(
+            commit(&mut logs, &[batch(7, 1, 10, 2)]),
+            vec![Ok(Sequenced::New(0))]
+        );
+        assert_eq!(
+            commit(&mut logs, &[batch(7, 1, 13, 1)]),
+            vec![Err(SeqError::OutOfOrderSequence)]
+        );
+        assert_eq!(
+            commit(&mut logs, &[batch(7, 0, 12, 1)]),
+            vec![Err(SeqError::InvalidProducerEpoch)]
+        );
+        assert_eq!(
+            commit(&mut logs, &[batch(7, 2, 5, 1)]),
+            vec![Err(SeqError::OutOfOrderSequence)]
+        );
+        assert_eq!(
+            commit(&mut logs, &[batch(7, 2, 0, 1), batch(7, 1, 12, 1)]),
+            vec![Ok(Sequenced::New(2)), Err(SeqError::InvalidProducerEpoch)]
+        );
+        assert_eq!(
+            commit(&mut logs, &[batch(7, 2, 1, 0)]),
+            vec![Err(SeqError::InvalidRecord)]
+        );
+    }
+
+    #[test]
+    fn sequences_wrap_and_only_five_batches_are_remembered() {
+        let mut logs = BTreeMap::new();
+        commit(&mut logs, &[batch(9, 0, i32::MAX - 1, 2)]);
+        assert_eq!(
+            commit(&mut logs, &[batch(9, 0, 0, 1)]),
+            vec![Ok(Sequenced::New(2))]
+        );
+        for seq in 1..7 {
+            commit(&mut logs, &[batch(9, 0, seq, 1)]);
+        }
+        // The batch at sequence 1 is six batches back: no longer known as a duplicate.
+        assert_eq!(
+            commit(&mut logs, &[batch(9, 0, 1, 1)]),
+            vec![Err(SeqError::OutOfOrderSequence)]
+        );
+        assert_eq!(
+            commit(&mut logs, &[batch(9, 0, 2, 1)]),
+            vec![Ok(Sequenced::Duplicate(4))]
+        );
+    }
+
+    #[test]
+    fn a_long_log_is_chunked_and_searched() {
+        let mut log = DisklessLog::default();
+        for i in 0..2000 {
+            log.push(coord(&batch(-1, -1, -1, 2), Uuid::nil(), i * 2));
+        }
+        assert_eq!(log.batch_count(), 2000);
+        assert!(log.chunks.len() > 1);
+        assert_eq!(log.from_offset(1025).next().unwrap().base_offset, 1024);
+        assert_eq!(log.from_offset(3999).count(), 1);
+        assert_eq!(log.end_offset, 4000);
+    }
+}

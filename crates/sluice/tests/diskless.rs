@@ -1,0 +1,266 @@
+//! Diskless topics (`diskless.enable=true`) with real clients: librdkafka producers (plain
+//! and idempotent) and consumer groups, on one node with the default local store and on
+//! three nodes sharing an S3 bucket served by moto; a broker killed mid-produce; the store
+//! going away.
+
+mod common;
+#[path = "common/moto.rs"]
+mod moto;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use common::*;
+use moto::Moto;
+use rdkafka::admin::{AdminOptions, NewTopic, TopicReplication};
+use rdkafka::consumer::{BaseConsumer, Consumer};
+use rdkafka::message::Message;
+use rdkafka::producer::Producer;
+use rdkafka::types::RDKafkaErrorCode;
+
+/// (key, partition, offset) of each acknowledged record.
+type Acked = Vec<(Vec<u8>, i32, i64)>;
+
+fn records(from: usize, n: usize) -> Vec<(Vec<u8>, Vec<u8>, Option<i64>)> {
+    (from..from + n)
+        .map(|i| {
+            (
+                format!("k{i:05}").into_bytes(),
+                format!("value {i}").into_bytes(),
+                None,
+            )
+        })
+        .collect()
+}
+
+/// Read with a consumer group from the beginning until every key of `acked` is seen;
+/// (partition, offset) -> key of everything read.
+fn read_group(
+    bootstrap: &str,
+    topic: &str,
+    group: &str,
+    acked: &Acked,
+) -> HashMap<(i32, i64), Vec<u8>> {
+    let c: BaseConsumer = consumer(
+        bootstrap,
+        &[("group.id", group), ("auto.offset.reset", "earliest")],
+    );
+    c.subscribe(&[topic]).unwrap();
+    let want: HashSet<&Vec<u8>> = acked.iter().map(|(k, _, _)| k).collect();
+    let mut seen: HashMap<(i32, i64), Vec<u8>> = HashMap::new();
+    let mut keys: HashSet<Vec<u8>> = HashSet::new();
+    let deadline = Instant::now() + Duration::from_secs(120);
+    while !want.iter().all(|k| keys.contains(*k)) {
+        assert!(
+            Instant::now() < deadline,
+            "read {} of {} acknowledged keys",
+            keys.len(),
+            want.len()
+        );
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            let m = match m {
+                Ok(m) => m,
+                // A killed broker's connection, reported as librdkafka reports it.
+                Err(rdkafka::error::KafkaError::MessageConsumption(
+                    RDKafkaErrorCode::BrokerTransportFailure | RDKafkaErrorCode::AllBrokersDown,
+                )) => continue,
+                Err(e) => panic!("consume error: {e}"),
+            };
+            let key = m.key().unwrap_or_default().to_vec();
+            let prev = seen.insert((m.partition(), m.offset()), key.clone());
+            assert!(prev.is_none(), "offset {} read twice", m.offset());
+            assert!(keys.insert(key), "a key read twice: a duplicate record");
+        }
+    }
+    seen
+}
+
+/// Every acknowledged record is where its acknowledgement said, once; per partition the
+/// offsets read are contiguous from 0.
+fn check(acked: &Acked, seen: &HashMap<(i32, i64), Vec<u8>>) {
+    for (k, p, o) in acked {
+        assert_eq!(
+            seen.get(&(*p, *o)),
+            Some(k),
+            "acknowledged record at {p}/{o} not read back there"
+        );
+    }
+    let mut per: BTreeMap<i32, Vec<i64>> = BTreeMap::new();
+    for (p, o) in seen.keys() {
+        per.entry(*p).or_default().push(*o);
+    }
+    for (p, mut offsets) in per {
+        offsets.sort_unstable();
+        let expected: Vec<i64> = (0..offsets.len() as i64).collect();
+        assert_eq!(offsets, expected, "partition {p} has gaps");
+    }
+}
+
+fn acked(p: &rdkafka::producer::BaseProducer<Deliveries>) -> Acked {
+    p.context().acked.lock().unwrap().clone()
+}
+
+#[test]
+fn a_diskless_topic_on_one_node_needs_no_store_configured() {
+    let server = start(&["diskless.append.linger.ms=20"]);
+    let b = &server.bootstrap;
+    create_topic(b, "dl", 3, &[("diskless.enable", "true")]);
+    let p = producer(b, &[("enable.idempotence", "true"), ("acks", "all")]);
+    produce_all(&p, "dl", &records(0, 3000));
+    let plain = producer(b, &[("acks", "1")]);
+    produce_all(&plain, "dl", &records(3000, 500));
+    let mut all = acked(&p);
+    all.extend(acked(&plain));
+    assert_eq!(all.len(), 3500);
+    let seen = read_group(b, "dl", "g1", &all);
+    assert_eq!(seen.len(), 3500);
+    check(&all, &seen);
+
+    // The data is in the local store beside the log directory, not in it.
+    let wal = server
+        .data_dir()
+        .parent()
+        .unwrap()
+        .join("remote/diskless/wal");
+    let objects = std::fs::read_dir(&wal).map(|d| d.count()).unwrap_or(0);
+    assert!(objects > 0, "no WAL object in {}", wal.display());
+    assert!(!server.data_dir().join("dl-0").exists());
+
+    // Offsets as Kafka answers them: earliest 0, latest the count, the group's commits.
+    let c = consumer(b, &[]);
+    let mut total = 0;
+    for part in 0..3 {
+        let (low, high) = c
+            .fetch_watermarks("dl", part, Duration::from_secs(10))
+            .unwrap();
+        assert_eq!(low, 0);
+        total += high;
+    }
+    assert_eq!(total, 3500);
+
+    // diskless.enable is set at creation only.
+    let err = std::process::Command::new(sluice_bin())
+        .args(["configs", "--bootstrap-server", b, "--alter"])
+        .args(["--entity-type", "topics", "--entity-name", "dl"])
+        .args(["--add-config", "diskless.enable=false"])
+        .output()
+        .unwrap();
+    assert!(!err.status.success());
+    assert!(
+        String::from_utf8_lossy(&err.stderr).contains("only be set when a topic is created"),
+        "{}",
+        String::from_utf8_lossy(&err.stderr)
+    );
+    // Transactions are refused with a clear error, not half-done.
+    let a = admin(b);
+    let t = NewTopic::new("dl-compact", 1, TopicReplication::Fixed(1))
+        .set("diskless.enable", "true")
+        .set("cleanup.policy", "compact");
+    let r = block_on(a.create_topics([&t], &AdminOptions::new())).unwrap();
+    assert!(r[0].is_err(), "a compacted diskless topic was created");
+}
+
+fn s3_overrides(moto: &Moto, bucket: &str) -> Vec<String> {
+    vec![
+        format!("remote.log.storage.uri=s3://{bucket}/cluster"),
+        format!("remote.log.storage.s3.endpoint={}", moto.endpoint()),
+        "remote.log.storage.s3.region=us-east-1".into(),
+        "remote.log.storage.s3.access.key.id=test".into(),
+        "remote.log.storage.s3.secret.access.key=test".into(),
+        "remote.log.storage.s3.path.style.access=true".into(),
+        "remote.log.storage.retries=1".into(),
+        "remote.log.storage.request.timeout.ms=3000".into(),
+        "diskless.append.linger.ms=50".into(),
+    ]
+}
+
+#[test]
+fn three_nodes_on_s3_lose_nothing_when_the_producers_broker_is_killed() {
+    let moto = Moto::start_on(free_port());
+    moto.create_bucket("diskless");
+    let mut extra = s3_overrides(&moto, "diskless");
+    extra.extend([
+        "broker.session.timeout.ms=3000".to_string(),
+        "broker.heartbeat.interval.ms=250".into(),
+        "controller.quorum.election.timeout.ms=500".into(),
+    ]);
+    let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let mut nodes = TestServer::start_all(sluice_bin(), &sluice_testkit::combined_nodes(&refs));
+    let first = nodes[0].bootstrap.clone();
+    let topic = NewTopic::new("dl", 3, TopicReplication::Fixed(3)).set("diskless.enable", "true");
+    for r in block_on(admin(&first).create_topics([&topic], &AdminOptions::new())).unwrap() {
+        r.unwrap();
+    }
+    // The producer knows node 1 only; Metadata there names node 1 the leader of every
+    // partition, and lists the others.
+    let p = producer(
+        &first,
+        &[
+            ("enable.idempotence", "true"),
+            ("acks", "all"),
+            ("retry.backoff.ms", "50"),
+        ],
+    );
+    produce_all(&p, "dl", &records(0, 2000));
+    // Node 1 dies with the producer's next records in flight; they go to another broker.
+    for (k, v, _) in records(2000, 2000) {
+        let rec = rdkafka::producer::BaseRecord::to("dl").key(&k).payload(&v);
+        p.send(rec).map_err(|(e, _)| e).unwrap();
+    }
+    p.poll(Duration::from_millis(20));
+    nodes[0].kill();
+    p.flush(Duration::from_secs(120)).unwrap();
+    assert_eq!(p.context().failed.load(Ordering::Relaxed), 0);
+    let all = acked(&p);
+    assert_eq!(all.len(), 4000);
+    // Any broker serves every partition: a group reads it all through node 2.
+    let seen = read_group(&nodes[1].bootstrap, "dl", "g", &all);
+    check(&all, &seen);
+    assert_eq!(seen.len(), 4000, "records beyond the acknowledged ones");
+    let keys = moto.keys("diskless");
+    assert!(
+        keys.iter().any(|k| k.starts_with("cluster/diskless/wal/")),
+        "{keys:?}"
+    );
+    // No broker holds the data.
+    for n in &nodes[1..] {
+        assert!(!n.data_dir().join("dl-0").exists());
+    }
+}
+
+#[test]
+fn a_store_that_is_down_is_never_acknowledged() {
+    let port = free_port();
+    let mut moto = Moto::start_on(port);
+    moto.create_bucket("diskless");
+    let mut extra = s3_overrides(&moto, "diskless");
+    extra.push("remote.log.storage.retries=0".into());
+    let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let server = start(&refs);
+    let b = &server.bootstrap;
+    create_topic(b, "dl", 1, &[("diskless.enable", "true")]);
+    let p = producer(b, &[("acks", "all")]);
+    produce_all(&p, "dl", &records(0, 10));
+    moto.stop();
+    let down = producer(b, &[("acks", "all"), ("message.timeout.ms", "3000")]);
+    for (k, v, _) in records(10, 5) {
+        let rec = rdkafka::producer::BaseRecord::to("dl").key(&k).payload(&v);
+        down.send(rec).map_err(|(e, _)| e).unwrap();
+    }
+    let _ = down.flush(Duration::from_secs(30));
+    assert_eq!(down.context().failed.load(Ordering::Relaxed), 5);
+    assert!(acked(&down).is_empty(), "acknowledged without a store");
+    let c = consumer(b, &[]);
+    let (_, high) = c
+        .fetch_watermarks("dl", 0, Duration::from_secs(10))
+        .unwrap();
+    assert_eq!(high, 10, "nothing unstored was committed");
+    // The store is back: produce goes on at the next offset.
+    let moto = Moto::start_on(port);
+    moto.create_bucket("diskless");
+    let again = producer(b, &[("acks", "all")]);
+    produce_all(&again, "dl", &records(15, 3));
+    assert_eq!(acked(&again).iter().map(|a| a.2).min(), Some(10));
+    assert!(server.log().contains("cannot write a WAL object"));
+}
