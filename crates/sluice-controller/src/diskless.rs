@@ -136,6 +136,7 @@ mod tests {
             producer_id: 5,
             producer_epoch: 0,
             base_sequence: seq,
+            kind: Default::default(),
         }
     }
 

@@ -7,7 +7,7 @@ use sluice_metadata::controller_types::{
     PartitionOutcome, QuorumInfo, QuorumReplica, QuotaChange, ReassignTarget, ScramChange,
     TokenReply, TokenRequest, TopicRef, UserOutcome,
 };
-use sluice_metadata::diskless::{Sequenced, WalBatch};
+use sluice_metadata::diskless::{BatchKind, Sequenced, WalBatch};
 use sluice_metadata::image::QuotaEntity;
 use sluice_metadata::image::ScramEntry;
 use sluice_metadata::record::{Endpoint, TokenRecord};
@@ -515,7 +515,8 @@ impl ControllerRequest {
                         .i64(b.max_timestamp_ms)
                         .i64(b.producer_id)
                         .i16(b.producer_epoch)
-                        .i32(b.base_sequence);
+                        .i32(b.base_sequence)
+                        .u8(b.kind.code());
                 }
             }
             ControllerRequest::ObserveQuorum(c) => {
@@ -701,7 +702,7 @@ impl ControllerRequest {
             27 => {
                 let node_id = r.i32()?;
                 let object_id = r.uuid()?;
-                let n = r.count(54)?;
+                let n = r.count(55)?;
                 let mut batches = Vec::with_capacity(n);
                 for _ in 0..n {
                     batches.push(WalBatch {
@@ -714,6 +715,8 @@ impl ControllerRequest {
                         producer_id: r.i64()?,
                         producer_epoch: r.i16()?,
                         base_sequence: r.i32()?,
+                        kind: BatchKind::from_code(r.u8()?)
+                            .ok_or(WireError("bad diskless batch kind"))?,
                     });
                 }
                 ControllerRequest::DisklessCommit {
@@ -1427,6 +1430,7 @@ mod tests {
                     producer_id: 44,
                     producer_epoch: 1,
                     base_sequence: 7,
+                    kind: BatchKind::Abort,
                 }],
             },
             ControllerRequest::ObserveQuorum(ControllerSpec {

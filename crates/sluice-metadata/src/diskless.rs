@@ -17,7 +17,7 @@
 //! batches' sequence ranges; a retried batch is answered with the offset it got the first
 //! time, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 
 use uuid::Uuid;
@@ -27,6 +27,52 @@ pub const PRODUCER_BATCHES_KEPT: usize = 5;
 /// Batch coordinates per shared chunk of a partition's list (an image is cloned on every
 /// change: a commit copies the last chunk only).
 const CHUNK: usize = 512;
+
+/// What a batch is, for transactions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BatchKind {
+    #[default]
+    Data,
+    /// Records of a producer's transaction.
+    TxnData,
+    /// A transaction marker (a control batch the coordinator asked for).
+    Abort,
+    Commit,
+}
+
+impl BatchKind {
+    pub fn code(self) -> u8 {
+        match self {
+            BatchKind::Data => 0,
+            BatchKind::TxnData => 1,
+            BatchKind::Abort => 2,
+            BatchKind::Commit => 3,
+        }
+    }
+
+    pub fn from_code(c: u8) -> Option<Self> {
+        Some(match c {
+            0 => BatchKind::Data,
+            1 => BatchKind::TxnData,
+            2 => BatchKind::Abort,
+            3 => BatchKind::Commit,
+            _ => return None,
+        })
+    }
+
+    pub fn is_marker(self) -> bool {
+        matches!(self, BatchKind::Abort | BatchKind::Commit)
+    }
+}
+
+/// An aborted transaction of one partition: its producer and its first and last offsets
+/// (the abort marker's), what read_committed fetches list.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AbortedTxn {
+    pub producer_id: i64,
+    pub first_offset: i64,
+    pub last_offset: i64,
+}
 
 /// Where one committed batch is, and what the sequencer needs to know of it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -42,6 +88,7 @@ pub struct BatchCoord {
     pub producer_id: i64,
     pub producer_epoch: i16,
     pub base_sequence: i32,
+    pub kind: BatchKind,
 }
 
 impl BatchCoord {
@@ -63,6 +110,7 @@ pub struct WalBatch {
     pub producer_id: i64,
     pub producer_epoch: i16,
     pub base_sequence: i32,
+    pub kind: BatchKind,
 }
 
 /// What the sequencer answers for one batch.
@@ -165,6 +213,10 @@ pub struct DisklessLog {
     pub end_offset: i64,
     chunks: Vec<Arc<Vec<BatchCoord>>>,
     pub producers: HashMap<i64, ProducerSeqs>,
+    /// Open transactions: producer id -> the first offset it wrote in it.
+    pub ongoing: BTreeMap<i64, i64>,
+    /// Aborted transactions, in the order their markers were written.
+    pub aborted: Vec<AbortedTxn>,
 }
 
 impl DisklessLog {
@@ -215,6 +267,29 @@ impl DisklessLog {
             })
     }
 
+    /// The last stable offset: below the first open transaction, else the end.
+    pub fn last_stable_offset(&self) -> i64 {
+        self.ongoing
+            .values()
+            .copied()
+            .min()
+            .unwrap_or(self.end_offset)
+    }
+
+    /// Whether `producer_id` has a transaction open here.
+    pub fn in_open_txn(&self, producer_id: i64) -> bool {
+        self.ongoing.contains_key(&producer_id)
+    }
+
+    /// The aborted transactions a read of `from..to` must know of.
+    pub fn aborted_between(&self, from: i64, to: i64) -> Vec<AbortedTxn> {
+        self.aborted
+            .iter()
+            .filter(|a| a.last_offset >= from && a.first_offset < to)
+            .copied()
+            .collect()
+    }
+
     /// Append a committed batch (the sequencer's decision, applied by every node).
     pub fn push(&mut self, b: BatchCoord) {
         debug_assert_eq!(
@@ -222,7 +297,28 @@ impl DisklessLog {
             "diskless offsets are contiguous"
         );
         self.end_offset = b.last_offset + 1;
-        if b.producer_id >= 0 {
+        match b.kind {
+            BatchKind::TxnData => {
+                self.ongoing.entry(b.producer_id).or_insert(b.base_offset);
+            }
+            BatchKind::Abort | BatchKind::Commit => {
+                let first = self.ongoing.remove(&b.producer_id);
+                if let (BatchKind::Abort, Some(first_offset)) = (b.kind, first) {
+                    self.aborted.push(AbortedTxn {
+                        producer_id: b.producer_id,
+                        first_offset,
+                        last_offset: b.last_offset,
+                    });
+                }
+                let p = self.producers.entry(b.producer_id).or_default();
+                if b.producer_epoch > p.epoch {
+                    p.epoch = b.producer_epoch;
+                    p.recent.clear();
+                }
+            }
+            BatchKind::Data => {}
+        }
+        if b.producer_id >= 0 && !b.kind.is_marker() {
             let count = b.record_count() as i32;
             self.producers.entry(b.producer_id).or_default().record(
                 b.producer_epoch,
@@ -241,6 +337,13 @@ impl DisklessLog {
     pub fn sequence(&self, b: &WalBatch) -> Result<Sequenced, SeqError> {
         if b.record_count <= 0 {
             return Err(SeqError::InvalidRecord);
+        }
+        if b.kind.is_marker() {
+            // The coordinator's marker: fenced only by a newer epoch already written.
+            return match self.producers.get(&b.producer_id) {
+                Some(p) if b.producer_epoch < p.epoch => Err(SeqError::InvalidProducerEpoch),
+                _ => Ok(Sequenced::New(self.end_offset)),
+            };
         }
         if b.producer_id < 0 {
             return Ok(Sequenced::New(self.end_offset));
@@ -271,6 +374,7 @@ pub fn coord(b: &WalBatch, object_id: Uuid, base_offset: i64) -> BatchCoord {
         producer_id: b.producer_id,
         producer_epoch: b.producer_epoch,
         base_sequence: b.base_sequence,
+        kind: b.kind,
     }
 }
 
@@ -303,6 +407,8 @@ pub fn sequence_object(
                     end_offset: l.end_offset,
                     chunks: Vec::new(),
                     producers: l.producers.clone(),
+                    ongoing: l.ongoing.clone(),
+                    aborted: Vec::new(),
                 })
                 .unwrap_or_default()
         });
@@ -333,6 +439,7 @@ mod tests {
             producer_id: pid,
             producer_epoch: epoch,
             base_sequence: seq,
+            kind: BatchKind::Data,
         }
     }
 
@@ -432,6 +539,60 @@ mod tests {
             commit(&mut logs, &[batch(9, 0, 2, 1)]),
             vec![Ok(Sequenced::Duplicate(4))]
         );
+    }
+
+    #[test]
+    fn transactions_hold_the_last_stable_offset_and_aborts_are_listed() {
+        let mut logs = BTreeMap::new();
+        let txn = |seq, kind| WalBatch {
+            kind,
+            ..batch(4, 0, seq, 2)
+        };
+        let marker = |kind| WalBatch {
+            record_count: 1,
+            base_sequence: -1,
+            kind,
+            ..batch(4, 0, -1, 1)
+        };
+        commit(
+            &mut logs,
+            &[batch(-1, -1, -1, 3), txn(0, BatchKind::TxnData)],
+        );
+        commit(
+            &mut logs,
+            &[batch(-1, -1, -1, 1), txn(2, BatchKind::TxnData)],
+        );
+        let key = (Uuid::from_bytes([1; 16]), 0);
+        assert_eq!(logs[&key].last_stable_offset(), 3);
+        assert!(logs[&key].in_open_txn(4));
+        commit(&mut logs, &[marker(BatchKind::Abort)]);
+        let log = &logs[&key];
+        assert_eq!(log.last_stable_offset(), 9);
+        assert_eq!(
+            log.aborted_between(0, 9),
+            vec![AbortedTxn {
+                producer_id: 4,
+                first_offset: 3,
+                last_offset: 8
+            }]
+        );
+        assert!(log.aborted_between(9, 10).is_empty());
+        // A marker of an older epoch than the producer's is fenced; the next transaction
+        // (epoch bumped by the coordinator) starts at sequence 0.
+        let newer = WalBatch {
+            producer_epoch: 1,
+            ..marker(BatchKind::Commit)
+        };
+        commit(&mut logs, &[newer]);
+        assert_eq!(
+            commit(&mut logs, &[marker(BatchKind::Commit)]),
+            vec![Err(SeqError::InvalidProducerEpoch)]
+        );
+        let next = WalBatch {
+            producer_epoch: 1,
+            ..txn(0, BatchKind::TxnData)
+        };
+        assert_eq!(commit(&mut logs, &[next]), vec![Ok(Sequenced::New(10))]);
     }
 
     #[test]

@@ -10,7 +10,7 @@ use thiserror::Error;
 use uuid::Uuid;
 
 use crate::acl::AclBinding;
-use crate::diskless::BatchCoord;
+use crate::diskless::{BatchCoord, BatchKind};
 use crate::image::{QuotaEntity, QuotaValue};
 use crate::remote::{RemoteSegment, RemoteSegmentState};
 
@@ -557,6 +557,7 @@ impl MetadataRecord {
                     w.i64(b.producer_id);
                     w.u16(b.producer_epoch as u16);
                     w.i32(b.base_sequence);
+                    w.i8(b.kind.code() as i8);
                 }
             }
         }
@@ -782,8 +783,8 @@ impl MetadataRecord {
             (31, 0) => {
                 let broker_id = r.i32()?;
                 let n = r.i32()?;
-                // 82 bytes each.
-                if n < 0 || n as usize > r.buf.len() / 82 {
+                // 83 bytes each.
+                if n < 0 || n as usize > r.buf.len() / 83 {
                     return Err(RecordError::Truncated);
                 }
                 let mut batches = Vec::with_capacity(n as usize);
@@ -803,6 +804,7 @@ impl MetadataRecord {
                             producer_id: r.i64()?,
                             producer_epoch: r.u16()? as i16,
                             base_sequence: r.i32()?,
+                            kind: BatchKind::from_code(r.u8()?).ok_or(RecordError::Truncated)?,
                         },
                     ));
                 }
@@ -1045,6 +1047,7 @@ mod tests {
                             producer_id: 77,
                             producer_epoch: 2,
                             base_sequence: 40,
+                            kind: BatchKind::TxnData,
                         },
                     ),
                     (
@@ -1060,6 +1063,7 @@ mod tests {
                             producer_id: -1,
                             producer_epoch: -1,
                             base_sequence: -1,
+                            kind: BatchKind::Commit,
                         },
                     ),
                 ],

@@ -1184,7 +1184,7 @@ pub struct Marker {
 /// Kafka's control batch for a marker: transactional + control attributes, no sequence, one
 /// record whose key is (version 0, type 0 abort / 1 commit) and value (version 0,
 /// coordinator epoch).
-fn control_batch(m: &Marker, now_ms: i64) -> Result<Vec<u8>, LogError> {
+pub fn control_batch(m: &Marker, now_ms: i64) -> Result<Vec<u8>, LogError> {
     let key = control_key(m.commit);
     let mut value = Vec::with_capacity(6);
     value.extend_from_slice(&0i16.to_be_bytes());

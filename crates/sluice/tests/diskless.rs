@@ -152,7 +152,7 @@ fn a_diskless_topic_on_one_node_needs_no_store_configured() {
         "{}",
         String::from_utf8_lossy(&err.stderr)
     );
-    // Transactions are refused with a clear error, not half-done.
+    // What a diskless topic cannot be is refused at creation.
     let a = admin(b);
     let t = NewTopic::new("dl-compact", 1, TopicReplication::Fixed(1))
         .set("diskless.enable", "true")
@@ -227,6 +227,31 @@ fn three_nodes_on_s3_lose_nothing_when_the_producers_broker_is_killed() {
     for n in &nodes[1..] {
         assert!(!n.data_dir().join("dl-0").exists());
     }
+
+    // A transactional producer on the two nodes left; read_committed sees what it
+    // committed and nothing it aborted.
+    const T: Duration = Duration::from_secs(30);
+    let t = producer(&nodes[2].bootstrap, &[("transactional.id", "dl-3")]);
+    t.init_transactions(T).unwrap();
+    for (tag, commit) in [("c", true), ("a", false)] {
+        t.begin_transaction().unwrap();
+        for i in 0..50 {
+            let v = format!("{tag}-{i:03}");
+            t.send(rdkafka::producer::BaseRecord::to("dl").key(&v).payload(&v))
+                .map_err(|(e, _)| e)
+                .unwrap();
+        }
+        t.flush(T).unwrap();
+        if commit {
+            t.commit_transaction(T).unwrap();
+        } else {
+            t.abort_transaction(T).unwrap();
+        }
+    }
+    let read = read_values(&nodes[1].bootstrap, "dl", 3, "read_committed", 4050);
+    let txn: Vec<&String> = read.iter().filter(|v| !v.starts_with("value")).collect();
+    let want: Vec<String> = (0..50).map(|i| format!("c-{i:03}")).collect();
+    assert_eq!(txn, want.iter().collect::<Vec<_>>());
 }
 
 #[test]
@@ -263,4 +288,94 @@ fn a_store_that_is_down_is_never_acknowledged() {
     produce_all(&again, "dl", &records(15, 3));
     assert_eq!(acked(&again).iter().map(|a| a.2).min(), Some(10));
     assert!(server.log().contains("cannot write a WAL object"));
+}
+
+/// Every value a consumer with `isolation` reads from the start of `topic`'s `partitions`
+/// until `expect` are read, then until nothing more comes.
+fn read_values(
+    bootstrap: &str,
+    topic: &str,
+    partitions: i32,
+    isolation: &str,
+    expect: usize,
+) -> Vec<String> {
+    let c = consumer(bootstrap, &[("isolation.level", isolation)]);
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    for p in 0..partitions {
+        tpl.add_partition_offset(topic, p, rdkafka::Offset::Beginning)
+            .unwrap();
+    }
+    c.assign(&tpl).unwrap();
+    let mut out = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while out.len() < expect {
+        assert!(
+            Instant::now() < deadline,
+            "{isolation}: read {} of {expect}",
+            out.len()
+        );
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            out.push(String::from_utf8(m.expect("consume").payload().unwrap().to_vec()).unwrap());
+        }
+    }
+    while let Some(m) = c.poll(Duration::from_millis(700)) {
+        out.push(String::from_utf8(m.expect("consume").payload().unwrap().to_vec()).unwrap());
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn transactions_on_a_diskless_topic_are_read_committed() {
+    const T: Duration = Duration::from_secs(30);
+    let server = start(&["diskless.append.linger.ms=20"]);
+    let b = &server.bootstrap;
+    create_topic(b, "dl", 2, &[("diskless.enable", "true")]);
+    let p = producer(b, &[("transactional.id", "dl-tx")]);
+    p.init_transactions(T).unwrap();
+    let send = |tag: &str| {
+        for i in 0..100 {
+            let v = format!("{tag}-{i:03}");
+            p.send(rdkafka::producer::BaseRecord::to("dl").key(&v).payload(&v))
+                .map_err(|(e, _)| e)
+                .unwrap();
+        }
+        p.flush(T).unwrap();
+    };
+    p.begin_transaction().unwrap();
+    send("c1");
+    p.commit_transaction(T).unwrap();
+    p.begin_transaction().unwrap();
+    send("a");
+    p.abort_transaction(T).unwrap();
+    p.begin_transaction().unwrap();
+    send("c2");
+    // Open: read_committed stops at the last stable offset, before it.
+    let c = consumer(b, &[("isolation.level", "read_committed")]);
+    let u = consumer(b, &[("isolation.level", "read_uncommitted")]);
+    for part in 0..2 {
+        let lso = c.fetch_watermarks("dl", part, T).unwrap().1;
+        let hw = u.fetch_watermarks("dl", part, T).unwrap().1;
+        assert!(
+            lso < hw,
+            "partition {part}: last stable {lso}, high watermark {hw}"
+        );
+    }
+    p.commit_transaction(T).unwrap();
+    let expect = |tags: &[&str]| {
+        let mut v: Vec<String> = tags
+            .iter()
+            .flat_map(|t| (0..100).map(move |i| format!("{t}-{i:03}")))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(
+        read_values(b, "dl", 2, "read_committed", 200),
+        expect(&["c1", "c2"])
+    );
+    assert_eq!(
+        read_values(b, "dl", 2, "read_uncommitted", 300),
+        expect(&["a", "c1", "c2"])
+    );
 }

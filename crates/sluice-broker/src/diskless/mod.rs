@@ -15,8 +15,12 @@
 //!   are cut out with their offsets set, as a local file the connection sends with
 //!   `sendfile` like any log range.
 //!
-//! What is not built yet (see the issue note): transactions on diskless partitions, WAL
-//! compaction into segment objects and retention, rack-aware routing.
+//! Transactions: transactional batches open a producer's transaction in the sequencer's
+//! state, markers (WriteTxnMarkers) are control batches written the same way, and the image
+//! keeps each partition's open transactions (its last stable offset) and aborted ones.
+//!
+//! What is not built yet (see the issue note): WAL compaction into segment objects and
+//! retention, rack-aware routing.
 
 pub mod read;
 pub mod writer;
@@ -32,6 +36,7 @@ use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 use sluice_remote::cache::{CacheDir, CachedRange, Lru};
 use sluice_remote::{RemoteError, RemoteStore};
+use sluice_storage::Marker;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::controller_api::ControllerApi;
@@ -159,6 +164,42 @@ impl Diskless {
         &self,
         entries: Vec<(TopicPartition, Bytes)>,
     ) -> Vec<Result<DisklessAppended, AppendError>> {
+        self.enqueue(entries, |id, partition, records| {
+            writer::Pending::new(id, partition, records)
+        })
+        .await
+    }
+
+    /// Write a transaction marker to each partition (WriteTxnMarkers): answers in order.
+    pub async fn append_markers(
+        &self,
+        targets: Vec<(TopicPartition, Marker)>,
+    ) -> Vec<Result<DisklessAppended, AppendError>> {
+        let now = crate::now_ms();
+        let mut markers = std::collections::VecDeque::new();
+        let entries = targets
+            .into_iter()
+            .map(|(tp, m)| {
+                markers.push_back(m);
+                (tp, Bytes::new())
+            })
+            .collect();
+        self.enqueue(entries, move |id, partition, _| {
+            let m = markers.pop_front().expect("one marker per entry");
+            writer::Pending::marker(id, partition, &m, now)
+        })
+        .await
+    }
+
+    async fn enqueue(
+        &self,
+        entries: Vec<(TopicPartition, Bytes)>,
+        mut pending: impl FnMut(
+            Uuid,
+            i32,
+            Bytes,
+        ) -> Result<(writer::Pending, writer::Answer), AppendError>,
+    ) -> Vec<Result<DisklessAppended, AppendError>> {
         let image = self.metadata.current();
         let queue = self
             .queue
@@ -171,12 +212,13 @@ impl Diskless {
                 .topic(&tp.topic)
                 .filter(|t| t.partitions.contains_key(&tp.partition.0))
                 .map(|t| t.id);
+            let made = pending(topic_id.unwrap_or_default(), tp.partition.0, records);
             let pending = match topic_id {
                 None => Err(AppendError::Code(
                     ErrorCode::UnknownTopicOrPartition,
                     String::new(),
                 )),
-                Some(id) => writer::Pending::new(id, tp.partition.0, records),
+                Some(_) => made,
             };
             let wait = match (pending, &queue) {
                 (Err(e), _) => Err(e),
@@ -215,10 +257,10 @@ impl Diskless {
                 "the WAL writer stopped".into(),
             ))
         })?;
-        let base_offset = match sequenced.first() {
-            Some(Sequenced::New(o) | Sequenced::Duplicate(o)) => *o,
-            None => -1,
+        let offset = |s: &Sequenced| match s {
+            Sequenced::New(o) | Sequenced::Duplicate(o) => *o,
         };
+        let base_offset = sequenced.first().map_or(-1, offset);
         let image = self.metadata.current();
         let log_start_offset = image
             .topic(&tp.topic)

@@ -23,11 +23,11 @@ use super::{wal_key, Diskless};
 use crate::replica::read::FetchedPartition;
 
 /// A partition's offsets, no records.
-fn offsets(start: i64, end: i64, error: Option<ErrorCode>) -> FetchedPartition {
+fn offsets(start: i64, end: i64, lso: i64, error: Option<ErrorCode>) -> FetchedPartition {
     FetchedPartition {
         error,
         high_watermark: Offset(end),
-        last_stable_offset: Offset(end),
+        last_stable_offset: Offset(lso),
         log_start_offset: Offset(start),
         records: None,
         aborted: None,
@@ -59,15 +59,19 @@ impl Diskless {
             read_committed,
         } = at;
         let log = image.diskless_log(&topic_id, partition);
-        let (start, end) = log.map_or((0, 0), |l| (l.start_offset, l.end_offset));
+        let (start, end, lso) = log.map_or((0, 0, 0), |l| {
+            (l.start_offset, l.end_offset, l.last_stable_offset())
+        });
         if offset < start || offset > end {
-            return offsets(start, end, Some(ErrorCode::OffsetOutOfRange));
+            return offsets(start, end, lso, Some(ErrorCode::OffsetOutOfRange));
         }
-        let mut answer = offsets(start, end, None);
+        let mut answer = offsets(start, end, lso, None);
         if read_committed {
             answer.aborted = Some(Vec::new());
         }
-        let Some(log) = log.filter(|_| offset < end) else {
+        // read_committed reads below the last stable offset only.
+        let upper = if read_committed { lso } else { end };
+        let Some(log) = log.filter(|_| offset < upper) else {
             return answer;
         };
         let mut batches = log.from_offset(offset);
@@ -98,7 +102,11 @@ impl Diskless {
             }
         };
         let mut len = 0u64;
-        for (i, (_, at)) in range.batches.iter().enumerate() {
+        let mut read_end = offset;
+        for (i, (last, at)) in range.batches.iter().enumerate() {
+            if *last >= upper {
+                break;
+            }
             let next = range
                 .batches
                 .get(i + 1)
@@ -108,6 +116,20 @@ impl Diskless {
                 break;
             }
             len += size;
+            read_end = last + 1;
+        }
+        if read_committed {
+            answer.aborted = Some(
+                log.aborted_between(offset, read_end)
+                    .into_iter()
+                    .map(|a| sluice_storage::txn_index::AbortedTxn {
+                        producer_id: a.producer_id,
+                        first_offset: a.first_offset,
+                        last_offset: a.last_offset,
+                        last_stable_offset: lso,
+                    })
+                    .collect(),
+            );
         }
         if len > 0 {
             answer.records = Some(FileSlice {

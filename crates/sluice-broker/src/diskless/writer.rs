@@ -13,11 +13,12 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::{Bytes, BytesMut};
-use sluice_metadata::diskless::{Sequenced, WalBatch};
+use sluice_metadata::diskless::{BatchKind, Sequenced, WalBatch};
 use sluice_metadata::Uuid;
 use sluice_protocol::batch::{verify_crc, BatchIter};
 use sluice_protocol::ErrorCode;
 use sluice_remote::RemoteStore;
+use sluice_storage::Marker;
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
@@ -39,6 +40,7 @@ struct BatchMeta {
     producer_id: i64,
     producer_epoch: i16,
     base_sequence: i32,
+    kind: BatchKind,
 }
 
 /// One partition's records of one produce request, waiting to be written.
@@ -84,12 +86,17 @@ impl Pending {
                     "clients may not write control batches",
                 ));
             }
-            if h.is_transactional() {
-                return Err(invalid(
-                    ErrorCode::InvalidRecord,
-                    "transactions are not supported on diskless topics yet",
-                ));
-            }
+            let kind = if h.is_transactional() {
+                if h.producer_id < 0 {
+                    return Err(invalid(
+                        ErrorCode::InvalidRecord,
+                        "a transactional batch needs a producer id",
+                    ));
+                }
+                BatchKind::TxnData
+            } else {
+                BatchKind::Data
+            };
             batches.push(BatchMeta {
                 offset,
                 size: bytes.len(),
@@ -98,6 +105,7 @@ impl Pending {
                 producer_id: h.producer_id,
                 producer_epoch: h.producer_epoch,
                 base_sequence: h.base_sequence,
+                kind,
             });
         }
         if batches.is_empty() {
@@ -106,8 +114,47 @@ impl Pending {
                 "the request holds no records",
             ));
         }
+        Ok(Self::queued(topic_id, partition, records, batches))
+    }
+
+    /// A transaction marker the coordinator asked for, as a control batch.
+    pub fn marker(
+        topic_id: Uuid,
+        partition: i32,
+        marker: &Marker,
+        now_ms: i64,
+    ) -> Result<(Self, Answer), AppendError> {
+        let bytes = sluice_storage::log::control_batch(marker, now_ms).map_err(AppendError::Log)?;
+        let batches = vec![BatchMeta {
+            offset: 0,
+            size: bytes.len(),
+            record_count: 1,
+            max_timestamp_ms: now_ms,
+            producer_id: marker.producer_id,
+            producer_epoch: marker.epoch,
+            base_sequence: -1,
+            kind: if marker.commit {
+                BatchKind::Commit
+            } else {
+                BatchKind::Abort
+            },
+        }];
+        Ok(Self::queued(
+            topic_id,
+            partition,
+            Bytes::from(bytes),
+            batches,
+        ))
+    }
+
+    fn queued(
+        topic_id: Uuid,
+        partition: i32,
+        records: Bytes,
+        batches: Vec<BatchMeta>,
+    ) -> (Self, Answer) {
         let (reply, rx) = oneshot::channel();
-        Ok((
+        (
             Self {
                 topic_id,
                 partition,
@@ -116,7 +163,7 @@ impl Pending {
                 reply,
             },
             rx,
-        ))
+        )
     }
 }
 
@@ -181,6 +228,7 @@ fn build(pending: &[Pending]) -> (Bytes, Vec<WalBatch>, Vec<usize>) {
                     producer_id: b.producer_id,
                     producer_epoch: b.producer_epoch,
                     base_sequence: b.base_sequence,
+                    kind: b.kind,
                 });
                 owners.push(i);
             }
@@ -312,7 +360,7 @@ mod tests {
     }
 
     #[test]
-    fn corrupt_and_transactional_records_are_refused_before_they_are_queued() {
+    fn corrupt_records_are_refused_before_they_are_queued() {
         let t = Uuid::from_bytes([1; 16]);
         let mut bad = records(1, -1, -1).to_vec();
         let last = bad.len() - 1;
@@ -321,9 +369,7 @@ mod tests {
         assert_eq!(e.code(), ErrorCode::CorruptMessage);
         let e = Pending::new(t, 0, Bytes::new()).err().unwrap();
         assert_eq!(e.code(), ErrorCode::InvalidRecord);
-        let mut b = BatchBuilder::new(Compression::None)
-            .with_producer(3, 0, 0)
-            .with_transactional(true);
+        let mut b = BatchBuilder::new(Compression::None).with_transactional(true);
         b.append(1, None, Some(b"x"), &[]);
         let e = Pending::new(t, 0, Bytes::from(b.build(0).unwrap()))
             .err()

@@ -248,9 +248,11 @@ async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Respon
     // Transactions v2: the partitions this request opens in the producer's transaction are
     // added to it first; those the coordinator refuses are not written.
     let mut not_added: Vec<(usize, AppendError)> = Vec::new();
+    let mut diskless_not_added: Vec<(usize, AppendError)> = Vec::new();
     if ctx.api_version >= 12 {
         if let Some(id) = req.transactional_id.as_ref().filter(|_| !txn_denied) {
             not_added = add_to_transaction(h, id, &entries).await;
+            diskless_not_added = add_to_transaction(h, id, &diskless).await;
         }
     }
     let results = if entries.is_empty() {
@@ -283,8 +285,25 @@ async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Respon
     // Diskless partitions: durable in the object store and committed, whatever acks says.
     let diskless_results = if diskless.is_empty() {
         Vec::new()
-    } else {
+    } else if diskless_not_added.is_empty() {
         h.replicas.append_diskless(diskless).await
+    } else {
+        let mut errors: std::collections::HashMap<usize, AppendError> =
+            diskless_not_added.into_iter().collect();
+        let n = diskless.len();
+        let write: Vec<AppendEntry> = diskless
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| !errors.contains_key(i))
+            .map(|(_, e)| e)
+            .collect();
+        let mut written = h.replicas.append_diskless(write).await.into_iter();
+        (0..n)
+            .map(|i| match errors.remove(&i) {
+                Some(e) => Err(e),
+                None => written.next().unwrap_or_else(|| Err(refused_code())),
+            })
+            .collect()
     };
     // The records are in the log: the request's bytes are no longer held.
     ctx.release_budget();

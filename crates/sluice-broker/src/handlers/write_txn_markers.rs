@@ -63,6 +63,29 @@ async fn handle(
                     .map(|i| TopicPartition::new(t.name.to_string(), *i))
             })
             .collect();
+        // Diskless partitions' markers go to the object store and the sequencer.
+        let (diskless_targets, targets): (Vec<TopicPartition>, Vec<TopicPartition>) = targets
+            .into_iter()
+            .partition(|tp| !denied && h.replicas.is_diskless(&tp.topic));
+        let diskless_outcomes: Vec<(String, i32, Option<ErrorCode>)> =
+            if diskless_targets.is_empty() {
+                Vec::new()
+            } else {
+                let written = h
+                    .replicas
+                    .append_diskless_markers(
+                        diskless_targets
+                            .iter()
+                            .map(|tp| (tp.clone(), marker))
+                            .collect(),
+                    )
+                    .await;
+                diskless_targets
+                    .into_iter()
+                    .zip(written)
+                    .map(|(tp, r)| (tp.topic, tp.partition.0, r.err().map(|e| e.code())))
+                    .collect()
+            };
         // Append every marker first, then wait: the replication waits overlap.
         let appended = if denied {
             targets
@@ -81,7 +104,7 @@ async fn handle(
         };
         let ok: Vec<&Appended> = appended.iter().filter_map(|a| a.as_ref().ok()).collect();
         let mut settled = h.replicas.await_replication(&ok, timeout).await.into_iter();
-        let mut outcomes = Vec::new();
+        let mut outcomes = diskless_outcomes;
         for (tp, a) in targets.into_iter().zip(&appended) {
             let (code, marker_offset) = match a {
                 Err(e) => (Some(e.code()), -1),

@@ -140,6 +140,7 @@ impl ReplicaManager {
         &self,
         tp: &TopicPartition,
         spec: OffsetSpec,
+        read_committed: bool,
     ) -> Option<Result<FoundOffset, ErrorCode>> {
         let image = self.metadata().current();
         if !is_diskless(&image, &tp.topic) {
@@ -154,9 +155,13 @@ impl ReplicaManager {
         let epoch = LeaderEpoch(reg.leader_epoch);
         let log = image.diskless_log(&id, tp.partition.0);
         let (start, end) = log.map_or((0, 0), |l| (l.start_offset, l.end_offset));
+        let visible = match log {
+            Some(l) if read_committed => l.last_stable_offset(),
+            _ => end,
+        };
         let none = (Offset::NONE, -1, LeaderEpoch::NONE);
         Some(Ok(match spec {
-            OffsetSpec::Latest => (Offset(end), -1, epoch),
+            OffsetSpec::Latest => (Offset(visible), -1, epoch),
             OffsetSpec::Earliest | OffsetSpec::EarliestLocal => (Offset(start), -1, epoch),
             OffsetSpec::LatestTiered => none,
             OffsetSpec::MaxTimestamp => log
@@ -164,7 +169,51 @@ impl ReplicaManager {
                 .map_or(none, |b| (Offset(b.last_offset), b.max_timestamp_ms, epoch)),
             OffsetSpec::Timestamp(t) => log
                 .and_then(|l| l.first_at_or_after(t))
+                .filter(|b| b.base_offset < visible)
                 .map_or(none, |b| (Offset(b.base_offset), b.max_timestamp_ms, epoch)),
         }))
+    }
+
+    /// Transactions v2 for a diskless partition: whether the producer's transaction is open
+    /// there (at `epoch`); None when `tp` is not diskless.
+    pub fn diskless_in_open_txn(
+        &self,
+        tp: &TopicPartition,
+        producer_id: i64,
+        epoch: i16,
+    ) -> Option<bool> {
+        let image = self.metadata().current();
+        if !is_diskless(&image, &tp.topic) {
+            return None;
+        }
+        let open = image
+            .topic(&tp.topic)
+            .and_then(|t| image.diskless_log(&t.id, tp.partition.0))
+            .is_some_and(|l| {
+                l.in_open_txn(producer_id)
+                    && l.producers
+                        .get(&producer_id)
+                        .is_some_and(|p| p.epoch == epoch)
+            });
+        Some(open)
+    }
+
+    /// WriteTxnMarkers for diskless partitions: each marker's offset, once committed.
+    pub async fn append_diskless_markers(
+        &self,
+        targets: Vec<(TopicPartition, sluice_storage::Marker)>,
+    ) -> Vec<Result<DisklessAppended, AppendError>> {
+        match self.diskless() {
+            Some(d) => d.append_markers(targets).await,
+            None => targets
+                .iter()
+                .map(|_| {
+                    Err(AppendError::Code(
+                        ErrorCode::UnknownTopicOrPartition,
+                        "this broker does not serve diskless topics".into(),
+                    ))
+                })
+                .collect(),
+        }
     }
 }

@@ -80,7 +80,7 @@ impl ReplicaManager {
         current_leader_epoch: LeaderEpoch,
         read_committed: bool,
     ) -> Result<FoundOffset, ErrorCode> {
-        if let Some(found) = self.list_diskless_offset(tp, spec) {
+        if let Some(found) = self.list_diskless_offset(tp, spec, read_committed) {
             return found;
         }
         let p = self.hosted(tp)?;
@@ -175,6 +175,9 @@ impl ReplicaManager {
     /// Whether `producer_id` has a transaction open in `tp` at `epoch` (transactions v2: such a
     /// partition is already part of the producer's transaction). False when not the leader.
     pub fn in_open_txn(&self, tp: &TopicPartition, producer_id: i64, epoch: i16) -> bool {
+        if let Some(open) = self.diskless_in_open_txn(tp, producer_id, epoch) {
+            return open;
+        }
         self.led(tp).is_ok_and(|p| {
             p.read_log()
                 .producer_state()
