@@ -1964,6 +1964,32 @@ fn java_client_reads_a_tiered_topic_from_offset_zero() {
     assert!(out.contains("READ 4000 4000000"), "{out}");
 }
 
+/// A diskless topic with Kafka 4.4's Java client (`interop/java/.../Diskless.java`): Admin
+/// creates it, an idempotent producer's records are read back by a consumer group at the
+/// offsets acknowledged, and read_committed sees a committed transaction and not an aborted
+/// one.
+#[test]
+fn java_client_on_a_diskless_topic() {
+    let server = start(&["diskless.append.linger.ms=20"]);
+    let cp = java_build("kafka4", "4.4.0");
+    let out = must_succeed(
+        Command::new("java")
+            .args([
+                "-cp",
+                &cp,
+                "interop.Diskless",
+                &server.bootstrap,
+                "jdl",
+                "3000",
+            ])
+            .current_dir(repo_root().join("interop/java")),
+        "java interop.Diskless",
+    );
+    assert!(out.contains("PRODUCED 3000"), "{out}");
+    assert!(out.contains("GROUP READ 3000"), "{out}");
+    assert!(out.contains("READ_COMMITTED 100"), "{out}");
+}
+
 /// Broker settings that make share-group lock expiry and the delivery limit quick to see.
 const SHARE_TEST_SETTINGS: &[&str] = &[
     "group.share.min.record.lock.duration.ms=1000",
