@@ -13,10 +13,7 @@ use crate::error::ApiError;
 
 /// Whether a topic's configs make it diskless.
 pub fn is_diskless_topic(image: &MetadataImage, name: &str) -> bool {
-    image
-        .topic_configs(name)
-        .get("diskless.enable")
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    image.diskless_topics.contains(name)
 }
 
 fn api_error(e: SeqError) -> ApiError {

@@ -103,6 +103,9 @@ pub struct MetadataImage {
     /// Diskless partitions' logs by (topic id, partition): their committed batches. Shared
     /// like the remote logs; a commit copies the partitions it touches.
     pub diskless: BTreeMap<(Uuid, i32), Arc<DisklessLog>>,
+    /// Names of the topics with `diskless.enable=true` (from their configs), so the hot
+    /// paths route a partition without looking a config up.
+    pub diskless_topics: std::collections::BTreeSet<String>,
 }
 
 /// A controller's metadata log directory id and controller listener endpoints.
@@ -283,6 +286,16 @@ impl MetadataImage {
                 name,
                 value,
             } => {
+                if *resource_type == RESOURCE_TOPIC && name == "diskless.enable" {
+                    if value
+                        .as_deref()
+                        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+                    {
+                        self.diskless_topics.insert(resource_name.clone());
+                    } else {
+                        self.diskless_topics.remove(resource_name);
+                    }
+                }
                 let key = (*resource_type, resource_name.clone());
                 let entry = self.configs.entry(key.clone()).or_default();
                 match value {
@@ -376,6 +389,7 @@ impl MetadataImage {
                 self.remote_logs.retain(|(t, _), _| t != topic_id);
                 self.diskless.retain(|(t, _), _| t != topic_id);
                 if let Some(name) = self.topic_names.remove(topic_id) {
+                    self.diskless_topics.remove(&name);
                     self.topics.remove(&name);
                     self.configs.remove(&(RESOURCE_TOPIC, name));
                 }

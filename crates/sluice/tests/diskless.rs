@@ -106,6 +106,9 @@ fn a_diskless_topic_on_one_node_needs_no_store_configured() {
     let server = start(&["diskless.append.linger.ms=20"]);
     let b = &server.bootstrap;
     create_topic(b, "dl", 3, &[("diskless.enable", "true")]);
+    // The store is opened when first needed: nothing beside the log directory yet.
+    let store = server.data_dir().parent().unwrap().join("remote");
+    assert!(!store.exists());
     let p = producer(b, &[("enable.idempotence", "true"), ("acks", "all")]);
     produce_all(&p, "dl", &records(0, 3000));
     let plain = producer(b, &[("acks", "1")]);
@@ -192,8 +195,7 @@ fn three_nodes_on_s3_lose_nothing_when_the_producers_broker_is_killed() {
     for r in block_on(admin(&first).create_topics([&topic], &AdminOptions::new())).unwrap() {
         r.unwrap();
     }
-    // The producer knows node 1 only; Metadata there names node 1 the leader of every
-    // partition, and lists the others.
+    // The producer knows node 1 only; Metadata spreads the partitions over the three.
     let p = producer(
         &first,
         &[
@@ -203,7 +205,8 @@ fn three_nodes_on_s3_lose_nothing_when_the_producers_broker_is_killed() {
         ],
     );
     produce_all(&p, "dl", &records(0, 2000));
-    // Node 1 dies with the producer's next records in flight; they go to another broker.
+    // Node 1 dies with the producer's next records in flight; once it is fenced its
+    // partitions are led by the others.
     for (k, v, _) in records(2000, 2000) {
         let rec = rdkafka::producer::BaseRecord::to("dl").key(&k).payload(&v);
         p.send(rec).map_err(|(e, _)| e).unwrap();

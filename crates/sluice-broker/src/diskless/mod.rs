@@ -82,6 +82,39 @@ impl DisklessMetrics {
     }
 }
 
+/// The object store, opened when first needed: a node that never serves a diskless topic
+/// never creates a local store directory or reaches S3 for it.
+pub struct LazyStore {
+    settings: TierSettings,
+    first_log_dir: std::path::PathBuf,
+    store: Mutex<Option<RemoteStore>>,
+}
+
+impl LazyStore {
+    pub fn new(settings: &TierSettings, first_log_dir: &Path) -> Self {
+        Self {
+            settings: settings.clone(),
+            first_log_dir: first_log_dir.to_path_buf(),
+            store: Mutex::new(None),
+        }
+    }
+
+    /// The store; an error (a bad URI, a directory that cannot be made) is returned each time
+    /// until it opens.
+    pub fn get(&self) -> Result<RemoteStore, RemoteError> {
+        let mut s = self
+            .store
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(store) = &*s {
+            return Ok(store.clone());
+        }
+        let store = crate::replica::tier::open_store(&self.settings, &self.first_log_dir)?;
+        *s = Some(store.clone());
+        Ok(store)
+    }
+}
+
 /// A partition's successful diskless append.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct DisklessAppended {
@@ -92,7 +125,7 @@ pub struct DisklessAppended {
 /// One broker's handle on diskless topics. Owned by the replica manager; the writer task
 /// ends when [`Diskless::shutdown`] closes its queue.
 pub struct Diskless {
-    store: RemoteStore,
+    store: Arc<LazyStore>,
     metadata: Arc<MetadataCache>,
     queue: Mutex<Option<mpsc::Sender<writer::Pending>>>,
     task: Mutex<Option<tokio::task::JoinHandle<()>>>,
@@ -106,11 +139,7 @@ pub struct Diskless {
 
 /// Whether `topic` is diskless in `image`.
 pub fn is_diskless(image: &MetadataImage, topic: &str) -> bool {
-    image
-        .configs
-        .get(&(sluice_metadata::image::RESOURCE_TOPIC, topic.to_string()))
-        .and_then(|c| c.get("diskless.enable"))
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    !image.diskless_topics.is_empty() && image.diskless_topics.contains(topic)
 }
 
 /// The key of WAL object `id`.
@@ -126,7 +155,7 @@ impl Diskless {
         controller: Arc<dyn ControllerApi>,
         metadata: Arc<MetadataCache>,
     ) -> Result<Arc<Self>, RemoteError> {
-        let store = crate::replica::tier::open_store(settings, first_log_dir)?;
+        let store = Arc::new(LazyStore::new(settings, first_log_dir));
         let cache_dir =
             CacheDir::create(&first_log_dir.join(sluice_storage::log_manager::DISKLESS_CACHE_DIR))?;
         let metrics = Arc::new(DisklessMetrics::new());
@@ -137,7 +166,7 @@ impl Diskless {
                 linger: std::time::Duration::from_millis(settings.diskless_linger_ms),
                 max_bytes: settings.diskless_buffer_bytes,
             },
-            store.clone(),
+            Arc::clone(&store),
             controller,
             Arc::clone(&metrics),
         ));
@@ -154,8 +183,8 @@ impl Diskless {
         }))
     }
 
-    pub fn store(&self) -> &RemoteStore {
-        &self.store
+    pub fn store(&self) -> Result<RemoteStore, RemoteError> {
+        self.store.get()
     }
 
     /// Append each entry's batches (a partition of a produce request): answers in entry order,

@@ -151,7 +151,7 @@ impl Diskless {
             .objects
             .get_or_fill(&key, || async {
                 self.metrics.gets.increment(1);
-                let got = self.store.get(&key).await?;
+                let got = self.store.get()?.get(&key).await?;
                 let bytes = got.ok_or_else(|| RemoteError::Corrupt {
                     key: key.clone(),
                     reason: "the WAL object is missing".into(),

@@ -4,9 +4,11 @@
 //! order they came), then sends the object's batch list to the sequencer. Each produce
 //! request's partition is answered with its batches' offsets only after both.
 //!
-//! One object is written and committed at a time, in order: an idempotent producer's next
-//! batch never reaches the sequencer before its previous one. While one is in flight the
-//! queue keeps filling, so a slow store makes bigger objects, not more of them.
+//! Objects are uploaded concurrently (at most [`UPLOADS_IN_FLIGHT`]) but committed one at a
+//! time, in the order they were gathered: an idempotent producer's next batch never reaches
+//! the sequencer before its previous one. The linger time counts from when a batch arrived,
+//! so batches that waited behind a slow upload are written at once; with every upload slot
+//! taken the queue keeps filling, so a slow store makes bigger objects, not more of them.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -17,14 +19,16 @@ use sluice_metadata::diskless::{BatchKind, Sequenced, WalBatch};
 use sluice_metadata::Uuid;
 use sluice_protocol::batch::{verify_crc, BatchIter};
 use sluice_protocol::ErrorCode;
-use sluice_remote::RemoteStore;
 use sluice_storage::Marker;
 use tokio::sync::{mpsc, oneshot};
 use tracing::warn;
 
-use super::{wal_key, DisklessMetrics};
+use super::{wal_key, DisklessMetrics, LazyStore};
 use crate::controller_api::ControllerApi;
 use crate::replica::AppendError;
+
+/// Objects being uploaded at once, waiting for their turn to commit.
+pub const UPLOADS_IN_FLIGHT: usize = 4;
 
 pub struct WriterConfig {
     pub linger: Duration,
@@ -45,6 +49,7 @@ struct BatchMeta {
 
 /// One partition's records of one produce request, waiting to be written.
 pub struct Pending {
+    arrived: tokio::time::Instant,
     topic_id: Uuid,
     partition: i32,
     records: Bytes,
@@ -156,6 +161,7 @@ impl Pending {
         let (reply, rx) = oneshot::channel();
         (
             Self {
+                arrived: tokio::time::Instant::now(),
                 topic_id,
                 partition,
                 records,
@@ -167,17 +173,34 @@ impl Pending {
     }
 }
 
-/// The writer task: until the queue closes (and is drained).
+/// An object being uploaded: its entries, its batches (with the entry each came from), and
+/// the upload's outcome.
+struct Upload {
+    id: Uuid,
+    pending: Vec<Pending>,
+    batches: Vec<WalBatch>,
+    owners: Vec<usize>,
+    stored: tokio::task::JoinHandle<Result<(), String>>,
+}
+
+/// The writer task: until the queue closes (and is drained). Gathers and starts uploads;
+/// a second stage commits them in order.
 pub async fn run(
     mut rx: mpsc::Receiver<Pending>,
     config: WriterConfig,
-    store: RemoteStore,
+    store: Arc<LazyStore>,
     controller: Arc<dyn ControllerApi>,
     metrics: Arc<DisklessMetrics>,
 ) {
+    let (uploads_tx, uploads_rx) = mpsc::channel::<Upload>(UPLOADS_IN_FLIGHT);
+    let committer = tokio::spawn(commit_in_order(
+        uploads_rx,
+        Arc::clone(&controller),
+        Arc::clone(&metrics),
+    ));
     loop {
-        let Some(first) = rx.recv().await else { return };
-        let deadline = tokio::time::Instant::now() + config.linger;
+        let Some(first) = rx.recv().await else { break };
+        let deadline = first.arrived + config.linger;
         let mut bytes = first.records.len();
         let mut gathered = vec![first];
         while bytes < config.max_bytes {
@@ -189,7 +212,84 @@ pub async fn run(
                 Ok(None) | Err(_) => break,
             }
         }
-        write_object(gathered, &store, &*controller, &metrics).await;
+        let upload = start_upload(gathered, &store, &metrics);
+        if uploads_tx.send(upload).await.is_err() {
+            break;
+        }
+    }
+    drop(uploads_tx);
+    let _ = committer.await;
+}
+
+fn start_upload(
+    pending: Vec<Pending>,
+    store: &Arc<LazyStore>,
+    metrics: &Arc<DisklessMetrics>,
+) -> Upload {
+    let (object, batches, owners) = build(&pending);
+    let id = Uuid::new_v4();
+    let store = Arc::clone(store);
+    let metrics = Arc::clone(metrics);
+    let stored = tokio::spawn(async move {
+        let size = object.len() as u64;
+        let started = Instant::now();
+        metrics.puts.increment(1);
+        let put = async { store.get()?.put(&wal_key(&id), object).await };
+        match put.await {
+            Ok(()) => {
+                metrics.put_bytes.increment(size);
+                metrics
+                    .upload_ms
+                    .record(started.elapsed().as_secs_f64() * 1000.0);
+                Ok(())
+            }
+            Err(e) => {
+                metrics.put_errors.increment(1);
+                warn!(error = %e, "cannot write a WAL object; its producers are answered REQUEST_TIMED_OUT");
+                Err(format!("the object store did not take the batches: {e}"))
+            }
+        }
+    });
+    Upload {
+        id,
+        pending,
+        batches,
+        owners,
+        stored,
+    }
+}
+
+/// Commit uploads in the order they were started, as each is stored.
+async fn commit_in_order(
+    mut uploads: mpsc::Receiver<Upload>,
+    controller: Arc<dyn ControllerApi>,
+    metrics: Arc<DisklessMetrics>,
+) {
+    while let Some(u) = uploads.recv().await {
+        let stored = u
+            .stored
+            .await
+            .unwrap_or_else(|e| Err(format!("the upload task failed: {e}")));
+        match stored {
+            Ok(()) => {
+                commit(
+                    u.id,
+                    u.pending,
+                    &u.batches,
+                    u.owners,
+                    &*controller,
+                    &metrics,
+                )
+                .await
+            }
+            Err(message) => {
+                for p in u.pending {
+                    let _ = p
+                        .reply
+                        .send(Err(invalid(ErrorCode::RequestTimedOut, message.clone())));
+                }
+            }
+        }
     }
 }
 
@@ -237,35 +337,17 @@ fn build(pending: &[Pending]) -> (Bytes, Vec<WalBatch>, Vec<usize>) {
     (object.freeze(), batches, owners)
 }
 
-/// Write one object and commit it; answer every entry in it.
-async fn write_object(
+/// Commit a stored object; answer every entry in it.
+async fn commit(
+    object_id: Uuid,
     pending: Vec<Pending>,
-    store: &RemoteStore,
+    batches: &[WalBatch],
+    owners: Vec<usize>,
     controller: &dyn ControllerApi,
     metrics: &DisklessMetrics,
 ) {
-    let (object, batches, owners) = build(&pending);
-    let object_id = Uuid::new_v4();
-    let size = object.len() as u64;
-    let started = Instant::now();
-    metrics.puts.increment(1);
-    if let Err(e) = store.put(&wal_key(&object_id), object).await {
-        metrics.put_errors.increment(1);
-        warn!(error = %e, "cannot write a WAL object; its producers are answered REQUEST_TIMED_OUT");
-        let message = format!("the object store did not take the batches: {e}");
-        for p in pending {
-            let _ = p
-                .reply
-                .send(Err(invalid(ErrorCode::RequestTimedOut, message.clone())));
-        }
-        return;
-    }
-    metrics.put_bytes.increment(size);
-    metrics
-        .upload_ms
-        .record(started.elapsed().as_secs_f64() * 1000.0);
     let committing = Instant::now();
-    let results = controller.diskless_commit(object_id, &batches).await;
+    let results = controller.diskless_commit(object_id, batches).await;
     metrics
         .commit_ms
         .record(committing.elapsed().as_secs_f64() * 1000.0);

@@ -31,16 +31,21 @@ handler!(
     }
 );
 
-/// A topic's entry; `ops` is its authorized-operations field. A diskless topic's partitions
-/// are led by the broker asked (`this`, when it is live): any broker serves them, and a
-/// client that loses its broker asks another, which then leads for it.
-fn topic_response(
-    image: &MetadataImage,
-    t: &TopicImage,
-    ops: i32,
-    this: i32,
-) -> MetadataResponseTopic {
-    let diskless = crate::diskless::is_diskless(image, &t.name) && image.is_live(this);
+/// A topic's entry; `ops` is its authorized-operations field. Any broker serves a diskless
+/// topic's partitions: each is shown led by a live broker picked by its index, so a client's
+/// partitions spread over the brokers as a classic topic's leaders do (and move off a broker
+/// once it is fenced).
+fn topic_response(image: &MetadataImage, t: &TopicImage, ops: i32) -> MetadataResponseTopic {
+    let live: Vec<i32> = if crate::diskless::is_diskless(image, &t.name) {
+        image
+            .brokers
+            .keys()
+            .copied()
+            .filter(|b| image.is_live(*b))
+            .collect()
+    } else {
+        Vec::new()
+    };
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(str_bytes(t.name.clone())));
     out.topic_id = t.id;
@@ -56,17 +61,13 @@ fn topic_response(
             p.leader_epoch = reg.leader_epoch;
             p.replica_nodes = reg.replicas.iter().map(|r| BrokerId(*r)).collect();
             p.isr_nodes = reg.isr.iter().map(|r| BrokerId(*r)).collect();
-            if diskless {
-                p.leader_id = BrokerId(this);
-                let live: Vec<BrokerId> = image
-                    .brokers
-                    .keys()
-                    .filter(|b| image.is_live(**b))
-                    .map(|b| BrokerId(*b))
-                    .collect();
-                p.replica_nodes = live.clone();
-                p.isr_nodes = live;
+            if !live.is_empty() {
+                let at = (*index as usize + t.id.as_u128() as usize) % live.len();
+                p.leader_id = BrokerId(live[at]);
+                p.replica_nodes = live.iter().map(|b| BrokerId(*b)).collect();
+                p.isr_nodes = p.replica_nodes.clone();
                 p.offline_replicas = Vec::new();
+                p.error_code = 0;
                 return p;
             }
             p.offline_replicas = reg
@@ -154,7 +155,7 @@ async fn handle(h: &Metadata, ctx: &RequestContext, body: Bytes) -> Result<Respo
     };
     let seen = |t: &TopicImage| -> MetadataResponseTopic {
         if acl.topic(op::DESCRIBE, &t.name) {
-            topic_response(&image, t, ops(&t.name), h.identity.node_id)
+            topic_response(&image, t, ops(&t.name))
         } else {
             missing_topic(
                 Some(&t.name),
@@ -168,7 +169,7 @@ async fn handle(h: &Metadata, ctx: &RequestContext, body: Bytes) -> Result<Respo
             .topics
             .values()
             .filter(|t| acl.topic(op::DESCRIBE, &t.name))
-            .map(|t| topic_response(&image, t, ops(&t.name), h.identity.node_id))
+            .map(|t| topic_response(&image, t, ops(&t.name)))
             .collect(),
         Some(topics) => topics
             .iter()

@@ -149,9 +149,10 @@ impl ReplicaManager {
     ) -> Vec<FetchedPartition> {
         if params.replica.is_none() && self.diskless().is_some() {
             let image = self.metadata().current();
-            if partitions
-                .iter()
-                .any(|p| crate::diskless::is_diskless(&image, &p.tp.topic))
+            if !image.diskless_topics.is_empty()
+                && partitions
+                    .iter()
+                    .any(|p| crate::diskless::is_diskless(&image, &p.tp.topic))
             {
                 return self.fetch_with_diskless(params, partitions).await;
             }
