@@ -122,13 +122,20 @@ pub struct DisklessAppended {
     pub log_start_offset: i64,
 }
 
-/// One broker's handle on diskless topics. Owned by the replica manager; the writer task
-/// ends when [`Diskless::shutdown`] closes its queue.
+/// The WAL writer: not started until the first append, running, or stopped.
+enum WriterSlot {
+    Idle(writer::WriterConfig, Arc<dyn ControllerApi>),
+    Running(mpsc::Sender<writer::Pending>, tokio::task::JoinHandle<()>),
+    Stopped,
+}
+
+/// One broker's handle on diskless topics. Owned by the replica manager. The writer task
+/// starts with the first append (a node that serves no diskless topic runs none) and ends
+/// when [`Diskless::shutdown`] closes its queue.
 pub struct Diskless {
     store: Arc<LazyStore>,
     metadata: Arc<MetadataCache>,
-    queue: Mutex<Option<mpsc::Sender<writer::Pending>>>,
-    task: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    writer: Mutex<WriterSlot>,
     /// Whole WAL objects, by key.
     objects: Lru<Bytes>,
     /// A partition's batches cut out of an object, offsets set, as local files.
@@ -148,7 +155,8 @@ pub fn wal_key(id: &Uuid) -> String {
 }
 
 impl Diskless {
-    /// Open the store, empty the read cache directory and start the WAL writer.
+    /// Empty the read cache directory; the store is opened and the WAL writer started when
+    /// first needed.
     pub fn start(
         settings: &TierSettings,
         first_log_dir: &Path,
@@ -159,28 +167,47 @@ impl Diskless {
         let cache_dir =
             CacheDir::create(&first_log_dir.join(sluice_storage::log_manager::DISKLESS_CACHE_DIR))?;
         let metrics = Arc::new(DisklessMetrics::new());
-        let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
-        let task = tokio::spawn(writer::run(
-            rx,
-            writer::WriterConfig {
-                linger: std::time::Duration::from_millis(settings.diskless_linger_ms),
-                max_bytes: settings.diskless_buffer_bytes,
-            },
-            Arc::clone(&store),
-            controller,
-            Arc::clone(&metrics),
-        ));
+        let config = writer::WriterConfig {
+            linger: std::time::Duration::from_millis(settings.diskless_linger_ms),
+            max_bytes: settings.diskless_buffer_bytes,
+        };
         let cache = settings.cache_bytes.max(64 << 20);
         Ok(Arc::new(Self {
             store,
             metadata,
-            queue: Mutex::new(Some(tx)),
-            task: Mutex::new(Some(task)),
+            writer: Mutex::new(WriterSlot::Idle(config, controller)),
             objects: Lru::new(cache / 2),
             ranges: Lru::new(cache / 2),
             cache_dir,
             metrics,
         }))
+    }
+
+    /// The writer's queue, the writer started if it was not; None once shut down.
+    fn queue(&self) -> Option<mpsc::Sender<writer::Pending>> {
+        let mut slot = self
+            .writer
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if matches!(&*slot, WriterSlot::Idle(..)) {
+            if let WriterSlot::Idle(config, controller) =
+                std::mem::replace(&mut *slot, WriterSlot::Stopped)
+            {
+                let (tx, rx) = mpsc::channel(QUEUE_DEPTH);
+                let task = tokio::spawn(writer::run(
+                    rx,
+                    config,
+                    Arc::clone(&self.store),
+                    controller,
+                    Arc::clone(&self.metrics),
+                ));
+                *slot = WriterSlot::Running(tx, task);
+            }
+        }
+        match &*slot {
+            WriterSlot::Running(tx, _) => Some(tx.clone()),
+            _ => None,
+        }
     }
 
     pub fn store(&self) -> Result<RemoteStore, RemoteError> {
@@ -230,11 +257,7 @@ impl Diskless {
         ) -> Result<(writer::Pending, writer::Answer), AppendError>,
     ) -> Vec<Result<DisklessAppended, AppendError>> {
         let image = self.metadata.current();
-        let queue = self
-            .queue
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone();
+        let queue = self.queue();
         let mut waits = Vec::with_capacity(entries.len());
         for (tp, records) in entries {
             let topic_id = image
@@ -303,17 +326,16 @@ impl Diskless {
 
     /// Stop taking appends; what is queued is written and answered first.
     pub async fn shutdown(&self) {
-        self.queue
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        let task = self
-            .task
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take();
-        if let Some(t) = task {
-            let _ = t.await;
+        let slot = std::mem::replace(
+            &mut *self
+                .writer
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner),
+            WriterSlot::Stopped,
+        );
+        if let WriterSlot::Running(tx, task) = slot {
+            drop(tx);
+            let _ = task.await;
         }
     }
 }
