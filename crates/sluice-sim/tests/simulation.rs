@@ -1272,6 +1272,17 @@ async fn workload(history: Rc<RefCell<History>>, nodes: NodeSlots) -> turmoil::R
 /// its two partitions).
 const TX_TOPIC: &str = "tx";
 const TX_RECORDS: u64 = 4;
+const TX_ID: &str = "sim-tx";
+const TX_STATE_TOPIC: &str = "__transaction_state";
+
+/// The `__transaction_state` partition coordinating `TX_ID`, as Kafka places it: the
+/// absolute value of Java's `String.hashCode`, modulo the partition count.
+fn tx_state_partition(partitions: i32) -> i32 {
+    let h = TX_ID
+        .encode_utf16()
+        .fold(0i32, |h, c| h.wrapping_mul(31).wrapping_add(i32::from(c)));
+    (if h == i32::MIN { 0 } else { h.abs() }) % partitions.max(1)
+}
 
 /// One transaction: `TX_RECORDS` records, then commit (or abort, when `abort`).
 async fn run_txn(p: &Producer, txn: u64, abort: bool) -> Result<(), sluice_client::Error> {
@@ -1295,7 +1306,7 @@ async fn txn_workload(history: Rc<RefCell<History>>) -> turmoil::Result {
     create_topic(TX_TOPIC).await?;
     let config = || -> Result<ClientConfig, sluice_client::Error> {
         ClientConfig::new(BOOTSTRAP)
-            .set("transactional.id", "sim-tx")?
+            .set("transactional.id", TX_ID)?
             .set("acks", "all")?
             .set("linger.ms", "2")?
             .set("request.timeout.ms", "3000")?
@@ -1592,17 +1603,33 @@ fn unfinished(h: &History) -> Vec<i32> {
         .collect()
 }
 
+/// Whether the transactions cannot all be read to their end: a partition of the
+/// transactional topic is offline, or the `__transaction_state` partition coordinating them
+/// is, so a transaction it committed (the client told so once its decision was written) may
+/// have its markers written to one partition and never to the other. Its records stay
+/// there, undecided, until the coordinator is back, and hold the last stable offset back.
+fn txns_offline(offline: &BTreeMap<&str, BTreeSet<i32>>, tx_state_partitions: i32) -> bool {
+    offline.get(TX_TOPIC).is_some_and(|s| !s.is_empty())
+        || offline
+            .get(TX_STATE_TOPIC)
+            .is_some_and(|s| s.contains(&tx_state_partition(tx_state_partitions)))
+}
+
 /// Takes back what the checkers said of partitions left offline (`offline`, by topic): an
-/// acknowledged record of one is not read, a transaction with records in one is not read
-/// whole. What they said of aborted or unknown records stays.
-fn excuse_offline(offline: &BTreeMap<&str, BTreeSet<i32>>, anomalies: &mut Vec<String>) {
+/// acknowledged record of one is not read, a transaction with records in one (or coordinated
+/// by one) is not read whole. What they said of aborted or unknown records stays.
+fn excuse_offline(
+    offline: &BTreeMap<&str, BTreeSet<i32>>,
+    tx_state_partitions: i32,
+    anomalies: &mut Vec<String>,
+) {
     let main: Vec<String> = offline
         .get(TOPIC)
         .iter()
         .flat_map(|s| s.iter())
         .map(|p| format!("acked-readable: {TOPIC}-{p}@"))
         .collect();
-    let txns_offline = offline.get(TX_TOPIC).is_some_and(|s| !s.is_empty());
+    let txns_offline = txns_offline(offline, tx_state_partitions);
     anomalies.retain(|a| {
         if main
             .iter()
@@ -2122,13 +2149,17 @@ fn run_seed(seed: u64) -> Outcome {
     // Partitions eligible leader replicas leave offline (see offline_by_power_loss): what
     // they held is not read, which is no loss.
     let offline: BTreeMap<&str, BTreeSet<i32>> = match &image {
-        Some(image) => [TOPIC, TX_TOPIC]
+        Some(image) => [TOPIC, TX_TOPIC, TX_STATE_TOPIC]
             .into_iter()
             .map(|t| (t, offline_by_power_loss(image, t, &faults.power_lost)))
             .collect(),
         None => BTreeMap::new(),
     };
-    excuse_offline(&offline, &mut anomalies);
+    let tx_state_partitions = image
+        .as_ref()
+        .and_then(|i| i.topics.get(TX_STATE_TOPIC))
+        .map_or(0, |t| t.partitions.len() as i32);
+    excuse_offline(&offline, tx_state_partitions, &mut anomalies);
     let remote = match image {
         Some(image) => {
             let (a, n) = check_remote(&h, &image);
@@ -2155,14 +2186,21 @@ fn run_seed(seed: u64) -> Outcome {
     if !h.read_done && unfinished(&h).iter().any(|p| !offline[TOPIC].contains(p)) {
         anomalies.push("the final read did not finish".into());
     }
-    if !h.txn_read_done && offline_in(TX_TOPIC) == 0 {
+    if !h.txn_read_done && !txns_offline(&offline, tx_state_partitions) {
         anomalies.push("the final read_committed read did not reach the log end".into());
     }
     if let Some(f) = failure {
         anomalies.push(f);
     }
     Outcome {
-        offline: offline_in(TOPIC) + offline_in(TX_TOPIC),
+        // Of `__transaction_state`, only the partition coordinating the transactions counts.
+        offline: offline_in(TOPIC)
+            + offline_in(TX_TOPIC)
+            + usize::from(
+                offline
+                    .get(TX_STATE_TOPIC)
+                    .is_some_and(|s| s.contains(&tx_state_partition(tx_state_partitions))),
+            ),
         anomalies,
         trace: faults.trace,
         acked: h.acked.len(),
