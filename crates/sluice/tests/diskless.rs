@@ -1,7 +1,7 @@
 //! Diskless topics (`diskless.enable=true`) with real clients: librdkafka producers (plain
 //! and idempotent) and consumer groups, on one node with the default local store and on
 //! three nodes sharing an S3 bucket served by moto; a broker killed mid-produce; the store
-//! going away.
+//! going away; clients served in their rack.
 
 mod common;
 #[path = "common/moto.rs"]
@@ -381,4 +381,97 @@ fn transactions_on_a_diskless_topic_are_read_committed() {
         read_values(b, "dl", 2, "read_uncommitted", 300),
         expect(&["a", "c1", "c2"])
     );
+}
+
+/// A diskless metric of each node (by id), 0 when absent.
+fn node_metrics(nodes: &[TestServer], name: &str) -> BTreeMap<i32, f64> {
+    nodes
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let scrape = http_get(&n.admin().expect("admin listener"), "/metrics").1;
+            (i as i32 + 1, metric(&scrape, name).unwrap_or(0.0))
+        })
+        .collect()
+}
+
+/// Zones: brokers in racks rack-1..3 share one store. A client naming its rack in
+/// `client.id` (`diskless_az=`) sees a broker of that rack lead every partition, so its
+/// produce goes there; a consumer with `client.rack` that asks another rack's broker is sent
+/// to its own (KIP-392's preferred read replica). Neither crosses a rack.
+#[test]
+fn clients_are_served_by_the_brokers_of_their_rack() {
+    let store = tempfile::tempdir().unwrap();
+    let shared = [
+        format!("remote.log.storage.uri=file://{}", store.path().display()),
+        "diskless.append.linger.ms=20".into(),
+    ];
+    let refs: Vec<&str> = shared.iter().map(String::as_str).collect();
+    let mut configs = sluice_testkit::combined_nodes(&refs);
+    for (i, c) in configs.iter_mut().enumerate() {
+        c.push(format!("broker.rack=rack-{}", i + 1));
+    }
+    let nodes = TestServer::start_all(sluice_bin(), &configs);
+    let first = nodes[0].bootstrap.clone();
+    let topic =
+        NewTopic::new("zones", 3, TopicReplication::Fixed(3)).set("diskless.enable", "true");
+    for r in block_on(admin(&first).create_topics([&topic], &AdminOptions::new())).unwrap() {
+        r.unwrap();
+    }
+    let leaders = |client_id: &str| -> Vec<i32> {
+        let c = consumer(&first, &[("client.id", client_id)]);
+        let m = c
+            .fetch_metadata(Some("zones"), Duration::from_secs(10))
+            .unwrap();
+        let mut l: Vec<i32> = m.topics()[0]
+            .partitions()
+            .iter()
+            .map(|p| p.leader())
+            .collect();
+        l.sort_unstable();
+        l
+    };
+    // Without a rack the partitions spread over the three brokers; with one, its broker
+    // leads them all; an unknown rack falls back to all brokers.
+    assert_eq!(leaders("plain"), vec![1, 2, 3]);
+    assert_eq!(leaders("app,diskless_az=rack-2"), vec![2, 2, 2]);
+    assert_eq!(leaders("diskless_az=rack-9"), vec![1, 2, 3]);
+
+    // A producer in rack-3 bootstrapped from node 1: only node 3 writes WAL objects.
+    let p = producer(
+        &first,
+        &[("client.id", "orders,diskless_az=rack-3"), ("acks", "all")],
+    );
+    produce_all(&p, "zones", &records(0, 600));
+    let all = acked(&p);
+    assert_eq!(all.len(), 600);
+    let puts = node_metrics(&nodes, "sluice_diskless_put_bytes_total");
+    assert!(puts[&3] > 0.0, "{puts:?}");
+    assert_eq!((puts[&1], puts[&2]), (0.0, 0.0), "{puts:?}");
+
+    // A consumer group in rack-2 bootstrapped from node 1: node 2 reads the store for it,
+    // the others serve no fetch of the topic.
+    let c: BaseConsumer = consumer(
+        &first,
+        &[
+            ("group.id", "in-rack-2"),
+            ("client.rack", "rack-2"),
+            ("auto.offset.reset", "earliest"),
+        ],
+    );
+    c.subscribe(&["zones"]).unwrap();
+    let mut seen: HashMap<(i32, i64), Vec<u8>> = HashMap::new();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen.len() < all.len() {
+        assert!(Instant::now() < deadline, "read {} of 600", seen.len());
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            let m = m.expect("consume error");
+            let key = m.key().unwrap_or_default().to_vec();
+            assert!(seen.insert((m.partition(), m.offset()), key).is_none());
+        }
+    }
+    check(&all, &seen);
+    let gets = node_metrics(&nodes, "sluice_diskless_get_requests_total");
+    assert!(gets[&2] > 0.0, "{gets:?}");
+    assert_eq!((gets[&1], gets[&3]), (0.0, 0.0), "{gets:?}");
 }

@@ -19,8 +19,15 @@
 //! state, markers (WriteTxnMarkers) are control batches written the same way, and the image
 //! keeps each partition's open transactions (its last stable offset) and aborted ones.
 //!
+//! Zones: a client in a zone is served by brokers of that zone, so no record crosses one.
+//! Metadata shows a broker of the client's rack as each partition's leader when the client
+//! names its rack in `client.id` (`diskless_az=<rack>`, the hint Aiven's Inkless reads, as
+//! Metadata requests carry no rack); a consumer's Fetch (v11+, `client.rack`) sent to a broker
+//! of another rack is answered with a preferred read replica in its rack (KIP-392), which
+//! librdkafka and the Java client follow.
+//!
 //! What is not built yet (see the issue note): WAL compaction into segment objects and
-//! retention, rack-aware routing.
+//! retention.
 
 pub mod read;
 pub mod writer;
@@ -147,6 +154,42 @@ pub struct Diskless {
 /// Whether `topic` is diskless in `image`.
 pub fn is_diskless(image: &MetadataImage, topic: &str) -> bool {
     !image.diskless_topics.is_empty() && image.diskless_topics.contains(topic)
+}
+
+/// The live brokers serving a diskless topic to a client in `rack`: those in that rack when
+/// any is live, else every live broker. By id.
+pub fn serving_brokers(image: &MetadataImage, rack: Option<&str>) -> Vec<i32> {
+    let live = || image.brokers.keys().copied().filter(|b| image.is_live(*b));
+    let in_rack: Vec<i32> = match rack {
+        Some(r) => live()
+            .filter(|b| image.brokers[b].rack.as_deref() == Some(r))
+            .collect(),
+        None => Vec::new(),
+    };
+    if in_rack.is_empty() {
+        live().collect()
+    } else {
+        in_rack
+    }
+}
+
+/// The broker of `brokers` that serves partition `index` of topic `topic_id`: spread by
+/// index, starting at a place the topic id picks, so a client's partitions spread over the
+/// brokers as a classic topic's leaders do.
+pub fn serving_broker(brokers: &[i32], topic_id: &Uuid, index: i32) -> Option<i32> {
+    if brokers.is_empty() {
+        return None;
+    }
+    let at = (index as usize).wrapping_add(topic_id.as_u128() as usize) % brokers.len();
+    Some(brokers[at])
+}
+
+/// The rack a client names in its `client.id` (`...diskless_az=<rack>...`, up to a `,` or
+/// the end).
+pub fn client_id_rack(client_id: Option<&str>) -> Option<&str> {
+    let (_, rest) = client_id?.split_once("diskless_az=")?;
+    let rack = rest.split(',').next().unwrap_or_default().trim();
+    (!rack.is_empty()).then_some(rack)
 }
 
 /// The key of WAL object `id`.

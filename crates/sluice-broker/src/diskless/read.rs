@@ -36,6 +36,25 @@ fn offsets(start: i64, end: i64, lso: i64, error: Option<ErrorCode>) -> FetchedP
     }
 }
 
+/// A diskless partition's offsets, no records, sending its reader to broker `to` (KIP-392's
+/// preferred read replica).
+pub fn redirect(
+    image: &MetadataImage,
+    topic_id: &Uuid,
+    partition: i32,
+    to: i32,
+) -> FetchedPartition {
+    let (start, end, lso) = image
+        .diskless_log(topic_id, partition)
+        .map_or((0, 0, 0), |l| {
+            (l.start_offset, l.end_offset, l.last_stable_offset())
+        });
+    FetchedPartition {
+        preferred_read_replica: Some(to),
+        ..offsets(start, end, lso, None)
+    }
+}
+
 /// One partition of a consumer's fetch.
 pub struct ReadAt {
     pub topic_id: Uuid,

@@ -172,7 +172,31 @@ async fn handle(h: &Fetch, ctx: &RequestContext, body: Bytes) -> Result<Response
             .get(&id)
             .is_some_and(|b| !b.fenced && b.rack.as_deref() == Some(rack))
     };
+    // A diskless partition is served by any broker: one in the consumer's rack, when this
+    // broker is in another and one there is live (no selector needed, no replica to wait for).
+    let consumer_rack = (!follower && ctx.api_version >= 11 && !req.rack_id.is_empty())
+        .then(|| req.rack_id.as_str())
+        .filter(|r| {
+            let own = image.brokers.get(&h.config.node_id());
+            own.and_then(|b| b.rack.as_deref()) != Some(*r)
+        });
     let redirect = |tp: &TopicPartition, fetch_offset: i64| -> Option<FetchedPartition> {
+        if let Some(rack) =
+            consumer_rack.filter(|_| crate::diskless::is_diskless(&image, &tp.topic))
+        {
+            let t = image
+                .topic(&tp.topic)
+                .filter(|t| t.partitions.contains_key(&tp.partition.0))?;
+            let brokers = crate::diskless::serving_brokers(&image, Some(rack));
+            let to = crate::diskless::serving_broker(&brokers, &t.id, tp.partition.0)
+                .filter(|b| in_rack(*b, rack))?;
+            return Some(crate::diskless::read::redirect(
+                &image,
+                &t.id,
+                tp.partition.0,
+                to,
+            ));
+        }
         let rack = client_rack?;
         let p = h.replicas.hosted(tp).ok()?;
         let to = p.preferred_read_replica(fetch_offset, |id| in_rack(id, rack))?;

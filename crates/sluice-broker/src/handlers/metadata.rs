@@ -32,19 +32,22 @@ handler!(
 );
 
 /// A topic's entry; `ops` is its authorized-operations field. Any broker serves a diskless
-/// topic's partitions: each is shown led by a live broker picked by its index, so a client's
-/// partitions spread over the brokers as a classic topic's leaders do (and move off a broker
-/// once it is fenced).
-fn topic_response(image: &MetadataImage, t: &TopicImage, ops: i32) -> MetadataResponseTopic {
-    let live: Vec<i32> = if crate::diskless::is_diskless(image, &t.name) {
-        image
-            .brokers
-            .keys()
-            .copied()
-            .filter(|b| image.is_live(*b))
-            .collect()
+/// topic's partitions: each is shown led by a live broker (of the client's rack, `rack`, when
+/// one is) picked by its index, so a client's partitions spread over the brokers as a classic
+/// topic's leaders do (and move off a broker once it is fenced).
+fn topic_response(
+    image: &MetadataImage,
+    t: &TopicImage,
+    ops: i32,
+    rack: Option<&str>,
+) -> MetadataResponseTopic {
+    let (live, serving) = if crate::diskless::is_diskless(image, &t.name) {
+        (
+            crate::diskless::serving_brokers(image, None),
+            crate::diskless::serving_brokers(image, rack),
+        )
     } else {
-        Vec::new()
+        (Vec::new(), Vec::new())
     };
     let mut out = MetadataResponseTopic::default();
     out.name = Some(TopicName(str_bytes(t.name.clone())));
@@ -61,9 +64,8 @@ fn topic_response(image: &MetadataImage, t: &TopicImage, ops: i32) -> MetadataRe
             p.leader_epoch = reg.leader_epoch;
             p.replica_nodes = reg.replicas.iter().map(|r| BrokerId(*r)).collect();
             p.isr_nodes = reg.isr.iter().map(|r| BrokerId(*r)).collect();
-            if !live.is_empty() {
-                let at = (*index as usize + t.id.as_u128() as usize) % live.len();
-                p.leader_id = BrokerId(live[at]);
+            if let Some(leader) = crate::diskless::serving_broker(&serving, &t.id, *index) {
+                p.leader_id = BrokerId(leader);
                 p.replica_nodes = live.iter().map(|b| BrokerId(*b)).collect();
                 p.isr_nodes = p.replica_nodes.clone();
                 p.offline_replicas = Vec::new();
@@ -153,9 +155,10 @@ async fn handle(h: &Metadata, ctx: &RequestContext, body: Bytes) -> Result<Respo
             AUTHORIZED_OPERATIONS_OMITTED
         }
     };
+    let rack = crate::diskless::client_id_rack(ctx.client_id.as_deref());
     let seen = |t: &TopicImage| -> MetadataResponseTopic {
         if acl.topic(op::DESCRIBE, &t.name) {
-            topic_response(&image, t, ops(&t.name))
+            topic_response(&image, t, ops(&t.name), rack)
         } else {
             missing_topic(
                 Some(&t.name),
@@ -169,7 +172,7 @@ async fn handle(h: &Metadata, ctx: &RequestContext, body: Bytes) -> Result<Respo
             .topics
             .values()
             .filter(|t| acl.topic(op::DESCRIBE, &t.name))
-            .map(|t| topic_response(&image, t, ops(&t.name)))
+            .map(|t| topic_response(&image, t, ops(&t.name), rack))
             .collect(),
         Some(topics) => topics
             .iter()
