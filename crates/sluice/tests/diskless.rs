@@ -205,6 +205,36 @@ fn three_nodes_on_s3_lose_nothing_when_the_producers_broker_is_killed() {
         ],
     );
     produce_all(&p, "dl", &records(0, 2000));
+    // A reader through node 1 that keeps reading across the kill: the leader epochs
+    // Metadata shows change, and it asks OffsetForLeaderEpoch before going on (KIP-320).
+    let live: BaseConsumer = consumer(
+        &first,
+        &[("group.id", "live"), ("auto.offset.reset", "earliest")],
+    );
+    live.subscribe(&["dl"]).unwrap();
+    let mut live_seen: HashMap<(i32, i64), Vec<u8>> = HashMap::new();
+    let poll_live = |seen: &mut HashMap<(i32, i64), Vec<u8>>, until: usize| {
+        let deadline = Instant::now() + Duration::from_secs(90);
+        while seen.len() < until {
+            assert!(
+                Instant::now() < deadline,
+                "the live reader read {} of {until}",
+                seen.len()
+            );
+            match live.poll(Duration::from_millis(200)) {
+                Some(Ok(m)) => {
+                    let key = m.key().unwrap_or_default().to_vec();
+                    assert!(seen.insert((m.partition(), m.offset()), key).is_none());
+                }
+                Some(Err(rdkafka::error::KafkaError::MessageConsumption(
+                    RDKafkaErrorCode::BrokerTransportFailure | RDKafkaErrorCode::AllBrokersDown,
+                ))) => {}
+                Some(Err(e)) => panic!("the live reader: {e}"),
+                None => {}
+            }
+        }
+    };
+    poll_live(&mut live_seen, 2000);
     // Node 1 dies with the producer's next records in flight; once it is fenced its
     // partitions are led by the others.
     for (k, v, _) in records(2000, 2000) {
@@ -217,6 +247,8 @@ fn three_nodes_on_s3_lose_nothing_when_the_producers_broker_is_killed() {
     assert_eq!(p.context().failed.load(Ordering::Relaxed), 0);
     let all = acked(&p);
     assert_eq!(all.len(), 4000);
+    poll_live(&mut live_seen, 4000);
+    check(&all, &live_seen);
     // Any broker serves every partition: a group reads it all through node 2.
     let seen = read_group(&nodes[1].bootstrap, "dl", "g", &all);
     check(&all, &seen);

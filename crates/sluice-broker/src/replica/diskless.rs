@@ -174,6 +174,46 @@ impl ReplicaManager {
         }))
     }
 
+    /// OffsetForLeaderEpoch of a diskless partition; None when `tp` is not one. Its log is
+    /// never truncated (offsets come from the sequencer), so whatever epoch a consumer asks
+    /// about, up to the partition's current one, ends at the log end: a position never lies
+    /// beyond it (KIP-320 finds no truncation). `current_leader_epoch` is checked as a
+    /// leader checks it, against the epoch Metadata shows.
+    pub fn diskless_epoch_end(
+        &self,
+        tp: &TopicPartition,
+        current_leader_epoch: LeaderEpoch,
+        epoch: LeaderEpoch,
+    ) -> Option<Result<Option<(LeaderEpoch, Offset)>, ErrorCode>> {
+        let image = self.metadata().current();
+        if !is_diskless(&image, &tp.topic) {
+            return None;
+        }
+        let Some((id, reg)) = image
+            .topic(&tp.topic)
+            .and_then(|t| t.partitions.get(&tp.partition.0).map(|r| (t.id, r)))
+        else {
+            return Some(Err(ErrorCode::UnknownTopicOrPartition));
+        };
+        let current = current_leader_epoch.0;
+        if current >= 0 && current < reg.leader_epoch {
+            return Some(Err(ErrorCode::FencedLeaderEpoch));
+        }
+        if current > reg.leader_epoch {
+            return Some(Err(ErrorCode::UnknownLeaderEpoch));
+        }
+        if epoch.0 < 0 {
+            return Some(Ok(None));
+        }
+        let end = image
+            .diskless_log(&id, tp.partition.0)
+            .map_or(0, |l| l.end_offset);
+        Some(Ok(Some((
+            LeaderEpoch(epoch.0.min(reg.leader_epoch)),
+            Offset(end),
+        ))))
+    }
+
     /// Transactions v2 for a diskless partition: whether the producer's transaction is open
     /// there (at `epoch`); None when `tp` is not diskless.
     pub fn diskless_in_open_txn(

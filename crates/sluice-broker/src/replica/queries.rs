@@ -153,6 +153,9 @@ impl ReplicaManager {
         current_leader_epoch: LeaderEpoch,
         epoch: LeaderEpoch,
     ) -> Result<Option<(LeaderEpoch, Offset)>, ErrorCode> {
+        if let Some(answer) = self.diskless_epoch_end(tp, current_leader_epoch, epoch) {
+            return answer;
+        }
         let p = match self.get(tp) {
             Some(p) => p,
             None => return Err(ErrorCode::UnknownTopicOrPartition),
