@@ -1,6 +1,6 @@
 //! Diskless topics (`diskless.enable=true`) with real clients: librdkafka producers (plain
 //! and idempotent) and consumer groups, on one node with the default local store and on
-//! three nodes sharing an S3 bucket served by moto; a broker killed mid-produce; the store
+//! three nodes sharing an S3 bucket served by moto; a broker killed mid-produce and a new one with an empty disk joining; the store
 //! going away; clients served in their rack.
 
 mod common;
@@ -189,7 +189,8 @@ fn three_nodes_on_s3_lose_nothing_when_the_producers_broker_is_killed() {
         "controller.quorum.election.timeout.ms=500".into(),
     ]);
     let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
-    let mut nodes = TestServer::start_all(sluice_bin(), &sluice_testkit::combined_nodes(&refs));
+    let configs = sluice_testkit::combined_nodes(&refs);
+    let mut nodes = TestServer::start_all(sluice_bin(), &configs);
     let first = nodes[0].bootstrap.clone();
     let topic = NewTopic::new("dl", 3, TopicReplication::Fixed(3)).set("diskless.enable", "true");
     for r in block_on(admin(&first).create_topics([&topic], &AdminOptions::new())).unwrap() {
@@ -287,6 +288,35 @@ fn three_nodes_on_s3_lose_nothing_when_the_producers_broker_is_killed() {
     let txn: Vec<&String> = read.iter().filter(|v| !v.starts_with("value")).collect();
     let want: Vec<String> = (0..50).map(|i| format!("c-{i:03}")).collect();
     assert_eq!(txn, want.iter().collect::<Vec<_>>());
+
+    // A new broker (id 4, broker only) with an empty data directory joins and serves at
+    // once: it reads everything committed and takes produce that the others then serve,
+    // holding none of it on disk.
+    let quorum = configs[0]
+        .iter()
+        .find(|o| o.starts_with("controller.quorum.voters="))
+        .unwrap();
+    let mut o = vec![
+        "process.roles=broker".to_string(),
+        "node.id=4".into(),
+        "listeners=PLAINTEXT://127.0.0.1:0".into(),
+        "controller.listener.names=CONTROLLER".into(),
+        quorum.clone(),
+    ];
+    o.extend(extra.iter().cloned());
+    let refs: Vec<&str> = o.iter().map(String::as_str).collect();
+    let fresh = TestServer::start(sluice_bin(), &refs);
+    let read = read_values(&fresh.bootstrap, "dl", 3, "read_committed", 4050);
+    assert_eq!(read.len(), 4050);
+    let p4 = producer(&fresh.bootstrap, &[("acks", "all")]);
+    produce_all(&p4, "dl", &records(5000, 100));
+    let new = acked(&p4);
+    assert_eq!(new.len(), 100);
+    let seen = read_group(&nodes[1].bootstrap, "dl", "after-4", &new);
+    for (k, p, o) in &new {
+        assert_eq!(seen.get(&(*p, *o)), Some(k), "{p}/{o} not read back there");
+    }
+    assert!(!fresh.data_dir().join("dl-0").exists());
 }
 
 #[test]
