@@ -1,7 +1,7 @@
 //! Diskless topics (`diskless.enable=true`) with real clients: librdkafka producers (plain
 //! and idempotent) and consumer groups, on one node with the default local store and on
-//! three nodes sharing an S3 bucket served by moto; a broker killed mid-produce and a new one with an empty disk joining; the store
-//! going away; clients served in their rack.
+//! three nodes sharing an S3 bucket served by moto; a broker killed mid-produce and a new
+//! one with an empty disk joining; the store going away; clients served in their rack.
 
 mod common;
 #[path = "common/moto.rs"]
