@@ -111,6 +111,13 @@ pub trait ControllerApi: Send + Sync + 'static {
         refused("sequence diskless topics")
     }
 
+    /// Move diskless partitions' log starts (retention, DeleteRecords): per (topic id,
+    /// partition, start offset) its outcome.
+    fn diskless_trim(&self, trims: &[(Uuid, i32, i64)]) -> Call<'_, Vec<Result<(), ApiError>>> {
+        let _ = trims;
+        refused("trim diskless topics")
+    }
+
     /// AlterPartition: commit a leader's ISR change.
     fn alter_partition(&self, change: &IsrChange) -> Call<'_, Result<(), ApiError>> {
         let _ = change;

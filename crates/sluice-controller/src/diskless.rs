@@ -77,6 +77,48 @@ pub fn commit(
     )
 }
 
+/// Move diskless partitions' log starts: per (topic id, partition, start) its outcome, and
+/// the records for those that move. A start past the partition's end is
+/// OFFSET_OUT_OF_RANGE (as DeleteRecords past the high watermark); one at or below the
+/// current start changes nothing.
+pub fn trim(
+    image: &MetadataImage,
+    trims: &[(Uuid, i32, i64)],
+) -> (Vec<Result<(), ApiError>>, Vec<MetadataRecord>) {
+    let mut records = Vec::new();
+    let out = trims
+        .iter()
+        .map(|(topic_id, partition, start)| {
+            let topic = image
+                .topic_by_id(topic_id)
+                .filter(|t| t.partitions.contains_key(partition))
+                .ok_or_else(|| api_error(SeqError::UnknownPartition))?;
+            if !is_diskless_topic(image, &topic.name) {
+                return Err(api_error(SeqError::NotDiskless));
+            }
+            let (current, end) = image
+                .diskless
+                .get(&(*topic_id, *partition))
+                .map_or((0, 0), |l| (l.start_offset, l.end_offset));
+            if *start < 0 || *start > end {
+                return Err(ApiError::new(
+                    ErrorCode::OffsetOutOfRange,
+                    format!("start offset {start} is outside 0..={end}"),
+                ));
+            }
+            if *start > current {
+                records.push(MetadataRecord::DisklessTrim {
+                    topic_id: *topic_id,
+                    partition: *partition,
+                    start_offset: *start,
+                });
+            }
+            Ok(())
+        })
+        .collect();
+    (out, records)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

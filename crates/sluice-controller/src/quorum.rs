@@ -1033,6 +1033,10 @@ impl QuorumController {
                 let (out, records) = crate::diskless::commit(&image, node_id, object_id, &batches);
                 Ok((self.write(records).await?, ReplyBody::Sequenced(out)))
             }
+            ControllerRequest::DisklessTrim { trims, .. } => {
+                let (out, records) = crate::diskless::trim(&image, &trims);
+                Ok((self.write(records).await?, ReplyBody::PerItem(out)))
+            }
             ControllerRequest::AlterPartition(c) => match p.alter_partition(&image, &c) {
                 Ok(records) => Ok((self.write(records).await?, ReplyBody::Done(Ok(())))),
                 Err(e) => Ok((image.offset, ReplyBody::Done(Err(e)))),

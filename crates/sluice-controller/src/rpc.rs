@@ -140,6 +140,12 @@ pub enum ControllerRequest {
         object_id: Uuid,
         batches: Vec<WalBatch>,
     },
+    /// Diskless partitions' new log starts (retention, DeleteRecords): (topic id,
+    /// partition, start offset). Answered PerItem.
+    DisklessTrim {
+        node_id: i32,
+        trims: Vec<(Uuid, i32, i64)>,
+    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -519,6 +525,12 @@ impl ControllerRequest {
                         .u8(b.kind.code());
                 }
             }
+            ControllerRequest::DisklessTrim { node_id, trims } => {
+                w.u8(28).i32(*node_id).u32(trims.len() as u32);
+                for (topic_id, partition, start) in trims {
+                    w.uuid(topic_id).i32(*partition).i64(*start);
+                }
+            }
             ControllerRequest::ObserveQuorum(c) => {
                 w.u8(20);
                 put_controller(&mut w, c);
@@ -698,6 +710,14 @@ impl ControllerRequest {
                     }
                     _ => return Err(WireError("bad remote log segment")),
                 }
+            }
+            28 => {
+                let node_id = r.i32()?;
+                let n = r.count(28)?;
+                let trims = (0..n)
+                    .map(|_| Ok((r.uuid()?, r.i32()?, r.i64()?)))
+                    .collect::<Result<_, WireError>>()?;
+                ControllerRequest::DisklessTrim { node_id, trims }
             }
             27 => {
                 let node_id = r.i32()?;
@@ -1416,6 +1436,10 @@ mod tests {
                     epochs: vec![(4, 10)],
                     state: sluice_metadata::remote::RemoteSegmentState::CopyStarted,
                 },
+            },
+            ControllerRequest::DisklessTrim {
+                node_id: 2,
+                trims: vec![(Uuid::from_bytes([3; 16]), 1, 500)],
             },
             ControllerRequest::DisklessCommit {
                 node_id: 3,

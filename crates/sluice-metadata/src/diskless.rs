@@ -290,6 +290,37 @@ impl DisklessLog {
             .collect()
     }
 
+    /// Append a batch; `fresh`: the first of an empty log read from a snapshot, which starts
+    /// where that batch does.
+    pub fn push_first(&mut self, b: BatchCoord, fresh: bool) {
+        if fresh {
+            self.start_offset = b.base_offset;
+            self.end_offset = b.base_offset;
+        }
+        self.push(b);
+    }
+
+    /// This log from `start` on: the batches wholly below it dropped, and what the dropped
+    /// ones told (producers' sequences, transactions) taken from the rest, so a log trimmed
+    /// here equals one read back from a snapshot written after the trim. Nothing ends past
+    /// the end: a `start` beyond it moves the end there.
+    pub fn trimmed(&self, start: i64) -> DisklessLog {
+        let start = start.max(self.start_offset);
+        let kept: Vec<&BatchCoord> = self.from_offset(start).collect();
+        let mut log = DisklessLog {
+            start_offset: start,
+            end_offset: kept
+                .first()
+                .map_or(self.end_offset.max(start), |b| b.base_offset),
+            ..Default::default()
+        };
+        for b in kept {
+            log.push(b.clone());
+        }
+        log.start_offset = start;
+        log
+    }
+
     /// Append a committed batch (the sequencer's decision, applied by every node).
     pub fn push(&mut self, b: BatchCoord) {
         debug_assert_eq!(
@@ -593,6 +624,99 @@ mod tests {
             ..txn(0, BatchKind::TxnData)
         };
         assert_eq!(commit(&mut logs, &[next]), vec![Ok(Sequenced::New(10))]);
+    }
+
+    #[test]
+    fn a_trimmed_log_equals_its_snapshot_read_back() {
+        use crate::image::MetadataImage;
+        use crate::MetadataRecord;
+        let mut logs = BTreeMap::new();
+        let txn = |seq, kind| WalBatch {
+            kind,
+            ..batch(4, 0, seq, 2)
+        };
+        let abort = WalBatch {
+            record_count: 1,
+            base_sequence: -1,
+            kind: BatchKind::Abort,
+            ..batch(4, 0, -1, 1)
+        };
+        for i in 0..3 {
+            let out = commit(
+                &mut logs,
+                &[batch(-1, -1, -1, 3), txn(i * 4, BatchKind::TxnData)],
+            );
+            assert!(out.iter().all(|o| matches!(o, Ok(Sequenced::New(_)))));
+            commit(
+                &mut logs,
+                &[txn(i * 4 + 2, BatchKind::TxnData), abort.clone()],
+            );
+        }
+        let key = (Uuid::from_bytes([1; 16]), 0);
+        let mut image = MetadataImage::empty();
+        let batches: Vec<_> = logs[&key]
+            .batches()
+            .map(|b| (key.0, key.1, b.clone()))
+            .collect();
+        image.apply(
+            1,
+            &MetadataRecord::DisklessBatches {
+                broker_id: 1,
+                batches,
+            },
+        );
+        let before = image.diskless[&key].clone();
+        assert_eq!(before.end_offset, 24);
+        // Into the second transaction's first batch (offsets 11..=12): that batch stays, the
+        // first transaction's abort goes with it, the second's is still known.
+        image.apply(
+            2,
+            &MetadataRecord::DisklessTrim {
+                topic_id: key.0,
+                partition: 0,
+                start_offset: 12,
+            },
+        );
+        let log = image.diskless[&key].clone();
+        assert_eq!((log.start_offset, log.end_offset), (12, 24));
+        assert_eq!(log.from_offset(0).next().unwrap().base_offset, 11);
+        assert_eq!(log.aborted_between(0, 24).len(), 2);
+        assert_eq!(log.aborted_between(0, 24)[0].first_offset, 11);
+        // A lower start changes nothing.
+        image.apply(
+            3,
+            &MetadataRecord::DisklessTrim {
+                topic_id: key.0,
+                partition: 0,
+                start_offset: 5,
+            },
+        );
+        assert_eq!(image.diskless[&key], log);
+        // The snapshot reads back to the same log.
+        let mut back = MetadataImage::empty();
+        for (i, r) in image.to_records().iter().enumerate() {
+            back.apply(i as i64, r);
+        }
+        assert_eq!(back.diskless[&key], log);
+        // Trimmed to the end: no batch left, the end stays, and the snapshot keeps both.
+        image.apply(
+            4,
+            &MetadataRecord::DisklessTrim {
+                topic_id: key.0,
+                partition: 0,
+                start_offset: 24,
+            },
+        );
+        let empty = image.diskless[&key].clone();
+        assert_eq!(
+            (empty.start_offset, empty.end_offset, empty.batch_count()),
+            (24, 24, 0)
+        );
+        let mut back = MetadataImage::empty();
+        for (i, r) in image.to_records().iter().enumerate() {
+            back.apply(i as i64, r);
+        }
+        assert_eq!(back.diskless[&key], empty);
     }
 
     #[test]

@@ -380,9 +380,22 @@ impl MetadataImage {
             MetadataRecord::DisklessBatches { batches, .. } => {
                 for (topic_id, partition, b) in batches {
                     let log = self.diskless.entry((*topic_id, *partition)).or_default();
-                    if b.base_offset == log.end_offset {
-                        Arc::make_mut(log).push(b.clone());
+                    // A snapshot's log may start past 0 (trimmed): its first batch sets
+                    // where a fresh log is.
+                    let fresh = *log == Default::default();
+                    if b.base_offset == log.end_offset || fresh {
+                        Arc::make_mut(log).push_first(b.clone(), fresh);
                     }
+                }
+            }
+            MetadataRecord::DisklessTrim {
+                topic_id,
+                partition,
+                start_offset,
+            } => {
+                let log = self.diskless.entry((*topic_id, *partition)).or_default();
+                if *start_offset > log.start_offset {
+                    *log = Arc::new(log.trimmed(*start_offset));
                 }
             }
             MetadataRecord::RemoveTopic { topic_id } => {
@@ -506,6 +519,13 @@ impl MetadataImage {
                         .iter()
                         .map(|b| (*topic_id, *partition, (*b).clone()))
                         .collect(),
+                });
+            }
+            if log.start_offset > 0 {
+                out.push(MetadataRecord::DisklessTrim {
+                    topic_id: *topic_id,
+                    partition: *partition,
+                    start_offset: log.start_offset,
                 });
             }
         }

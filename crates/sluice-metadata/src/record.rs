@@ -128,6 +128,14 @@ pub enum MetadataRecord {
         broker_id: i32,
         batches: Vec<(Uuid, i32, BatchCoord)>,
     },
+    /// A diskless partition's log now starts at `start_offset` (retention, DeleteRecords):
+    /// the batches wholly below it are dropped. A snapshot writes one after a partition's
+    /// batches.
+    DisklessTrim {
+        topic_id: Uuid,
+        partition: i32,
+        start_offset: i64,
+    },
 }
 
 /// A delegation token as the metadata log holds it. Principals as `Type:name`; times in ms
@@ -541,6 +549,16 @@ impl MetadataRecord {
                 }
                 w.i8(seg.state as i8);
             }
+            MetadataRecord::DisklessTrim {
+                topic_id,
+                partition,
+                start_offset,
+            } => {
+                w.0.extend_from_slice(&[32, 0]);
+                w.uuid(topic_id);
+                w.i32(*partition);
+                w.i64(*start_offset);
+            }
             MetadataRecord::DisklessBatches { broker_id, batches } => {
                 w.0.extend_from_slice(&[31, 0]);
                 w.i32(*broker_id);
@@ -780,6 +798,11 @@ impl MetadataRecord {
                     state,
                 })
             }
+            (32, 0) => MetadataRecord::DisklessTrim {
+                topic_id: r.uuid()?,
+                partition: r.i32()?,
+                start_offset: r.i64()?,
+            },
             (31, 0) => {
                 let broker_id = r.i32()?;
                 let n = r.i32()?;
@@ -825,6 +848,11 @@ mod tests {
 
     fn samples() -> Vec<MetadataRecord> {
         vec![
+            MetadataRecord::DisklessTrim {
+                topic_id: Uuid::from_bytes([9; 16]),
+                partition: 4,
+                start_offset: 1234,
+            },
             MetadataRecord::RegisterBroker {
                 node_id: 1,
                 epoch: 7,

@@ -351,6 +351,22 @@ impl ControllerApi for ControllerClient {
         )
     }
 
+    fn diskless_trim(
+        &self,
+        trims: &[(sluice_metadata::Uuid, i32, i64)],
+    ) -> Call<'_, Vec<Result<(), ApiError>>> {
+        self.ask(
+            ControllerRequest::DisklessTrim {
+                node_id: self.node_id,
+                trims: trims.to_vec(),
+            },
+            |b| match b {
+                ReplyBody::PerItem(v) => Ok(v),
+                other => Err(other),
+            },
+        )
+    }
+
     fn unregister_broker(&self, node_id: i32) -> Call<'_, Result<(), ApiError>> {
         self.ask(ControllerRequest::UnregisterBroker(node_id), |b| match b {
             ReplyBody::Done(r) => Ok(r),

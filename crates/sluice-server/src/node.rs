@@ -1120,9 +1120,13 @@ async fn run_chores(
         t.reset();
     }
     loop {
+        let mut diskless = false;
         let job: Box<dyn FnOnce(&ReplicaManager) + Send> = tokio::select! {
             _ = shutdown.changed() => return,
-            _ = retention.tick() => Box::new(|r: &ReplicaManager| { r.run_retention(now_ms()); }),
+            _ = retention.tick() => {
+                diskless = true;
+                Box::new(|r: &ReplicaManager| { r.run_retention(now_ms()); })
+            }
             _ = checkpoint.tick() => Box::new(|r: &ReplicaManager| {
                 if let Err(e) = r.checkpoint() { warn!(error = %e, "checkpoint failed"); }
             }),
@@ -1131,5 +1135,9 @@ async fn run_chores(
         };
         let r = Arc::clone(&replicas);
         let _ = sluice_rt::task::spawn_blocking(move || job(&r)).await;
+        // Diskless topics' retention and WAL garbage: calls to the controller and the store.
+        if diskless {
+            replicas.clean_diskless(now_ms()).await;
+        }
     }
 }

@@ -537,3 +537,121 @@ fn clients_are_served_by_the_brokers_of_their_rack() {
     assert!(gets[&2] > 0.0, "{gets:?}");
     assert_eq!((gets[&1], gets[&3]), (0.0, 0.0), "{gets:?}");
 }
+
+/// WAL object files in a local store directory.
+fn wal_objects(store: &std::path::Path) -> usize {
+    std::fs::read_dir(store.join("diskless/wal"))
+        .map(|d| d.count())
+        .unwrap_or(0)
+}
+
+/// Retention and DeleteRecords move a diskless partition's log start; the WAL objects no
+/// batch refers to any more are deleted from the store; both survive a restart.
+#[test]
+fn retention_and_delete_records_trim_a_diskless_log_and_its_objects() {
+    let mut server = start(&[
+        "diskless.append.linger.ms=20",
+        "log.retention.check.interval.ms=200",
+        "diskless.wal.delete.delay.ms=1000",
+    ]);
+    let b = server.bootstrap.clone();
+    create_topic(
+        &b,
+        "ret",
+        1,
+        &[("diskless.enable", "true"), ("retention.ms", "600000")],
+    );
+    let store = server.data_dir().parent().unwrap().join("remote");
+    // 100 records an hour old, then 100 of now, each set in WAL objects of its own.
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let hour_ago = now - 3_600_000;
+    let old: Vec<_> = records(0, 100)
+        .into_iter()
+        .map(|(k, v, _)| (k, v, Some(hour_ago)))
+        .collect();
+    let p = producer(&b, &[("acks", "all"), ("linger.ms", "0")]);
+    produce_all(&p, "ret", &old);
+    let objects_old = wal_objects(&store);
+    produce_all(&p, "ret", &records(100, 100));
+    let objects_all = wal_objects(&store);
+    assert!(objects_old > 0 && objects_all > objects_old);
+    let c = consumer(&b, &[]);
+    let low = |c: &BaseConsumer| {
+        c.fetch_watermarks("ret", 0, Duration::from_secs(10))
+            .unwrap()
+    };
+    // Retention drops the old batches, then their objects go.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while low(&c).0 < 100 || wal_objects(&store) > objects_all - objects_old {
+        assert!(
+            Instant::now() < deadline,
+            "watermarks {:?}, {} of {objects_all} objects left",
+            low(&c),
+            wal_objects(&store)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert_eq!(low(&c), (100, 200));
+    let read = read_values(&b, "ret", 1, "read_uncommitted", 100);
+    assert_eq!(read.first().map(String::as_str), Some("value 100"));
+    assert_eq!(read.len(), 100);
+
+    // DeleteRecords from a real client (confluent-kafka's AdminClient), then past the end.
+    let script = format!(
+        r#"
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient
+a = AdminClient({{"bootstrap.servers": "{b}"}})
+for offset in (150, 500):
+    f = a.delete_records([TopicPartition("ret", 0, offset)])
+    for tp, fut in f.items():
+        try:
+            print(fut.result().low_watermark)
+        except Exception as e:
+            print(e.args[0].name())
+"#
+    );
+    let out = std::process::Command::new("python3")
+        .args(["-c", &script])
+        .output()
+        .expect("python3 (run scripts/test, which installs confluent-kafka)");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(
+        said.lines().collect::<Vec<_>>(),
+        ["150", "OFFSET_OUT_OF_RANGE"],
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(low(&c).0, 150);
+
+    // The trimmed start is in the metadata log: a restart keeps it, and produce goes on.
+    drop(c);
+    server.restart();
+    let b = server.bootstrap.clone();
+    let c = consumer(&b, &[]);
+    assert_eq!(low(&c), (150, 200));
+    let p = producer(&b, &[("acks", "all")]);
+    produce_all(&p, "ret", &records(200, 10));
+    assert_eq!(low(&c), (150, 210));
+    let read = read_values(&b, "ret", 1, "read_uncommitted", 60);
+    assert_eq!(read.first().map(String::as_str), Some("value 150"));
+    assert_eq!(read.len(), 60);
+
+    // A deleted topic's objects go too.
+    assert!(wal_objects(&store) > 0);
+    block_on(admin(&b).delete_topics(&["ret"], &AdminOptions::new())).unwrap()[0]
+        .as_ref()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while wal_objects(&store) > 0 {
+        assert!(
+            Instant::now() < deadline,
+            "{} objects left",
+            wal_objects(&store)
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

@@ -26,9 +26,12 @@
 //! of another rack is answered with a preferred read replica in its rack (KIP-392), which
 //! librdkafka and the Java client follow.
 //!
-//! What is not built yet (see the issue note): WAL compaction into segment objects and
-//! retention.
+//! - [`cleaner`]: retention and DeleteRecords (the controller moves a log's start) and the
+//!   deletion of WAL objects nothing refers to.
+//!
+//! What is not built yet (see the issue note): WAL compaction into segment objects.
 
+pub mod cleaner;
 pub mod read;
 pub mod writer;
 
@@ -106,6 +109,14 @@ impl LazyStore {
         }
     }
 
+    /// Whether the store was opened.
+    pub fn is_open(&self) -> bool {
+        self.store
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .is_some()
+    }
+
     /// The store; an error (a bad URI, a directory that cannot be made) is returned each time
     /// until it opens.
     pub fn get(&self) -> Result<RemoteStore, RemoteError> {
@@ -142,6 +153,9 @@ enum WriterSlot {
 pub struct Diskless {
     store: Arc<LazyStore>,
     metadata: Arc<MetadataCache>,
+    controller: Arc<dyn ControllerApi>,
+    /// `diskless.wal.delete.delay.ms`
+    delete_delay_ms: i64,
     writer: Mutex<WriterSlot>,
     /// Whole WAL objects, by key.
     objects: Lru<Bytes>,
@@ -218,6 +232,8 @@ impl Diskless {
         Ok(Arc::new(Self {
             store,
             metadata,
+            controller: Arc::clone(&controller),
+            delete_delay_ms: settings.diskless_delete_delay_ms,
             writer: Mutex::new(WriterSlot::Idle(config, controller)),
             objects: Lru::new(cache / 2),
             ranges: Lru::new(cache / 2),

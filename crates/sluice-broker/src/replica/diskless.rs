@@ -2,6 +2,7 @@
 //! nowhere, so produce, fetch and ListOffsets for them go to the broker's diskless handle,
 //! with the metadata image as their log's index.
 
+use sluice_metadata::{MetadataImage, Uuid};
 use sluice_protocol::types::{LeaderEpoch, Offset, TopicPartition};
 use sluice_protocol::ErrorCode;
 
@@ -172,6 +173,94 @@ impl ReplicaManager {
                 .filter(|b| b.base_offset < visible)
                 .map_or(none, |b| (Offset(b.base_offset), b.max_timestamp_ms, epoch)),
         }))
+    }
+
+    /// Where retention moves diskless partitions' log starts: the topic's `retention.ms`
+    /// (a batch whose newest record is older goes) and `retention.bytes` (the oldest batches
+    /// go while the rest is at least that big), as for any log but by batch, and never past
+    /// the last stable offset. (topic id, partition, new start) of those that move.
+    pub fn diskless_retention(&self, image: &MetadataImage, now_ms: i64) -> Vec<(Uuid, i32, i64)> {
+        let effective = self.metadata().config_for(image).1;
+        let mut out = Vec::new();
+        for name in &image.diskless_topics {
+            let Some(t) = image.topic(name) else {
+                continue;
+            };
+            let (config, _) = super::manager::log_config(&effective, &image.topic_configs(name));
+            if !config.cleanup_delete {
+                continue;
+            }
+            for p in t.partitions.keys() {
+                let Some(log) = image.diskless_log(&t.id, *p) else {
+                    continue;
+                };
+                let stable = log.last_stable_offset();
+                let mut size = log.size_bytes() as i64;
+                let mut start = log.start_offset;
+                for b in log.batches() {
+                    let old = config.retention_ms >= 0
+                        && now_ms.saturating_sub(b.max_timestamp_ms) > config.retention_ms;
+                    let over = config.retention_bytes >= 0
+                        && size - i64::from(b.size) >= config.retention_bytes;
+                    if b.last_offset >= stable || !(old || over) {
+                        break;
+                    }
+                    size -= i64::from(b.size);
+                    start = b.last_offset + 1;
+                }
+                if start > log.start_offset {
+                    out.push((t.id, *p, start));
+                }
+            }
+        }
+        out
+    }
+
+    /// Diskless retention and WAL garbage (see [`crate::diskless::cleaner`]), when this broker
+    /// is the one that cleans.
+    pub async fn clean_diskless(&self, now_ms: i64) {
+        let Some(d) = self.diskless().cloned() else {
+            return;
+        };
+        let image = self.metadata().current();
+        if !crate::diskless::Diskless::cleans(&image, self.node_id()) {
+            return;
+        }
+        let trims = self.diskless_retention(&image, now_ms);
+        d.clean(trims, now_ms).await;
+    }
+
+    /// DeleteRecords of a diskless partition (`offset` -1: its end); None when `tp` is not
+    /// one. The new low watermark once the controller took it.
+    pub async fn diskless_delete_records(
+        &self,
+        tp: &TopicPartition,
+        offset: i64,
+    ) -> Option<Result<Offset, ErrorCode>> {
+        let image = self.metadata().current();
+        if !is_diskless(&image, &tp.topic) {
+            return None;
+        }
+        let d = self.diskless().cloned()?;
+        let Some(id) = image
+            .topic(&tp.topic)
+            .filter(|t| t.partitions.contains_key(&tp.partition.0))
+            .map(|t| t.id)
+        else {
+            return Some(Err(ErrorCode::UnknownTopicOrPartition));
+        };
+        let (start, end) = image
+            .diskless_log(&id, tp.partition.0)
+            .map_or((0, 0), |l| (l.start_offset, l.end_offset));
+        let offset = if offset == -1 { end } else { offset };
+        if offset < 0 || offset > end {
+            return Some(Err(ErrorCode::OffsetOutOfRange));
+        }
+        Some(match d.trim(&[(id, tp.partition.0, offset)]).await.pop() {
+            Some(Ok(())) => Ok(Offset(offset.max(start))),
+            Some(Err(e)) => Err(e.code),
+            None => Err(ErrorCode::UnknownServerError),
+        })
     }
 
     /// OffsetForLeaderEpoch of a diskless partition; None when `tp` is not one. Its log is

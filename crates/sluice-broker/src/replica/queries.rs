@@ -196,6 +196,9 @@ impl ReplicaManager {
         tp: &TopicPartition,
         offset: i64,
     ) -> Result<Offset, ErrorCode> {
+        if let Some(answer) = self.diskless_delete_records(tp, offset).await {
+            return answer;
+        }
         let p = self.led(tp)?;
         match sluice_rt::task::spawn_blocking(move || p.delete_records_below(offset)).await {
             Ok(r) => r.map(Offset),

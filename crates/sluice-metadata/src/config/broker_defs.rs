@@ -687,6 +687,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Sluice's own: how long a broker gathers produced batches of diskless topics before it writes them as one WAL object.",
     ),
     def(
+        "diskless.wal.delete.delay.ms",
+        T::Long,
+        Some("600000"),
+        AtLeast(1000),
+        "Sluice's own: how old a WAL object of diskless topics that no committed batch refers to (all its batches gone by retention, DeleteRecords or topic deletion, or never committed) must be before it is deleted from the store. Keep it well above the time a broker may take to commit an object it uploaded.",
+    ),
+    def(
         "diskless.append.buffer.max.bytes",
         T::Int,
         Some("8388608"),

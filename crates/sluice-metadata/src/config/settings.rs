@@ -92,6 +92,8 @@ pub struct TierSettings {
     pub diskless_linger_ms: u64,
     /// `diskless.append.buffer.max.bytes`
     pub diskless_buffer_bytes: usize,
+    /// `diskless.wal.delete.delay.ms`
+    pub diskless_delete_delay_ms: i64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -228,6 +230,7 @@ impl BrokerSettings {
                 task_interval_ms: n("remote.log.manager.task.interval.ms").max(1) as u64,
                 diskless_linger_ms: n("diskless.append.linger.ms").max(1) as u64,
                 diskless_buffer_bytes: n("diskless.append.buffer.max.bytes").max(1024) as usize,
+                diskless_delete_delay_ms: n("diskless.wal.delete.delay.ms").max(1000),
             },
         }
     }
