@@ -851,7 +851,7 @@ enum Fault {
 
 /// The client hosts (the idempotent producer and final read, the transactional producer,
 /// the consumer group).
-const CLIENTS: [&str; 3] = ["client", "txn", "group"];
+const CLIENTS: [&str; 4] = ["client", "txn", "group", "diskless"];
 
 type NodeSlots = Rc<RefCell<Vec<Option<Rc<sluice_server::Node>>>>>;
 
@@ -865,7 +865,8 @@ struct Faults {
     /// Nodes whose disk failed them (full, fsync errors): restarted at the heal, as Kafka
     /// stops a broker whose metadata log cannot be written and its supervisor starts it again.
     disk_failed: Vec<usize>,
-    /// Nodes that lost power at some time in the run.
+    /// Nodes that lost power at some time in the run, or exited on an I/O error that makes
+    /// their next start unclean (see `LogManager::previous_writes_intact`).
     power_lost: Vec<usize>,
     active: usize,
 }
@@ -1095,6 +1096,10 @@ struct History {
     /// The consumer group's offsets in the order they happened: (partition, offset, true) an
     /// acknowledged commit, (partition, offset, false) the committed offset read back.
     group: Vec<(i32, i64, bool)>,
+    /// The diskless topic's acknowledged records and final read, as `acked` and `read`.
+    dl_acked: BTreeMap<(i32, i64), String>,
+    dl_read: BTreeMap<i32, Vec<(i64, String)>>,
+    dl_read_done: bool,
 }
 
 /// How long the client writes while faults happen; then everything heals and the client
@@ -1262,6 +1267,133 @@ async fn workload(history: Rc<RefCell<History>>, nodes: NodeSlots) -> turmoil::R
                     .map(|b| String::from_utf8_lossy(&b).into_owned())
                     .unwrap_or_default();
                 h.read.entry(r.partition).or_default().push((r.offset, v));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The diskless topic (`diskless.enable=true`): its log is the object store, which the
+/// faults reach too (refused requests, lost acknowledgements, a store down).
+const DL_TOPIC: &str = "dl";
+
+/// An idempotent producer (acks=all) on the diskless topic through the faults, through
+/// whichever broker Metadata names, then a read of everything from the start.
+async fn diskless_workload(history: Rc<RefCell<History>>) -> turmoil::Result {
+    let admin = sluice_client::Admin::new(ClientConfig::new(BOOTSTRAP))?;
+    loop {
+        let topic = sluice_client::admin::NewTopic::new(DL_TOPIC, PARTITIONS, 3)
+            .config("diskless.enable", "true");
+        match admin.create_topics(&[topic], false).await {
+            Ok(r) if r.iter().all(|(_, r)| r.is_ok()) => break,
+            Ok(r)
+                if r.iter().any(
+                    |(_, r)| matches!(r, Err(e) if e.to_string().contains("already exists")),
+                ) =>
+            {
+                break
+            }
+            _ => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+    let producer = Producer::new(
+        ClientConfig::new(BOOTSTRAP)
+            .set("acks", "all")?
+            .set("enable.idempotence", "true")?
+            .set("linger.ms", "2")?
+            .set("request.timeout.ms", "3000")?
+            .set("delivery.timeout.ms", "8000")?,
+    )?;
+    let start = tokio::time::Instant::now();
+    let mut n = 0u64;
+    let mut pending = Vec::new();
+    while start.elapsed() < WRITE_PHASE {
+        for _ in 0..2 {
+            let value = format!("d{n}");
+            let p = (n % PARTITIONS as u64) as i32;
+            n += 1;
+            if let Ok(f) = producer
+                .send(
+                    ProducerRecord::new(DL_TOPIC)
+                        .partition(p)
+                        .value(value.clone()),
+                )
+                .await
+            {
+                pending.push((value, f));
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        if pending.len() > 50 {
+            for (value, f) in pending.drain(..) {
+                if let Ok(m) = f.wait().await {
+                    history
+                        .borrow_mut()
+                        .dl_acked
+                        .insert((m.partition, m.offset), value);
+                }
+            }
+        }
+    }
+    for (value, f) in pending.drain(..) {
+        if let Ok(m) = f.wait().await {
+            history
+                .borrow_mut()
+                .dl_acked
+                .insert((m.partition, m.offset), value);
+        }
+    }
+    producer.close(Duration::from_secs(5)).await;
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    let mut consumer = Consumer::new(
+        ClientConfig::new(BOOTSTRAP)
+            .set("isolation.level", "read_uncommitted")?
+            .set("auto.offset.reset", "earliest")?,
+    )?;
+    let tps: Vec<TopicPartition> = (0..PARTITIONS)
+        .map(|p| TopicPartition::new(DL_TOPIC, p))
+        .collect();
+    consumer.assign(&tps)?;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(60);
+    while consumer.seek_to_beginning(&tps).await.is_err() && tokio::time::Instant::now() < deadline
+    {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    let want: BTreeMap<i32, i64> = {
+        let h = history.borrow();
+        (0..PARTITIONS)
+            .map(|p| {
+                let last = h.dl_acked.range((p, 0)..(p, i64::MAX)).next_back();
+                (p, last.map_or(0, |((_, o), _)| o + 1))
+            })
+            .collect()
+    };
+    while tokio::time::Instant::now() < deadline {
+        let done = {
+            let h = history.borrow();
+            want.iter().all(|(p, end)| {
+                *end == 0
+                    || h.dl_read
+                        .get(p)
+                        .and_then(|v| v.last())
+                        .is_some_and(|(o, _)| o + 1 >= *end)
+            })
+        };
+        if done {
+            history.borrow_mut().dl_read_done = true;
+            break;
+        }
+        if let Ok(records) = consumer.poll(Duration::from_millis(500)).await {
+            let mut h = history.borrow_mut();
+            for r in records {
+                let v = r
+                    .value
+                    .map(|b| String::from_utf8_lossy(&b).into_owned())
+                    .unwrap_or_default();
+                h.dl_read
+                    .entry(r.partition)
+                    .or_default()
+                    .push((r.offset, v));
             }
         }
     }
@@ -1477,30 +1609,44 @@ fn record(
 // Checkers.
 
 fn check(h: &History) -> Vec<String> {
+    let mut anomalies = check_topic(TOPIC, &h.acked, &h.read);
+    anomalies.extend(check_topic(DL_TOPIC, &h.dl_acked, &h.dl_read));
+    if !h.dl_read_done {
+        anomalies.push("the final read of the diskless topic did not finish".into());
+    }
+    anomalies
+}
+
+/// acked-readable, in-order-no-gaps and no-duplicates for one topic's acknowledged records
+/// (`acked`) and final read (`read`).
+fn check_topic(
+    topic: &str,
+    acked: &BTreeMap<(i32, i64), String>,
+    read: &BTreeMap<i32, Vec<(i64, String)>>,
+) -> Vec<String> {
     let mut anomalies = Vec::new();
     // acked-readable
-    for ((p, o), v) in &h.acked {
-        let got = h
-            .read
+    for ((p, o), v) in acked {
+        let got = read
             .get(p)
             .and_then(|r| r.iter().find(|(ro, _)| ro == o).map(|(_, rv)| rv));
         match got {
             Some(rv) if rv == v => {}
             Some(rv) => anomalies.push(format!(
-                "acked-readable: {TOPIC}-{p}@{o} was acknowledged as {v} but reads {rv}"
+                "acked-readable: {topic}-{p}@{o} was acknowledged as {v} but reads {rv}"
             )),
             None => anomalies.push(format!(
-                "acked-readable: {TOPIC}-{p}@{o} ({v}) was acknowledged but is not readable"
+                "acked-readable: {topic}-{p}@{o} ({v}) was acknowledged but is not readable"
             )),
         }
     }
     // in-order-no-gaps and no-duplicates
-    for (p, records) in &h.read {
+    for (p, records) in read {
         let mut seen = std::collections::HashSet::new();
         for w in records.windows(2) {
             if w[1].0 != w[0].0 + 1 {
                 anomalies.push(format!(
-                    "in-order-no-gaps: {TOPIC}-{p} offset {} followed by {}",
+                    "in-order-no-gaps: {topic}-{p} offset {} followed by {}",
                     w[0].0, w[1].0
                 ));
             }
@@ -1508,7 +1654,7 @@ fn check(h: &History) -> Vec<String> {
         for (o, v) in records {
             if !seen.insert(v) {
                 anomalies.push(format!(
-                    "no-duplicates: {TOPIC}-{p} holds {v} twice (again at {o})"
+                    "no-duplicates: {topic}-{p} holds {v} twice (again at {o})"
                 ));
             }
         }
@@ -2033,6 +2179,7 @@ fn run_seed(seed: u64) -> Outcome {
     sim.client("client", workload(Rc::clone(&history), Rc::clone(&nodes)));
     sim.client("txn", txn_workload(Rc::clone(&history)));
     sim.client("group", group_workload(Rc::clone(&history)));
+    sim.client("diskless", diskless_workload(Rc::clone(&history)));
     let mut faults = Faults {
         nodes: Rc::clone(&nodes),
         rng: Rng(seed),
@@ -2061,6 +2208,12 @@ fn run_seed(seed: u64) -> Outcome {
                 faults.crashed.push(i);
             }
             faults.disk_failed.retain(|d| *d != i);
+            // An I/O error other than a full disk makes the node forget its machine boot
+            // (its page cache may have dropped writes): it restarts unclean, as after a
+            // power loss, and eligible leader replicas leave it out the same way.
+            if !error.contains("os error 28") && !faults.power_lost.contains(&i) {
+                faults.power_lost.push(i);
+            }
             faults.active += 1;
             faults.note(
                 now,
@@ -2127,6 +2280,14 @@ fn run_seed(seed: u64) -> Outcome {
             .or(quorums.first())
             .map(|q| q.image())
     };
+    faults.note(
+        sim.elapsed(),
+        format!(
+            "final: {DL_TOPIC} (diskless) {} records acknowledged, {} read",
+            h.dl_acked.len(),
+            h.dl_read.values().map(Vec::len).sum::<usize>()
+        ),
+    );
     // Where each partition ended, for the trace.
     if let Some(image) = &image {
         for topic in [TOPIC, TX_TOPIC] {
