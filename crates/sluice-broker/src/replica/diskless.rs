@@ -2,6 +2,7 @@
 //! nowhere, so produce, fetch and ListOffsets for them go to the broker's diskless handle,
 //! with the metadata image as their log's index.
 
+use sluice_metadata::image::PartitionRegistration;
 use sluice_metadata::{MetadataImage, Uuid};
 use sluice_protocol::types::{LeaderEpoch, Offset, TopicPartition};
 use sluice_protocol::ErrorCode;
@@ -13,6 +14,23 @@ use super::read::{FetchParams, FetchPartitionRequest, FetchedPartition};
 use super::AppendError;
 use crate::diskless::read::ReadAt;
 use crate::diskless::{is_diskless, DisklessAppended};
+
+/// The topic id and registration of diskless partition `tp` in `image`: None when its
+/// topic is not diskless, UNKNOWN_TOPIC_OR_PARTITION when the partition is not there.
+fn diskless_partition<'a>(
+    image: &'a MetadataImage,
+    tp: &TopicPartition,
+) -> Option<Result<(Uuid, &'a PartitionRegistration), ErrorCode>> {
+    if !is_diskless(image, &tp.topic) {
+        return None;
+    }
+    Some(
+        image
+            .topic(&tp.topic)
+            .and_then(|t| t.partitions.get(&tp.partition.0).map(|r| (t.id, r)))
+            .ok_or(ErrorCode::UnknownTopicOrPartition),
+    )
+}
 
 impl ReplicaManager {
     /// Whether `topic` is a diskless topic.
@@ -144,14 +162,9 @@ impl ReplicaManager {
         read_committed: bool,
     ) -> Option<Result<FoundOffset, ErrorCode>> {
         let image = self.metadata().current();
-        if !is_diskless(&image, &tp.topic) {
-            return None;
-        }
-        let Some((id, reg)) = image
-            .topic(&tp.topic)
-            .and_then(|t| t.partitions.get(&tp.partition.0).map(|r| (t.id, r)))
-        else {
-            return Some(Err(ErrorCode::UnknownTopicOrPartition));
+        let (id, reg) = match diskless_partition(&image, tp)? {
+            Ok(found) => found,
+            Err(code) => return Some(Err(code)),
         };
         let epoch = LeaderEpoch(reg.leader_epoch);
         let log = image.diskless_log(&id, tp.partition.0);
@@ -238,17 +251,11 @@ impl ReplicaManager {
         offset: i64,
     ) -> Option<Result<Offset, ErrorCode>> {
         let image = self.metadata().current();
-        if !is_diskless(&image, &tp.topic) {
-            return None;
-        }
-        let d = self.diskless().cloned()?;
-        let Some(id) = image
-            .topic(&tp.topic)
-            .filter(|t| t.partitions.contains_key(&tp.partition.0))
-            .map(|t| t.id)
-        else {
-            return Some(Err(ErrorCode::UnknownTopicOrPartition));
+        let id = match diskless_partition(&image, tp)? {
+            Ok((id, _)) => id,
+            Err(code) => return Some(Err(code)),
         };
+        let d = self.diskless().cloned()?;
         let (start, end) = image
             .diskless_log(&id, tp.partition.0)
             .map_or((0, 0), |l| (l.start_offset, l.end_offset));
@@ -275,14 +282,9 @@ impl ReplicaManager {
         epoch: LeaderEpoch,
     ) -> Option<Result<Option<(LeaderEpoch, Offset)>, ErrorCode>> {
         let image = self.metadata().current();
-        if !is_diskless(&image, &tp.topic) {
-            return None;
-        }
-        let Some((id, reg)) = image
-            .topic(&tp.topic)
-            .and_then(|t| t.partitions.get(&tp.partition.0).map(|r| (t.id, r)))
-        else {
-            return Some(Err(ErrorCode::UnknownTopicOrPartition));
+        let (id, reg) = match diskless_partition(&image, tp)? {
+            Ok(found) => found,
+            Err(code) => return Some(Err(code)),
         };
         let current = current_leader_epoch.0;
         if current >= 0 && current < reg.leader_epoch {
