@@ -165,17 +165,9 @@ fn a_diskless_topic_on_one_node_needs_no_store_configured() {
 }
 
 fn s3_overrides(moto: &Moto, bucket: &str) -> Vec<String> {
-    vec![
-        format!("remote.log.storage.uri=s3://{bucket}/cluster"),
-        format!("remote.log.storage.s3.endpoint={}", moto.endpoint()),
-        "remote.log.storage.s3.region=us-east-1".into(),
-        "remote.log.storage.s3.access.key.id=test".into(),
-        "remote.log.storage.s3.secret.access.key=test".into(),
-        "remote.log.storage.s3.path.style.access=true".into(),
-        "remote.log.storage.retries=1".into(),
-        "remote.log.storage.request.timeout.ms=3000".into(),
-        "diskless.append.linger.ms=50".into(),
-    ]
+    let mut o = moto.store_overrides(bucket);
+    o.push("diskless.append.linger.ms=50".into());
+    o
 }
 
 #[test]

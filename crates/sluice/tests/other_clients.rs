@@ -3,6 +3,8 @@
 //! processes against a real node; `scripts/test` installs them first.
 
 mod common;
+#[path = "common/moto.rs"]
+mod moto;
 #[path = "common/wire.rs"]
 mod wire;
 
@@ -1964,13 +1966,21 @@ fn java_client_reads_a_tiered_topic_from_offset_zero() {
     assert!(out.contains("READ 4000 4000000"), "{out}");
 }
 
-/// A diskless topic with Kafka 4.4's Java client (`interop/java/.../Diskless.java`): Admin
-/// creates it, an idempotent producer's records are read back by a consumer group at the
-/// offsets acknowledged, and read_committed sees a committed transaction and not an aborted
-/// one.
+/// A diskless topic of a three-node cluster on moto's S3 server with Kafka 4.4's Java client
+/// (`interop/java/.../Diskless.java`): Admin creates it, an idempotent producer's records
+/// are read back by a consumer group at the offsets acknowledged, and read_committed sees a
+/// committed transaction and not an aborted one.
 #[test]
 fn java_client_on_a_diskless_topic() {
-    let server = start(&["diskless.append.linger.ms=20"]);
+    // Three nodes sharing a bucket of moto's S3 server; the client knows them all.
+    let moto = moto::Moto::start_on(free_port());
+    moto.create_bucket("java");
+    let mut extra = moto.store_overrides("java");
+    extra.push("diskless.append.linger.ms=20".into());
+    let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
+    let nodes =
+        sluice_testkit::TestServer::start_all(sluice_bin(), &sluice_testkit::combined_nodes(&refs));
+    let bootstrap: Vec<&str> = nodes.iter().map(|n| n.bootstrap.as_str()).collect();
     let cp = java_build("kafka4", "4.4.0");
     let out = must_succeed(
         Command::new("java")
@@ -1978,7 +1988,7 @@ fn java_client_on_a_diskless_topic() {
                 "-cp",
                 &cp,
                 "interop.Diskless",
-                &server.bootstrap,
+                &bootstrap.join(","),
                 "jdl",
                 "3000",
             ])

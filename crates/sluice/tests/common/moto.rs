@@ -47,6 +47,21 @@ impl Moto {
         format!("http://127.0.0.1:{}", self.port)
     }
 
+    /// Broker overrides that make `bucket` (under `cluster/`) the object store of tiered
+    /// storage and diskless topics, retried once, 3 s a request.
+    pub fn store_overrides(&self, bucket: &str) -> Vec<String> {
+        vec![
+            format!("remote.log.storage.uri=s3://{bucket}/cluster"),
+            format!("remote.log.storage.s3.endpoint={}", self.endpoint()),
+            "remote.log.storage.s3.region=us-east-1".into(),
+            "remote.log.storage.s3.access.key.id=test".into(),
+            "remote.log.storage.s3.secret.access.key=test".into(),
+            "remote.log.storage.s3.path.style.access=true".into(),
+            "remote.log.storage.retries=1".into(),
+            "remote.log.storage.request.timeout.ms=3000".into(),
+        ]
+    }
+
     /// An HTTP request to the server: (status, body).
     pub fn http(&self, method: &str, path: &str) -> (u16, String) {
         let mut s = std::net::TcpStream::connect(("127.0.0.1", self.port)).unwrap();
