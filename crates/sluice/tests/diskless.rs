@@ -142,6 +142,41 @@ fn a_diskless_topic_on_one_node_needs_no_store_configured() {
     }
     assert_eq!(total, 3500);
 
+    // DescribeProducers (`sluice producers`, as kafka-transactions.sh describe-producers):
+    // the idempotent producer in each partition, its last sequence that of its last record
+    // there (the plain producer has no id to show).
+    let out = std::process::Command::new(sluice_bin())
+        .args([
+            "producers",
+            "--bootstrap-server",
+            b,
+            "--describe",
+            "--topic",
+            "dl",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    let rows: Vec<Vec<&str>> = text
+        .lines()
+        .skip(1)
+        .map(|l| l.split('\t').collect())
+        .collect();
+    assert_eq!(rows.len(), 3, "{text}");
+    for part in 0..3 {
+        let sent = acked(&p).iter().filter(|a| a.1 == part).count() as i64;
+        let row = rows.iter().find(|r| r[0] == part.to_string()).expect(&text);
+        assert_eq!(row[2], "0", "epoch: {text}");
+        assert_eq!(row[3], (sent - 1).to_string(), "last sequence: {text}");
+        assert!(row[4].parse::<i64>().unwrap() > 0, "timestamp: {text}");
+        assert_eq!(row[6], "-1", "no open transaction: {text}");
+    }
+
     // diskless.enable is set at creation only.
     let err = std::process::Command::new(sluice_bin())
         .args(["configs", "--bootstrap-server", b, "--alter"])

@@ -6,6 +6,7 @@ use sluice_metadata::image::PartitionRegistration;
 use sluice_metadata::{MetadataImage, Uuid};
 use sluice_protocol::types::{LeaderEpoch, Offset, TopicPartition};
 use sluice_protocol::ErrorCode;
+use sluice_storage::producer_state::{BatchMeta, ProducerEntry};
 
 use super::append::AppendEntry;
 use super::manager::ReplicaManager;
@@ -268,6 +269,64 @@ impl ReplicaManager {
             Some(Err(e)) => Err(e.code),
             None => Err(ErrorCode::UnknownServerError),
         })
+    }
+
+    /// DescribeProducers of a diskless partition, from the sequencer's state in the image;
+    /// None when `tp` is not one. A batch's offsets and timestamp come from its coordinates
+    /// (a batch gone by retention keeps its sequences, with no timestamp).
+    pub fn diskless_producers(
+        &self,
+        tp: &TopicPartition,
+    ) -> Option<Result<Vec<(i64, ProducerEntry)>, ErrorCode>> {
+        let image = self.metadata().current();
+        let id = match diskless_partition(&image, tp)? {
+            Ok((id, _)) => id,
+            Err(code) => return Some(Err(code)),
+        };
+        let Some(log) = image.diskless_log(&id, tp.partition.0) else {
+            return Some(Ok(Vec::new()));
+        };
+        let mut out: Vec<(i64, ProducerEntry)> = log
+            .producers
+            .iter()
+            .map(|(pid, seqs)| {
+                let batches = seqs
+                    .recent
+                    .iter()
+                    .map(|(first_seq, last_seq, base)| {
+                        let b = log
+                            .from_offset(*base)
+                            .next()
+                            .filter(|b| b.base_offset == *base);
+                        BatchMeta {
+                            first_seq: *first_seq,
+                            last_seq: *last_seq,
+                            first_offset: *base,
+                            last_offset: b.map_or(*base, |b| b.last_offset),
+                            timestamp: b.map_or(-1, |b| b.max_timestamp_ms),
+                        }
+                    })
+                    .collect();
+                let entry = ProducerEntry {
+                    epoch: seqs.epoch,
+                    last_timestamp: seqs
+                        .recent
+                        .back()
+                        .and_then(|(_, _, base)| {
+                            log.from_offset(*base)
+                                .next()
+                                .filter(|b| b.base_offset == *base)
+                        })
+                        .map_or(-1, |b| b.max_timestamp_ms),
+                    batches,
+                    coordinator_epoch: -1,
+                    txn_first_offset: log.ongoing.get(pid).copied(),
+                };
+                (*pid, entry)
+            })
+            .collect();
+        out.sort_by_key(|(pid, _)| *pid);
+        Some(Ok(out))
     }
 
     /// OffsetForLeaderEpoch of a diskless partition; None when `tp` is not one. Its log is

@@ -170,6 +170,9 @@ impl ReplicaManager {
 
     /// DescribeProducers: the idempotent producers the leader knows, by id.
     pub fn producers(&self, tp: &TopicPartition) -> Result<Vec<(i64, ProducerEntry)>, ErrorCode> {
+        if let Some(answer) = self.diskless_producers(tp) {
+            return answer;
+        }
         let mut producers = self.led(tp)?.producers();
         producers.sort_by_key(|(id, _)| *id);
         Ok(producers)
