@@ -118,6 +118,22 @@ pub trait ControllerApi: Send + Sync + 'static {
         refused("trim diskless topics")
     }
 
+    /// The metadata offset holding everything the quorum committed before this call, confirmed
+    /// by a quorum (a barrier before trusting the image for garbage collection).
+    fn diskless_barrier(&self) -> Call<'_, i64> {
+        refused("vouch for the metadata")
+    }
+
+    /// WAL compaction: per (topic id, partition, segment) whether the segment replaced the
+    /// batches it was made of.
+    fn diskless_compact(
+        &self,
+        segments: &[(Uuid, i32, sluice_metadata::diskless::SegmentCoord)],
+    ) -> Call<'_, Vec<Result<(), ApiError>>> {
+        let _ = segments;
+        refused("compact diskless topics")
+    }
+
     /// AlterPartition: commit a leader's ISR change.
     fn alter_partition(&self, change: &IsrChange) -> Call<'_, Result<(), ApiError>> {
         let _ = change;

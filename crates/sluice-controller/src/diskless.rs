@@ -4,7 +4,7 @@
 //! one [`MetadataRecord::DisklessBatches`]; the broker answers its producers once that
 //! record is committed. See [`sluice_metadata::diskless`].
 
-use sluice_metadata::diskless::{sequence_object, SeqError, Sequenced, WalBatch};
+use sluice_metadata::diskless::{sequence_object, SegmentCoord, SeqError, Sequenced, WalBatch};
 use sluice_metadata::image::MetadataImage;
 use sluice_metadata::{MetadataRecord, Uuid};
 use sluice_protocol::ErrorCode;
@@ -119,6 +119,53 @@ pub fn trim(
     (out, records)
 }
 
+/// WAL compaction: per (topic id, partition, segment) whether the segment replaces the
+/// batches it was made of, and the records of those that do. A compaction that a trim or
+/// another compaction overtook is refused (INVALID_REQUEST: the broker deletes its segment
+/// object and tries again on the next round). One already in the log is taken again with
+/// nothing written: a request retried after its answer was lost must not be refused, or the
+/// broker would delete the objects of a segment in use (seen in the simulator, seed 61).
+pub fn compact(
+    image: &MetadataImage,
+    segments: &[(Uuid, i32, SegmentCoord)],
+) -> (Vec<Result<(), ApiError>>, Vec<MetadataRecord>) {
+    let mut records = Vec::new();
+    // Two segments of one partition in one request: the second sees the first.
+    let mut logs = std::collections::HashMap::new();
+    let out = segments
+        .iter()
+        .map(|(topic_id, partition, seg)| {
+            let topic = image
+                .topic_by_id(topic_id)
+                .filter(|t| t.partitions.contains_key(partition))
+                .ok_or_else(|| api_error(SeqError::UnknownPartition))?;
+            if !is_diskless_topic(image, &topic.name) {
+                return Err(api_error(SeqError::NotDiskless));
+            }
+            let log = logs.entry((*topic_id, *partition)).or_insert_with(|| {
+                image
+                    .diskless
+                    .get(&(*topic_id, *partition))
+                    .map(|l| (**l).clone())
+                    .unwrap_or_default()
+            });
+            if log.segments.iter().any(|s| s == seg) {
+                return Ok(());
+            }
+            log.can_compact(seg)
+                .map_err(|e| ApiError::new(ErrorCode::InvalidRequest, e))?;
+            log.compact(seg);
+            records.push(MetadataRecord::DisklessSegment {
+                topic_id: *topic_id,
+                partition: *partition,
+                segment: seg.clone(),
+            });
+            Ok(())
+        })
+        .collect();
+    (out, records)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -212,6 +259,44 @@ mod tests {
             e[0].as_ref().unwrap_err().code,
             ErrorCode::BrokerIdNotRegistered
         );
+    }
+
+    #[test]
+    fn a_compaction_retried_after_it_was_taken_is_taken_again_and_a_stale_one_refused() {
+        let mut image = image(true);
+        let tid = Uuid::from_bytes([1; 16]);
+        let (_, records) = commit(&image, 1, Uuid::new_v4(), &[batch(0, 0), batch(0, 2)]);
+        for r in &records {
+            image.apply(image.offset + 1, r);
+        }
+        let seg = |id: u8, last| SegmentCoord {
+            segment_id: Uuid::from_bytes([id; 16]),
+            base_offset: 0,
+            last_offset: last,
+            size: 160,
+            max_timestamp_ms: 1,
+            max_timestamp_offset: last,
+        };
+        let (out, records) = compact(&image, &[(tid, 0, seg(7, 1))]);
+        assert_eq!((out, records.len()), (vec![Ok(())], 1));
+        for r in &records {
+            image.apply(image.offset + 1, r);
+        }
+        // The same request again (its answer lost): taken, nothing written.
+        let (out, records) = compact(&image, &[(tid, 0, seg(7, 1))]);
+        assert_eq!((out, records.len()), (vec![Ok(())], 0));
+        // Another segment of the same batches (a second broker's, made from a stale view):
+        // refused.
+        let (out, records) = compact(&image, &[(tid, 0, seg(8, 1))]);
+        assert_eq!(out[0].as_ref().unwrap_err().code, ErrorCode::InvalidRequest);
+        assert!(records.is_empty());
+        // The next batches: a segment that follows the first.
+        let next = SegmentCoord {
+            base_offset: 2,
+            ..seg(9, 3)
+        };
+        let (out, records) = compact(&image, &[(tid, 0, next)]);
+        assert_eq!((out, records.len()), (vec![Ok(())], 1));
     }
 
     #[test]

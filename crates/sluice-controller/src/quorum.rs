@@ -1033,8 +1033,25 @@ impl QuorumController {
                 let (out, records) = crate::diskless::commit(&image, node_id, object_id, &batches);
                 Ok((self.write(records).await?, ReplyBody::Sequenced(out)))
             }
+            ControllerRequest::DisklessTrim { trims, .. } if trims.is_empty() => {
+                // A barrier (see the request): the offset a broker's image must reach to hold
+                // everything committed before now, confirmed by a quorum so a deposed
+                // controller never vouches for a stale view.
+                match tokio::time::timeout(self.quorum_gap, self.raft.ensure_linearizable()).await {
+                    Ok(Ok(read)) => Ok((
+                        read.map_or(image.offset, |l| l.index as i64)
+                            .max(image.offset),
+                        ReplyBody::PerItem(Vec::new()),
+                    )),
+                    _ => Err(self.not_controller()),
+                }
+            }
             ControllerRequest::DisklessTrim { trims, .. } => {
                 let (out, records) = crate::diskless::trim(&image, &trims);
+                Ok((self.write(records).await?, ReplyBody::PerItem(out)))
+            }
+            ControllerRequest::DisklessCompact { segments, .. } => {
+                let (out, records) = crate::diskless::compact(&image, &segments);
                 Ok((self.write(records).await?, ReplyBody::PerItem(out)))
             }
             ControllerRequest::AlterPartition(c) => match p.alter_partition(&image, &c) {

@@ -7,7 +7,7 @@ use sluice_metadata::controller_types::{
     PartitionOutcome, QuorumInfo, QuorumReplica, QuotaChange, ReassignTarget, ScramChange,
     TokenReply, TokenRequest, TopicRef, UserOutcome,
 };
-use sluice_metadata::diskless::{BatchKind, Sequenced, WalBatch};
+use sluice_metadata::diskless::{BatchKind, SegmentCoord, Sequenced, WalBatch};
 use sluice_metadata::image::QuotaEntity;
 use sluice_metadata::image::ScramEntry;
 use sluice_metadata::record::{Endpoint, TokenRecord};
@@ -141,10 +141,19 @@ pub enum ControllerRequest {
         batches: Vec<WalBatch>,
     },
     /// Diskless partitions' new log starts (retention, DeleteRecords): (topic id,
-    /// partition, start offset). Answered PerItem.
+    /// partition, start offset). Answered PerItem. With none, a barrier: answered with the
+    /// metadata offset that holds everything committed before it, once a quorum confirmed
+    /// this controller still leads (what garbage collection waits for before it trusts its
+    /// image to name every object in use).
     DisklessTrim {
         node_id: i32,
         trims: Vec<(Uuid, i32, i64)>,
+    },
+    /// WAL compaction: segment objects to replace the batches they were made of, each as a
+    /// [`MetadataRecord::DisklessSegment`]. Answered PerItem.
+    DisklessCompact {
+        node_id: i32,
+        segments: Vec<(Uuid, i32, SegmentCoord)>,
     },
 }
 
@@ -525,6 +534,19 @@ impl ControllerRequest {
                         .u8(b.kind.code());
                 }
             }
+            ControllerRequest::DisklessCompact { node_id, segments } => {
+                w.u8(29).i32(*node_id).u32(segments.len() as u32);
+                for (topic_id, partition, segment) in segments {
+                    w.bytes(
+                        &MetadataRecord::DisklessSegment {
+                            topic_id: *topic_id,
+                            partition: *partition,
+                            segment: segment.clone(),
+                        }
+                        .encode(),
+                    );
+                }
+            }
             ControllerRequest::DisklessTrim { node_id, trims } => {
                 w.u8(28).i32(*node_id).u32(trims.len() as u32);
                 for (topic_id, partition, start) in trims {
@@ -710,6 +732,22 @@ impl ControllerRequest {
                     }
                     _ => return Err(WireError("bad remote log segment")),
                 }
+            }
+            29 => {
+                let node_id = r.i32()?;
+                let n = r.count(80)?;
+                let mut segments = Vec::with_capacity(n);
+                for _ in 0..n {
+                    match MetadataRecord::decode(r.bytes()?) {
+                        Ok(MetadataRecord::DisklessSegment {
+                            topic_id,
+                            partition,
+                            segment,
+                        }) => segments.push((topic_id, partition, segment)),
+                        _ => return Err(WireError("bad diskless segment")),
+                    }
+                }
+                ControllerRequest::DisklessCompact { node_id, segments }
             }
             28 => {
                 let node_id = r.i32()?;
@@ -1440,6 +1478,21 @@ mod tests {
             ControllerRequest::DisklessTrim {
                 node_id: 2,
                 trims: vec![(Uuid::from_bytes([3; 16]), 1, 500)],
+            },
+            ControllerRequest::DisklessCompact {
+                node_id: 2,
+                segments: vec![(
+                    Uuid::from_bytes([3; 16]),
+                    1,
+                    SegmentCoord {
+                        segment_id: Uuid::from_bytes([4; 16]),
+                        base_offset: 10,
+                        last_offset: 90,
+                        size: 4000,
+                        max_timestamp_ms: 12,
+                        max_timestamp_offset: 80,
+                    },
+                )],
             },
             ControllerRequest::DisklessCommit {
                 node_id: 3,

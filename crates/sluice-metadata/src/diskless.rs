@@ -13,6 +13,15 @@
 //! image holds every batch's coordinates (about 80 bytes each) until WAL compaction
 //! replaces them with segment objects.
 //!
+//! WAL compaction: the cleaning broker copies a partition's committed batches out of the
+//! shared WAL objects into one per-partition segment object in Kafka's segment format (with
+//! its `.index` and `.timeindex`, read by the tiered-storage reader), then asks the sequencer
+//! to swap them: [`crate::MetadataRecord::DisklessSegment`] replaces the batches' coordinates
+//! with the segment's, one entry however many batches. A partition's log is its segments,
+//! then the batches not compacted yet. Producer state and transactions do not depend on
+//! them: the sequencer's state is kept as is (a snapshot writes it whole,
+//! [`crate::MetadataRecord::DisklessState`]).
+//!
 //! Idempotence follows Kafka's `ProducerAppendInfo`: per producer the epoch and the last five
 //! batches' sequence ranges; a retried batch is answered with the offset it got the first
 //! time, a gap is OUT_OF_ORDER_SEQUENCE_NUMBER, an old epoch INVALID_PRODUCER_EPOCH.
@@ -205,12 +214,64 @@ fn last_sequence(first: i32, count: i32) -> i32 {
     ((first as i64 + count as i64 - 1) % (i32::MAX as i64 + 1)) as i32
 }
 
-/// One diskless partition's log as the metadata says it: its batches, in offset order.
+/// A segment object WAL compaction made of a run of one partition's batches: Kafka's
+/// segment format, offsets set, under [`SegmentCoord::key`]'s name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SegmentCoord {
+    /// Drawn at each compaction, so two attempts at the same range never share a name.
+    pub segment_id: Uuid,
+    pub base_offset: i64,
+    pub last_offset: i64,
+    /// Bytes of its `.log` object.
+    pub size: u64,
+    pub max_timestamp_ms: i64,
+    /// The last offset of the batch holding the largest timestamp.
+    pub max_timestamp_offset: i64,
+}
+
+/// What retention and ListOffsets see of a log: a segment or a batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    pub base_offset: i64,
+    pub last_offset: i64,
+    pub size: u64,
+    pub max_timestamp_ms: i64,
+    /// Where the largest timestamp is (a batch: its last offset).
+    pub max_timestamp_offset: i64,
+}
+
+impl From<&SegmentCoord> for Span {
+    fn from(s: &SegmentCoord) -> Self {
+        Span {
+            base_offset: s.base_offset,
+            last_offset: s.last_offset,
+            size: s.size,
+            max_timestamp_ms: s.max_timestamp_ms,
+            max_timestamp_offset: s.max_timestamp_offset,
+        }
+    }
+}
+
+impl From<&BatchCoord> for Span {
+    fn from(b: &BatchCoord) -> Self {
+        Span {
+            base_offset: b.base_offset,
+            last_offset: b.last_offset,
+            size: u64::from(b.size),
+            max_timestamp_ms: b.max_timestamp_ms,
+            max_timestamp_offset: b.last_offset,
+        }
+    }
+}
+
+/// One diskless partition's log as the metadata says it: its segment objects, then the
+/// batches still in WAL objects, in offset order.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct DisklessLog {
     pub start_offset: i64,
     /// The next offset to assign (the high watermark: what is committed is readable).
     pub end_offset: i64,
+    pub segments: Vec<SegmentCoord>,
     chunks: Vec<Arc<Vec<BatchCoord>>>,
     pub producers: HashMap<i64, ProducerSeqs>,
     /// Open transactions: producer id -> the first offset it wrote in it.
@@ -228,9 +289,64 @@ impl DisklessLog {
         self.chunks.iter().flat_map(|c| c.iter())
     }
 
-    /// Bytes of its batches.
+    /// Its segments and batches, in offset order.
+    pub fn spans(&self) -> impl Iterator<Item = Span> + '_ {
+        self.segments
+            .iter()
+            .map(Span::from)
+            .chain(self.batches().map(Span::from))
+    }
+
+    /// Bytes of its segments and batches.
     pub fn size_bytes(&self) -> u64 {
-        self.batches().map(|b| b.size as u64).sum()
+        self.spans().map(|s| s.size).sum()
+    }
+
+    /// The segment holding `offset`, if a segment does.
+    pub fn segment_for(&self, offset: i64) -> Option<&SegmentCoord> {
+        // Segments are contiguous: the first ending at or after `offset` holds it.
+        let i = self.segments.partition_point(|s| s.last_offset < offset);
+        self.segments.get(i)
+    }
+
+    /// Whether `seg` can replace the batches it was made of: the log's batches start at
+    /// its base offset and one of them ends at its last. (A trim or another compaction in
+    /// between makes it stale.)
+    pub fn can_compact(&self, seg: &SegmentCoord) -> Result<(), String> {
+        let first = self.batches().next().map(|b| b.base_offset);
+        if first != Some(seg.base_offset) {
+            return Err(format!(
+                "the log's first batch not compacted starts at {first:?}, not {}",
+                seg.base_offset
+            ));
+        }
+        if self
+            .from_offset(seg.last_offset)
+            .next()
+            .is_none_or(|b| b.last_offset != seg.last_offset)
+        {
+            return Err(format!("no batch ends at {}", seg.last_offset));
+        }
+        Ok(())
+    }
+
+    /// Apply a compaction: `seg` replaces the batches it was made of when it still can
+    /// ([`Self::can_compact`]), or, on a log with no batches, follows its segments (a
+    /// snapshot read back). Anything else is stale and changes nothing.
+    pub fn compact(&mut self, seg: &SegmentCoord) {
+        if self.can_compact(seg).is_ok() {
+            let kept: Vec<BatchCoord> = self.from_offset(seg.last_offset + 1).cloned().collect();
+            self.chunks = kept.chunks(CHUNK).map(|c| Arc::new(c.to_vec())).collect();
+            self.segments.push(seg.clone());
+        } else if self.batch_count() == 0
+            && (seg.base_offset == self.end_offset || *self == DisklessLog::default())
+        {
+            if *self == DisklessLog::default() {
+                self.start_offset = seg.base_offset;
+            }
+            self.end_offset = seg.last_offset + 1;
+            self.segments.push(seg.clone());
+        }
     }
 
     /// Distinct WAL objects its batches are in.
@@ -252,19 +368,19 @@ impl DisklessLog {
             .skip_while(move |b| b.last_offset < offset)
     }
 
-    /// The first batch whose largest timestamp is at least `ts` (ListOffsets by time).
-    pub fn first_at_or_after(&self, ts: i64) -> Option<&BatchCoord> {
-        self.batches().find(|b| b.max_timestamp_ms >= ts)
+    /// The first segment or batch whose largest timestamp is at least `ts` (ListOffsets by
+    /// time).
+    pub fn first_at_or_after(&self, ts: i64) -> Option<Span> {
+        self.spans().find(|b| b.max_timestamp_ms >= ts)
     }
 
-    /// The batch with the largest timestamp (ListOffsets MAX_TIMESTAMP): the first of
-    /// equals.
-    pub fn max_timestamp(&self) -> Option<&BatchCoord> {
-        self.batches()
-            .fold(None, |best: Option<&BatchCoord>, b| match best {
-                Some(x) if x.max_timestamp_ms >= b.max_timestamp_ms => Some(x),
-                _ => Some(b),
-            })
+    /// The segment or batch with the largest timestamp (ListOffsets MAX_TIMESTAMP): the
+    /// first of equals.
+    pub fn max_timestamp(&self) -> Option<Span> {
+        self.spans().fold(None, |best: Option<Span>, b| match best {
+            Some(x) if x.max_timestamp_ms >= b.max_timestamp_ms => Some(x),
+            _ => Some(b),
+        })
     }
 
     /// The last stable offset: below the first open transaction, else the end.
@@ -300,25 +416,48 @@ impl DisklessLog {
         self.push(b);
     }
 
-    /// This log from `start` on: the batches wholly below it dropped, and what the dropped
-    /// ones told (producers' sequences, transactions) taken from the rest, so a log trimmed
-    /// here equals one read back from a snapshot written after the trim. Nothing ends past
+    /// This log from `start` on: the segments and batches wholly below it dropped, and the
+    /// aborted transactions that end below it. Producers' state and open transactions stay
+    /// (as Kafka keeps a producer's state when its batches are deleted). Nothing ends past
     /// the end: a `start` beyond it moves the end there.
-    pub fn trimmed(&self, start: i64) -> DisklessLog {
-        let start = start.max(self.start_offset);
-        let kept: Vec<&BatchCoord> = self.from_offset(start).collect();
-        let mut log = DisklessLog {
-            start_offset: start,
-            end_offset: kept
-                .first()
-                .map_or(self.end_offset.max(start), |b| b.base_offset),
-            ..Default::default()
-        };
-        for b in kept {
-            log.push(b.clone());
+    pub fn trim(&mut self, start: i64) {
+        if start <= self.start_offset {
+            return;
         }
-        log.start_offset = start;
-        log
+        self.start_offset = start;
+        self.end_offset = self.end_offset.max(start);
+        self.segments.retain(|s| s.last_offset >= start);
+        if self.batches().next().is_some_and(|b| b.last_offset < start) {
+            let kept: Vec<BatchCoord> = self.from_offset(start).cloned().collect();
+            self.chunks = kept.chunks(CHUNK).map(|c| Arc::new(c.to_vec())).collect();
+        }
+        self.aborted.retain(|a| a.last_offset >= start);
+    }
+
+    /// The sequencer's state (a snapshot's [`crate::MetadataRecord::DisklessState`]).
+    pub fn state(&self) -> LogState {
+        let mut producers: Vec<_> = self
+            .producers
+            .iter()
+            .map(|(pid, p)| (*pid, p.clone()))
+            .collect();
+        producers.sort_by_key(|(pid, _)| *pid);
+        LogState {
+            start_offset: self.start_offset,
+            end_offset: self.end_offset,
+            producers,
+            ongoing: self.ongoing.iter().map(|(p, o)| (*p, *o)).collect(),
+            aborted: self.aborted.clone(),
+        }
+    }
+
+    /// Take the sequencer's state as a snapshot wrote it (after its segments and batches).
+    pub fn set_state(&mut self, s: &LogState) {
+        self.start_offset = s.start_offset;
+        self.end_offset = s.end_offset;
+        self.producers = s.producers.iter().cloned().collect();
+        self.ongoing = s.ongoing.iter().copied().collect();
+        self.aborted = s.aborted.clone();
     }
 
     /// Append a committed batch (the sequencer's decision, applied by every node).
@@ -393,6 +532,16 @@ impl DisklessLog {
     }
 }
 
+/// A diskless log's offsets, producers and transactions, as a snapshot writes them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct LogState {
+    pub start_offset: i64,
+    pub end_offset: i64,
+    pub producers: Vec<(i64, ProducerSeqs)>,
+    pub ongoing: Vec<(i64, i64)>,
+    pub aborted: Vec<AbortedTxn>,
+}
+
 /// The coordinates of the batches `b` as committed at `base_offset`.
 pub fn coord(b: &WalBatch, object_id: Uuid, base_offset: i64) -> BatchCoord {
     BatchCoord {
@@ -436,6 +585,7 @@ pub fn sequence_object(
                 .map(|l| DisklessLog {
                     start_offset: l.start_offset,
                     end_offset: l.end_offset,
+                    segments: Vec::new(),
                     chunks: Vec::new(),
                     producers: l.producers.clone(),
                     ongoing: l.ongoing.clone(),
@@ -717,6 +867,124 @@ mod tests {
             back.apply(i as i64, r);
         }
         assert_eq!(back.diskless[&key], empty);
+    }
+
+    #[test]
+    fn a_segment_replaces_its_batches_and_a_snapshot_keeps_both() {
+        use crate::image::MetadataImage;
+        use crate::MetadataRecord;
+        let key = (Uuid::from_bytes([1; 16]), 0);
+        let mut image = MetadataImage::empty();
+        let txn = |seq| WalBatch {
+            kind: BatchKind::TxnData,
+            ..batch(4, 0, seq, 2)
+        };
+        let mut logs = BTreeMap::new();
+        // Offsets 0..=2, 3..=4 (an open transaction), 5..=7, 8..=9 (idempotent).
+        commit(
+            &mut logs,
+            &[batch(-1, -1, -1, 3), txn(0), batch(-1, -1, -1, 3)],
+        );
+        commit(&mut logs, &[batch(9, 0, 0, 2)]);
+        let batches: Vec<_> = logs[&key]
+            .batches()
+            .map(|b| (key.0, key.1, b.clone()))
+            .collect();
+        image.apply(
+            1,
+            &MetadataRecord::DisklessBatches {
+                broker_id: 1,
+                batches,
+            },
+        );
+        let seg = |base, last, id| SegmentCoord {
+            segment_id: Uuid::from_bytes([id; 16]),
+            base_offset: base,
+            last_offset: last,
+            size: 300,
+            max_timestamp_ms: 5,
+            max_timestamp_offset: last,
+        };
+        let log = image.diskless[&key].clone();
+        // Not at a batch's end, not at the first batch: stale, refused, nothing changes.
+        assert!(log.can_compact(&seg(0, 3, 2)).is_err());
+        assert!(log.can_compact(&seg(3, 4, 2)).is_err());
+        for (i, bad) in [seg(0, 3, 2), seg(3, 4, 2)].into_iter().enumerate() {
+            image.apply(
+                2 + i as i64,
+                &MetadataRecord::DisklessSegment {
+                    topic_id: key.0,
+                    partition: 0,
+                    segment: bad,
+                },
+            );
+            assert_eq!(image.diskless[&key], log);
+        }
+        image.apply(
+            4,
+            &MetadataRecord::DisklessSegment {
+                topic_id: key.0,
+                partition: 0,
+                segment: seg(0, 7, 3),
+            },
+        );
+        let log = image.diskless[&key].clone();
+        assert_eq!((log.segments.len(), log.batch_count()), (1, 1));
+        assert_eq!(log.segment_for(4), Some(&seg(0, 7, 3)));
+        assert_eq!(log.segment_for(8), None);
+        assert_eq!(log.from_offset(0).next().unwrap().base_offset, 8);
+        assert_eq!(
+            log.spans().map(|s| s.base_offset).collect::<Vec<_>>(),
+            vec![0, 8]
+        );
+        // The sequencer's state is untouched: the transaction is open, the producer known.
+        assert_eq!(log.last_stable_offset(), 3);
+        assert_eq!(
+            log.sequence(&batch(9, 0, 0, 2)),
+            Ok(Sequenced::Duplicate(8))
+        );
+        // The same compaction again is stale.
+        image.apply(
+            5,
+            &MetadataRecord::DisklessSegment {
+                topic_id: key.0,
+                partition: 0,
+                segment: seg(0, 7, 3),
+            },
+        );
+        assert_eq!(image.diskless[&key], log);
+        // Trimmed into the segment: it stays; the producers' state too.
+        image.apply(
+            6,
+            &MetadataRecord::DisklessTrim {
+                topic_id: key.0,
+                partition: 0,
+                start_offset: 6,
+            },
+        );
+        let log = image.diskless[&key].clone();
+        assert_eq!((log.start_offset, log.segments.len()), (6, 1));
+        assert_eq!(
+            log.sequence(&batch(9, 0, 2, 1)),
+            Ok(Sequenced::New(log.end_offset))
+        );
+        let mut back = MetadataImage::empty();
+        for (i, r) in image.to_records().iter().enumerate() {
+            back.apply(i as i64, r);
+        }
+        assert_eq!(back.diskless[&key], log);
+        // Past the segment: it goes.
+        image.apply(
+            7,
+            &MetadataRecord::DisklessTrim {
+                topic_id: key.0,
+                partition: 0,
+                start_offset: 9,
+            },
+        );
+        let log = image.diskless[&key].clone();
+        assert!(log.segments.is_empty());
+        assert_eq!(log.batch_count(), 1);
     }
 
     #[test]

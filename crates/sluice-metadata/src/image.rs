@@ -395,8 +395,24 @@ impl MetadataImage {
             } => {
                 let log = self.diskless.entry((*topic_id, *partition)).or_default();
                 if *start_offset > log.start_offset {
-                    *log = Arc::new(log.trimmed(*start_offset));
+                    Arc::make_mut(log).trim(*start_offset);
                 }
+            }
+            MetadataRecord::DisklessSegment {
+                topic_id,
+                partition,
+                segment,
+            } => {
+                let log = self.diskless.entry((*topic_id, *partition)).or_default();
+                Arc::make_mut(log).compact(segment);
+            }
+            MetadataRecord::DisklessState {
+                topic_id,
+                partition,
+                state,
+            } => {
+                let log = self.diskless.entry((*topic_id, *partition)).or_default();
+                Arc::make_mut(log).set_state(state);
             }
             MetadataRecord::RemoveTopic { topic_id } => {
                 self.remote_logs.retain(|(t, _), _| t != topic_id);
@@ -511,6 +527,15 @@ impl MetadataImage {
             );
         }
         for ((topic_id, partition), log) in &self.diskless {
+            out.extend(
+                log.segments
+                    .iter()
+                    .map(|s| MetadataRecord::DisklessSegment {
+                        topic_id: *topic_id,
+                        partition: *partition,
+                        segment: s.clone(),
+                    }),
+            );
             let all: Vec<_> = log.batches().collect();
             for chunk in all.chunks(DISKLESS_SNAPSHOT_BATCHES) {
                 out.push(MetadataRecord::DisklessBatches {
@@ -521,13 +546,13 @@ impl MetadataImage {
                         .collect(),
                 });
             }
-            if log.start_offset > 0 {
-                out.push(MetadataRecord::DisklessTrim {
-                    topic_id: *topic_id,
-                    partition: *partition,
-                    start_offset: log.start_offset,
-                });
-            }
+            // Last: offsets, producers and transactions as they are (the segments and
+            // batches above do not tell them all).
+            out.push(MetadataRecord::DisklessState {
+                topic_id: *topic_id,
+                partition: *partition,
+                state: log.state(),
+            });
         }
         for (name, level) in &self.features {
             out.push(MetadataRecord::FeatureLevel {

@@ -10,7 +10,7 @@ use thiserror::Error;
 use uuid::Uuid;
 
 use crate::acl::AclBinding;
-use crate::diskless::{BatchCoord, BatchKind};
+use crate::diskless::{AbortedTxn, BatchCoord, BatchKind, LogState, ProducerSeqs, SegmentCoord};
 use crate::image::{QuotaEntity, QuotaValue};
 use crate::remote::{RemoteSegment, RemoteSegmentState};
 
@@ -135,6 +135,21 @@ pub enum MetadataRecord {
         topic_id: Uuid,
         partition: i32,
         start_offset: i64,
+    },
+    /// WAL compaction: `segment` replaces the batches of a diskless partition it was made
+    /// of (see [`crate::diskless`]). A snapshot writes a partition's segments this way, before
+    /// its batches.
+    DisklessSegment {
+        topic_id: Uuid,
+        partition: i32,
+        segment: SegmentCoord,
+    },
+    /// A diskless partition's offsets, producers and transactions, written by a snapshot
+    /// after its segments and batches.
+    DisklessState {
+        topic_id: Uuid,
+        partition: i32,
+        state: LogState,
     },
 }
 
@@ -559,6 +574,54 @@ impl MetadataRecord {
                 w.i32(*partition);
                 w.i64(*start_offset);
             }
+            MetadataRecord::DisklessSegment {
+                topic_id,
+                partition,
+                segment,
+            } => {
+                w.0.extend_from_slice(&[33, 0]);
+                w.uuid(topic_id);
+                w.i32(*partition);
+                w.uuid(&segment.segment_id);
+                w.i64(segment.base_offset);
+                w.i64(segment.last_offset);
+                w.i64(segment.size as i64);
+                w.i64(segment.max_timestamp_ms);
+                w.i64(segment.max_timestamp_offset);
+            }
+            MetadataRecord::DisklessState {
+                topic_id,
+                partition,
+                state,
+            } => {
+                w.0.extend_from_slice(&[34, 0]);
+                w.uuid(topic_id);
+                w.i32(*partition);
+                w.i64(state.start_offset);
+                w.i64(state.end_offset);
+                w.i32(state.producers.len() as i32);
+                for (pid, p) in &state.producers {
+                    w.i64(*pid);
+                    w.u16(p.epoch as u16);
+                    w.i32(p.recent.len() as i32);
+                    for (first, last, base) in &p.recent {
+                        w.i32(*first);
+                        w.i32(*last);
+                        w.i64(*base);
+                    }
+                }
+                w.i32(state.ongoing.len() as i32);
+                for (pid, first) in &state.ongoing {
+                    w.i64(*pid);
+                    w.i64(*first);
+                }
+                w.i32(state.aborted.len() as i32);
+                for a in &state.aborted {
+                    w.i64(a.producer_id);
+                    w.i64(a.first_offset);
+                    w.i64(a.last_offset);
+                }
+            }
             MetadataRecord::DisklessBatches { broker_id, batches } => {
                 w.0.extend_from_slice(&[31, 0]);
                 w.i32(*broker_id);
@@ -803,6 +866,73 @@ impl MetadataRecord {
                 partition: r.i32()?,
                 start_offset: r.i64()?,
             },
+            (33, 0) => MetadataRecord::DisklessSegment {
+                topic_id: r.uuid()?,
+                partition: r.i32()?,
+                segment: SegmentCoord {
+                    segment_id: r.uuid()?,
+                    base_offset: r.i64()?,
+                    last_offset: r.i64()?,
+                    size: r.i64()? as u64,
+                    max_timestamp_ms: r.i64()?,
+                    max_timestamp_offset: r.i64()?,
+                },
+            },
+            (34, 0) => {
+                let topic_id = r.uuid()?;
+                let partition = r.i32()?;
+                let start_offset = r.i64()?;
+                let end_offset = r.i64()?;
+                // The least bytes an element takes, to bound what a count may claim.
+                let count = |r: &Reader<'_>, n: i32, each: usize| {
+                    if n < 0 || n as usize > r.buf.len() / each {
+                        Err(RecordError::Truncated)
+                    } else {
+                        Ok(n as usize)
+                    }
+                };
+                let n = r.i32()?;
+                let n = count(&r, n, 14)?;
+                let mut producers = Vec::with_capacity(n);
+                for _ in 0..n {
+                    let pid = r.i64()?;
+                    let epoch = r.u16()? as i16;
+                    let m = r.i32()?;
+                    let m = count(&r, m, 16)?;
+                    let mut recent = std::collections::VecDeque::with_capacity(m);
+                    for _ in 0..m {
+                        recent.push_back((r.i32()?, r.i32()?, r.i64()?));
+                    }
+                    producers.push((pid, ProducerSeqs { epoch, recent }));
+                }
+                let n = r.i32()?;
+                let n = count(&r, n, 16)?;
+                let ongoing = (0..n)
+                    .map(|_| Ok((r.i64()?, r.i64()?)))
+                    .collect::<Result<_, RecordError>>()?;
+                let n = r.i32()?;
+                let n = count(&r, n, 24)?;
+                let aborted = (0..n)
+                    .map(|_| {
+                        Ok(AbortedTxn {
+                            producer_id: r.i64()?,
+                            first_offset: r.i64()?,
+                            last_offset: r.i64()?,
+                        })
+                    })
+                    .collect::<Result<_, RecordError>>()?;
+                MetadataRecord::DisklessState {
+                    topic_id,
+                    partition,
+                    state: LogState {
+                        start_offset,
+                        end_offset,
+                        producers,
+                        ongoing,
+                        aborted,
+                    },
+                }
+            }
             (31, 0) => {
                 let broker_id = r.i32()?;
                 let n = r.i32()?;
@@ -848,6 +978,39 @@ mod tests {
 
     fn samples() -> Vec<MetadataRecord> {
         vec![
+            MetadataRecord::DisklessSegment {
+                topic_id: Uuid::from_bytes([9; 16]),
+                partition: 4,
+                segment: SegmentCoord {
+                    segment_id: Uuid::from_bytes([2; 16]),
+                    base_offset: 100,
+                    last_offset: 199,
+                    size: 5000,
+                    max_timestamp_ms: 77,
+                    max_timestamp_offset: 150,
+                },
+            },
+            MetadataRecord::DisklessState {
+                topic_id: Uuid::from_bytes([9; 16]),
+                partition: 4,
+                state: LogState {
+                    start_offset: 3,
+                    end_offset: 300,
+                    producers: vec![(
+                        8,
+                        ProducerSeqs {
+                            epoch: 2,
+                            recent: [(0, 4, 10), (5, 9, 20)].into_iter().collect(),
+                        },
+                    )],
+                    ongoing: vec![(8, 20)],
+                    aborted: vec![AbortedTxn {
+                        producer_id: 6,
+                        first_offset: 1,
+                        last_offset: 2,
+                    }],
+                },
+            },
             MetadataRecord::DisklessTrim {
                 topic_id: Uuid::from_bytes([9; 16]),
                 partition: 4,

@@ -17,6 +17,9 @@ pub enum RemoteError {
     /// A configuration the store cannot be built from.
     #[error("{0}")]
     Config(String),
+    /// What the work needs is not there now (tried again later).
+    #[error("{0}")]
+    Unavailable(String),
     /// Another reader's fetch of the same range failed.
     #[error("{0}")]
     Shared(String),

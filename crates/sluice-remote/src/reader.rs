@@ -103,6 +103,12 @@ impl RemoteReader {
         self.indexes.forget_prefix(&prefix);
     }
 
+    /// Drop what is cached of one deleted object (by its key).
+    pub fn forget_object(&self, key: &str) {
+        self.chunks.forget_prefix(key);
+        self.indexes.forget_prefix(key);
+    }
+
     async fn index(&self, seg: &RemoteSegmentRef, suffix: &str) -> Result<Arc<Bytes>, RemoteError> {
         let key = seg.key.object(suffix);
         self.indexes

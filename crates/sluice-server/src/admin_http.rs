@@ -92,6 +92,7 @@ pub async fn serve(
         .route("/api/brokers", get(brokers))
         .route("/api/topics", get(topics))
         .route("/api/groups", get(groups))
+        .route("/api/diskless", get(diskless))
         .with_state(AdminState {
             broker: broker.clone(),
             node_id,
@@ -280,17 +281,64 @@ async fn topics(State(s): State<AdminState>) -> Response {
                 "id": sluice_protocol::base64::encode(t.id.as_bytes()),
                 "internal": sluice_metadata::topic::is_internal(&t.name),
                 "configs": image.topic_configs(&t.name),
-                "partitions": t.partitions.iter().map(|(i, p)| json!({
-                    "partition": i,
-                    "leader": p.leader,
-                    "leader_epoch": p.leader_epoch,
-                    "replicas": p.replicas,
-                    "isr": p.isr,
-                })).collect::<Vec<_>>(),
+                "partitions": t.partitions.iter().map(|(i, p)| {
+                    let mut v = json!({
+                        "partition": i,
+                        "leader": p.leader,
+                        "leader_epoch": p.leader_epoch,
+                        "replicas": p.replicas,
+                        "isr": p.isr,
+                    });
+                    if image.diskless_topics.contains(&t.name) {
+                        v["diskless"] = diskless_partition(image.diskless_log(&t.id, *i));
+                    }
+                    v
+                }).collect::<Vec<_>>(),
             })
         })
         .collect();
     json_response(Value::Array(list))
+}
+
+/// What the store holds of a diskless partition: its segment objects, and its batches still
+/// in shared WAL objects.
+fn diskless_partition(log: Option<&Arc<sluice_metadata::diskless::DisklessLog>>) -> Value {
+    let Some(l) = log else {
+        return json!({ "log_start_offset": 0, "log_end_offset": 0, "segments": 0,
+            "segment_bytes": 0, "wal_batches": 0, "wal_objects": 0, "wal_bytes": 0 });
+    };
+    let segment_bytes: u64 = l.segments.iter().map(|s| s.size).sum();
+    json!({
+        "log_start_offset": l.start_offset,
+        "log_end_offset": l.end_offset,
+        "segments": l.segments.len(),
+        "segment_bytes": segment_bytes,
+        "wal_batches": l.batch_count(),
+        "wal_objects": l.object_count(),
+        "wal_bytes": l.size_bytes() - segment_bytes,
+    })
+}
+
+/// This broker's diskless uploads and commits: percentiles of the last ones (null before the
+/// first).
+async fn diskless(State(s): State<AdminState>) -> Response {
+    let Some(b) = &s.broker else {
+        return no_broker();
+    };
+    let summary = |r: &sluice_broker::diskless::Recent| {
+        r.summary().map_or(
+            Value::Null,
+            |x| json!({ "count": x.count, "p50": x.p50, "p99": x.p99, "max": x.max }),
+        )
+    };
+    let (upload, commit) = match b.replicas.diskless() {
+        Some(d) => (
+            summary(&d.metrics.recent_upload_ms),
+            summary(&d.metrics.recent_commit_ms),
+        ),
+        None => (Value::Null, Value::Null),
+    };
+    json_response(json!({ "node": s.node_id, "upload_ms": upload, "commit_ms": commit }))
 }
 
 async fn groups(State(s): State<AdminState>) -> Response {

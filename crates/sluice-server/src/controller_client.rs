@@ -351,6 +351,39 @@ impl ControllerApi for ControllerClient {
         )
     }
 
+    fn diskless_compact(
+        &self,
+        segments: &[(
+            sluice_metadata::Uuid,
+            i32,
+            sluice_metadata::diskless::SegmentCoord,
+        )],
+    ) -> Call<'_, Vec<Result<(), ApiError>>> {
+        self.ask(
+            ControllerRequest::DisklessCompact {
+                node_id: self.node_id,
+                segments: segments.to_vec(),
+            },
+            |b| match b {
+                ReplyBody::PerItem(v) => Ok(v),
+                other => Err(other),
+            },
+        )
+    }
+
+    fn diskless_barrier(&self) -> Call<'_, i64> {
+        Box::pin(async move {
+            let req = ControllerRequest::DisklessTrim {
+                node_id: self.node_id,
+                trims: Vec::new(),
+            };
+            match self.request(req).await? {
+                (offset, ReplyBody::PerItem(_)) => Ok(offset),
+                (_, other) => Err(unexpected(other)),
+            }
+        })
+    }
+
     fn diskless_trim(
         &self,
         trims: &[(sluice_metadata::Uuid, i32, i64)],

@@ -1108,6 +1108,7 @@ async fn run_chores(
     let mut retention = tokio::time::interval(period(config.retention_check_interval_ms()));
     let mut checkpoint = tokio::time::interval(period(config.recovery_checkpoint_interval_ms()));
     let mut cleaner = tokio::time::interval(period(config.cleaner_backoff_ms()));
+    let mut compaction = tokio::time::interval(period(config.diskless_compaction_interval_ms()));
     let cleaner_enabled = config.cleaner_enabled();
     let flush_ms = config.flush_scheduler_interval_ms();
     let mut flush = tokio::time::interval(period(if flush_ms == i64::MAX {
@@ -1115,7 +1116,13 @@ async fn run_chores(
     } else {
         flush_ms
     }));
-    for t in [&mut retention, &mut checkpoint, &mut flush, &mut cleaner] {
+    for t in [
+        &mut retention,
+        &mut checkpoint,
+        &mut flush,
+        &mut cleaner,
+        &mut compaction,
+    ] {
         t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         t.reset();
     }
@@ -1123,6 +1130,12 @@ async fn run_chores(
         let mut diskless = false;
         let job: Box<dyn FnOnce(&ReplicaManager) + Send> = tokio::select! {
             _ = shutdown.changed() => return,
+            _ = compaction.tick() => {
+                // Diskless WAL compaction: reads and writes of the store, and a call to the
+                // controller; nothing for the blocking pool.
+                replicas.compact_diskless().await;
+                continue;
+            }
             _ = retention.tick() => {
                 diskless = true;
                 Box::new(|r: &ReplicaManager| { r.run_retention(now_ms()); })

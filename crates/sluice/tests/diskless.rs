@@ -214,6 +214,9 @@ fn three_nodes_on_s3_lose_nothing_when_the_producers_broker_is_killed() {
         "broker.session.timeout.ms=3000".to_string(),
         "broker.heartbeat.interval.ms=250".into(),
         "controller.quorum.election.timeout.ms=500".into(),
+        // WAL compaction into segment objects all along, across the kill (its garbage kept
+        // the default 10 min: nothing here is deleted).
+        "diskless.wal.compaction.interval.ms=300".into(),
     ]);
     let refs: Vec<&str> = extra.iter().map(String::as_str).collect();
     let configs = sluice_testkit::combined_nodes(&refs);
@@ -344,6 +347,25 @@ fn three_nodes_on_s3_lose_nothing_when_the_producers_broker_is_killed() {
         assert_eq!(seen.get(&(*p, *o)), Some(k), "{p}/{o} not read back there");
     }
     assert!(!fresh.data_dir().join("dl-0").exists());
+    // Compaction ran on S3: every partition has segment objects (what was read above came
+    // from them in part).
+    let out = std::process::Command::new(sluice_bin())
+        .args(["topics", "--bootstrap-server", &nodes[1].bootstrap])
+        .args(["--describe", "--topic", "dl", "--admin-api"])
+        .arg(nodes[1].admin().expect("admin listener"))
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    let with_segments = said
+        .lines()
+        .filter(|l| l.contains("\tPartition: ") && !l.contains("\tSegments: 0\t"))
+        .count();
+    assert_eq!(
+        with_segments,
+        3,
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -681,4 +703,186 @@ for offset in (150, 500):
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// The `.log` objects of compacted segments in a local store.
+fn segment_logs(store: &std::path::Path) -> Vec<std::path::PathBuf> {
+    fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+        for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+            let path = e.path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|x| x == "log") {
+                out.push(path);
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(&store.join("diskless/segments"), &mut out);
+    out.sort();
+    out
+}
+
+/// Read partition 0 of `topic` from `from` until `end`: every record must be the one
+/// `value` says for its offset, in order.
+fn read_in_order(bootstrap: &str, topic: &str, from: i64, end: i64, value: impl Fn(i64) -> String) {
+    let c = consumer(bootstrap, &[]);
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset(topic, 0, rdkafka::Offset::Offset(from))
+        .unwrap();
+    c.assign(&tpl).unwrap();
+    let mut next = from;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while next < end {
+        assert!(Instant::now() < deadline, "read up to {next} of {end}");
+        if let Some(m) = c.poll(Duration::from_millis(200)) {
+            let m = m.expect("consume");
+            assert_eq!(m.offset(), next, "records out of order or missing");
+            assert_eq!(m.payload(), Some(value(next).as_bytes()));
+            next += 1;
+        }
+    }
+}
+
+/// WAL compaction: a diskless partition's batches move out of the shared WAL objects into
+/// segment objects (Kafka's segment format) that the tiered reader serves: everything reads
+/// back in order, by offset and by time, from inside a segment after DeleteRecords, across a
+/// kill -9; the WAL objects and the trimmed segments are deleted from the store.
+#[test]
+fn wal_compaction_moves_a_diskless_log_into_segment_objects() {
+    let mut server = start(&[
+        "diskless.append.linger.ms=20",
+        "diskless.wal.compaction.interval.ms=300",
+        "diskless.wal.delete.delay.ms=1000",
+    ]);
+    let b = server.bootstrap.clone();
+    create_topic(
+        &b,
+        "cmp",
+        1,
+        &[("diskless.enable", "true"), ("segment.bytes", "100000")],
+    );
+    let store = server.data_dir().parent().unwrap().join("remote");
+    let base_ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+        - 3_600_000;
+    let value = |i: i64| format!("value {i:05} {}", "x".repeat(60));
+    let all: Vec<_> = (0..3000i64)
+        .map(|i| {
+            (
+                format!("k{i}").into_bytes(),
+                value(i).into_bytes(),
+                Some(base_ts + i * 10),
+            )
+        })
+        .collect();
+    let p = producer(
+        &b,
+        &[
+            ("acks", "all"),
+            ("enable.idempotence", "true"),
+            ("linger.ms", "5"),
+        ],
+    );
+    for chunk in all.chunks(500) {
+        produce_all(&p, "cmp", chunk);
+    }
+    assert!(wal_objects(&store) > 0);
+    // Compaction swaps every batch for segments, then the WAL objects go.
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while wal_objects(&store) > 0 || segment_logs(&store).len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "{} WAL objects left, {} segments",
+            wal_objects(&store),
+            segment_logs(&store).len()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let segments = segment_logs(&store);
+    // Each segment of `segment.bytes` at most, with its indexes beside it.
+    for s in &segments {
+        assert!(std::fs::metadata(s).unwrap().len() <= 100_000, "{s:?}");
+        assert!(s.with_extension("index").exists() && s.with_extension("timeindex").exists());
+    }
+    read_in_order(&b, "cmp", 0, 3000, value);
+    // The CLI shows what the store holds (through the admin API) and the broker's times.
+    let out = std::process::Command::new(sluice_bin())
+        .args([
+            "topics",
+            "--bootstrap-server",
+            &b,
+            "--describe",
+            "--topic",
+            "cmp",
+        ])
+        .args(["--admin-api", &server.admin().expect("admin listener")])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{said}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let line = said
+        .lines()
+        .find(|l| l.contains("Partition: 0"))
+        .unwrap_or_else(|| panic!("{said}"));
+    assert!(
+        line.contains(&format!("Segments: {}\t", segments.len()))
+            && line.contains("WalBatches: 0\tWalObjects: 0\tWalBytes: 0"),
+        "{said}"
+    );
+    assert!(said.contains("Diskless (broker 0): upload p50 "), "{said}");
+    // By time: the exact record inside a segment (a consumer's offsetsForTimes).
+    let c = consumer(&b, &[]);
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset("cmp", 0, rdkafka::Offset::Offset(base_ts + 1234 * 10 - 5))
+        .unwrap();
+    let found = c.offsets_for_times(tpl, Duration::from_secs(10)).unwrap();
+    assert_eq!(
+        found.find_partition("cmp", 0).unwrap().offset(),
+        rdkafka::Offset::Offset(1234)
+    );
+    // DeleteRecords into the middle of a segment: reads start exactly there.
+    let mut tpl = rdkafka::TopicPartitionList::new();
+    tpl.add_partition_offset("cmp", 0, rdkafka::Offset::Offset(1501))
+        .unwrap();
+    let low = block_on(admin(&b).delete_records(&tpl, &AdminOptions::new())).unwrap();
+    assert_eq!(
+        low.find_partition("cmp", 0).unwrap().offset(),
+        rdkafka::Offset::Offset(1501)
+    );
+    read_in_order(&b, "cmp", 1501, 3000, value);
+    // The segments wholly below the new start are deleted from the store.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while segment_logs(&store).iter().any(|s| segments[0] == *s) {
+        assert!(
+            Instant::now() < deadline,
+            "the first segment is still stored"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+
+    // kill -9: the segments and the sequencer's state are in the metadata log.
+    drop((p, c));
+    server.kill();
+    server.restart();
+    let b = server.bootstrap.clone();
+    let c = consumer(&b, &[]);
+    assert_eq!(
+        c.fetch_watermarks("cmp", 0, Duration::from_secs(10))
+            .unwrap(),
+        (1501, 3000)
+    );
+    read_in_order(&b, "cmp", 1501, 3000, value);
+    let p = producer(&b, &[("acks", "all"), ("enable.idempotence", "true")]);
+    let more: Vec<_> = (3000..3010i64)
+        .map(|i| (format!("k{i}").into_bytes(), value(i).into_bytes(), None))
+        .collect();
+    produce_all(&p, "cmp", &more);
+    read_in_order(&b, "cmp", 2990, 3010, value);
 }

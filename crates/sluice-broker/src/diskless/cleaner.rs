@@ -2,7 +2,15 @@
 //! id; another takes over when it goes): it asks the controller to move each partition's
 //! log start where the topic's `retention.ms` and `retention.bytes` put it (see
 //! `ReplicaManager::diskless_retention`), then deletes the WAL objects no committed batch
-//! refers to any more, once they are `diskless.wal.delete.delay.ms` old. The delay covers an
+//! refers to any more, and the segment objects ([`super::compact`]) no log refers to, once
+//! they are `diskless.wal.delete.delay.ms` old. It trusts its image to name every object in
+//! use only after a barrier: the active controller, confirmed by a quorum, names the metadata
+//! offset that holds every commit so far, and the image must reach it (a broker cut off from
+//! the quorum, or a deposed controller, would otherwise delete what it has not heard of yet:
+//! seen in the simulator, seed 2 of the first build with compaction). Ages are measured on
+//! the store's clock, not the broker's: each round writes a small object and takes its
+//! modification time as "now" (a broker whose clock jumped ahead would otherwise find an
+//! object uploaded a moment ago old enough: seed 3, a clock 481 s ahead). The delay covers an
 //! object uploaded whose commit is still on its way, and readers holding an image from
 //! before the trim. Both steps are idempotent, so two brokers briefly doing them at once
 //! (ownership moving) do no harm.
@@ -13,7 +21,13 @@ use sluice_metadata::{MetadataImage, Uuid};
 use sluice_remote::RemoteError;
 use tracing::{info, warn};
 
+use super::compact::SEGMENT_PREFIX;
 use super::{Diskless, WAL_PREFIX};
+
+/// The object whose modification time tells the store's clock, alone under its prefix (a
+/// local store lists folders, not single files).
+const CLOCK_PREFIX: &str = "diskless/clock";
+const CLOCK_KEY: &str = "diskless/clock/now";
 use sluice_metadata::controller_types::ApiError;
 use sluice_protocol::ErrorCode;
 
@@ -39,18 +53,39 @@ impl Diskless {
         }
     }
 
-    /// Delete the WAL objects no batch of `image` refers to that are old enough: how many
-    /// were deleted. Nothing when this broker never opened the store and `image` has no
+    /// Delete the WAL objects no committed batch refers to, and the segment objects no log
+    /// refers to, that are old enough (after the barrier, by the store's clock): how many
+    /// were deleted. Nothing when this broker never opened the store and there is no
     /// diskless topic (a cluster that never used them).
-    pub async fn collect_garbage(
-        &self,
-        image: &MetadataImage,
-        now_ms: i64,
-    ) -> Result<usize, RemoteError> {
-        if image.diskless_topics.is_empty() && !self.store.is_open() {
+    pub async fn collect_garbage(&self) -> Result<usize, RemoteError> {
+        if self.metadata.current().diskless_topics.is_empty() && !self.store.is_open() {
             return Ok(0);
         }
         let store = self.store()?;
+        store.put(CLOCK_KEY, bytes::Bytes::new()).await?;
+        let now_ms = store
+            .list_with_age(CLOCK_PREFIX)
+            .await?
+            .iter()
+            .filter(|(k, _, _)| k == CLOCK_KEY)
+            .map(|(_, _, modified)| *modified)
+            .max()
+            .ok_or_else(|| RemoteError::Unavailable("the clock object is not listed".into()))?;
+        let offset = self
+            .controller
+            .diskless_barrier()
+            .await
+            .map_err(|e| RemoteError::Unavailable(format!("no metadata barrier: {e}")))?;
+        if !self
+            .metadata
+            .wait_for_offset(offset, std::time::Duration::from_secs(5))
+            .await
+        {
+            return Err(RemoteError::Unavailable(format!(
+                "the metadata did not reach offset {offset} in time"
+            )));
+        }
+        let image = self.metadata.current();
         let referenced: HashSet<Uuid> = image
             .diskless
             .values()
@@ -68,17 +103,35 @@ impl Diskless {
             self.objects.forget_prefix(&key);
             deleted += 1;
         }
+        let segments: HashSet<Uuid> = image
+            .diskless
+            .values()
+            .flat_map(|l| l.segments.iter().map(|s| s.segment_id))
+            .collect();
+        for (key, _, modified_ms) in store.list_with_age(SEGMENT_PREFIX).await? {
+            let Some(id) = sluice_remote::layout::segment_id_of(&key).map(Uuid::from_bytes) else {
+                continue;
+            };
+            if segments.contains(&id) || now_ms - modified_ms < self.delete_delay_ms {
+                continue;
+            }
+            store.delete(&key).await?;
+            if let Ok(r) = self.segment_reader() {
+                r.forget_object(&key);
+            }
+            deleted += 1;
+        }
         if deleted > 0 {
             info!(
                 deleted,
-                "deleted WAL objects of diskless topics no batch refers to"
+                "deleted objects of diskless topics nothing refers to"
             );
         }
         Ok(deleted)
     }
 
     /// One round: trims (from retention), then garbage.
-    pub async fn clean(&self, trims: Vec<(Uuid, i32, i64)>, now_ms: i64) {
+    pub async fn clean(&self, trims: Vec<(Uuid, i32, i64)>) {
         if !trims.is_empty() {
             for (r, (topic_id, partition, start)) in self.trim(&trims).await.iter().zip(&trims) {
                 match r {
@@ -91,8 +144,7 @@ impl Diskless {
                 }
             }
         }
-        let image = self.metadata.current();
-        if let Err(e) = self.collect_garbage(&image, now_ms).await {
+        if let Err(e) = self.collect_garbage().await {
             warn!(error = %e, "diskless WAL garbage collection failed");
         }
     }

@@ -27,11 +27,13 @@
 //! librdkafka and the Java client follow.
 //!
 //! - [`cleaner`]: retention and DeleteRecords (the controller moves a log's start) and the
-//!   deletion of WAL objects nothing refers to.
-//!
-//! What is not built yet (see the issue note): WAL compaction into segment objects.
+//!   deletion of WAL and segment objects nothing refers to.
+//! - [`compact`]: WAL compaction: each partition's batches copied out of the shared WAL
+//!   objects into segment objects in Kafka's format, which reads then get through the
+//!   tiered-storage reader.
 
 pub mod cleaner;
+pub mod compact;
 pub mod read;
 pub mod writer;
 
@@ -45,6 +47,7 @@ use sluice_metadata::{MetadataImage, Uuid};
 use sluice_protocol::types::TopicPartition;
 use sluice_protocol::ErrorCode;
 use sluice_remote::cache::{CacheDir, CachedRange, Lru};
+use sluice_remote::reader::{ReaderConfig, RemoteReader};
 use sluice_remote::{RemoteError, RemoteStore};
 use sluice_storage::Marker;
 use tokio::sync::{mpsc, oneshot};
@@ -72,6 +75,60 @@ pub struct DisklessMetrics {
     pub object_reads: metrics::Counter,
     pub upload_ms: metrics::Histogram,
     pub commit_ms: metrics::Histogram,
+    /// The last uploads' and commits' times, for `sluice topics --describe` (through the
+    /// admin API's `/api/diskless`).
+    pub recent_upload_ms: Recent,
+    pub recent_commit_ms: Recent,
+}
+
+/// The last [`Recent::KEPT`] samples of a time, for percentiles an operator asks for.
+#[derive(Default)]
+pub struct Recent(Mutex<std::collections::VecDeque<f64>>);
+
+/// Percentiles of [`Recent`] samples.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct RecentSummary {
+    pub count: usize,
+    pub p50: f64,
+    pub p99: f64,
+    pub max: f64,
+}
+
+impl Recent {
+    const KEPT: usize = 1024;
+
+    pub fn record(&self, ms: f64) {
+        let mut q = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if q.len() == Self::KEPT {
+            q.pop_front();
+        }
+        q.push_back(ms);
+    }
+
+    /// None before the first sample.
+    pub fn summary(&self) -> Option<RecentSummary> {
+        let mut v: Vec<f64> = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .copied()
+            .collect();
+        if v.is_empty() {
+            return None;
+        }
+        v.sort_by(f64::total_cmp);
+        let at = |q: f64| v[((v.len() - 1) as f64 * q).round() as usize];
+        Some(RecentSummary {
+            count: v.len(),
+            p50: at(0.5),
+            p99: at(0.99),
+            max: v[v.len() - 1],
+        })
+    }
 }
 
 impl DisklessMetrics {
@@ -88,6 +145,8 @@ impl DisklessMetrics {
             object_reads: metrics::counter!("sluice_diskless_object_reads_total"),
             upload_ms: metrics::histogram!("sluice_diskless_upload_ms"),
             commit_ms: metrics::histogram!("sluice_diskless_commit_ms"),
+            recent_upload_ms: Recent::default(),
+            recent_commit_ms: Recent::default(),
         }
     }
 }
@@ -162,6 +221,10 @@ pub struct Diskless {
     /// A partition's batches cut out of an object, offsets set, as local files.
     ranges: Lru<CachedRange>,
     cache_dir: CacheDir,
+    /// The reader of segment objects (made when first needed, as the store is).
+    segments: Mutex<Option<Arc<RemoteReader>>>,
+    segment_reader_config: ReaderConfig,
+    segment_cache_dir: std::path::PathBuf,
     pub metrics: Arc<DisklessMetrics>,
 }
 
@@ -221,8 +284,10 @@ impl Diskless {
         metadata: Arc<MetadataCache>,
     ) -> Result<Arc<Self>, RemoteError> {
         let store = Arc::new(LazyStore::new(settings, first_log_dir));
-        let cache_dir =
-            CacheDir::create(&first_log_dir.join(sluice_storage::log_manager::DISKLESS_CACHE_DIR))?;
+        let cache_root = first_log_dir.join(sluice_storage::log_manager::DISKLESS_CACHE_DIR);
+        // Emptied whole, then one folder per cache.
+        CacheDir::create(&cache_root)?;
+        let cache_dir = CacheDir::create(&cache_root.join("wal"))?;
         let metrics = Arc::new(DisklessMetrics::new());
         let config = writer::WriterConfig {
             linger: std::time::Duration::from_millis(settings.diskless_linger_ms),
@@ -238,8 +303,33 @@ impl Diskless {
             objects: Lru::new(cache / 2),
             ranges: Lru::new(cache / 2),
             cache_dir,
+            segments: Mutex::new(None),
+            segment_reader_config: ReaderConfig {
+                chunk_bytes: settings.chunk_bytes,
+                cache_bytes: cache / 2,
+                index_cache_bytes: settings.index_cache_bytes,
+            },
+            segment_cache_dir: cache_root.join("segments"),
             metrics,
         }))
+    }
+
+    /// The reader of segment objects; an error while the store cannot be opened.
+    pub fn segment_reader(&self) -> Result<Arc<RemoteReader>, RemoteError> {
+        let mut r = self
+            .segments
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(reader) = &*r {
+            return Ok(Arc::clone(reader));
+        }
+        let reader = Arc::new(RemoteReader::new(
+            self.store()?,
+            &self.segment_cache_dir,
+            self.segment_reader_config,
+        )?);
+        *r = Some(Arc::clone(&reader));
+        Ok(reader)
     }
 
     /// The writer's queue, the writer started if it was not; None once shut down.

@@ -1,5 +1,7 @@
-//! Reads of diskless partitions, on any broker. The image says which WAL object holds an
-//! offset; a fetch reads the run of the partition's batches in that object from there on.
+//! Reads of diskless partitions, on any broker. The image says which segment object or WAL
+//! object holds an offset. A segment (see [`super::compact`]) is read through the
+//! tiered-storage reader (its offset index, chunks cached on local disk); in a WAL object, a
+//! fetch reads the run of the partition's batches in that object from there on.
 //! An object is read from the store once per broker however many partitions and consumers
 //! want it (single-flight, kept in memory while the cache has room); the run is cut out of
 //! it with the offsets the sequencer assigned written into each batch header (outside the
@@ -11,15 +13,17 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sluice_metadata::diskless::BatchCoord;
 use sluice_metadata::{MetadataImage, Uuid};
-use sluice_protocol::batch::{set_base_offset, set_partition_leader_epoch, verify_crc};
+use sluice_protocol::batch::{set_base_offset, set_partition_leader_epoch};
 use sluice_protocol::types::Offset;
 use sluice_protocol::ErrorCode;
 use sluice_remote::cache::CachedRange;
+use sluice_remote::reader::RemoteSegmentRef;
 use sluice_remote::RemoteError;
 use sluice_storage::FileSlice;
 use tracing::warn;
 
-use super::{wal_key, Diskless};
+use super::compact::segment_key;
+use super::Diskless;
 use crate::replica::read::FetchedPartition;
 
 /// A partition's offsets, no records.
@@ -93,9 +97,79 @@ impl Diskless {
         let Some(log) = log.filter(|_| offset < upper) else {
             return answer;
         };
+        let read = match log.segment_for(offset) {
+            Some(seg) => {
+                let name = image.topic_by_id(&topic_id).map(|t| t.name.as_str());
+                let seg = RemoteSegmentRef {
+                    key: segment_key(name.unwrap_or_default(), &topic_id, partition, seg),
+                    base_offset: seg.base_offset,
+                    end_offset: seg.last_offset,
+                    size_bytes: seg.size,
+                };
+                let r = self.segment_reader();
+                match r {
+                    Ok(r) => r
+                        .read(&seg, offset, max_bytes, upper, min_one)
+                        .await
+                        .map(|r| r.map(|r| (r.slice, r.next_offset))),
+                    Err(e) => Err(e),
+                }
+            }
+            None => {
+                self.read_wal(log, topic_id, partition, offset, upper, max_bytes, min_one)
+                    .await
+            }
+        };
+        let (records, read_end) = match read {
+            Ok(Some(r)) => r,
+            Ok(None) => return answer,
+            Err(e) => {
+                self.metrics.get_errors.increment(1);
+                warn!(%topic_id, partition, offset, error = %e, "cannot read a diskless partition from the store");
+                // A store that is away for a moment: the consumer retries; a corrupt object
+                // is an error it sees.
+                if e.is_corrupt() {
+                    answer.error = Some(ErrorCode::KafkaStorageError);
+                }
+                return answer;
+            }
+        };
+        if read_committed {
+            answer.aborted = Some(
+                log.aborted_between(offset, read_end)
+                    .into_iter()
+                    .map(|a| sluice_storage::txn_index::AbortedTxn {
+                        producer_id: a.producer_id,
+                        first_offset: a.first_offset,
+                        last_offset: a.last_offset,
+                        last_stable_offset: lso,
+                    })
+                    .collect(),
+            );
+        }
+        if records.len > 0 {
+            answer.records = Some(records);
+        }
+        answer
+    }
+
+    /// The partition's batches from the one holding `offset`, of the WAL object that holds
+    /// it, up to `upper`, at most `max_bytes` (but one batch when `min_one`): the bytes and
+    /// the offset after them. None when nothing is there.
+    #[allow(clippy::too_many_arguments)]
+    async fn read_wal(
+        &self,
+        log: &sluice_metadata::diskless::DisklessLog,
+        topic_id: Uuid,
+        partition: i32,
+        offset: i64,
+        upper: i64,
+        max_bytes: u64,
+        min_one: bool,
+    ) -> Result<Option<(FileSlice, i64)>, RemoteError> {
         let mut batches = log.from_offset(offset);
         let Some(first) = batches.next().cloned() else {
-            return answer;
+            return Ok(None);
         };
         let mut run = vec![first.clone()];
         run.extend(
@@ -107,19 +181,7 @@ impl Diskless {
             "{}/{topic_id}/{partition}/{}",
             first.object_id, first.base_offset
         );
-        let range = match self.ranges.get_or_fill(&key, || self.cut(&run)).await {
-            Ok(r) => r,
-            Err(e) => {
-                self.metrics.get_errors.increment(1);
-                warn!(object = %first.object_id, partition, offset, error = %e, "cannot read a WAL object");
-                // A store that is away for a moment: the consumer retries; a corrupt object
-                // is an error it sees.
-                if e.is_corrupt() {
-                    answer.error = Some(ErrorCode::KafkaStorageError);
-                }
-                return answer;
-            }
-        };
+        let range = self.ranges.get_or_fill(&key, || self.cut(&run)).await?;
         let mut len = 0u64;
         let mut read_end = offset;
         for (i, (last, at)) in range.batches.iter().enumerate() {
@@ -137,60 +199,26 @@ impl Diskless {
             len += size;
             read_end = last + 1;
         }
-        if read_committed {
-            answer.aborted = Some(
-                log.aborted_between(offset, read_end)
-                    .into_iter()
-                    .map(|a| sluice_storage::txn_index::AbortedTxn {
-                        producer_id: a.producer_id,
-                        first_offset: a.first_offset,
-                        last_offset: a.last_offset,
-                        last_stable_offset: lso,
-                    })
-                    .collect(),
-            );
-        }
-        if len > 0 {
-            answer.records = Some(FileSlice {
-                file: Arc::clone(&range.file),
-                position: 0,
-                len,
-            });
-        }
-        answer
+        Ok((len > 0).then(|| {
+            (
+                FileSlice {
+                    file: Arc::clone(&range.file),
+                    position: 0,
+                    len,
+                },
+                read_end,
+            )
+        }))
     }
 
     /// The batches of `run` (one partition's, in one object, in offset order) as a cache
     /// file with their offsets set.
     async fn cut(&self, run: &[BatchCoord]) -> Result<CachedRange, RemoteError> {
-        let id = run[0].object_id;
-        let key = wal_key(&id);
-        self.metrics.object_reads.increment(1);
-        let object = self
-            .objects
-            .get_or_fill(&key, || async {
-                self.metrics.gets.increment(1);
-                let got = self.store.get()?.get(&key).await?;
-                let bytes = got.ok_or_else(|| RemoteError::Corrupt {
-                    key: key.clone(),
-                    reason: "the WAL object is missing".into(),
-                })?;
-                self.metrics.get_bytes.increment(bytes.len() as u64);
-                Ok::<Bytes, RemoteError>(bytes)
-            })
-            .await?;
+        let object = self.wal_object(&run[0].object_id).await?;
         let mut out = Vec::with_capacity(run.iter().map(|b| b.size as usize).sum());
         let mut index = Vec::with_capacity(run.len());
         for b in run {
-            let (from, to) = (b.position as usize, b.position as usize + b.size as usize);
-            let corrupt = |reason: String| RemoteError::Corrupt {
-                key: key.clone(),
-                reason,
-            };
-            let bytes = object
-                .get(from..to)
-                .ok_or_else(|| corrupt(format!("{from}..{to} is past its end")))?;
-            verify_crc(bytes).map_err(|e| corrupt(format!("batch at {from}: {e}")))?;
+            let bytes = Self::batch_bytes(&object, b)?;
             let at = out.len();
             out.extend_from_slice(bytes);
             set_base_offset(&mut out[at..], b.base_offset);

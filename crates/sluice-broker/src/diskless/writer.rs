@@ -227,7 +227,7 @@ fn start_upload(
     metrics: &Arc<DisklessMetrics>,
 ) -> Upload {
     let (object, batches, owners) = build(&pending);
-    let id = Uuid::new_v4();
+    let id = Uuid::from_u128(sluice_rt::random_u128());
     let store = Arc::clone(store);
     let metrics = Arc::clone(metrics);
     let stored = tokio::spawn(async move {
@@ -238,9 +238,9 @@ fn start_upload(
         match put.await {
             Ok(()) => {
                 metrics.put_bytes.increment(size);
-                metrics
-                    .upload_ms
-                    .record(started.elapsed().as_secs_f64() * 1000.0);
+                let ms = started.elapsed().as_secs_f64() * 1000.0;
+                metrics.upload_ms.record(ms);
+                metrics.recent_upload_ms.record(ms);
                 Ok(())
             }
             Err(e) => {
@@ -348,9 +348,9 @@ async fn commit(
 ) {
     let committing = Instant::now();
     let results = controller.diskless_commit(object_id, batches).await;
-    metrics
-        .commit_ms
-        .record(committing.elapsed().as_secs_f64() * 1000.0);
+    let ms = committing.elapsed().as_secs_f64() * 1000.0;
+    metrics.commit_ms.record(ms);
+    metrics.recent_commit_ms.record(ms);
     let results = match results {
         Ok(r) if r.len() == batches.len() => r,
         Ok(r) => {

@@ -84,7 +84,7 @@ async fn handle(
                         match (spec, &local) {
                             (OffsetSpec::Timestamp(t), Ok(_)) => h
                                 .replicas
-                                .remote_offset_for_timestamp(&tp, t)
+                                .remote_offset_for_timestamp(&tp, t, req.isolation_level == 1)
                                 .await
                                 .map_or(local, |(o, ts, e)| Ok((Offset(o), ts, LeaderEpoch(e)))),
                             _ => local,

@@ -155,7 +155,8 @@ impl ReplicaManager {
     }
 
     /// ListOffsets of a diskless partition; None when `tp` is not one. Timestamps are
-    /// found to the batch (the first batch holding a record at or after the time).
+    /// found to the batch (the first batch holding a record at or after the time); in a
+    /// segment object, [`Self::diskless_offset_for_timestamp`] finds the record.
     pub fn list_diskless_offset(
         &self,
         tp: &TopicPartition,
@@ -179,9 +180,9 @@ impl ReplicaManager {
             OffsetSpec::Latest => (Offset(visible), -1, epoch),
             OffsetSpec::Earliest | OffsetSpec::EarliestLocal => (Offset(start), -1, epoch),
             OffsetSpec::LatestTiered => none,
-            OffsetSpec::MaxTimestamp => log
-                .and_then(|l| l.max_timestamp())
-                .map_or(none, |b| (Offset(b.last_offset), b.max_timestamp_ms, epoch)),
+            OffsetSpec::MaxTimestamp => log.and_then(|l| l.max_timestamp()).map_or(none, |b| {
+                (Offset(b.max_timestamp_offset), b.max_timestamp_ms, epoch)
+            }),
             OffsetSpec::Timestamp(t) => log
                 .and_then(|l| l.first_at_or_after(t))
                 .filter(|b| b.base_offset < visible)
@@ -189,10 +190,57 @@ impl ReplicaManager {
         }))
     }
 
+    /// ListOffsets by timestamp of a diskless partition whose answer is in a segment object:
+    /// the first record there at or after `target`, read through the segment's time index
+    /// (as a tiered segment is searched). None when `tp` is not diskless; Some(None) when
+    /// the batch-level answer stands.
+    pub async fn diskless_offset_for_timestamp(
+        &self,
+        tp: &TopicPartition,
+        target: i64,
+        read_committed: bool,
+    ) -> Option<Option<(i64, i64, i32)>> {
+        let image = self.metadata().current();
+        let Ok((id, reg)) = diskless_partition(&image, tp)? else {
+            return Some(None);
+        };
+        let d = self.diskless()?;
+        let log = image.diskless_log(&id, tp.partition.0)?;
+        let visible = if read_committed {
+            log.last_stable_offset()
+        } else {
+            log.end_offset
+        };
+        let span = log.first_at_or_after(target)?;
+        let seg = log
+            .segment_for(span.base_offset)
+            .filter(|s| s.base_offset == span.base_offset && s.last_offset == span.last_offset)?;
+        let seg = sluice_remote::reader::RemoteSegmentRef {
+            key: crate::diskless::compact::segment_key(&tp.topic, &id, tp.partition.0, seg),
+            base_offset: seg.base_offset,
+            end_offset: seg.last_offset,
+            size_bytes: seg.size,
+        };
+        let found = match d.segment_reader() {
+            Ok(r) => r.offset_for_timestamp(&seg, target, log.start_offset).await,
+            Err(e) => Err(e),
+        };
+        match found {
+            Ok(Some((offset, ts))) if offset < visible => {
+                Some(Some((offset, ts, reg.leader_epoch)))
+            }
+            Ok(_) => Some(None),
+            Err(e) => {
+                tracing::warn!(partition = %tp, target, error = %e, "cannot search a diskless segment by time");
+                Some(None)
+            }
+        }
+    }
+
     /// Where retention moves diskless partitions' log starts: the topic's `retention.ms`
-    /// (a batch whose newest record is older goes) and `retention.bytes` (the oldest batches
-    /// go while the rest is at least that big), as for any log but by batch, and never past
-    /// the last stable offset. (topic id, partition, new start) of those that move.
+    /// (a segment or batch whose newest record is older goes) and `retention.bytes` (the
+    /// oldest go while the rest is at least that big), as for any log, and never past the
+    /// last stable offset. (topic id, partition, new start) of those that move.
     pub fn diskless_retention(&self, image: &MetadataImage, now_ms: i64) -> Vec<(Uuid, i32, i64)> {
         let effective = self.metadata().config_for(image).1;
         let mut out = Vec::new();
@@ -211,15 +259,15 @@ impl ReplicaManager {
                 let stable = log.last_stable_offset();
                 let mut size = log.size_bytes() as i64;
                 let mut start = log.start_offset;
-                for b in log.batches() {
+                for b in log.spans() {
                     let old = config.retention_ms >= 0
                         && now_ms.saturating_sub(b.max_timestamp_ms) > config.retention_ms;
                     let over = config.retention_bytes >= 0
-                        && size - i64::from(b.size) >= config.retention_bytes;
+                        && size - b.size as i64 >= config.retention_bytes;
                     if b.last_offset >= stable || !(old || over) {
                         break;
                     }
-                    size -= i64::from(b.size);
+                    size -= b.size as i64;
                     start = b.last_offset + 1;
                 }
                 if start > log.start_offset {
@@ -241,7 +289,34 @@ impl ReplicaManager {
             return;
         }
         let trims = self.diskless_retention(&image, now_ms);
-        d.clean(trims, now_ms).await;
+        d.clean(trims).await;
+    }
+
+    /// Diskless WAL compaction (see [`crate::diskless::compact`]), then the garbage it
+    /// leaves, when this broker is the one that cleans.
+    pub async fn compact_diskless(&self) {
+        let Some(d) = self.diskless().cloned() else {
+            return;
+        };
+        let image = self.metadata().current();
+        if image.diskless.is_empty() || !crate::diskless::Diskless::cleans(&image, self.node_id()) {
+            return;
+        }
+        let effective = self.metadata().config_for(&image).1;
+        let segment_bytes = |topic: &str| {
+            let (config, _) = super::manager::log_config(&effective, &image.topic_configs(topic));
+            config.segment_bytes
+        };
+        let made = d.compact(&image, segment_bytes).await;
+        if made > 0 {
+            tracing::info!(
+                segments = made,
+                "diskless WAL compaction made segment objects"
+            );
+        }
+        if let Err(e) = d.collect_garbage().await {
+            tracing::warn!(error = %e, "diskless garbage collection failed");
+        }
     }
 
     /// DeleteRecords of a diskless partition (`offset` -1: its end); None when `tp` is not

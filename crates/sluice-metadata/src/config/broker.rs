@@ -880,6 +880,10 @@ impl BrokerConfig {
         self.flag("remote.log.storage.system.enable")
     }
 
+    pub fn diskless_compaction_interval_ms(&self) -> i64 {
+        self.int("diskless.wal.compaction.interval.ms")
+    }
+
     pub fn retention_check_interval_ms(&self) -> i64 {
         self.int("log.retention.check.interval.ms")
     }

@@ -694,6 +694,13 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Sluice's own: how old a WAL object of diskless topics that no committed batch refers to (all its batches gone by retention, DeleteRecords or topic deletion, or never committed) must be before it is deleted from the store. Keep it well above the time a broker may take to commit an object it uploaded.",
     ),
     def(
+        "diskless.wal.compaction.interval.ms",
+        T::Long,
+        Some("300000"),
+        AtLeast(100),
+        "Sluice's own: how often the cleaning broker copies the committed batches of each diskless partition out of the shared WAL objects into a segment object of that partition (Kafka's segment format), so the metadata keeps one entry per segment instead of one per batch and the WAL objects can be deleted.",
+    ),
+    def(
         "diskless.append.buffer.max.bytes",
         T::Int,
         Some("8388608"),

@@ -76,6 +76,91 @@ pub struct TopicsArgs {
     /// With --list/--describe: include internal topics.
     #[arg(long = "exclude-internal", default_value_t = false)]
     pub exclude_internal: bool,
+    /// With --describe: the admin API (a broker's `admin.http.listener`) that tells diskless
+    /// topics' object counts and upload/commit times, HOST:PORT. Default: the first
+    /// bootstrap server's host, port 9644.
+    #[arg(long = "admin-api", value_name = "HOST:PORT")]
+    pub admin_api: Option<String>,
+}
+
+/// `GET path` of the admin API at `addr`: the JSON body of a 200 answer.
+async fn admin_api_get(addr: &str, path: &str) -> Result<serde_json::Value, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let io = async {
+        let mut s = tokio::net::TcpStream::connect(addr).await?;
+        s.write_all(format!("GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").as_bytes())
+            .await?;
+        let mut out = Vec::new();
+        s.take(64 << 20).read_to_end(&mut out).await?;
+        Ok::<_, std::io::Error>(out)
+    };
+    let raw = tokio::time::timeout(std::time::Duration::from_secs(10), io)
+        .await
+        .map_err(|_| "no answer in 10 s".to_string())?
+        .map_err(|e| e.to_string())?;
+    let text = String::from_utf8_lossy(&raw);
+    let (head, body) = text.split_once("\r\n\r\n").ok_or("not an HTTP answer")?;
+    let status = head.lines().next().unwrap_or_default();
+    if !status.contains(" 200 ") {
+        return Err(format!("{path}: {status}"));
+    }
+    serde_json::from_str(body).map_err(|e| format!("{path}: {e}"))
+}
+
+/// What the admin API tells of diskless topics: `/api/topics` and `/api/diskless`.
+struct DisklessView {
+    topics: serde_json::Value,
+    node: serde_json::Value,
+}
+
+impl DisklessView {
+    async fn fetch(addr: &str) -> Result<Self, String> {
+        Ok(Self {
+            topics: admin_api_get(addr, "/api/topics").await?,
+            node: admin_api_get(addr, "/api/diskless").await?,
+        })
+    }
+
+    /// The columns of one partition: its segments and what is still in WAL objects.
+    fn partition(&self, topic: &str, partition: i32) -> String {
+        let d = self
+            .topics
+            .as_array()
+            .and_then(|ts| ts.iter().find(|t| t["name"] == topic))
+            .and_then(|t| t["partitions"].as_array())
+            .and_then(|ps| ps.iter().find(|p| p["partition"] == partition))
+            .map(|p| &p["diskless"]);
+        match d {
+            Some(d) if d.is_object() => format!(
+                "\tSegments: {}\tSegmentBytes: {}\tWalBatches: {}\tWalObjects: {}\tWalBytes: {}",
+                d["segments"],
+                d["segment_bytes"],
+                d["wal_batches"],
+                d["wal_objects"],
+                d["wal_bytes"]
+            ),
+            _ => "\tSegments: ?".into(),
+        }
+    }
+
+    /// The node's upload and commit times.
+    fn times(&self) -> String {
+        let t = |v: &serde_json::Value| match v.get("p50") {
+            Some(p50) => format!(
+                "p50 {:.1} ms, p99 {:.1} ms (last {})",
+                p50.as_f64().unwrap_or_default(),
+                v["p99"].as_f64().unwrap_or_default(),
+                v["count"]
+            ),
+            None => "none yet".into(),
+        };
+        format!(
+            "Diskless (broker {}): upload {}; commit {}",
+            self.node["node"],
+            t(&self.node["upload_ms"]),
+            t(&self.node["commit_ms"])
+        )
+    }
 }
 
 fn topic(args: &TopicsArgs) -> Result<&str, CliError> {
@@ -121,7 +206,17 @@ pub async fn run(args: TopicsArgs) -> CliResult {
             (_, true) => Only::UnderReplicated,
             _ => Only::All,
         };
-        describe(&admin, args.topic.as_deref(), only).await?;
+        let admin_api = args.admin_api.clone().unwrap_or_else(|| {
+            let first = args
+                .conn
+                .bootstrap_server
+                .split(',')
+                .next()
+                .unwrap_or_default();
+            let host = first.rsplit_once(':').map_or(first, |(h, _)| h);
+            format!("{host}:9644")
+        });
+        describe(&admin, args.topic.as_deref(), only, &admin_api).await?;
     } else if args.delete {
         let name = topic(&args)?;
         match admin.delete_topics(&[name]).await?.into_iter().next() {
@@ -346,7 +441,8 @@ fn partition_line(
     )
 }
 
-async fn describe(admin: &Admin, topic: Option<&str>, only: Only) -> CliResult {
+async fn describe(admin: &Admin, topic: Option<&str>, only: Only, admin_api: &str) -> CliResult {
+    let mut diskless: Option<Result<DisklessView, String>> = None;
     let wanted: Vec<&str> = topic.into_iter().collect();
     let topics = admin.describe_topics(&wanted).await?;
     // Eligible leader replicas (KIP-966), from DescribeTopicPartitions: "N/A" from a broker
@@ -410,6 +506,12 @@ async fn describe(admin: &Admin, topic: Option<&str>, only: Only) -> CliResult {
         // Tiered storage: where local disk starts, how far the remote tier reaches, and what
         // is not copied yet (the upload lag, in records).
         let tiered = overrides.iter().any(|o| o == "remote.storage.enable=true");
+        // Diskless: what the store holds, from the admin API (no Kafka API carries it).
+        let is_diskless = overrides.iter().any(|o| o == "diskless.enable=true");
+        if is_diskless && diskless.is_none() {
+            diskless = Some(DisklessView::fetch(admin_api).await);
+        }
+        let view = diskless.as_ref().filter(|_| is_diskless);
         let (local, remote) = if tiered {
             (
                 offsets_map(admin, &tps, OffsetSpec::EarliestLocal).await,
@@ -435,12 +537,23 @@ async fn describe(admin: &Admin, topic: Option<&str>, only: Only) -> CliResult {
             } else {
                 String::new()
             };
+            let objects = match view {
+                Some(Ok(v)) => v.partition(&t.name, p.partition),
+                _ => String::new(),
+            };
             println!(
-                "{}\tLogStartOffset: {}\tLogEndOffset: {}{tier}",
+                "{}\tLogStartOffset: {}\tLogEndOffset: {}{tier}{objects}",
                 partition_line(&t.name, p, &elr),
                 show(&earliest),
                 show(&latest)
             );
+        }
+        match view {
+            Some(Ok(v)) => println!("{}", v.times()),
+            Some(Err(e)) => println!(
+                "Diskless: object counts not shown: the admin API at {admin_api} did not answer ({e}; see --admin-api)"
+            ),
+            None => {}
         }
     }
     Ok(())

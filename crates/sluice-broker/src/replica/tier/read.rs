@@ -132,7 +132,14 @@ impl ReplicaManager {
         &self,
         tp: &sluice_protocol::types::TopicPartition,
         target: i64,
+        read_committed: bool,
     ) -> Option<(i64, i64, i32)> {
+        if let Some(found) = self
+            .diskless_offset_for_timestamp(tp, target, read_committed)
+            .await
+        {
+            return found;
+        }
         let tier = self.tier()?;
         let p = self.hosted(tp).ok()?;
         match offset_for_timestamp(tier, &p, target).await {
