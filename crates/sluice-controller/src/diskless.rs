@@ -16,6 +16,19 @@ pub fn is_diskless_topic(image: &MetadataImage, name: &str) -> bool {
     image.diskless_topics.contains(name)
 }
 
+/// Whether a partition exists and belongs to a diskless topic.
+fn check_partition(image: &MetadataImage, topic_id: &Uuid, partition: i32) -> Result<(), SeqError> {
+    let topic = image
+        .topic_by_id(topic_id)
+        .filter(|t| t.partitions.contains_key(&partition))
+        .ok_or(SeqError::UnknownPartition)?;
+    if is_diskless_topic(image, &topic.name) {
+        Ok(())
+    } else {
+        Err(SeqError::NotDiskless)
+    }
+}
+
 fn api_error(e: SeqError) -> ApiError {
     let (code, message) = match e {
         SeqError::UnknownPartition => (
@@ -51,17 +64,7 @@ pub fn commit(
         );
         return (vec![Err(e); batches.len()], Vec::new());
     }
-    let check = |topic_id: &Uuid, partition: i32| {
-        let topic = image
-            .topic_by_id(topic_id)
-            .filter(|t| t.partitions.contains_key(&partition))
-            .ok_or(SeqError::UnknownPartition)?;
-        if is_diskless_topic(image, &topic.name) {
-            Ok(())
-        } else {
-            Err(SeqError::NotDiskless)
-        }
-    };
+    let check = |topic_id: &Uuid, partition: i32| check_partition(image, topic_id, partition);
     let (out, coords) = sequence_object(&image.diskless, check, object_id, batches);
     let records = if coords.is_empty() {
         Vec::new()
@@ -89,13 +92,7 @@ pub fn trim(
     let out = trims
         .iter()
         .map(|(topic_id, partition, start)| {
-            let topic = image
-                .topic_by_id(topic_id)
-                .filter(|t| t.partitions.contains_key(partition))
-                .ok_or_else(|| api_error(SeqError::UnknownPartition))?;
-            if !is_diskless_topic(image, &topic.name) {
-                return Err(api_error(SeqError::NotDiskless));
-            }
+            check_partition(image, topic_id, *partition).map_err(api_error)?;
             let (current, end) = image
                 .diskless
                 .get(&(*topic_id, *partition))
@@ -135,13 +132,7 @@ pub fn compact(
     let out = segments
         .iter()
         .map(|(topic_id, partition, seg)| {
-            let topic = image
-                .topic_by_id(topic_id)
-                .filter(|t| t.partitions.contains_key(partition))
-                .ok_or_else(|| api_error(SeqError::UnknownPartition))?;
-            if !is_diskless_topic(image, &topic.name) {
-                return Err(api_error(SeqError::NotDiskless));
-            }
+            check_partition(image, topic_id, *partition).map_err(api_error)?;
             let log = logs.entry((*topic_id, *partition)).or_insert_with(|| {
                 image
                     .diskless
