@@ -2,6 +2,7 @@
 """Diskless topic numbers next to a classic RF 3 topic (a benchmark, not a test).
 
     scripts/bench/diskless.py SLUICE_BINARY [--mb 200] [--lingers 50,250,1000] [--rounds 1]
+                              [--compaction-ms MS]
 
 Each run is a fresh three-node cluster (combined broker + controller nodes on loopback) whose
 object store is moto's S3 server (pip install 'moto[server]'), started here, fresh each run.
@@ -13,6 +14,11 @@ produce throughput and p50/p99 acknowledgement latency, consume throughput, and 
 object-store requests the nodes counted (/metrics): PUTs per GiB written and GETs per GiB
 read, the numbers that make up a cloud bill. The classic topic makes no store requests; its
 cost is replication traffic (2 copies of every byte between brokers).
+
+With --compaction-ms, diskless runs compact their WAL every MS ms
+(diskless.wal.compaction.interval.ms); after the first read the run waits until every batch is
+in a segment object, counts what compaction cost (PUTs and GETs per GiB), then reads the
+topic again, from the segments, and counts its GETs per GiB.
 """
 
 import argparse
@@ -80,7 +86,15 @@ def metric_sum(admins, name):
     return total
 
 
-def run(binary, name, linger, mb, props, throughput):
+def compacted(admin):
+    """Whether every partition of `bench` is in segment objects (the admin API's view)."""
+    with urllib.request.urlopen(f"http://{admin}/api/topics") as r:
+        topics = json.load(r)
+    parts = [p for t in topics if t["name"] == "bench" for p in t["partitions"]]
+    return bool(parts) and all(p["diskless"]["wal_batches"] == 0 for p in parts)
+
+
+def run(binary, name, linger, mb, props, throughput, compaction_ms=None):
     work = tempfile.mkdtemp(prefix=f"diskless-bench-{name}-")
     moto, endpoint = start_moto(work)
     extra = [
@@ -93,6 +107,8 @@ def run(binary, name, linger, mb, props, throughput):
     ]
     if linger:
         extra.append(f"diskless.append.linger.ms={linger}")
+    if linger and compaction_ms:
+        extra.append(f"diskless.wal.compaction.interval.ms={compaction_ms}")
     procs, boots, admins = start_cluster(binary, work, extra)
     try:
         b = boots[0]
@@ -119,7 +135,26 @@ def run(binary, name, linger, mb, props, throughput):
         gets = metric_sum(admins, "sluice_diskless_get_requests_total")
         gib = records * VALUE / 2**30
         lat = produced.get("latency_ms", {})
+        extra_numbers = {}
+        if linger and compaction_ms:
+            deadline = time.time() + 120
+            while not compacted(admins[0]):
+                if time.time() > deadline:
+                    sys.exit("compaction did not finish in 120 s")
+                time.sleep(0.5)
+            puts2 = metric_sum(admins, "sluice_diskless_put_requests_total")
+            gets2 = metric_sum(admins, "sluice_diskless_get_requests_total")
+            again = json.loads(sluice(binary, "perf", "consume", "--bootstrap-server", boots[2], "--topic",
+                                      "bench", "--messages", str(records), "--json").strip().splitlines()[-1])
+            gets3 = metric_sum(admins, "sluice_diskless_get_requests_total")
+            extra_numbers = {
+                "compaction_puts_per_gib": (puts2 - puts) / gib,
+                "compaction_gets_per_gib": (gets2 - gets) / gib,
+                "segment_consume_mb_s": again["mb_per_sec"],
+                "segment_gets_per_gib": (gets3 - gets2) / gib,
+            }
         return {
+            **extra_numbers,
             "name": name,
             "produce_mb_s": produced["mb_per_sec"],
             "p50_ms": lat.get("p50"),
@@ -149,6 +184,8 @@ def main():
     ap.add_argument("--lingers", default="50,250,1000")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--no-classic", action="store_true", help="diskless runs only")
+    ap.add_argument("--compaction-ms", type=int, default=None,
+                    help="diskless.wal.compaction.interval.ms of the diskless runs (see above)")
     ap.add_argument("--throughput", type=int, default=-1,
                     help="records/s the producer aims for (-1: as fast as it can); latency is "
                          "best compared at a fixed rate both kinds of topic keep up with")
@@ -161,9 +198,14 @@ def main():
           f"{'PUT/GiB':>9}{'GET/GiB':>9}")
     for _ in range(a.rounds):
         for name, linger in runs:
-            r = run(a.binary, name, linger, a.mb, a.producer_props.split(), a.throughput)
+            r = run(a.binary, name, linger, a.mb, a.producer_props.split(), a.throughput, a.compaction_ms)
             print(f"{r['name']:<16}{r['produce_mb_s']:>13.1f}{r['p50_ms']:>9.1f}{r['p99_ms']:>9.1f}"
                   f"{r['consume_mb_s']:>14.1f}{r['puts_per_gib']:>9.0f}{r['gets_per_gib']:>9.0f}", flush=True)
+            if "compaction_puts_per_gib" in r:
+                print(f"{'':<16}compaction: {r['compaction_puts_per_gib']:.0f} PUT/GiB, "
+                      f"{r['compaction_gets_per_gib']:.0f} GET/GiB; read from segments: "
+                      f"{r['segment_consume_mb_s']:.1f} MB/s, {r['segment_gets_per_gib']:.0f} GET/GiB",
+                      flush=True)
 
 
 if __name__ == "__main__":

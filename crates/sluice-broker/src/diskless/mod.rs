@@ -225,6 +225,8 @@ pub struct Diskless {
     segments: Mutex<Option<Arc<RemoteReader>>>,
     segment_reader_config: ReaderConfig,
     segment_cache_dir: std::path::PathBuf,
+    /// The segment reader's GETs already added to `metrics.gets`.
+    segment_gets_counted: std::sync::atomic::AtomicU64,
     pub metrics: Arc<DisklessMetrics>,
 }
 
@@ -310,8 +312,19 @@ impl Diskless {
                 index_cache_bytes: settings.index_cache_bytes,
             },
             segment_cache_dir: cache_root.join("segments"),
+            segment_gets_counted: std::sync::atomic::AtomicU64::new(0),
             metrics,
         }))
+    }
+
+    /// Add the GETs the segment reader made since the last call to the store's counters
+    /// (each counted once, whoever calls).
+    pub fn count_segment_gets(&self, reader: &RemoteReader) {
+        let now = reader.fetches();
+        let before = self
+            .segment_gets_counted
+            .fetch_max(now, std::sync::atomic::Ordering::Relaxed);
+        self.metrics.gets.increment(now.saturating_sub(before));
     }
 
     /// The reader of segment objects; an error while the store cannot be opened.

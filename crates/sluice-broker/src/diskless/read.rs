@@ -108,10 +108,11 @@ impl Diskless {
                 };
                 let r = self.segment_reader();
                 match r {
-                    Ok(r) => r
-                        .read(&seg, offset, max_bytes, upper, min_one)
-                        .await
-                        .map(|r| r.map(|r| (r.slice, r.next_offset))),
+                    Ok(r) => {
+                        let read = r.read(&seg, offset, max_bytes, upper, min_one).await;
+                        self.count_segment_gets(&r);
+                        read.map(|r| r.map(|r| (r.slice, r.next_offset)))
+                    }
                     Err(e) => Err(e),
                 }
             }

@@ -222,7 +222,11 @@ impl ReplicaManager {
             size_bytes: seg.size,
         };
         let found = match d.segment_reader() {
-            Ok(r) => r.offset_for_timestamp(&seg, target, log.start_offset).await,
+            Ok(r) => {
+                let found = r.offset_for_timestamp(&seg, target, log.start_offset).await;
+                d.count_segment_gets(&r);
+                found
+            }
             Err(e) => Err(e),
         };
         match found {
