@@ -1033,8 +1033,8 @@ impl QuorumController {
                 let (out, records) = crate::diskless::commit(&image, node_id, object_id, &batches);
                 Ok((self.write(records).await?, ReplyBody::Sequenced(out)))
             }
-            ControllerRequest::DisklessTrim { trims, .. } if trims.is_empty() => {
-                // A barrier (see the request): the offset a broker's image must reach to hold
+            ControllerRequest::MetadataBarrier { .. } => {
+                // See the request: the offset a broker's image must reach to hold
                 // everything committed before now, confirmed by a quorum so a deposed
                 // controller never vouches for a stale view.
                 match tokio::time::timeout(self.quorum_gap, self.raft.ensure_linearizable()).await {

@@ -141,10 +141,7 @@ pub enum ControllerRequest {
         batches: Vec<WalBatch>,
     },
     /// Diskless partitions' new log starts (retention, DeleteRecords): (topic id,
-    /// partition, start offset). Answered PerItem. With none, a barrier: answered with the
-    /// metadata offset that holds everything committed before it, once a quorum confirmed
-    /// this controller still leads (what garbage collection waits for before it trusts its
-    /// image to name every object in use).
+    /// partition, start offset). Answered PerItem.
     DisklessTrim {
         node_id: i32,
         trims: Vec<(Uuid, i32, i64)>,
@@ -154,6 +151,13 @@ pub enum ControllerRequest {
     DisklessCompact {
         node_id: i32,
         segments: Vec<(Uuid, i32, SegmentCoord)>,
+    },
+    /// A barrier: answered with the metadata offset that holds everything committed before
+    /// it, once a quorum confirmed this controller still leads (what diskless garbage
+    /// collection waits for before it trusts its image to name every object in use).
+    /// Answered PerItem, empty.
+    MetadataBarrier {
+        node_id: i32,
     },
 }
 
@@ -547,6 +551,9 @@ impl ControllerRequest {
                     );
                 }
             }
+            ControllerRequest::MetadataBarrier { node_id } => {
+                w.u8(30).i32(*node_id);
+            }
             ControllerRequest::DisklessTrim { node_id, trims } => {
                 w.u8(28).i32(*node_id).u32(trims.len() as u32);
                 for (topic_id, partition, start) in trims {
@@ -749,6 +756,7 @@ impl ControllerRequest {
                 }
                 ControllerRequest::DisklessCompact { node_id, segments }
             }
+            30 => ControllerRequest::MetadataBarrier { node_id: r.i32()? },
             28 => {
                 let node_id = r.i32()?;
                 let n = r.count(28)?;
@@ -1479,6 +1487,7 @@ mod tests {
                 node_id: 2,
                 trims: vec![(Uuid::from_bytes([3; 16]), 1, 500)],
             },
+            ControllerRequest::MetadataBarrier { node_id: 3 },
             ControllerRequest::DisklessCompact {
                 node_id: 2,
                 segments: vec![(

@@ -373,9 +373,8 @@ impl ControllerApi for ControllerClient {
 
     fn diskless_barrier(&self) -> Call<'_, i64> {
         Box::pin(async move {
-            let req = ControllerRequest::DisklessTrim {
+            let req = ControllerRequest::MetadataBarrier {
                 node_id: self.node_id,
-                trims: Vec::new(),
             };
             match self.request(req).await? {
                 (offset, ReplyBody::PerItem(_)) => Ok(offset),

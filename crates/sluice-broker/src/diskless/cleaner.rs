@@ -21,6 +21,9 @@ use sluice_metadata::{MetadataImage, Uuid};
 use sluice_remote::RemoteError;
 use tracing::{info, warn};
 
+use sluice_metadata::controller_types::ApiError;
+use sluice_protocol::ErrorCode;
+
 use super::compact::SEGMENT_PREFIX;
 use super::{Diskless, WAL_PREFIX};
 
@@ -28,8 +31,6 @@ use super::{Diskless, WAL_PREFIX};
 /// local store lists folders, not single files).
 const CLOCK_PREFIX: &str = "diskless/clock";
 const CLOCK_KEY: &str = "diskless/clock/now";
-use sluice_metadata::controller_types::ApiError;
-use sluice_protocol::ErrorCode;
 
 impl Diskless {
     /// Whether this broker (`node_id`) is the one that cleans: the live broker with the

@@ -180,7 +180,8 @@ impl Diskless {
             .map(|b| Ok((b, Self::batch_bytes(&objects[&b.object_id], b)?)))
             .collect::<Result<Vec<_>, RemoteError>>()?;
         let id = Uuid::from_u128(sluice_rt::random_u128());
-        let built = build_segment(&parts, id).expect("a run has a batch");
+        let built = build_segment(&parts, id)
+            .ok_or_else(|| RemoteError::Unavailable("nothing to compact".into()))?;
         drop(parts);
         drop(objects);
         let key = segment_key(topic, topic_id, partition, &built.coord);
