@@ -23,6 +23,7 @@
 //!   `__transaction_state` records, the coordinator task and its marker writer.
 //! - [`mirror`]: mirror topics: the leaders' copy of partitions of another cluster through
 //!   a cluster link, with their offsets.
+//! - [`registry`]: the built-in schema registry's writer and reader of `_schemas`-0.
 //! - [`broker_conn`]: broker-to-broker Kafka-protocol connections.
 //! - [`tls`]: SSL listeners' TLS acceptor and the principal of a TLS connection.
 //! - [`sasl`]: SASL authentication of a connection (PLAIN, SCRAM-SHA-256/512).
@@ -46,6 +47,7 @@ pub mod mirror;
 pub mod network;
 pub mod oauthbearer;
 pub mod quota;
+pub mod registry;
 pub mod replica;
 pub mod request;
 pub mod sasl;

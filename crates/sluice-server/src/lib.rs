@@ -16,6 +16,7 @@ mod console;
 pub mod controller_client;
 pub mod node;
 pub mod quorum_transport;
+pub mod schema_http;
 pub mod settings;
 pub mod storage;
 

@@ -321,6 +321,26 @@ fn console_config<L, T>(
     })
 }
 
+/// Bind `schema.registry.listener` (None when it is `none`: no schema registry).
+async fn bind_registry(
+    config: &BrokerConfig,
+) -> Result<Option<(SocketAddr, tokio::net::TcpListener)>, NodeError> {
+    let spec = config.value("schema.registry.listener").unwrap_or_default();
+    let spec = spec.trim();
+    if spec.is_empty() || spec.eq_ignore_ascii_case("none") {
+        return Ok(None);
+    }
+    let bind_err = |source| NodeError::Bind {
+        addr: spec.to_string(),
+        source,
+    };
+    let listener = tokio::net::TcpListener::bind(spec)
+        .await
+        .map_err(bind_err)?;
+    let addr = listener.local_addr().map_err(bind_err)?;
+    Ok(Some((addr, listener)))
+}
+
 /// Bind `admin.http.listener` (None when it is empty: no admin HTTP).
 async fn bind_admin(
     config: &BrokerConfig,
@@ -392,7 +412,33 @@ async fn bind_listeners(
 
 /// What clients are told: advertised listeners, with port 0 and wildcard hosts resolved
 /// to what was actually bound.
-fn advertised(config: &BrokerConfig, bound: &[BoundListener]) -> Vec<Endpoint> {
+/// The endpoints a broker registers: its advertised listeners, then its schema registry
+/// listener (named `SCHEMA_REGISTRY`, not a Kafka listener: clients never get it, other
+/// nodes forward registry requests to it).
+fn advertised(
+    config: &BrokerConfig,
+    bound: &[BoundListener],
+    registry: Option<SocketAddr>,
+) -> Vec<Endpoint> {
+    let mut endpoints = kafka_advertised(config, bound);
+    if let Some(addr) = registry {
+        let host = if addr.ip().is_unspecified() {
+            endpoints
+                .first()
+                .map_or_else(|| "localhost".to_string(), |e| e.host.clone())
+        } else {
+            addr.ip().to_string()
+        };
+        endpoints.push(Endpoint {
+            name: crate::schema_http::REGISTRY_ENDPOINT.to_string(),
+            host,
+            port: addr.port(),
+        });
+    }
+    endpoints
+}
+
+fn kafka_advertised(config: &BrokerConfig, bound: &[BoundListener]) -> Vec<Endpoint> {
     config
         .advertised_listeners()
         .into_iter()
@@ -442,9 +488,17 @@ impl Node {
         crate::admin_http::install_metrics();
         let bound = bind_listeners(&config).await?;
         let admin = bind_admin(&config).await?;
+        let registry = if is_broker {
+            bind_registry(&config).await?
+        } else {
+            None
+        };
         let admin_shown = admin
             .as_ref()
-            .map_or_else(String::new, |(a, _)| format!("admin http://{a}; "));
+            .map_or_else(String::new, |(a, _)| format!("admin http://{a}; "))
+            + &registry.as_ref().map_or_else(String::new, |(a, _)| {
+                format!("schema registry http://{a}; ")
+            });
         let listeners: Vec<BoundListener> = bound.iter().map(|(b, _)| b.clone()).collect();
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let (controller_bound, kafka_bound): (Vec<_>, Vec<_>) = bound
@@ -628,7 +682,7 @@ impl Node {
         let heartbeat = Heartbeat {
             node_id,
             incarnation_id: sluice_rt::random_uuid(),
-            endpoints: advertised(&config, &listeners),
+            endpoints: advertised(&config, &listeners, registry.as_ref().map(|(a, _)| *a)),
             rack: config.explicit("broker.rack").map(str::to_owned),
             metadata_offset: -1,
             want_shutdown: false,
@@ -811,6 +865,12 @@ impl Node {
                 Arc::clone(&cache),
             )),
             quotas: Arc::clone(&quotas),
+            schemas: Arc::new(sluice_broker::registry::SchemaRegistry::new(
+                node_id,
+                Arc::clone(&replicas),
+                Arc::clone(&cache),
+                Arc::clone(&topic_creator),
+            )),
             topics: topic_creator,
             configs: Arc::new(ConfigAdmin::new(
                 node_id,
@@ -892,6 +952,13 @@ impl Node {
                 sasl,
                 Arc::clone(&frontend),
                 limits,
+                shutdown_rx.clone(),
+            )));
+        }
+        if let Some((_, l)) = registry {
+            servers.push(tokio::spawn(crate::schema_http::serve(
+                l,
+                Arc::clone(&services),
                 shutdown_rx.clone(),
             )));
         }

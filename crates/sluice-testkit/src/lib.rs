@@ -216,6 +216,13 @@ impl TestServer {
         {
             cmd.arg("--override").arg("admin.http.listener=127.0.0.1:0");
         }
+        if !overrides
+            .iter()
+            .any(|o| o.starts_with("schema.registry.listener="))
+        {
+            cmd.arg("--override")
+                .arg("schema.registry.listener=127.0.0.1:0");
+        }
         for o in &overrides {
             cmd.arg("--override").arg(o);
         }
@@ -314,6 +321,15 @@ impl TestServer {
         let line = log.lines().find(|l| l.contains(" listening on "))?;
         let rest = line.split("admin http://").nth(1)?;
         Some(rest.split(';').next()?.to_string())
+    }
+
+    /// `http://host:port` of the schema registry listener, as the node reported it when it
+    /// started.
+    pub fn registry(&self) -> Option<String> {
+        let log = self.log();
+        let line = log.lines().find(|l| l.contains(" listening on "))?;
+        let rest = line.split("schema registry http://").nth(1)?;
+        Some(format!("http://{}", rest.split(';').next()?))
     }
 
     /// Everything the process printed so far.

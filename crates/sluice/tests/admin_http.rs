@@ -134,6 +134,7 @@ fn json_logs_are_one_object_per_line() {
         .args(["server", "--log-format", "json"])
         .args(["--override", "listeners=PLAINTEXT://127.0.0.1:0"])
         .args(["--override", "admin.http.listener="])
+        .args(["--override", "schema.registry.listener=none"])
         .args(["--override", &format!("log.dirs={}", dir.path().display())])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

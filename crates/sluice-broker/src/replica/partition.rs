@@ -835,21 +835,32 @@ impl Partition {
 
     /// Every batch from the log start to the log end, with its bytes (coordinators loading
     /// their state). Stops at the first unreadable chunk.
-    pub fn scan(&self, mut visit: impl FnMut(&sluice_protocol::batch::BatchHeader, &[u8])) {
-        let mut next = self.log_start_offset();
+    pub fn scan(&self, visit: impl FnMut(&sluice_protocol::batch::BatchHeader, &[u8])) {
+        self.scan_from(self.log_start_offset(), FetchIsolation::LogEnd, visit);
+    }
+
+    /// Every batch from `from` up to `isolation`'s end, with its bytes; returns the offset
+    /// after the last batch visited (`from` when none). Stops at the first unreadable chunk.
+    pub fn scan_from(
+        &self,
+        from: i64,
+        isolation: FetchIsolation,
+        mut visit: impl FnMut(&sluice_protocol::batch::BatchHeader, &[u8]),
+    ) -> i64 {
+        let mut next = from;
         let mut buf = Vec::new();
         loop {
-            let read = match self.read(next, 1 << 20, FetchIsolation::LogEnd, true) {
+            let read = match self.read(next, 1 << 20, isolation, true) {
                 Ok(r) => r,
                 Err(e) => {
                     tracing::warn!(partition = %self.tp, error = %e, "cannot read to load state");
-                    return;
+                    return next;
                 }
             };
-            let Some(slice) = read.slice else { return };
+            let Some(slice) = read.slice else { return next };
             buf.clear();
             if slice.read_into(&mut buf).is_err() {
-                return;
+                return next;
             }
             let before = next;
             for (h, bytes) in sluice_protocol::batch::BatchIter::new(&buf).map_while(Result::ok) {
@@ -859,7 +870,7 @@ impl Partition {
                 }
             }
             if next == before {
-                return;
+                return next;
             }
         }
     }

@@ -291,6 +291,33 @@ impl ReplicaManager {
     /// Every batch of `tp` from its log start to its log end, with its bytes (coordinators
     /// loading their state), on the calling thread (a blocking one). Stops at the first
     /// unreadable chunk; nothing when the partition is not hosted.
+    /// The committed batches of `tp` (below its high watermark) from `from` on, if this
+    /// broker leads `tp` in `epoch`: the offset after the last one visited, or None when it
+    /// does not lead it in that epoch or `from` is before the log start (read it again from
+    /// [`Self::led_here`]'s start).
+    pub fn scan_committed_from(
+        &self,
+        tp: &TopicPartition,
+        epoch: i32,
+        from: i64,
+        visit: impl FnMut(&sluice_protocol::batch::BatchHeader, &[u8]),
+    ) -> Option<i64> {
+        let p = self.get(tp)?;
+        let s = p.state();
+        if !s.is_leader() || s.leader_epoch() != epoch || from < p.log_start_offset() {
+            return None;
+        }
+        Some(p.scan_from(from, super::partition::FetchIsolation::HighWatermark, visit))
+    }
+
+    /// Where this broker leads `tp`: its leader epoch and log start offset.
+    pub fn led_here(&self, tp: &TopicPartition) -> Option<(i32, i64)> {
+        let p = self.get(tp)?;
+        let s = p.state();
+        s.is_leader()
+            .then(|| (s.leader_epoch(), p.log_start_offset()))
+    }
+
     pub fn scan(
         &self,
         tp: &TopicPartition,

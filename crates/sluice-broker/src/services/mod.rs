@@ -47,6 +47,8 @@ pub struct Services {
     pub access: Arc<Access>,
     pub quotas: Arc<ClientQuotas>,
     pub topics: Arc<topics::TopicCreator>,
+    /// The built-in schema registry (its HTTP API is the node's).
+    pub schemas: Arc<crate::registry::SchemaRegistry>,
     pub configs: Arc<config_admin::ConfigAdmin>,
     pub groups: Arc<GroupCoordinator>,
     pub txns: Arc<TxnCoordinator>,

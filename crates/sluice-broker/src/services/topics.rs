@@ -192,6 +192,21 @@ impl TopicCreator {
         .await
     }
 
+    /// Create `_schemas`, the schema registry's topic, if it does not exist yet: one
+    /// compacted partition, as Confluent's registry creates it
+    /// (`schema.registry.topic.replication.factor`, capped by live brokers).
+    pub async fn ensure_schemas_topic(&self) -> Result<(), ErrorCode> {
+        self.ensure_internal(
+            sluice_registry::SCHEMAS_TOPIC,
+            1,
+            "schema.registry.topic.replication.factor",
+            "offsets.topic.segment.bytes",
+            None,
+            &[("cleanup.policy", "compact")],
+        )
+        .await
+    }
+
     async fn ensure_internal(
         &self,
         name: &str,

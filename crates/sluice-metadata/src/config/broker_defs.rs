@@ -199,6 +199,20 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         "Address of the admin HTTP listener (/metrics, /health, /ready, /api/..., the web console at /); empty for none.",
     ),
     def(
+        "schema.registry.listener",
+        T::String,
+        Some("127.0.0.1:8081"),
+        Custom(host_port_or_none),
+        "Sluice's own: address of the built-in schema registry's HTTP listener (Confluent Schema Registry's REST API; 8081 is the port its clients assume); none to turn it off.",
+    ),
+    def(
+        "schema.registry.topic.replication.factor",
+        T::Short,
+        Some("3"),
+        AtLeast(1),
+        "Sluice's own (Confluent's kafkastore.topic.replication.factor): the replication factor of the _schemas topic the registry keeps its schemas in, capped by the live brokers when it is created.",
+    ),
+    def(
         "admin.http.console.enable",
         T::Boolean,
         Some("true"),

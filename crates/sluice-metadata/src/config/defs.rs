@@ -181,6 +181,17 @@ pub(crate) fn host_port_or_empty(v: &str) -> Result<(), String> {
     }
 }
 
+pub(crate) fn host_port_or_none(v: &str) -> Result<(), String> {
+    let v = v.trim();
+    if v.eq_ignore_ascii_case("none") {
+        return Ok(());
+    }
+    match v.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
+        _ => Err(format!("'{v}' is not host:port (or none for no listener)")),
+    }
+}
+
 pub(crate) fn gzip_level(v: &str) -> Result<(), String> {
     match v.parse::<i32>() {
         Ok(-1) | Ok(1..=9) => Ok(()),

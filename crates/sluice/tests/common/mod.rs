@@ -206,11 +206,19 @@ pub fn sluice_tool(tool: &str, bootstrap: &str, args: &[&str]) -> String {
 
 /// GET `path`: (status code, body).
 pub fn http_get(addr: &str, path: &str) -> (u16, String) {
-    let mut s = std::net::TcpStream::connect(addr).expect("connect to the admin listener");
+    http_request(addr, "GET", path, "")
+}
+
+/// `method` `path` with a JSON `body`: (status code, body).
+pub fn http_request(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to the HTTP listener");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     std::io::Write::write_fmt(
         &mut s,
-        format_args!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"),
+        format_args!(
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        ),
     )
     .unwrap();
     let mut raw = String::new();

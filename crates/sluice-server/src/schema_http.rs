@@ -1,0 +1,551 @@
+//! The schema registry's HTTP listener (`schema.registry.listener`, default
+//! `127.0.0.1:8081`; `none` for none): Confluent Schema Registry's REST API over the node's
+//! [`SchemaRegistry`]. Requests are routed here by hand, path segment by segment, so a
+//! subject holding an encoded `/` (Protobuf imports such as `a%2Fb.proto`) stays one
+//! segment, and so a request this node cannot answer (it does not lead `_schemas`-0) is
+//! forwarded as it came to the node that does, found by the `SCHEMA_REGISTRY` endpoint of
+//! its broker registration.
+//!
+//! Bodies are JSON in and out; errors are Confluent's `{"error_code", "message"}` with its
+//! codes (`sluice_registry::error`).
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use axum::Router;
+use serde_json::{json, Value};
+use sluice_broker::registry::{SchemaRegistry, Unserved};
+use sluice_broker::services::Services;
+use sluice_registry::schema::{Compatibility, Reference, SchemaType};
+use sluice_registry::state::{Mode, RegistryState, VersionSpec};
+use sluice_registry::RegistryError;
+use tokio::net::TcpListener;
+use tokio::sync::watch;
+use tracing::warn;
+
+/// The name of the broker registration endpoint that carries a node's registry listener.
+pub const REGISTRY_ENDPOINT: &str = "SCHEMA_REGISTRY";
+
+/// The largest request body taken (a schema is at most
+/// [`sluice_registry::schema::SCHEMA_MAX_BYTES`], escaped in JSON).
+const BODY_MAX_BYTES: usize = 2 * sluice_registry::schema::SCHEMA_MAX_BYTES + 4096;
+
+/// Set on a forwarded request: the node it reaches answers or fails, never forwards again.
+const FORWARDED_HEADER: &str = "x-sluice-forwarded";
+
+const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
+
+#[derive(Clone)]
+struct RegistryHttp {
+    services: Arc<Services>,
+    client: reqwest::Client,
+}
+
+/// Serve until `shutdown` flips.
+pub async fn serve(
+    listener: TcpListener,
+    services: Arc<Services>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let state = RegistryHttp {
+        services,
+        client: reqwest::Client::new(),
+    };
+    let app = Router::new().fallback(handle).with_state(state);
+    let stop = async move {
+        let _ = shutdown.wait_for(|s| *s).await;
+    };
+    if let Err(e) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop)
+        .await
+    {
+        warn!(error = %e, "schema registry HTTP listener failed");
+    }
+}
+
+/// One request, parsed enough to route it.
+struct Req {
+    method: Method,
+    path: Vec<String>,
+    query: HashMap<String, String>,
+    body: Bytes,
+}
+
+impl Req {
+    /// A boolean query flag: `true` in any case (Python clients send `True`/`False`).
+    fn flag(&self, name: &str) -> bool {
+        self.query
+            .get(name)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    }
+
+    fn json(&self) -> Result<Value, RegistryError> {
+        serde_json::from_slice(&self.body)
+            .map_err(|e| RegistryError::bad_request(format!("Invalid JSON body: {e}")))
+    }
+}
+
+async fn handle(
+    State(http): State<RegistryHttp>,
+    method: Method,
+    uri: Uri,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let body = match axum::body::to_bytes(body, BODY_MAX_BYTES).await {
+        Ok(b) => b,
+        Err(_) => {
+            return error(&RegistryError::schema_too_large(
+                sluice_registry::schema::SCHEMA_MAX_BYTES,
+            ))
+        }
+    };
+    let req = Req {
+        method: method.clone(),
+        path: uri
+            .path()
+            .split('/')
+            .filter(|s| !s.is_empty())
+            .map(percent_decode)
+            .collect(),
+        query: parse_query(uri.query().unwrap_or("")),
+        body: body.clone(),
+    };
+    match route(&http.services.schemas, &req).await {
+        Ok((status, v)) => reply(status, v),
+        Err(Unserved::Error(e)) => error(&e),
+        Err(Unserved::Leader(node)) => {
+            if headers.contains_key(FORWARDED_HEADER) {
+                return error(&RegistryError::forwarding(
+                    "forwarded to a node that does not lead the registry",
+                ));
+            }
+            forward(&http, node, method, &uri, &headers, body).await
+        }
+    }
+}
+
+type Answer = Result<(StatusCode, Value), Unserved>;
+
+fn ok(v: Value) -> Answer {
+    Ok((StatusCode::OK, v))
+}
+
+async fn route(reg: &SchemaRegistry, req: &Req) -> Answer {
+    let p: Vec<&str> = req.path.iter().map(String::as_str).collect();
+    let m = &req.method;
+    match (m, p.as_slice()) {
+        (&Method::GET, []) => ok(json!({})),
+        (&Method::GET, ["subjects"]) => {
+            let prefix = req.query.get("subjectPrefix").cloned().unwrap_or_default();
+            let (deleted, only) = (req.flag("deleted"), req.flag("deletedOnly"));
+            let subjects = reg.read(|s| s.subjects(&prefix, deleted, only)).await?;
+            ok(json!(subjects))
+        }
+        (&Method::POST, ["subjects", subject]) => lookup(reg, req, subject).await,
+        (&Method::DELETE, ["subjects", subject]) => {
+            let permanent = req.flag("permanent");
+            let versions = reg
+                .write(|s| s.plan_delete_subject(subject, permanent))
+                .await?;
+            ok(json!(versions))
+        }
+        (&Method::GET, ["subjects", subject, "versions"]) => {
+            let (deleted, only) = (req.flag("deleted"), req.flag("deletedOnly"));
+            let versions = reg.read(|s| s.versions(subject, deleted, only)).await??;
+            ok(json!(versions))
+        }
+        (&Method::POST, ["subjects", subject, "versions"]) => register(reg, req, subject).await,
+        (&Method::GET, ["subjects", subject, "versions", v, rest @ ..]) => {
+            let spec = VersionSpec::parse(v)?;
+            let deleted = req.flag("deleted");
+            let found = reg.read(|s| s.version(subject, spec, deleted)).await??;
+            match rest {
+                [] => ok(found.to_json()),
+                ["schema"] => raw_schema(&found.schema.text),
+                ["referencedby"] => {
+                    let ids = reg
+                        .read(|s| s.referenced_by(subject, found.version))
+                        .await?;
+                    ok(json!(ids))
+                }
+                _ => Err(not_found(req)),
+            }
+        }
+        (&Method::DELETE, ["subjects", subject, "versions", v]) => {
+            let spec = VersionSpec::parse(v)?;
+            let permanent = req.flag("permanent");
+            let version = reg
+                .write(|s| s.plan_delete_version(subject, spec, permanent))
+                .await?;
+            ok(json!(version))
+        }
+        (&Method::GET, ["schemas"]) => {
+            let prefix = req.query.get("subjectPrefix").cloned().unwrap_or_default();
+            let (deleted, latest_only) = (req.flag("deleted"), req.flag("latestOnly"));
+            let all = reg.read(|s| s.all_versions(&prefix, deleted)).await?;
+            let mut out: Vec<Value> = Vec::new();
+            for (i, v) in all.iter().enumerate() {
+                let last_of_subject = all.get(i + 1).is_none_or(|n| n.subject != v.subject);
+                if !latest_only || last_of_subject {
+                    out.push(v.to_json());
+                }
+            }
+            ok(Value::Array(out))
+        }
+        (&Method::GET, ["schemas", "types"]) => {
+            let types: Vec<&str> = SchemaType::supported().iter().map(|t| t.name()).collect();
+            ok(json!(types))
+        }
+        (&Method::GET, ["schemas", "ids", id, rest @ ..]) => by_id(reg, req, id, rest).await,
+        (_, ["config", rest @ ..]) if rest.len() <= 1 => {
+            config(reg, req, rest.first().copied()).await
+        }
+        (_, ["mode", rest @ ..]) if rest.len() <= 1 => mode(reg, req, rest.first().copied()).await,
+        (&Method::POST, ["compatibility", "subjects", subject, "versions", rest @ ..])
+            if rest.len() <= 1 =>
+        {
+            compatibility(reg, req, subject, rest.first().copied()).await
+        }
+        (&Method::GET, ["contexts"]) => ok(json!(["."])),
+        // Clients from confluent-kafka 2.14 ask for a topic's associations first; none.
+        (&Method::GET, ["associations", ..]) => ok(json!([])),
+        _ => Err(not_found(req)),
+    }
+}
+
+fn not_found(req: &Req) -> Unserved {
+    Unserved::Error(RegistryError::not_found(format!(
+        "HTTP 404 Not Found: {} /{}",
+        req.method,
+        req.path.join("/")
+    )))
+}
+
+fn raw_schema(text: &str) -> Answer {
+    serde_json::from_str(text)
+        .map(|v| (StatusCode::OK, v))
+        .or_else(|_| Ok((StatusCode::OK, Value::String(text.to_string()))))
+}
+
+/// A schema in a request body: `schema`, `schemaType` (AVRO when absent), `references`.
+struct SchemaRequest {
+    schema_type: SchemaType,
+    text: String,
+    references: Vec<Reference>,
+    id: Option<i32>,
+    version: Option<i32>,
+}
+
+fn schema_request(req: &Req) -> Result<SchemaRequest, RegistryError> {
+    let body = req.json()?;
+    if !body.is_object() {
+        return Err(RegistryError::unprocessable(
+            "the body must be a JSON object",
+        ));
+    }
+    let text = match body.get("schema") {
+        Some(Value::String(s)) if !s.trim().is_empty() => s.clone(),
+        _ => return Err(RegistryError::invalid_schema("Empty schema")),
+    };
+    let schema_type = match body.get("schemaType") {
+        None | Some(Value::Null) => SchemaType::Avro,
+        Some(Value::String(t)) => SchemaType::parse(&t.to_ascii_uppercase())
+            .ok_or_else(|| RegistryError::invalid_schema(format!("unknown schema type {t}")))?,
+        Some(other) => {
+            return Err(RegistryError::invalid_schema(format!(
+                "unknown schema type {other}"
+            )))
+        }
+    };
+    let references = match body.get("references") {
+        None | Some(Value::Null) => Vec::new(),
+        Some(Value::Array(refs)) => refs
+            .iter()
+            .map(|r| {
+                Reference::from_json(r)
+                    .ok_or_else(|| RegistryError::unprocessable(format!("invalid reference {r}")))
+            })
+            .collect::<Result<_, _>>()?,
+        Some(_) => return Err(RegistryError::unprocessable("references must be an array")),
+    };
+    let int = |k: &str| {
+        body.get(k)
+            .and_then(Value::as_i64)
+            .and_then(|v| i32::try_from(v).ok())
+            .filter(|v| *v > 0)
+    };
+    Ok(SchemaRequest {
+        schema_type,
+        text,
+        references,
+        id: int("id"),
+        version: int("version"),
+    })
+}
+
+async fn register(reg: &SchemaRegistry, req: &Req, subject: &str) -> Answer {
+    let r = schema_request(req)?;
+    let registered = reg
+        .write(|s| {
+            let parsed = s.parse(r.schema_type, &r.text, r.references.clone())?;
+            s.plan_register(subject, &parsed, r.id, r.version)
+        })
+        .await?;
+    ok(json!({"id": registered.id, "version": registered.version}))
+}
+
+async fn lookup(reg: &SchemaRegistry, req: &Req, subject: &str) -> Answer {
+    let r = schema_request(req)?;
+    let deleted = req.flag("deleted");
+    let found = reg
+        .read(|s| {
+            let parsed = s.parse(r.schema_type, &r.text, r.references.clone())?;
+            s.lookup(subject, &parsed, deleted)
+        })
+        .await??;
+    ok(found.to_json())
+}
+
+async fn by_id(reg: &SchemaRegistry, req: &Req, id: &str, rest: &[&str]) -> Answer {
+    let id: i32 = id.parse().map_err(|_| RegistryError::schema_not_found())?;
+    let deleted = req.flag("deleted");
+    match rest {
+        [] => {
+            let schema = reg.read(|s| s.schema_by_id(id).cloned()).await??;
+            let mut v = json!({"schema": schema.text, "schemaType": schema.schema_type.name()});
+            if !schema.references.is_empty() {
+                v["references"] = schema.references.iter().map(Reference::to_json).collect();
+            }
+            ok(v)
+        }
+        ["schema"] => {
+            let schema = reg.read(|s| s.schema_by_id(id).cloned()).await??;
+            raw_schema(&schema.text)
+        }
+        ["subjects"] => {
+            let uses = reg.read(|s| s.versions_by_id(id, deleted)).await??;
+            let mut subjects: Vec<String> = uses.into_iter().map(|(s, _)| s).collect();
+            subjects.dedup();
+            ok(json!(subjects))
+        }
+        ["versions"] => {
+            let uses = reg.read(|s| s.versions_by_id(id, deleted)).await??;
+            ok(Value::Array(
+                uses.into_iter()
+                    .map(|(s, v)| json!({"subject": s, "version": v}))
+                    .collect(),
+            ))
+        }
+        _ => Err(not_found(req)),
+    }
+}
+
+async fn config(reg: &SchemaRegistry, req: &Req, subject: Option<&str>) -> Answer {
+    match req.method {
+        Method::GET => {
+            let global = req.flag("defaultToGlobal");
+            let level = match subject {
+                None => reg.read(|s| s.compatibility(None)).await?,
+                Some(sub) => reg.read(|s| s.subject_compatibility(sub, global)).await??,
+            };
+            ok(json!({"compatibilityLevel": level.name()}))
+        }
+        Method::PUT => {
+            let body = req.json()?;
+            let name = body
+                .get("compatibility")
+                .or_else(|| body.get("compatibilityLevel"))
+                .and_then(Value::as_str)
+                .unwrap_or("");
+            let level = Compatibility::parse(name)
+                .ok_or_else(|| RegistryError::invalid_compatibility_level(name))?;
+            let set = reg
+                .write(|s| s.plan_set_compatibility(subject, level))
+                .await?;
+            ok(json!({"compatibility": set.name()}))
+        }
+        Method::DELETE => {
+            let removed = reg.write(|s| s.plan_delete_compatibility(subject)).await?;
+            ok(json!({"compatibilityLevel": removed.name()}))
+        }
+        _ => Err(not_found(req)),
+    }
+}
+
+async fn mode(reg: &SchemaRegistry, req: &Req, subject: Option<&str>) -> Answer {
+    match req.method {
+        Method::GET => {
+            let global = req.flag("defaultToGlobal");
+            let mode = match subject {
+                None => reg.read(|s| s.mode(None)).await?,
+                Some(sub) => reg.read(|s| s.subject_mode(sub, global)).await??,
+            };
+            ok(json!({"mode": mode.name()}))
+        }
+        Method::PUT => {
+            let body = req.json()?;
+            let name = body.get("mode").and_then(Value::as_str).unwrap_or("");
+            let mode = Mode::parse(name).ok_or_else(|| RegistryError::invalid_mode(name))?;
+            let force = req.flag("force");
+            let set = reg.write(|s| s.plan_set_mode(subject, mode, force)).await?;
+            ok(json!({"mode": set.name()}))
+        }
+        Method::DELETE => {
+            let removed = reg.write(|s| s.plan_delete_mode(subject)).await?;
+            ok(json!({"mode": removed.name()}))
+        }
+        _ => Err(not_found(req)),
+    }
+}
+
+async fn compatibility(
+    reg: &SchemaRegistry,
+    req: &Req,
+    subject: &str,
+    version: Option<&str>,
+) -> Answer {
+    let spec = version.map(VersionSpec::parse).transpose()?;
+    let r = schema_request(req)?;
+    let verbose = req.flag("verbose");
+    let checked = reg
+        .read(|s: &RegistryState| {
+            let parsed = s.parse(r.schema_type, &r.text, r.references.clone())?;
+            s.check_compatibility(subject, &parsed, spec)
+        })
+        .await?;
+    let problems = match checked {
+        Ok(p) => p,
+        Err(e) if verbose && e.code == 42201 => vec![e.message],
+        Err(e) => return Err(e.into()),
+    };
+    let mut v = json!({"is_compatible": problems.is_empty()});
+    if verbose {
+        v["messages"] = json!(problems);
+    }
+    ok(v)
+}
+
+fn reply(status: StatusCode, v: Value) -> Response {
+    let mut resp = (status, v.to_string()).into_response();
+    resp.headers_mut().insert(
+        axum::http::header::CONTENT_TYPE,
+        HeaderValue::from_static(CONTENT_TYPE),
+    );
+    resp
+}
+
+fn error(e: &RegistryError) -> Response {
+    let status = StatusCode::from_u16(e.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    reply(status, e.body())
+}
+
+/// Send the request as it came to `node`'s registry listener and relay its answer.
+async fn forward(
+    http: &RegistryHttp,
+    node: i32,
+    method: Method,
+    uri: &Uri,
+    headers: &HeaderMap,
+    body: Bytes,
+) -> Response {
+    let image = http.services.metadata.current();
+    let Some(endpoint) = image
+        .brokers
+        .get(&node)
+        .and_then(|b| b.endpoints.iter().find(|e| e.name == REGISTRY_ENDPOINT))
+    else {
+        return error(&RegistryError::unknown_leader(format!(
+            "the registry's leader, node {node}, has no schema registry listener"
+        )));
+    };
+    let url = format!(
+        "http://{}:{}{}",
+        endpoint.host,
+        endpoint.port,
+        uri.path_and_query().map_or("/", |p| p.as_str())
+    );
+    let Ok(method) = reqwest::Method::from_bytes(method.as_str().as_bytes()) else {
+        return error(&RegistryError::forwarding("unsupported method"));
+    };
+    let mut out = http.client.request(method, &url).body(body);
+    for name in ["authorization", "content-type", "accept"] {
+        if let Some(v) = headers.get(name).and_then(|v| v.to_str().ok()) {
+            out = out.header(name, v);
+        }
+    }
+    out = out.header(FORWARDED_HEADER, "1");
+    let answer = match out.send().await {
+        Ok(a) => a,
+        Err(e) => {
+            return error(&RegistryError::forwarding(format!(
+                "cannot forward to the registry's leader, node {node}: {e}"
+            )))
+        }
+    };
+    let status =
+        StatusCode::from_u16(answer.status().as_u16()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    match answer.bytes().await {
+        Ok(bytes) => {
+            let mut resp = (status, bytes.to_vec()).into_response();
+            resp.headers_mut().insert(
+                axum::http::header::CONTENT_TYPE,
+                HeaderValue::from_static(CONTENT_TYPE),
+            );
+            resp
+        }
+        Err(e) => error(&RegistryError::forwarding(format!(
+            "the registry's leader, node {node}, did not answer: {e}"
+        ))),
+    }
+}
+
+fn parse_query(q: &str) -> HashMap<String, String> {
+    q.split('&')
+        .filter(|kv| !kv.is_empty())
+        .map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (percent_decode(k), percent_decode(&v.replace('+', " ")))
+        })
+        .collect()
+}
+
+/// Decode `%XX` escapes (invalid ones are kept as they are).
+fn percent_decode(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' && i + 2 < bytes.len() {
+            let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).ok();
+            if let Some(b) = hex.and_then(|h| u8::from_str_radix(h, 16).ok()) {
+                out.push(b);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(bytes[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_and_paths_are_percent_decoded() {
+        assert_eq!(percent_decode("a%2Fb.proto"), "a/b.proto");
+        assert_eq!(percent_decode("100%"), "100%");
+        assert_eq!(percent_decode("%zz%4"), "%zz%4");
+        let q = parse_query("deleted=True&subjectPrefix=a%20b&x");
+        assert_eq!(q.get("deleted").map(String::as_str), Some("True"));
+        assert_eq!(q.get("subjectPrefix").map(String::as_str), Some("a b"));
+        assert_eq!(q.get("x").map(String::as_str), Some(""));
+    }
+}

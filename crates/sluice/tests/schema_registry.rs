@@ -1,0 +1,202 @@
+//! The built-in schema registry (Confluent Schema Registry's REST API on
+//! `schema.registry.listener`), as its users reach it: confluent-kafka-python's registry
+//! client and serializers on one node, and raw HTTP against a three-node cluster whose
+//! registry leader is killed mid-registration.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use common::*;
+use serde_json::{json, Value};
+use sluice_testkit::TestServer;
+
+fn repo_root() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn registry_addr(node: &TestServer) -> String {
+    node.registry()
+        .expect("the node reports its schema registry listener")
+        .trim_start_matches("http://")
+        .to_string()
+}
+
+#[test]
+fn python_clients_round_trip_avro_and_json_through_the_built_in_registry() {
+    let server = TestServer::start(sluice_bin(), &[]);
+    let url = server.registry().expect("registry listener");
+    let script = repo_root().join("interop/python/schema_registry_roundtrip.py");
+    let out = Command::new("python3")
+        .arg(script)
+        .arg(&server.bootstrap)
+        .arg(&url)
+        .output()
+        .expect("python3 (run scripts/test, which installs the clients)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("schema registry OK"),
+        "{stdout}\n{}\nnode log:\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        server.log()
+    );
+}
+
+fn avro_record(name: &str) -> String {
+    json!({"type": "record", "name": name, "fields": [{"name": "f", "type": "long"}]}).to_string()
+}
+
+/// Register `schema` under `subject` through `addr`, retrying what a client retries (5xx
+/// while the registry's leader moves) for up to a minute: the id, or None on a 4xx.
+fn register(addr: &str, subject: &str, schema: &str) -> Option<i64> {
+    let body = json!({"schema": schema}).to_string();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, answer) = std::panic::catch_unwind(|| {
+            http_request(
+                addr,
+                "POST",
+                &format!("/subjects/{subject}/versions"),
+                &body,
+            )
+        })
+        .unwrap_or((0, String::new()));
+        match status {
+            200 => {
+                let v: Value = serde_json::from_str(&answer).expect("JSON answer");
+                return v["id"].as_i64();
+            }
+            400..=499 => panic!("{subject}: {status} {answer}"),
+            _ if Instant::now() < deadline => std::thread::sleep(Duration::from_millis(100)),
+            _ => panic!("{subject}: no answer within a minute: {status} {answer}"),
+        }
+    }
+}
+
+fn schemas_leader(bootstrap: &str) -> i32 {
+    let out = sluice_tool("topics", bootstrap, &["--describe", "--topic", "_schemas"]);
+    out.split("Leader: ")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no leader in {out}"))
+}
+
+#[test]
+fn three_nodes_give_distinct_ids_and_lose_nothing_when_the_registry_leader_is_killed() {
+    let mut nodes = TestServer::start_all(sluice_bin(), &sluice_testkit::combined_nodes(&[]));
+    let addrs: Vec<String> = nodes.iter().map(registry_addr).collect();
+
+    // Every node at once: distinct schemas get distinct ids, one schema sent through every
+    // node gets one id.
+    let registered: Vec<Vec<(String, String, i64)>> = std::thread::scope(|s| {
+        let handles: Vec<_> = addrs
+            .iter()
+            .enumerate()
+            .map(|(n, addr)| {
+                s.spawn(move || {
+                    let mut out = Vec::new();
+                    for j in 0..15 {
+                        let (subject, schema) =
+                            (format!("n{n}-{j}"), avro_record(&format!("R{n}_{j}")));
+                        let id = register(addr, &subject, &schema).expect("registered");
+                        out.push((subject, schema, id));
+                        let shared = avro_record(&format!("Shared{j}"));
+                        let id =
+                            register(addr, &format!("shared-{j}"), &shared).expect("registered");
+                        out.push((format!("shared-{j}"), shared, id));
+                    }
+                    out
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    let mut by_schema: BTreeMap<String, BTreeSet<i64>> = BTreeMap::new();
+    for (_, schema, id) in registered.iter().flatten() {
+        by_schema.entry(schema.clone()).or_default().insert(*id);
+    }
+    assert_eq!(by_schema.len(), 45 + 15);
+    for (schema, ids) in &by_schema {
+        assert_eq!(ids.len(), 1, "{schema} got ids {ids:?}");
+    }
+    let distinct: BTreeSet<i64> = by_schema.values().flatten().copied().collect();
+    assert_eq!(
+        distinct.len(),
+        by_schema.len(),
+        "an id was given to two schemas"
+    );
+
+    // Kill -9 the registry's leader while the other two nodes register.
+    let leader = schemas_leader(&nodes[0].bootstrap);
+    let killed = usize::try_from(leader - 1).expect("node ids start at 1");
+    let survivors: Vec<String> = (0..3)
+        .filter(|i| *i != killed)
+        .map(|i| addrs[i].clone())
+        .collect();
+    let killed_flag = AtomicBool::new(false);
+    let acknowledged: Vec<(String, String, i64)> = std::thread::scope(|s| {
+        let handles: Vec<_> = survivors
+            .iter()
+            .enumerate()
+            .map(|(n, addr)| {
+                let killed_flag = &killed_flag;
+                s.spawn(move || {
+                    // Keep registering until ten registrations have been answered after
+                    // the kill (so some were in flight when it happened).
+                    let mut out = Vec::new();
+                    let mut after_kill = 0;
+                    for j in 0.. {
+                        let was_killed = killed_flag.load(Ordering::SeqCst);
+                        let subject = format!("during-{n}-{j}");
+                        let schema = avro_record(&format!("D{n}_{j}"));
+                        let id = register(addr, &subject, &schema).expect("registered");
+                        out.push((subject, schema, id));
+                        if was_killed {
+                            after_kill += 1;
+                            if after_kill == 10 {
+                                break;
+                            }
+                        }
+                    }
+                    out
+                })
+            })
+            .collect();
+        std::thread::sleep(Duration::from_millis(300));
+        nodes[killed].kill();
+        killed_flag.store(true, Ordering::SeqCst);
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect()
+    });
+    let new_leader = schemas_leader(&nodes[(killed + 1) % 3].bootstrap);
+    assert_ne!(
+        new_leader, leader,
+        "another node leads _schemas after the kill"
+    );
+
+    // Every acknowledged registration is there, through every live node, each id once.
+    let mut all = registered.into_iter().flatten().collect::<Vec<_>>();
+    all.extend(acknowledged);
+    nodes[killed].restart();
+    let addrs: Vec<String> = nodes.iter().map(registry_addr).collect();
+    let mut ids = BTreeMap::new();
+    for (subject, schema, id) in &all {
+        if let Some(other) = ids.insert(*id, schema.clone()) {
+            assert_eq!(&other, schema, "id {id} names two schemas");
+        }
+        for addr in &addrs {
+            let (status, body) = http_get(addr, &format!("/subjects/{subject}/versions/latest"));
+            assert_eq!(status, 200, "{subject} through {addr}: {body}");
+            let v: Value = serde_json::from_str(&body).unwrap();
+            assert_eq!(v["id"].as_i64(), Some(*id), "{subject}: {v}");
+            let stored: Value = serde_json::from_str(v["schema"].as_str().unwrap()).unwrap();
+            assert_eq!(stored, serde_json::from_str::<Value>(schema).unwrap());
+        }
+    }
+}
