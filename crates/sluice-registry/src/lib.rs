@@ -9,12 +9,13 @@
 //! - [`state`]: [`RegistryState`], built by applying those records; answers reads and plans
 //!   the records each change writes (ids, versions, soft and permanent deletes, config, mode).
 //! - [`schema`]: schema types, references, compatibility levels, parse and check dispatch.
-//! - [`avro`], [`json_schema`]: the per-format parsers and compatibility rules.
+//! - [`avro`], [`json_schema`], [`protobuf`]: the per-format parsers and compatibility rules.
 //! - [`error`]: [`RegistryError`], Confluent's error codes and HTTP statuses.
 
 pub mod avro;
 pub mod error;
 pub mod json_schema;
+pub mod protobuf;
 pub mod records;
 pub mod schema;
 pub mod state;

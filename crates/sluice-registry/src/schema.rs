@@ -5,7 +5,7 @@
 use serde_json::{json, Value};
 
 use crate::error::RegistryError;
-use crate::{avro, json_schema};
+use crate::{avro, json_schema, protobuf};
 
 /// The largest schema text the registry takes (Confluent has no fixed limit; a record in
 /// `_schemas` must stay well under `message.max.bytes`).
@@ -38,7 +38,7 @@ impl SchemaType {
 
     /// The types this registry parses and checks (`GET /schemas/types`).
     pub fn supported() -> &'static [SchemaType] {
-        &[SchemaType::Avro, SchemaType::Json]
+        &[SchemaType::Avro, SchemaType::Json, SchemaType::Protobuf]
     }
 }
 
@@ -162,11 +162,7 @@ impl ParsedSchema {
         let stored = match schema_type {
             SchemaType::Avro => avro::parse(text, &resolved)?,
             SchemaType::Json => json_schema::parse(text)?,
-            SchemaType::Protobuf => {
-                return Err(RegistryError::invalid_schema(
-                    "schema type PROTOBUF is not supported by this registry yet",
-                ))
-            }
+            SchemaType::Protobuf => protobuf::parse(text)?,
         };
         Ok(ParsedSchema {
             schema_type,
@@ -213,6 +209,6 @@ fn can_read(reader: &ParsedSchema, writer: &ParsedSchema) -> Vec<String> {
             (&writer.text, &writer.resolved),
         ),
         SchemaType::Json => json_schema::can_read(&reader.text, &writer.text),
-        SchemaType::Protobuf => vec!["PROTOBUF is not supported".into()],
+        SchemaType::Protobuf => protobuf::can_read(&reader.text, &writer.text),
     }
 }
