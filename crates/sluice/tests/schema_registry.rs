@@ -45,6 +45,24 @@ fn python_clients_round_trip_avro_and_json_through_the_built_in_registry() {
     );
 }
 
+#[test]
+fn franz_go_schema_registry_client_works_against_it() {
+    let server = TestServer::start(sluice_bin(), &[]);
+    let url = server.registry().expect("registry listener");
+    let out = Command::new("go")
+        .args(["run", "."])
+        .arg(&url)
+        .current_dir(repo_root().join("interop/go/sr"))
+        .output()
+        .expect("go (run scripts/test, which installs it)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("franz-go sr OK"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 fn avro_record(name: &str) -> String {
     json!({"type": "record", "name": name, "fields": [{"name": "f", "type": "long"}]}).to_string()
 }
