@@ -68,6 +68,8 @@ enum Command {
     Transactions(cli::transactions::TransactionsArgs),
     /// Create, delete and list SCRAM users (kafka-configs.sh --entity-type users).
     Users(cli::users::UsersArgs),
+    /// List, show, register, check and delete schemas in the schema registry.
+    Schemas(cli::schemas::SchemasArgs),
     /// Add, list and remove ACLs (kafka-acls.sh).
     Acls(cli::acls::AclsArgs),
     /// Cluster links and offset-preserving mirror topics (kafka-cluster-links and
@@ -186,6 +188,7 @@ fn run_tool(command: Command) -> ExitCode {
             Command::Transactions(a) => cli::transactions::run(a).await,
             Command::Users(a) => cli::users::run(a).await,
             Command::Acls(a) => cli::acls::run(a).await,
+            Command::Schemas(a) => cli::schemas::run(a).await,
             Command::Groups(a) => cli::groups::run(a).await,
             Command::ShareGroups(a) => cli::share_groups::run(a).await,
             Command::Mirror(a) => cli::mirror::run(a).await,

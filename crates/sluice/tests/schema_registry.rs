@@ -63,6 +63,149 @@ fn franz_go_schema_registry_client_works_against_it() {
     );
 }
 
+/// Run `sluice schemas --registry <url> <args>`: (exit code, stdout, stderr).
+fn schemas_cli(url: &str, args: &[&str]) -> (i32, String, String) {
+    let out = Command::new(sluice_bin())
+        .args(["schemas", "--registry", url])
+        .args(args)
+        .output()
+        .expect("run sluice");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_schemas_tool_registers_checks_shows_and_deletes() {
+    let server = TestServer::start(sluice_bin(), &[]);
+    let url = server.registry().expect("registry listener");
+    let dir = tempfile::tempdir().unwrap();
+    let file = |name: &str, text: &str| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.to_str().unwrap().to_string()
+    };
+    let v1 = file("v1.avsc", &avro_record("Tool"));
+    let v2 = file(
+        "v2.avsc",
+        &json!({"type": "record", "name": "Tool", "fields": [
+            {"name": "f", "type": "long"}, {"name": "g", "type": "int", "default": 0}]})
+        .to_string(),
+    );
+    let bad = file(
+        "bad.avsc",
+        &json!({"type": "record", "name": "Tool", "fields": [{"name": "f", "type": "string"}]})
+            .to_string(),
+    );
+    let proto = file(
+        "order.proto",
+        "syntax = \"proto3\";\nmessage Order { int64 id = 1; }\n",
+    );
+
+    let (code, out, err) = schemas_cli(
+        &url,
+        &["--register", "--subject", "tool-value", "--file", &v1],
+    );
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("Registered tool-value version 1 with id"),
+        "{out}"
+    );
+    let (code, out, _) = schemas_cli(&url, &["--check", "--subject", "tool-value", "--file", &v2]);
+    assert_eq!((code, out.trim()), (0, "Compatible with tool-value"));
+    let (code, _, err) = schemas_cli(
+        &url,
+        &["--check", "--subject", "tool-value", "--file", &bad],
+    );
+    assert_eq!(code, 1, "{err}");
+    assert!(
+        err.starts_with("sluice: incompatible with tool-value"),
+        "{err}"
+    );
+    assert_eq!(err.trim().lines().count(), 1, "{err}");
+    let (code, _, err) = schemas_cli(
+        &url,
+        &["--register", "--subject", "tool-value", "--file", &bad],
+    );
+    assert_eq!(code, 1);
+    assert!(err.contains("error code 409"), "{err}");
+    let (code, out, _) = schemas_cli(
+        &url,
+        &["--register", "--subject", "order-value", "--file", &proto],
+    );
+    assert_eq!(code, 0);
+    assert!(out.contains("Registered order-value version 1"), "{out}");
+    let (_, out, _) = schemas_cli(&url, &["--list"]);
+    assert_eq!(
+        out.lines().collect::<Vec<_>>(),
+        ["order-value", "tool-value"]
+    );
+    let (code, out, _) = schemas_cli(&url, &["--describe", "--subject", "tool-value"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.starts_with("Subject: tool-value\tVersion: 1\tId: "),
+        "{out}"
+    );
+    assert!(out.contains("\"name\": \"Tool\""), "{out}");
+    let (code, out, _) = schemas_cli(
+        &url,
+        &["--compatibility", "full", "--subject", "tool-value"],
+    );
+    assert_eq!(
+        (code, out.trim()),
+        (0, "Compatibility of tool-value is now FULL")
+    );
+    let (code, _, _) = schemas_cli(
+        &url,
+        &["--delete", "--subject", "tool-value", "--permanent"],
+    );
+    assert_eq!(code, 1, "a permanent delete needs a soft delete first");
+    let (code, out, _) = schemas_cli(&url, &["--delete", "--subject", "tool-value"]);
+    assert_eq!(
+        (code, out.trim()),
+        (0, "Deleted (soft) tool-value version(s) [1]")
+    );
+    let (code, _, _) = schemas_cli(
+        &url,
+        &["--delete", "--subject", "tool-value", "--permanent"],
+    );
+    assert_eq!(code, 0);
+    let (_, out, _) = schemas_cli(&url, &["--list", "--deleted"]);
+    assert_eq!(out.trim(), "order-value");
+
+    // Wrong arguments exit 2, an unreachable registry 1, each with one line.
+    for (args, expect) in [
+        (vec!["--register", "--file", v1.as_str()], 2),
+        (vec!["--register", "--subject", "s"], 2),
+        (vec!["--list", "--delete"], 2),
+        (
+            vec![
+                "--register",
+                "--subject",
+                "s",
+                "--file",
+                &v1,
+                "--type",
+                "XML",
+            ],
+            2,
+        ),
+        (
+            vec!["--register", "--subject", "s", "--file", "/no/such/file"],
+            1,
+        ),
+    ] {
+        let (code, _, err) = schemas_cli(&url, &args);
+        assert_eq!(code, expect, "{args:?}: {err}");
+        assert_eq!(err.trim().lines().count(), 1, "{args:?}: {err}");
+    }
+    let (code, _, err) = schemas_cli("http://127.0.0.1:1", &["--list"]);
+    assert_eq!(code, 1);
+    assert!(err.contains("cannot reach the schema registry"), "{err}");
+}
+
 fn avro_record(name: &str) -> String {
     json!({"type": "record", "name": name, "fields": [{"name": "f", "type": "long"}]}).to_string()
 }

@@ -8,7 +8,8 @@
 //!   (`kafka-dump-log.sh`), [`producers`] (`kafka-transactions.sh describe-producers`), [`transactions`]
 //!   (`kafka-transactions.sh list/describe`), [`users`] (`kafka-configs.sh --entity-type
 //!   users` for SCRAM credentials), [`mirror`] (cluster links and mirror topics),
-//!   [`metadata_quorum`] (`kafka-metadata-quorum.sh describe`), [`features`]
+//!   [`metadata_quorum`] (`kafka-metadata-quorum.sh describe`), [`schemas`] (the schema
+//!   registry's REST API), [`features`]
 //!   (`kafka-features.sh`), [`cluster`] (`kafka-cluster.sh`), [`perf`]
 //!   (`kafka-producer-perf-test.sh` and friends).
 //! - This module: the shared connection flags and the error type that decides the exit code
@@ -27,6 +28,7 @@ pub mod offsets;
 pub mod perf;
 pub mod produce;
 pub mod producers;
+pub mod schemas;
 pub mod share_consume;
 pub mod share_groups;
 pub mod storage;
