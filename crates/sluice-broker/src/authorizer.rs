@@ -36,6 +36,13 @@ impl Access {
         self.authorizer.check(&self.metadata, ctx)
     }
 
+    /// The ACL checks of `principal` connecting from `host` outside the Kafka protocol (the
+    /// schema registry's HTTP requests).
+    pub fn check_principal<'a>(&'a self, principal: &'a str, host: std::net::IpAddr) -> Check<'a> {
+        self.authorizer
+            .check_principal(&self.metadata, principal, host)
+    }
+
     pub fn is_enabled(&self) -> bool {
         self.authorizer.is_enabled()
     }
@@ -68,15 +75,25 @@ impl Authorizer {
 
     /// A checker for one request.
     pub fn check<'a>(&'a self, metadata: &MetadataCache, ctx: &'a RequestContext) -> Check<'a> {
-        let open = !self.enabled || self.super_users.iter().any(|s| **s == *ctx.principal);
+        self.check_principal(metadata, &ctx.principal, ctx.peer.ip())
+    }
+
+    /// A checker for `principal` connecting from `host`.
+    pub fn check_principal<'a>(
+        &'a self,
+        metadata: &MetadataCache,
+        principal: &'a str,
+        host: std::net::IpAddr,
+    ) -> Check<'a> {
+        let open = !self.enabled || self.super_users.iter().any(|s| **s == *principal);
         Check {
             authorizer: self,
             image: (!open).then(|| metadata.current()),
-            ctx,
+            principal,
             host: if open {
                 String::new()
             } else {
-                ctx.peer.ip().to_string()
+                host.to_string()
             },
         }
     }
@@ -87,7 +104,7 @@ pub struct Check<'a> {
     authorizer: &'a Authorizer,
     /// None: every check passes (no authorizer, or a super user).
     image: Option<Arc<MetadataImage>>,
-    ctx: &'a RequestContext,
+    principal: &'a str,
     host: String,
 }
 
@@ -97,7 +114,7 @@ impl Check<'_> {
             return true;
         };
         let action = Action {
-            principal: &self.ctx.principal,
+            principal: self.principal,
             host: &self.host,
             operation,
             resource_type,
@@ -117,7 +134,7 @@ impl Check<'_> {
         };
         acl::decide_any(
             image.acls.values(),
-            &self.ctx.principal,
+            self.principal,
             &self.host,
             operation,
             resource_type,

@@ -58,6 +58,7 @@ struct View {
 
 pub struct SchemaRegistry {
     node_id: i32,
+    config: Arc<sluice_metadata::config::BrokerConfig>,
     replicas: Arc<ReplicaManager>,
     metadata: Arc<MetadataCache>,
     topics: Arc<TopicCreator>,
@@ -71,17 +72,78 @@ fn tp() -> TopicPartition {
 impl SchemaRegistry {
     pub fn new(
         node_id: i32,
+        config: Arc<sluice_metadata::config::BrokerConfig>,
         replicas: Arc<ReplicaManager>,
         metadata: Arc<MetadataCache>,
         topics: Arc<TopicCreator>,
     ) -> Self {
         Self {
             node_id,
+            config,
             replicas,
             metadata,
             topics,
             view: Mutex::default(),
         }
+    }
+
+    /// The SASL listeners of the cluster's Kafka listeners: when there is one, registry
+    /// requests must authenticate as one of the users those listeners know (HTTP basic).
+    fn sasl_listeners(&self) -> Vec<String> {
+        self.config
+            .listeners()
+            .into_iter()
+            .filter(|l| {
+                matches!(
+                    self.config.security_protocol(&l.name),
+                    Ok(sluice_metadata::config::SecurityProtocol::SaslPlaintext
+                        | sluice_metadata::config::SecurityProtocol::SaslSsl)
+                )
+            })
+            .map(|l| l.name)
+            .collect()
+    }
+
+    /// Whether registry requests must carry HTTP basic credentials (the cluster has SASL).
+    pub fn authentication_required(&self) -> bool {
+        !self.sasl_listeners().is_empty()
+    }
+
+    /// The principal (`User:<name>`) of HTTP basic credentials, if they are a SASL user's:
+    /// a SCRAM credential in the cluster's metadata (either mechanism) or a PLAIN user of a
+    /// SASL listener.
+    pub fn authenticate(&self, user: &str, password: &str) -> Option<String> {
+        use sluice_protocol::scram::{self, Mechanism};
+        let image = self.metadata.current();
+        for mech in [Mechanism::Sha256, Mechanism::Sha512] {
+            let Some(c) = image.scram.get(&(user.to_string(), mech.code())) else {
+                continue;
+            };
+            let iterations = u32::try_from(c.iterations).ok()?;
+            let salted = scram::salted_password(mech, password.as_bytes(), &c.salt, iterations);
+            let derived = scram::credential_from_salted(mech, &c.salt, &salted, c.iterations);
+            if same(&derived.stored_key, &c.stored_key) {
+                return Some(format!("User:{user}"));
+            }
+        }
+        for listener in self.sasl_listeners() {
+            if !self
+                .config
+                .sasl_mechanisms(&listener)
+                .iter()
+                .any(|m| m == "PLAIN")
+            {
+                continue;
+            }
+            let users = self.config.plain_users(&listener).unwrap_or_default();
+            if users
+                .get(user)
+                .is_some_and(|p| same(p.as_bytes(), password.as_bytes()))
+            {
+                return Some(format!("User:{user}"));
+            }
+        }
+        None
     }
 
     /// Answer a read from the registry's committed state.
@@ -257,4 +319,9 @@ impl SchemaRegistry {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     }
+}
+
+/// Equal, compared in time independent of where they differ.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }

@@ -165,6 +165,11 @@ impl RegistryError {
         )
     }
 
+    /// A request the caller's permissions do not allow (Confluent's RBAC answer).
+    pub fn forbidden(detail: impl Into<String>) -> Self {
+        Self::new(403, 40301, detail)
+    }
+
     /// A request body that is not the JSON the endpoint takes (Jersey answers 400 or 422;
     /// the body carries the HTTP status as the code, as Confluent's error handler does).
     pub fn bad_request(detail: impl Into<String>) -> Self {

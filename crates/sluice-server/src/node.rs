@@ -867,6 +867,7 @@ impl Node {
             quotas: Arc::clone(&quotas),
             schemas: Arc::new(sluice_broker::registry::SchemaRegistry::new(
                 node_id,
+                Arc::clone(&config),
                 Arc::clone(&replicas),
                 Arc::clone(&cache),
                 Arc::clone(&topic_creator),

@@ -10,16 +10,19 @@
 //! codes (`sluice_registry::error`).
 
 use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::Router;
 use serde_json::{json, Value};
+use sluice_broker::authorizer::Check;
 use sluice_broker::registry::{SchemaRegistry, Unserved};
 use sluice_broker::services::Services;
+use sluice_metadata::acl::op;
 use sluice_registry::schema::{Compatibility, Reference, SchemaType};
 use sluice_registry::state::{Mode, RegistryState, VersionSpec};
 use sluice_registry::RegistryError;
@@ -55,7 +58,10 @@ pub async fn serve(
         services,
         client: reqwest::Client::new(),
     };
-    let app = Router::new().fallback(handle).with_state(state);
+    let app = Router::new()
+        .fallback(handle)
+        .with_state(state)
+        .into_make_service_with_connect_info::<SocketAddr>();
     let stop = async move {
         let _ = shutdown.wait_for(|s| *s).await;
     };
@@ -91,6 +97,7 @@ impl Req {
 
 async fn handle(
     State(http): State<RegistryHttp>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
     method: Method,
     uri: Uri,
     headers: HeaderMap,
@@ -115,7 +122,11 @@ async fn handle(
         query: parse_query(uri.query().unwrap_or("")),
         body: body.clone(),
     };
-    match route(&http.services.schemas, &req).await {
+    let Some(principal) = authenticate(&http.services.schemas, &headers) else {
+        return unauthorized();
+    };
+    let who = http.services.access.check_principal(&principal, peer.ip());
+    match route(&http.services.schemas, &who, &req).await {
         Ok((status, v)) => reply(status, v),
         Err(Unserved::Error(e)) => error(&e),
         Err(Unserved::Leader(node)) => {
@@ -135,15 +146,101 @@ fn ok(v: Value) -> Answer {
     Ok((StatusCode::OK, v))
 }
 
-async fn route(reg: &SchemaRegistry, req: &Req) -> Answer {
+/// The principal of a request: `User:ANONYMOUS` when the cluster has no SASL listener, else
+/// the SASL user its HTTP basic credentials name (None without valid ones).
+fn authenticate(reg: &SchemaRegistry, headers: &HeaderMap) -> Option<String> {
+    if !reg.authentication_required() {
+        return Some(sluice_broker::tls::ANONYMOUS.to_string());
+    }
+    let credentials = headers
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Basic ")
+                .or_else(|| v.strip_prefix("basic "))
+        })
+        .and_then(|b| sluice_protocol::base64::decode_padded(b.trim()))
+        .and_then(|b| String::from_utf8(b).ok());
+    credentials.as_deref().and_then(|c| {
+        let (user, password) = c.split_once(':')?;
+        reg.authenticate(user, password)
+    })
+}
+
+fn unauthorized() -> Response {
+    let mut resp = reply(
+        StatusCode::UNAUTHORIZED,
+        json!({"error_code": 401, "message": "Unauthorized: HTTP basic credentials of a SASL user are required"}),
+    );
+    resp.headers_mut().insert(
+        axum::http::header::WWW_AUTHENTICATE,
+        HeaderValue::from_static("Basic realm=\"Sluice schema registry\""),
+    );
+    resp
+}
+
+/// The topic whose ACLs govern a subject: `<topic>-key` and `<topic>-value` (Confluent's
+/// default TopicNameStrategy) are their topic's; any other subject is governed by the ACLs
+/// of a topic of its own name (prefixed ACLs cover families of them).
+fn governing_topic(subject: &str) -> &str {
+    subject
+        .strip_suffix("-value")
+        .or_else(|| subject.strip_suffix("-key"))
+        .unwrap_or(subject)
+}
+
+/// Reading a subject needs DESCRIBE on its topic (READ, WRITE and ALTER imply it).
+fn may_read(who: &Check<'_>, subject: &str) -> bool {
+    who.topic(op::DESCRIBE, governing_topic(subject))
+}
+
+/// Registering needs WRITE on the subject's topic (what a producer that registers its
+/// schemas already has); deleting and changing a subject's settings need ALTER on it, the
+/// global settings ALTER on the cluster; reading needs DESCRIBE.
+fn require(who: &Check<'_>, operation: i8, subject: Option<&str>) -> Result<(), Unserved> {
+    let allowed = match subject {
+        Some(s) => who.topic(operation, governing_topic(s)),
+        None => who.cluster(operation),
+    };
+    if allowed {
+        return Ok(());
+    }
+    let name = match operation {
+        op::WRITE => "Write",
+        op::ALTER => "Alter",
+        _ => "Read",
+    };
+    let on = subject.map_or_else(
+        || "the registry's global settings".to_string(),
+        |s| format!("subject: {s}"),
+    );
+    Err(RegistryError::forbidden(format!("User is denied operation {name} on {on}")).into())
+}
+
+async fn route(reg: &SchemaRegistry, who: &Check<'_>, req: &Req) -> Answer {
     let p: Vec<&str> = req.path.iter().map(String::as_str).collect();
     let m = &req.method;
+    // Subject-level permissions first, so the node a client reaches enforces them (with the
+    // client's own address) before it forwards anything.
+    match (m, p.as_slice()) {
+        (&Method::POST, ["subjects", s, "versions"]) => require(who, op::WRITE, Some(s))?,
+        (&Method::DELETE, ["subjects", s, ..]) => require(who, op::ALTER, Some(s))?,
+        (_, ["subjects", s, ..]) | (_, ["compatibility", "subjects", s, ..]) => {
+            require(who, op::DESCRIBE, Some(s))?
+        }
+        (&Method::GET, ["config" | "mode", s]) => require(who, op::DESCRIBE, Some(s))?,
+        (_, ["config" | "mode", s]) => require(who, op::ALTER, Some(s))?,
+        (&Method::GET, ["config" | "mode"]) => {}
+        (_, ["config" | "mode"]) => require(who, op::ALTER, None)?,
+        _ => {}
+    }
     match (m, p.as_slice()) {
         (&Method::GET, []) => ok(json!({})),
         (&Method::GET, ["subjects"]) => {
             let prefix = req.query.get("subjectPrefix").cloned().unwrap_or_default();
             let (deleted, only) = (req.flag("deleted"), req.flag("deletedOnly"));
-            let subjects = reg.read(|s| s.subjects(&prefix, deleted, only)).await?;
+            let mut subjects = reg.read(|s| s.subjects(&prefix, deleted, only)).await?;
+            subjects.retain(|s| may_read(who, s));
             ok(json!(subjects))
         }
         (&Method::POST, ["subjects", subject]) => lookup(reg, req, subject).await,
@@ -191,7 +288,7 @@ async fn route(reg: &SchemaRegistry, req: &Req) -> Answer {
             let mut out: Vec<Value> = Vec::new();
             for (i, v) in all.iter().enumerate() {
                 let last_of_subject = all.get(i + 1).is_none_or(|n| n.subject != v.subject);
-                if !latest_only || last_of_subject {
+                if (!latest_only || last_of_subject) && may_read(who, &v.subject) {
                     out.push(v.to_json());
                 }
             }
@@ -201,7 +298,7 @@ async fn route(reg: &SchemaRegistry, req: &Req) -> Answer {
             let types: Vec<&str> = SchemaType::supported().iter().map(|t| t.name()).collect();
             ok(json!(types))
         }
-        (&Method::GET, ["schemas", "ids", id, rest @ ..]) => by_id(reg, req, id, rest).await,
+        (&Method::GET, ["schemas", "ids", id, rest @ ..]) => by_id(reg, who, req, id, rest).await,
         (_, ["config", rest @ ..]) if rest.len() <= 1 => {
             config(reg, req, rest.first().copied()).await
         }
@@ -311,9 +408,20 @@ async fn lookup(reg: &SchemaRegistry, req: &Req, subject: &str) -> Answer {
     ok(found.to_json())
 }
 
-async fn by_id(reg: &SchemaRegistry, req: &Req, id: &str, rest: &[&str]) -> Answer {
+/// A schema by id: readable by whoever may read a subject that uses it.
+async fn by_id(
+    reg: &SchemaRegistry,
+    who: &Check<'_>,
+    req: &Req,
+    id: &str,
+    rest: &[&str],
+) -> Answer {
     let id: i32 = id.parse().map_err(|_| RegistryError::schema_not_found())?;
     let deleted = req.flag("deleted");
+    let users = reg.read(|s| s.versions_by_id(id, true)).await??;
+    if !users.iter().any(|(s, _)| may_read(who, s)) {
+        return Err(RegistryError::schema_id_not_found(id).into());
+    }
     match rest {
         [] => {
             let schema = reg.read(|s| s.schema_by_id(id).cloned()).await??;
@@ -329,7 +437,11 @@ async fn by_id(reg: &SchemaRegistry, req: &Req, id: &str, rest: &[&str]) -> Answ
         }
         ["subjects"] => {
             let uses = reg.read(|s| s.versions_by_id(id, deleted)).await??;
-            let mut subjects: Vec<String> = uses.into_iter().map(|(s, _)| s).collect();
+            let mut subjects: Vec<String> = uses
+                .into_iter()
+                .map(|(s, _)| s)
+                .filter(|s| may_read(who, s))
+                .collect();
             subjects.dedup();
             ok(json!(subjects))
         }
@@ -337,6 +449,7 @@ async fn by_id(reg: &SchemaRegistry, req: &Req, id: &str, rest: &[&str]) -> Answ
             let uses = reg.read(|s| s.versions_by_id(id, deleted)).await??;
             ok(Value::Array(
                 uses.into_iter()
+                    .filter(|(s, _)| may_read(who, s))
                     .map(|(s, v)| json!({"subject": s, "version": v}))
                     .collect(),
             ))

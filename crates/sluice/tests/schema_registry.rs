@@ -206,6 +206,120 @@ fn the_schemas_tool_registers_checks_shows_and_deletes() {
     assert!(err.contains("cannot reach the schema registry"), "{err}");
 }
 
+#[test]
+fn basic_auth_takes_sasl_users_and_topic_acls_govern_subjects() {
+    let jaas = "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_admin=\"admin-pw\" user_bob=\"bob-pw\";";
+    let server = TestServer::start(
+        sluice_bin(),
+        &[
+            "listeners=PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-512",
+            jaas,
+            "authorizer.class.name=org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users=User:admin;User:ANONYMOUS",
+        ],
+    );
+    let admin = |tool: &str, args: &[&str]| sluice_tool(tool, &server.bootstrap, args);
+    admin("users", &["--add", "alice", "--password", "alice-pw"]);
+    admin(
+        "acls",
+        &[
+            "--add",
+            "--allow-principal",
+            "User:alice",
+            "--producer",
+            "--topic",
+            "orders",
+        ],
+    );
+    let addr = registry_addr(&server);
+    let call = |who: Option<(&str, &str)>, method: &str, path: &str, body: &str| {
+        let header = who.map_or_else(String::new, |(u, p)| {
+            let token = base64(&format!("{u}:{p}"));
+            format!("Authorization: Basic {token}\r\n")
+        });
+        let (status, body) = http_request_with(&addr, method, path, body, &header);
+        let v: Value = serde_json::from_str(&body).unwrap_or(Value::String(body));
+        (status, v)
+    };
+    let alice = Some(("alice", "alice-pw"));
+    let root = Some(("admin", "admin-pw"));
+    let orders = json!({"schema": avro_record("Order")}).to_string();
+    let payments = json!({"schema": avro_record("Payment")}).to_string();
+
+    let (status, v) = call(None, "GET", "/subjects", "");
+    assert_eq!((status, v["error_code"].as_i64()), (401, Some(401)), "{v}");
+    let (status, _) = call(Some(("alice", "wrong")), "GET", "/subjects", "");
+    assert_eq!(status, 401);
+    let (status, _) = call(Some(("nobody", "alice-pw")), "GET", "/subjects", "");
+    assert_eq!(status, 401);
+
+    // alice (SCRAM) may write orders' subjects only; admin (PLAIN, a super user) anything.
+    let (status, v) = call(alice, "POST", "/subjects/orders-value/versions", &orders);
+    assert_eq!(status, 200, "{v}");
+    let (status, v) = call(
+        alice,
+        "POST",
+        "/subjects/payments-value/versions",
+        &payments,
+    );
+    assert_eq!(
+        (status, v["error_code"].as_i64()),
+        (403, Some(40301)),
+        "{v}"
+    );
+    let (status, v) = call(root, "POST", "/subjects/payments-value/versions", &payments);
+    assert_eq!(status, 200, "{v}");
+    let payments_id = v["id"].as_i64().unwrap();
+    let (_, v) = call(alice, "GET", "/subjects", "");
+    assert_eq!(v, json!(["orders-value"]));
+    let (_, v) = call(root, "GET", "/subjects", "");
+    assert_eq!(v, json!(["orders-value", "payments-value"]));
+    let (status, v) = call(alice, "GET", &format!("/schemas/ids/{payments_id}"), "");
+    assert_eq!(
+        (status, v["error_code"].as_i64()),
+        (404, Some(40403)),
+        "{v}"
+    );
+    let (status, _) = call(alice, "GET", "/subjects/payments-value/versions/latest", "");
+    assert_eq!(status, 403);
+    // Deleting and configuring need ALTER, which --producer does not give.
+    let (status, _) = call(alice, "DELETE", "/subjects/orders-value", "");
+    assert_eq!(status, 403);
+    let (status, _) = call(alice, "PUT", "/config", r#"{"compatibility":"NONE"}"#);
+    assert_eq!(status, 403);
+    let (status, v) = call(alice, "GET", "/config", "");
+    assert_eq!(
+        (status, &v["compatibilityLevel"]),
+        (200, &json!("BACKWARD"))
+    );
+    // bob authenticates but no ACL names him: he sees nothing.
+    let (status, v) = call(Some(("bob", "bob-pw")), "GET", "/subjects", "");
+    assert_eq!((status, v), (200, json!([])));
+}
+
+/// Standard padded base64 (HTTP basic credentials).
+fn base64(text: &str) -> String {
+    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in text.as_bytes().chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(ALPHABET[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 fn avro_record(name: &str) -> String {
     json!({"type": "record", "name": name, "fields": [{"name": "f", "type": "long"}]}).to_string()
 }

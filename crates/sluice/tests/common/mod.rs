@@ -211,12 +211,23 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String) {
 
 /// `method` `path` with a JSON `body`: (status code, body).
 pub fn http_request(addr: &str, method: &str, path: &str, body: &str) -> (u16, String) {
+    http_request_with(addr, method, path, body, "")
+}
+
+/// `method` `path` with a JSON `body` and `headers` (each ending in CRLF): (status, body).
+pub fn http_request_with(
+    addr: &str,
+    method: &str,
+    path: &str,
+    body: &str,
+    headers: &str,
+) -> (u16, String) {
     let mut s = std::net::TcpStream::connect(addr).expect("connect to the HTTP listener");
     s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     std::io::Write::write_fmt(
         &mut s,
         format_args!(
-            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Type: application/json\r\n{headers}Content-Length: {}\r\n\r\n{body}",
             body.len()
         ),
     )
