@@ -38,6 +38,7 @@ use sluice_storage::{LogError, LogManager};
 use thiserror::Error;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
+use tokio_rustls::TlsAcceptor;
 use tracing::{info, warn};
 
 use crate::controller_client::{controlled_shutdown, fetch_loop, heartbeat_loop, ControllerClient};
@@ -321,24 +322,36 @@ fn console_config<L, T>(
     })
 }
 
-/// Bind `schema.registry.listener` (None when it is `none`: no schema registry).
-async fn bind_registry(
-    config: &BrokerConfig,
-) -> Result<Option<(SocketAddr, tokio::net::TcpListener)>, NodeError> {
+/// The schema registry's bound listener, and its TLS when it is an `https://` one.
+type RegistryListener = (SocketAddr, tokio::net::TcpListener, Option<TlsAcceptor>);
+
+/// Bind `schema.registry.listener` (None when it is `none`: no schema registry). An
+/// `https://` listener takes its TLS settings from `listener.name.schema_registry.ssl.*`,
+/// else the broker's `ssl.*`.
+async fn bind_registry(config: &BrokerConfig) -> Result<Option<RegistryListener>, NodeError> {
     let spec = config.value("schema.registry.listener").unwrap_or_default();
     let spec = spec.trim();
     if spec.is_empty() || spec.eq_ignore_ascii_case("none") {
         return Ok(None);
     }
+    let (addr, tls) = match spec.strip_prefix("https://") {
+        Some(addr) => {
+            let acceptor =
+                sluice_broker::tls::acceptor(config, crate::schema_http::REGISTRY_ENDPOINT)
+                    .map_err(NodeError::Tls)?;
+            (addr, Some(acceptor))
+        }
+        None => (spec.strip_prefix("http://").unwrap_or(spec), None),
+    };
     let bind_err = |source| NodeError::Bind {
         addr: spec.to_string(),
         source,
     };
-    let listener = tokio::net::TcpListener::bind(spec)
+    let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(bind_err)?;
-    let addr = listener.local_addr().map_err(bind_err)?;
-    Ok(Some((addr, listener)))
+    let bound = listener.local_addr().map_err(bind_err)?;
+    Ok(Some((bound, listener, tls)))
 }
 
 /// Bind `admin.http.listener` (None when it is empty: no admin HTTP).
@@ -496,8 +509,9 @@ impl Node {
         let admin_shown = admin
             .as_ref()
             .map_or_else(String::new, |(a, _)| format!("admin http://{a}; "))
-            + &registry.as_ref().map_or_else(String::new, |(a, _)| {
-                format!("schema registry http://{a}; ")
+            + &registry.as_ref().map_or_else(String::new, |(a, _, tls)| {
+                let scheme = if tls.is_some() { "https" } else { "http" };
+                format!("schema registry {scheme}://{a}; ")
             });
         let listeners: Vec<BoundListener> = bound.iter().map(|(b, _)| b.clone()).collect();
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
@@ -682,7 +696,7 @@ impl Node {
         let heartbeat = Heartbeat {
             node_id,
             incarnation_id: sluice_rt::random_uuid(),
-            endpoints: advertised(&config, &listeners, registry.as_ref().map(|(a, _)| *a)),
+            endpoints: advertised(&config, &listeners, registry.as_ref().map(|(a, _, _)| *a)),
             rack: config.explicit("broker.rack").map(str::to_owned),
             metadata_offset: -1,
             want_shutdown: false,
@@ -956,9 +970,10 @@ impl Node {
                 shutdown_rx.clone(),
             )));
         }
-        if let Some((_, l)) = registry {
+        if let Some((_, l, tls)) = registry {
             servers.push(tokio::spawn(crate::schema_http::serve(
                 l,
+                tls,
                 Arc::clone(&services),
                 shutdown_rx.clone(),
             )));

@@ -26,9 +26,14 @@ use sluice_metadata::acl::op;
 use sluice_registry::schema::{Compatibility, Reference, SchemaType};
 use sluice_registry::state::{Mode, RegistryState, VersionSpec};
 use sluice_registry::RegistryError;
-use tokio::net::TcpListener;
-use tokio::sync::watch;
-use tracing::warn;
+use std::time::Duration;
+
+use axum::serve::ListenerExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, watch};
+use tokio_rustls::server::TlsStream;
+use tokio_rustls::TlsAcceptor;
+use tracing::{debug, warn};
 
 /// The name of the broker registration endpoint that carries a node's registry listener.
 pub const REGISTRY_ENDPOINT: &str = "SCHEMA_REGISTRY";
@@ -45,18 +50,46 @@ const CONTENT_TYPE: &str = "application/vnd.schemaregistry.v1+json";
 #[derive(Clone)]
 struct RegistryHttp {
     services: Arc<Services>,
+    /// Forwards requests to the registry's leader, over TLS when this listener is TLS (all
+    /// nodes' registry listeners are configured alike).
     client: reqwest::Client,
+    scheme: &'static str,
 }
 
-/// Serve until `shutdown` flips.
+/// The client that forwards to other nodes' listeners: with TLS, trusting
+/// `listener.name.schema_registry.ssl.truststore.location` (else `ssl.truststore.location`,
+/// else the system's roots).
+fn forwarding_client(services: &Services, tls: bool) -> reqwest::Client {
+    let mut builder = reqwest::Client::builder();
+    if tls {
+        let truststore = services
+            .config
+            .listener_value(REGISTRY_ENDPOINT, "ssl.truststore.location");
+        let roots = truststore
+            .and_then(|path| std::fs::read(&path).ok())
+            .and_then(|pem| reqwest::Certificate::from_pem_bundle(&pem).ok())
+            .unwrap_or_default();
+        for root in roots {
+            builder = builder.add_root_certificate(root);
+        }
+    }
+    builder.build().unwrap_or_else(|e| {
+        warn!(error = %e, "cannot build the schema registry's forwarding client");
+        reqwest::Client::new()
+    })
+}
+
+/// Serve until `shutdown` flips; over TLS with `tls` (an `https://` listener).
 pub async fn serve(
     listener: TcpListener,
+    tls: Option<TlsAcceptor>,
     services: Arc<Services>,
     mut shutdown: watch::Receiver<bool>,
 ) {
     let state = RegistryHttp {
+        client: forwarding_client(&services, tls.is_some()),
+        scheme: if tls.is_some() { "https" } else { "http" },
         services,
-        client: reqwest::Client::new(),
     };
     let app = Router::new()
         .fallback(handle)
@@ -65,11 +98,82 @@ pub async fn serve(
     let stop = async move {
         let _ = shutdown.wait_for(|s| *s).await;
     };
-    if let Err(e) = axum::serve(listener, app)
-        .with_graceful_shutdown(stop)
-        .await
-    {
+    let served = match tls {
+        None => {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(stop)
+                .await
+        }
+        Some(acceptor) => {
+            let (tls, handshakes) = TlsListener::start(listener, acceptor);
+            let served = axum::serve(tls.tap_io(|_| ()), app)
+                .with_graceful_shutdown(stop)
+                .await;
+            handshakes.abort();
+            let _ = handshakes.await;
+            served
+        }
+    };
+    if let Err(e) = served {
         warn!(error = %e, "schema registry HTTP listener failed");
+    }
+}
+
+/// How long a client has to finish its TLS handshake.
+const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Connections whose TLS handshake is done, as axum takes them. Handshakes run in their
+/// own tasks (a slow client holds up no one), started by the accept task
+/// [`TlsListener::start`] returns, which the caller stops.
+struct TlsListener {
+    done: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
+    local: SocketAddr,
+}
+
+impl TlsListener {
+    fn start(listener: TcpListener, acceptor: TlsAcceptor) -> (Self, tokio::task::JoinHandle<()>) {
+        let local = listener
+            .local_addr()
+            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+        let (tx, done) = mpsc::channel(64);
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, peer)) = listener.accept().await else {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                };
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    let shake = tokio::time::timeout(TLS_HANDSHAKE_TIMEOUT, acceptor.accept(tcp));
+                    match shake.await {
+                        Ok(Ok(stream)) => {
+                            let _ = tx.send((stream, peer)).await;
+                        }
+                        Ok(Err(e)) => {
+                            debug!(%peer, error = %e, "schema registry TLS handshake failed")
+                        }
+                        Err(_) => debug!(%peer, "schema registry TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        (TlsListener { done, local }, task)
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        match self.done.recv().await {
+            Some(conn) => conn,
+            None => std::future::pending().await,
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        Ok(self.local)
     }
 }
 
@@ -577,7 +681,8 @@ async fn forward(
         )));
     };
     let url = format!(
-        "http://{}:{}{}",
+        "{}://{}:{}{}",
+        http.scheme,
         endpoint.host,
         endpoint.port,
         uri.path_and_query().map_or("/", |p| p.as_str())

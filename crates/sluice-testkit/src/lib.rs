@@ -323,13 +323,13 @@ impl TestServer {
         Some(rest.split(';').next()?.to_string())
     }
 
-    /// `http://host:port` of the schema registry listener, as the node reported it when it
-    /// started.
+    /// The URL (`http://host:port` or `https://host:port`) of the schema registry listener,
+    /// as the node reported it when it started.
     pub fn registry(&self) -> Option<String> {
         let log = self.log();
         let line = log.lines().find(|l| l.contains(" listening on "))?;
-        let rest = line.split("schema registry http://").nth(1)?;
-        Some(format!("http://{}", rest.split(';').next()?))
+        let rest = line.split("schema registry ").nth(1)?;
+        Some(rest.split(';').next()?.to_string())
     }
 
     /// Everything the process printed so far.

@@ -320,6 +320,69 @@ fn base64(text: &str) -> String {
     out
 }
 
+#[test]
+fn an_https_listener_serves_the_registry_over_tls_and_forwards_over_it() {
+    let tls = repo_root().join("crates/sluice/tests/fixtures/tls");
+    let keystore = format!(
+        "listener.name.schema_registry.ssl.keystore.location={}",
+        tls.join("server.pem").display()
+    );
+    let truststore = format!(
+        "listener.name.schema_registry.ssl.truststore.location={}",
+        tls.join("ca.pem").display()
+    );
+    let nodes = TestServer::start_all(
+        sluice_bin(),
+        &sluice_testkit::combined_nodes(&[
+            "schema.registry.listener=https://127.0.0.1:0",
+            &keystore,
+            &truststore,
+        ]),
+    );
+    let urls: Vec<String> = nodes
+        .iter()
+        .map(|n| n.registry().expect("registry listener"))
+        .collect();
+    assert!(
+        urls.iter().all(|u| u.starts_with("https://127.0.0.1:")),
+        "{urls:?}"
+    );
+    // Through every node: two of them forward to the leader, over TLS.
+    let script = r#"
+import sys
+from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+ca, urls = sys.argv[1], sys.argv[2:]
+ids = set()
+for i, url in enumerate(urls):
+    client = SchemaRegistryClient({"url": url, "ssl.ca.location": ca})
+    sid = client.register_schema("tls-value", Schema('{"type":"record","name":"T","fields":[]}', "AVRO"))
+    ids.add(sid)
+    assert client.get_schema(sid).schema_type == "AVRO"
+    assert client.get_subjects() == ["tls-value"]
+assert len(ids) == 1, ids
+print("tls OK")
+"#;
+    let out = Command::new("python3")
+        .args(["-c", script])
+        .arg(tls.join("ca.pem"))
+        .args(&urls)
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("tls OK"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Plain HTTP to the TLS listener gets no answer.
+    let addr = urls[0].trim_start_matches("https://");
+    let answered = std::panic::catch_unwind(|| http_get(addr, "/subjects"));
+    assert!(
+        answered.map_or(true, |(status, _)| status == 0),
+        "plain HTTP was served"
+    );
+}
+
 fn avro_record(name: &str) -> String {
     json!({"type": "record", "name": name, "fields": [{"name": "f", "type": "long"}]}).to_string()
 }

@@ -203,7 +203,7 @@ pub static BROKER_CONFIGS: &[ConfigDef] = &[
         T::String,
         Some("127.0.0.1:8081"),
         Custom(host_port_or_none),
-        "Sluice's own: address of the built-in schema registry's HTTP listener (Confluent Schema Registry's REST API; 8081 is the port its clients assume); none to turn it off.",
+        "Sluice's own: address of the built-in schema registry's HTTP listener (Confluent Schema Registry's REST API; 8081 is the port its clients assume), host:port or https://host:port for TLS with the listener.name.schema_registry.ssl.* settings (else the broker's ssl.*); none to turn it off.",
     ),
     def(
         "schema.registry.topic.replication.factor",

@@ -186,9 +186,15 @@ pub(crate) fn host_port_or_none(v: &str) -> Result<(), String> {
     if v.eq_ignore_ascii_case("none") {
         return Ok(());
     }
+    let v = v
+        .strip_prefix("https://")
+        .or_else(|| v.strip_prefix("http://"))
+        .unwrap_or(v);
     match v.rsplit_once(':') {
         Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok() => Ok(()),
-        _ => Err(format!("'{v}' is not host:port (or none for no listener)")),
+        _ => Err(format!(
+            "'{v}' is not [http://|https://]host:port (or none for no listener)"
+        )),
     }
 }
 
