@@ -2,14 +2,15 @@
 """End-to-end tests of the Sluice web console in headless Chromium (Selenium with Debian's
 chromium and chromium-driver), with confluent-kafka as the real client beside it.
 
-    e2e.py <scenario> <console-url> <bootstrap> <screenshot-dir>
+    e2e.py <scenario> <console-url> <bootstrap> <screenshot-dir> [<schema-registry-url>]
 
 Scenarios:
   flow      create a topic, produce from the page, browse it, start a consumer group from a
             real client, see its lag, stop it, preview and reset its offsets, see the lag change
   readonly  admin.http.console.read.only=true: no form that changes anything, POSTs refused
   sasl      a SASL cluster: sign-in (wrong password refused), ACLs filter what a user sees
-            and does, sign-out, CSRF; <bootstrap> is the PLAINTEXT listener for the setup
+            and does (topics, groups, the schema registry's subjects), sign-out, CSRF;
+            <bootstrap> is the PLAINTEXT listener for the setup
 
 Each step saves a screenshot (NN-name.png) in <screenshot-dir>. Exit 0 when every check
 holds; a failed check prints what the page showed and exits 1.
@@ -113,6 +114,9 @@ class Browser:
 
     def close(self):
         self.d.quit()
+
+
+REGISTRY = None
 
 
 def fail(msg):
@@ -331,6 +335,12 @@ def readonly(b, bootstrap):
 
 
 def sasl(b, bootstrap):
+    # Schemas of two topics, registered as admin (HTTP basic with a SASL user).
+    from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
+    registry = SchemaRegistryClient({"url": REGISTRY, "basic.auth.user.info": "admin:admin-pw"})
+    for subject, name in [("alice-orders-value", "Order"), ("bob-secret-value", "Secret")]:
+        registry.register_schema(subject, Schema(
+            '{"type":"record","name":"%s","fields":[{"name":"id","type":"long"}]}' % name, "AVRO"))
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for f in admin.create_topics([NewTopic("alice-orders", 1, 1), NewTopic("bob-secret", 1, 1)]).values():
         f.result(30)
@@ -362,6 +372,15 @@ def sasl(b, bootstrap):
     b.open("/groups")
     b.wait_h1("Consumer groups")
     check("bob-group" not in b.text(), "a group alice may not describe is not listed")
+    # The schema registry's page: alice's ACLs decide which subjects she sees.
+    b.open("/schemas")
+    b.wait_h1("Schemas")
+    b.wait_text("alice-orders-value")
+    check("bob-secret-value" not in b.text(), "a subject of a topic alice may not describe is not listed")
+    b.d.find_element(By.LINK_TEXT, "alice-orders-value").click()
+    b.wait_h1("Subject alice-orders-value")
+    check('"name": "Order"' in b.text() and "BACKWARD" in b.text(), f"the schema is shown: {b.text()}")
+    b.shot("alice-schemas")
     b.open("/topics/bob-secret")
     check("may not describe" in b.text() or "not allowed" in b.text(),
           f"bob-secret's page is refused: {b.text()}")
@@ -386,6 +405,9 @@ def sasl(b, bootstrap):
     b.open("/groups")
     b.wait_text("bob-group")
     b.shot("admin-topics")
+    b.open("/schemas")
+    b.wait_text("bob-secret-value")
+    check("alice-orders-value" in b.text(), "admin sees every subject")
     b.open("/security")
     b.wait_h1("Security")
     check("User:alice" in b.text() and "PREFIXED" in b.text(), "admin sees alice's ACL")
@@ -434,9 +456,11 @@ def sasl(b, bootstrap):
 
 
 def main():
-    if len(sys.argv) != 5:
+    if len(sys.argv) not in (5, 6):
         fail(__doc__)
-    scenario, url, bootstrap, shots = sys.argv[1:]
+    scenario, url, bootstrap, shots = sys.argv[1:5]
+    global REGISTRY
+    REGISTRY = sys.argv[5] if len(sys.argv) == 6 else None
     b = Browser(url, shots)
     try:
         {"flow": flow, "readonly": readonly, "sasl": sasl}[scenario](b, bootstrap)

@@ -319,6 +319,7 @@ fn console_config<L, T>(
         sasl: chosen.is_some_and(|(_, _, _, s)| s.is_some()),
         read_only,
         problem,
+        registry: None,
     })
 }
 
@@ -956,7 +957,21 @@ impl Node {
         // As Kafka: the inter-broker listener is exempt from max.connections only when
         // clients have listeners of their own.
         let several = kafka_listeners.len() > 1;
-        let console = console_config(&config, &kafka_listeners);
+        let console = console_config(&config, &kafka_listeners).map(|mut c| {
+            c.registry = registry.as_ref().map(|(addr, _, tls)| {
+                let scheme = if tls.is_some() { "https" } else { "http" };
+                let host = if addr.ip().is_unspecified() {
+                    SocketAddr::from(([127, 0, 0, 1], addr.port()))
+                } else {
+                    *addr
+                };
+                (
+                    format!("{scheme}://{host}"),
+                    crate::schema_http::forwarding_client(&config, tls.is_some()),
+                )
+            });
+            c
+        });
         for (b, listener, tls, sasl) in kafka_listeners {
             let inter_broker = several && inter_broker_listener.as_deref() == Some(b.name.as_str());
             servers.push(tokio::spawn(network::serve(

@@ -56,15 +56,13 @@ struct RegistryHttp {
     scheme: &'static str,
 }
 
-/// The client that forwards to other nodes' listeners: with TLS, trusting
-/// `listener.name.schema_registry.ssl.truststore.location` (else `ssl.truststore.location`,
-/// else the system's roots).
-fn forwarding_client(services: &Services, tls: bool) -> reqwest::Client {
+/// A client of registry listeners (forwarding to other nodes, the console): with TLS,
+/// trusting `listener.name.schema_registry.ssl.truststore.location` (else
+/// `ssl.truststore.location`, else the system's roots).
+pub fn forwarding_client(config: &sluice_metadata::BrokerConfig, tls: bool) -> reqwest::Client {
     let mut builder = reqwest::Client::builder();
     if tls {
-        let truststore = services
-            .config
-            .listener_value(REGISTRY_ENDPOINT, "ssl.truststore.location");
+        let truststore = config.listener_value(REGISTRY_ENDPOINT, "ssl.truststore.location");
         let roots = truststore
             .and_then(|path| std::fs::read(&path).ok())
             .and_then(|pem| reqwest::Certificate::from_pem_bundle(&pem).ok())
@@ -87,7 +85,7 @@ pub async fn serve(
     mut shutdown: watch::Receiver<bool>,
 ) {
     let state = RegistryHttp {
-        client: forwarding_client(&services, tls.is_some()),
+        client: forwarding_client(&services.config, tls.is_some()),
         scheme: if tls.is_some() { "https" } else { "http" },
         services,
     };

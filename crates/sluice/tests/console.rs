@@ -29,6 +29,7 @@ fn browser(scenario: &str, server: &TestServer, bootstrap: &str) {
         .arg(format!("http://{admin}"))
         .arg(bootstrap)
         .arg(&shots)
+        .args(server.registry())
         .output()
         .unwrap_or_else(|e| panic!("python3: {e}; run scripts/test, which installs it"));
     let stdout = String::from_utf8_lossy(&out.stdout);

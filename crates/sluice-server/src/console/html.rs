@@ -33,10 +33,11 @@ pub struct Frame<'a> {
     pub read_only: bool,
 }
 
-pub const NAV: [(&str, &str); 5] = [
+pub const NAV: [(&str, &str); 6] = [
     ("/", "Overview"),
     ("/topics", "Topics"),
     ("/groups", "Consumer groups"),
+    ("/schemas", "Schemas"),
     ("/security", "Security"),
     ("/brokers", "Brokers"),
 ];

@@ -7,7 +7,8 @@
 //!   Kafka clients a request uses.
 //! - `form.rs` — query strings and form bodies.
 //! - `html.rs` — escaping, the page frame, formatting of bytes, counts and times.
-//! - `overview.rs`, `topics.rs`, `messages.rs`, `groups.rs`, `security.rs` — the pages.
+//! - `overview.rs`, `topics.rs`, `messages.rs`, `groups.rs`, `schemas.rs`, `security.rs` —
+//!   the pages (`schemas.rs` reads the node's schema registry over its REST API).
 //!
 //! The console is a Kafka client of the node that serves it (`admin.http.console.listener`,
 //! by default the first SASL_PLAINTEXT listener, else the first PLAINTEXT one): every page is made of Kafka
@@ -26,6 +27,7 @@ mod groups;
 mod html;
 mod messages;
 mod overview;
+mod schemas;
 mod security;
 mod topics;
 
@@ -61,6 +63,9 @@ pub struct ConsoleConfig {
     pub read_only: bool,
     /// Why the console cannot work on this node (shown instead of every page).
     pub problem: Option<String>,
+    /// The node's schema registry (its URL, and a client that trusts its TLS), if it runs
+    /// one.
+    pub registry: Option<(String, reqwest::Client)>,
 }
 
 /// Sessions idle this long are forgotten (the user signs in again).
@@ -172,6 +177,16 @@ impl Ctx {
 
     pub fn console(&self) -> &Console {
         &self.console
+    }
+}
+
+impl Console {
+    /// The node's schema registry URL and a client for it.
+    pub(crate) fn registry(&self) -> Option<(&str, &reqwest::Client)> {
+        self.config
+            .registry
+            .as_ref()
+            .map(|(url, client)| (url.as_str(), client))
     }
 }
 
@@ -426,6 +441,8 @@ pub(crate) fn router(config: ConsoleConfig, node_id: i32) -> (Router, Arc<Consol
         .route("/groups", get(groups::list))
         .route("/groups/{id}", get(groups::show))
         .route("/groups/{id}/reset", post(groups::reset))
+        .route("/schemas", get(schemas::list))
+        .route("/schemas/{subject}", get(schemas::show))
         .route("/security", get(security::page))
         .route("/security/acls", post(security::add_acl))
         .route("/security/acls/delete", post(security::delete_acl))
@@ -665,6 +682,7 @@ mod tests {
                 sasl_mechanisms: vec!["PLAIN".into()],
                 read_only: false,
                 problem: None,
+                registry: None,
             },
             0,
         )
