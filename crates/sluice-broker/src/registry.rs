@@ -56,8 +56,26 @@ struct View {
     next: i64,
 }
 
+/// How a broker asks the registry's leader, on another node, which subject versions use a
+/// schema id (`GET /schemas/ids/{id}/versions` on its listener). The node supplies it: the
+/// HTTP client lives with the listener.
+pub trait RemoteRegistry: Send + Sync {
+    fn versions_by_id(&self, leader: i32, id: i32) -> RemoteAnswer<'_>;
+}
+
+/// What [`RemoteRegistry::versions_by_id`] answers: the (subject, version) pairs.
+pub type RemoteAnswer<'a> = std::pin::Pin<
+    Box<dyn std::future::Future<Output = Result<Vec<(String, i32)>, RegistryError>> + Send + 'a>,
+>;
+
+/// The (subject, id) pairs produce validation found registered: ids are never given to
+/// another schema, so a pair found stays true. Bounded; emptied when full.
+const KNOWN_IDS_MAX: usize = 100_000;
+
 pub struct SchemaRegistry {
     node_id: i32,
+    remote: std::sync::OnceLock<Box<dyn RemoteRegistry>>,
+    known_ids: std::sync::Mutex<std::collections::HashSet<(String, i32)>>,
     config: Arc<sluice_metadata::config::BrokerConfig>,
     replicas: Arc<ReplicaManager>,
     metadata: Arc<MetadataCache>,
@@ -79,6 +97,8 @@ impl SchemaRegistry {
     ) -> Self {
         Self {
             node_id,
+            remote: std::sync::OnceLock::new(),
+            known_ids: std::sync::Mutex::default(),
             config,
             replicas,
             metadata,
@@ -144,6 +164,52 @@ impl SchemaRegistry {
             }
         }
         None
+    }
+
+    /// Set how this node reaches the registry's leader elsewhere (once, at start).
+    pub fn set_remote(&self, remote: Box<dyn RemoteRegistry>) {
+        let _ = self.remote.set(remote);
+    }
+
+    /// Whether schema `id` is registered under `subject` (any version, soft-deleted ones
+    /// too, as a record written before a soft delete stays valid): produce validation.
+    pub async fn id_in_subject(&self, subject: &str, id: i32) -> Result<bool, RegistryError> {
+        let key = (subject.to_string(), id);
+        if self.known().contains(&key) {
+            return Ok(true);
+        }
+        let uses = match self.read(|s| s.versions_by_id(id, true)).await {
+            Ok(Ok(uses)) => uses,
+            Ok(Err(_)) => Vec::new(),
+            Err(Unserved::Error(e)) => return Err(e),
+            Err(Unserved::Leader(leader)) => match self.remote.get() {
+                None => {
+                    return Err(RegistryError::unknown_leader(
+                        "no way to reach the registry",
+                    ))
+                }
+                Some(r) => match r.versions_by_id(leader, id).await {
+                    Ok(uses) => uses,
+                    Err(e) if e.code == 40403 => Vec::new(),
+                    Err(e) => return Err(e),
+                },
+            },
+        };
+        let found = uses.iter().any(|(s, _)| s == subject);
+        if found {
+            let mut known = self.known();
+            if known.len() >= KNOWN_IDS_MAX {
+                known.clear();
+            }
+            known.insert(key);
+        }
+        Ok(found)
+    }
+
+    fn known(&self) -> std::sync::MutexGuard<'_, std::collections::HashSet<(String, i32)>> {
+        self.known_ids
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// Answer a read from the registry's committed state.

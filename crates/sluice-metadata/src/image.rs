@@ -106,6 +106,17 @@ pub struct MetadataImage {
     /// Names of the topics with `diskless.enable=true` (from their configs), so the hot
     /// paths route a partition without looking a config up.
     pub diskless_topics: std::collections::BTreeSet<String>,
+    /// The topics whose produce the schema registry validates
+    /// (`confluent.key.schema.validation`, `confluent.value.schema.validation`), so the
+    /// produce path looks no config up for the others.
+    pub schema_validated: BTreeMap<String, SchemaValidation>,
+}
+
+/// Which parts of a topic's records must carry a schema id registered for the topic.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SchemaValidation {
+    pub key: bool,
+    pub value: bool,
 }
 
 /// A controller's metadata log directory id and controller listener endpoints.
@@ -286,6 +297,29 @@ impl MetadataImage {
                 name,
                 value,
             } => {
+                if *resource_type == RESOURCE_TOPIC
+                    && (name == "confluent.key.schema.validation"
+                        || name == "confluent.value.schema.validation")
+                {
+                    let on = value
+                        .as_deref()
+                        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"));
+                    let mut v = self
+                        .schema_validated
+                        .get(resource_name)
+                        .copied()
+                        .unwrap_or_default();
+                    if name == "confluent.key.schema.validation" {
+                        v.key = on;
+                    } else {
+                        v.value = on;
+                    }
+                    if v == SchemaValidation::default() {
+                        self.schema_validated.remove(resource_name);
+                    } else {
+                        self.schema_validated.insert(resource_name.clone(), v);
+                    }
+                }
                 if *resource_type == RESOURCE_TOPIC && name == "diskless.enable" {
                     if value
                         .as_deref()
@@ -419,6 +453,7 @@ impl MetadataImage {
                 self.diskless.retain(|(t, _), _| t != topic_id);
                 if let Some(name) = self.topic_names.remove(topic_id) {
                     self.diskless_topics.remove(&name);
+                    self.schema_validated.remove(&name);
                     self.topics.remove(&name);
                     self.configs.remove(&(RESOURCE_TOPIC, name));
                 }

@@ -913,6 +913,13 @@ impl Node {
             share_state,
             persister,
         });
+        services
+            .schemas
+            .set_remote(Box::new(crate::schema_http::HttpRemote::new(
+                &config,
+                Arc::clone(&cache),
+                registry.as_ref().is_some_and(|(_, _, tls)| tls.is_some()),
+            )));
         let frontend = Arc::new(network::Frontend {
             node_id,
             config: Arc::clone(&config),

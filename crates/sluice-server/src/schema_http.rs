@@ -720,6 +720,93 @@ async fn forward(
     }
 }
 
+/// How this node asks the registry's leader which subject versions use an id, for produce
+/// validation: `GET /schemas/ids/{id}/versions?deleted=true` on its listener, signed in as
+/// this broker (its inter-broker SASL credentials, when it has some).
+pub struct HttpRemote {
+    metadata: Arc<sluice_broker::metadata_cache::MetadataCache>,
+    client: reqwest::Client,
+    scheme: &'static str,
+    credentials: Option<(String, String)>,
+}
+
+impl HttpRemote {
+    pub fn new(
+        config: &sluice_metadata::BrokerConfig,
+        metadata: Arc<sluice_broker::metadata_cache::MetadataCache>,
+        tls: bool,
+    ) -> Self {
+        let credentials = config
+            .inter_broker_client()
+            .ok()
+            .and_then(|c| c.sasl)
+            .map(|(_, user, password)| (user, password));
+        Self {
+            metadata,
+            client: forwarding_client(config, tls),
+            scheme: if tls { "https" } else { "http" },
+            credentials,
+        }
+    }
+
+    async fn fetch(&self, leader: i32, id: i32) -> Result<Vec<(String, i32)>, RegistryError> {
+        let image = self.metadata.current();
+        let endpoint = image
+            .brokers
+            .get(&leader)
+            .and_then(|b| b.endpoints.iter().find(|e| e.name == REGISTRY_ENDPOINT))
+            .ok_or_else(|| {
+                RegistryError::unknown_leader(format!(
+                    "node {leader} has no schema registry listener"
+                ))
+            })?;
+        let url = format!(
+            "{}://{}:{}/schemas/ids/{id}/versions?deleted=true",
+            self.scheme, endpoint.host, endpoint.port
+        );
+        let mut req = self.client.get(&url).header(FORWARDED_HEADER, "1");
+        if let Some((user, password)) = &self.credentials {
+            req = req.basic_auth(user, Some(password));
+        }
+        let resp = req
+            .send()
+            .await
+            .map_err(|e| RegistryError::forwarding(format!("node {leader}: {e}")))?;
+        let status = resp.status().as_u16();
+        let text = resp
+            .text()
+            .await
+            .map_err(|e| RegistryError::forwarding(format!("node {leader}: {e}")))?;
+        let v: Value = serde_json::from_str(&text)
+            .map_err(|_| RegistryError::forwarding(format!("node {leader} answered {status}")))?;
+        if status == 404 && v["error_code"].as_i64() == Some(40403) {
+            return Err(RegistryError::schema_id_not_found(id));
+        }
+        if status != 200 {
+            return Err(RegistryError::forwarding(format!(
+                "node {leader} answered {status}: {}",
+                v["message"].as_str().unwrap_or_default()
+            )));
+        }
+        Ok(v.as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|u| {
+                Some((
+                    u["subject"].as_str()?.to_string(),
+                    i32::try_from(u["version"].as_i64()?).ok()?,
+                ))
+            })
+            .collect())
+    }
+}
+
+impl sluice_broker::registry::RemoteRegistry for HttpRemote {
+    fn versions_by_id(&self, leader: i32, id: i32) -> sluice_broker::registry::RemoteAnswer<'_> {
+        Box::pin(self.fetch(leader, id))
+    }
+}
+
 fn parse_query(q: &str) -> HashMap<String, String> {
     q.split('&')
         .filter(|kv| !kv.is_empty())

@@ -383,6 +383,50 @@ print("tls OK")
     );
 }
 
+#[test]
+fn value_schema_validation_refuses_records_without_a_registered_id_on_every_node() {
+    let nodes = TestServer::start_all(sluice_bin(), &sluice_testkit::combined_nodes(&[]));
+    sluice_tool(
+        "topics",
+        &nodes[0].bootstrap,
+        &[
+            "--create",
+            "--topic",
+            "readings",
+            "--partitions",
+            "6",
+            "--replication-factor",
+            "1",
+            "--config",
+            "confluent.value.schema.validation=true",
+        ],
+    );
+    let url = nodes[0].registry().expect("registry listener");
+    let out = Command::new("python3")
+        .arg(repo_root().join("interop/python/schema_validation.py"))
+        .args([nodes[0].bootstrap.as_str(), &url, "readings", "6"])
+        .output()
+        .expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("schema validation OK"),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The partitions are led by every node, so every node checked ids (two of them by
+    // asking the registry's leader).
+    let described = sluice_tool(
+        "topics",
+        &nodes[0].bootstrap,
+        &["--describe", "--topic", "readings"],
+    );
+    let leaders: BTreeSet<&str> = described
+        .lines()
+        .filter_map(|l| l.split("Leader: ").nth(1)?.split_whitespace().next())
+        .collect();
+    assert_eq!(leaders.len(), 3, "{described}");
+}
+
 fn avro_record(name: &str) -> String {
     json!({"type": "record", "name": name, "fields": [{"name": "f", "type": "long"}]}).to_string()
 }

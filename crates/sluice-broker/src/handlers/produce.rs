@@ -37,7 +37,8 @@ handler!(
         access: crate::authorizer::Access,
         quotas: crate::quota::ClientQuotas,
         topics: crate::services::topics::TopicCreator,
-        txns: crate::txn::coordinator::TxnCoordinator
+        txns: crate::txn::coordinator::TxnCoordinator,
+        schemas: crate::registry::SchemaRegistry
     }
 );
 
@@ -143,6 +144,91 @@ enum Slot {
     Diskless(usize),
 }
 
+/// The schema id a key or value in the schema registry's wire format carries (magic byte 0,
+/// then the id, big-endian); None for anything else.
+fn schema_id(bytes: &[u8]) -> Option<i32> {
+    match bytes {
+        [0, a, b, c, d, ..] => Some(i32::from_be_bytes([*a, *b, *c, *d])),
+        _ => None,
+    }
+}
+
+/// Schema validation of a topic's records (`confluent.*.schema.validation`): every key or
+/// value checked must carry an id registered under `<topic>-key` / `<topic>-value` (null
+/// ones, tombstones, pass). The error to answer: INVALID_RECORD naming each record at fault
+/// (REQUEST_TIMED_OUT, which clients retry, when the registry cannot be asked).
+async fn schema_errors(
+    h: &Produce,
+    topic: &str,
+    checks: sluice_metadata::image::SchemaValidation,
+    records: &Bytes,
+) -> Option<AppendError> {
+    use sluice_protocol::batch::{for_each_record, BatchIter, RecordLimits};
+    // (record index, subject, id or None when not in the wire format)
+    let mut found: Vec<(i32, String, Option<i32>)> = Vec::new();
+    let mut index = 0i32;
+    for batch in BatchIter::new(records) {
+        let Ok((header, bytes)) = batch else { break };
+        if header.is_control() {
+            continue;
+        }
+        let walked = for_each_record(bytes, RecordLimits::default(), |r| {
+            for (on, part, suffix) in [(checks.key, r.key, "key"), (checks.value, r.value, "value")]
+            {
+                if let (true, Some(b)) = (on, part) {
+                    found.push((index, format!("{topic}-{suffix}"), schema_id(b)));
+                }
+            }
+            index += 1;
+            Ok(())
+        });
+        if walked.is_err() {
+            // The log's own validation answers a malformed batch.
+            return None;
+        }
+    }
+    let mut checked: std::collections::HashMap<(String, i32), bool> = Default::default();
+    let mut errors: Vec<(i32, String)> = Vec::new();
+    for (i, subject, id) in found {
+        let Some(id) = id else {
+            errors.push((i, format!("not in the schema registry's wire format (magic byte 0, schema id), as {subject} requires")));
+            continue;
+        };
+        let known = match checked.get(&(subject.clone(), id)) {
+            Some(k) => *k,
+            None => match h.schemas.id_in_subject(&subject, id).await {
+                Ok(k) => {
+                    checked.insert((subject.clone(), id), k);
+                    k
+                }
+                Err(e) => {
+                    return Some(AppendError::Code(
+                        ErrorCode::RequestTimedOut,
+                        format!(
+                            "cannot check schema ids with the schema registry: {}",
+                            e.message
+                        ),
+                    ))
+                }
+            },
+        };
+        if !known {
+            errors.push((
+                i,
+                format!("schema id {id} is not registered under subject {subject}"),
+            ));
+        }
+    }
+    if errors.is_empty() {
+        return None;
+    }
+    errors.dedup_by_key(|(i, _)| *i);
+    Some(AppendError::Log(sluice_storage::LogError::RecordErrors {
+        timestamp: false,
+        errors,
+    }))
+}
+
 async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Response, HandlerError> {
     let request_bytes = body.len();
     let req: ProduceRequest = ctx.decode(body)?;
@@ -211,6 +297,22 @@ async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Respon
                 }
                 Some(_) => None,
             };
+            // Topics whose records must carry registered schema ids (few: looked up in a
+            // set the image keeps, no config read for the others).
+            let refusal_records = match (&refusal, &name, &pd.records) {
+                (None, Some(name), Some(records)) => match image.schema_validated.get(name) {
+                    Some(v) => schema_errors(h, name, *v, records).await,
+                    None => None,
+                },
+                _ => None,
+            };
+            if let Some(e) = refusal_records {
+                slots.push((
+                    pd.index,
+                    Slot::Done(partition_error(pd.index, &e, ctx.api_version)),
+                ));
+                continue;
+            }
             let slot = match (refusal, &name, pd.records) {
                 (Some(code), _, _) => {
                     Slot::Done(partition_error(pd.index, &refused(code), ctx.api_version))

@@ -251,6 +251,26 @@ pub static TOPIC_CONFIGS: &[TopicConfigDef] = &[
     },
     TopicConfigDef {
         def: def(
+            "confluent.value.schema.validation",
+            T::Boolean,
+            Some("false"),
+            Any,
+            "Confluent Server's name: every record's value must be in the schema registry's wire format (magic byte 0, schema id) with an id registered under the subject <topic>-value; a batch with another is refused with INVALID_RECORD.",
+        ),
+        broker_synonyms: &[],
+    },
+    TopicConfigDef {
+        def: def(
+            "confluent.key.schema.validation",
+            T::Boolean,
+            Some("false"),
+            Any,
+            "Confluent Server's name: as confluent.value.schema.validation, for record keys and the subject <topic>-key.",
+        ),
+        broker_synonyms: &[],
+    },
+    TopicConfigDef {
+        def: def(
             "diskless.enable",
             T::Boolean,
             Some("false"),
