@@ -668,23 +668,11 @@ async fn forward(
     headers: &HeaderMap,
     body: Bytes,
 ) -> Response {
-    let image = http.services.metadata.current();
-    let Some(endpoint) = image
-        .brokers
-        .get(&node)
-        .and_then(|b| b.endpoints.iter().find(|e| e.name == REGISTRY_ENDPOINT))
-    else {
-        return error(&RegistryError::unknown_leader(format!(
-            "the registry's leader, node {node}, has no schema registry listener"
-        )));
+    let path = uri.path_and_query().map_or("/", |p| p.as_str());
+    let url = match node_url(&http.services.metadata, http.scheme, node, path) {
+        Ok(url) => url,
+        Err(e) => return error(&e),
     };
-    let url = format!(
-        "{}://{}:{}{}",
-        http.scheme,
-        endpoint.host,
-        endpoint.port,
-        uri.path_and_query().map_or("/", |p| p.as_str())
-    );
     let Ok(method) = reqwest::Method::from_bytes(method.as_str().as_bytes()) else {
         return error(&RegistryError::forwarding("unsupported method"));
     };
@@ -750,20 +738,8 @@ impl HttpRemote {
     }
 
     async fn fetch(&self, leader: i32, id: i32) -> Result<Vec<(String, i32)>, RegistryError> {
-        let image = self.metadata.current();
-        let endpoint = image
-            .brokers
-            .get(&leader)
-            .and_then(|b| b.endpoints.iter().find(|e| e.name == REGISTRY_ENDPOINT))
-            .ok_or_else(|| {
-                RegistryError::unknown_leader(format!(
-                    "node {leader} has no schema registry listener"
-                ))
-            })?;
-        let url = format!(
-            "{}://{}:{}/schemas/ids/{id}/versions?deleted=true",
-            self.scheme, endpoint.host, endpoint.port
-        );
+        let path = format!("/schemas/ids/{id}/versions?deleted=true");
+        let url = node_url(&self.metadata, self.scheme, leader, &path)?;
         let mut req = self.client.get(&url).header(FORWARDED_HEADER, "1");
         if let Some((user, password)) = &self.credentials {
             req = req.basic_auth(user, Some(password));
@@ -807,6 +783,42 @@ impl sluice_broker::registry::RemoteRegistry for HttpRemote {
     }
 }
 
+/// `path` on `node`'s registry listener (the `SCHEMA_REGISTRY` endpoint it registered).
+fn node_url(
+    metadata: &sluice_broker::metadata_cache::MetadataCache,
+    scheme: &str,
+    node: i32,
+    path: &str,
+) -> Result<String, RegistryError> {
+    let image = metadata.current();
+    let endpoint = image
+        .brokers
+        .get(&node)
+        .and_then(|b| b.endpoints.iter().find(|e| e.name == REGISTRY_ENDPOINT))
+        .ok_or_else(|| {
+            RegistryError::unknown_leader(format!(
+                "the registry's leader, node {node}, has no schema registry listener"
+            ))
+        })?;
+    Ok(format!(
+        "{scheme}://{}:{}{path}",
+        endpoint.host, endpoint.port
+    ))
+}
+
+/// `s` as one URL path segment: everything but unreserved characters percent-encoded
+/// (a subject such as `a/b.proto` stays one segment).
+pub fn encode_segment(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
 fn parse_query(q: &str) -> HashMap<String, String> {
     q.split('&')
         .filter(|kv| !kv.is_empty())
@@ -844,6 +856,11 @@ mod tests {
     #[test]
     fn queries_and_paths_are_percent_decoded() {
         assert_eq!(percent_decode("a%2Fb.proto"), "a/b.proto");
+        assert_eq!(
+            percent_decode(&encode_segment("a/b c%.proto")),
+            "a/b c%.proto"
+        );
+        assert_eq!(encode_segment("t-value"), "t-value");
         assert_eq!(percent_decode("100%"), "100%");
         assert_eq!(percent_decode("%zz%4"), "%zz%4");
         let q = parse_query("deleted=True&subjectPrefix=a%20b&x");

@@ -301,7 +301,8 @@ async fn handle(h: &Produce, ctx: &RequestContext, body: Bytes) -> Result<Respon
             // set the image keeps, no config read for the others).
             let refusal_records = match (&refusal, &name, &pd.records) {
                 (None, Some(name), Some(records)) => match image.schema_validated.get(name) {
-                    Some(v) => schema_errors(h, name, *v, records).await,
+                    // Boxed: its state stays out of every produce request's future.
+                    Some(v) => Box::pin(schema_errors(h, name, *v, records)).await,
                     None => None,
                 },
                 _ => None,

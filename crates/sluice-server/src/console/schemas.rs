@@ -13,6 +13,7 @@ use serde_json::Value;
 use super::form::{encode, Fields};
 use super::html::{self, esc};
 use super::Ctx;
+use crate::schema_http::encode_segment;
 
 const PER_PAGE: usize = 50;
 
@@ -42,18 +43,6 @@ async fn get(ctx: &Ctx, path: &str) -> Result<Value, String> {
             .as_str()
             .map_or_else(|| v.to_string(), str::to_string))
     }
-}
-
-/// A path segment with everything but unreserved characters percent-encoded.
-fn segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 pub(crate) async fn list(ctx: Ctx, uri: Uri) -> Response {
@@ -120,7 +109,7 @@ pub(crate) async fn list(ctx: Ctx, uri: Uri) -> Response {
 pub(crate) async fn show(ctx: Ctx, Path(subject): Path<String>, uri: Uri) -> Response {
     let q = Fields::from_query(uri.query());
     let title = format!("Subject {subject}");
-    let s = segment(&subject);
+    let s = encode_segment(&subject);
     let versions = match get(&ctx, &format!("/subjects/{s}/versions")).await {
         Ok(v) => v,
         Err(e) => {

@@ -6,6 +6,8 @@
 use clap::{ArgGroup, Args};
 use serde_json::{json, Value};
 
+use sluice_server::schema_http::encode_segment;
+
 use super::{usage, CliError, CliResult};
 
 #[derive(Args, Debug)]
@@ -128,18 +130,6 @@ fn subject(args: &SchemasArgs) -> Result<String, CliError> {
     args.subject
         .clone()
         .ok_or_else(|| usage("this action needs --subject"))
-}
-
-/// A path segment: `/` and the other reserved characters percent-encoded.
-fn segment(s: &str) -> String {
-    s.bytes()
-        .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
-                (b as char).to_string()
-            }
-            _ => format!("%{b:02X}"),
-        })
-        .collect()
 }
 
 /// The request body for --register and --check: the file's schema, its type, references.
@@ -270,7 +260,11 @@ pub async fn run(args: SchemasArgs) -> CliResult {
             let v = reg
                 .call(
                     Method::GET,
-                    &format!("/subjects/{}/versions/{}", segment(&s), segment(version)),
+                    &format!(
+                        "/subjects/{}/versions/{}",
+                        encode_segment(&s),
+                        encode_segment(version)
+                    ),
                     None,
                 )
                 .await?;
@@ -282,7 +276,7 @@ pub async fn run(args: SchemasArgs) -> CliResult {
         let v = reg
             .call(
                 Method::POST,
-                &format!("/subjects/{}/versions", segment(&s)),
+                &format!("/subjects/{}/versions", encode_segment(&s)),
                 Some(body),
             )
             .await?;
@@ -296,12 +290,12 @@ pub async fn run(args: SchemasArgs) -> CliResult {
         let path = match &args.version {
             Some(v) => format!(
                 "/compatibility/subjects/{}/versions/{}?verbose=true",
-                segment(&s),
-                segment(v)
+                encode_segment(&s),
+                encode_segment(v)
             ),
             None => format!(
                 "/compatibility/subjects/{}/versions?verbose=true",
-                segment(&s)
+                encode_segment(&s)
             ),
         };
         let v = reg.call(Method::POST, &path, Some(body)).await?;
@@ -324,11 +318,15 @@ pub async fn run(args: SchemasArgs) -> CliResult {
         let path = match &args.version {
             Some(v) => format!(
                 "/subjects/{}/versions/{}?permanent={}",
-                segment(&s),
-                segment(v),
+                encode_segment(&s),
+                encode_segment(v),
                 args.permanent
             ),
-            None => format!("/subjects/{}?permanent={}", segment(&s), args.permanent),
+            None => format!(
+                "/subjects/{}?permanent={}",
+                encode_segment(&s),
+                args.permanent
+            ),
         };
         let v = reg.call(Method::DELETE, &path, None).await?;
         let how = if args.permanent {
@@ -339,7 +337,7 @@ pub async fn run(args: SchemasArgs) -> CliResult {
         println!("Deleted ({how}) {s} version(s) {v}");
     } else if let Some(level) = &args.compatibility {
         let path = match &args.subject {
-            Some(s) => format!("/config/{}", segment(s)),
+            Some(s) => format!("/config/{}", encode_segment(s)),
             None => "/config".to_string(),
         };
         let v = reg
