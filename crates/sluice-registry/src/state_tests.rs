@@ -184,3 +184,38 @@ fn records_it_cannot_read_are_passed_over() {
     assert!(s.subjects("", true, false).is_empty());
     assert_eq!(s.max_id(), 0);
 }
+
+#[test]
+fn a_schema_with_references_is_checked_against_its_earlier_version() {
+    let (mut s, mut log) = (RegistryState::default(), Log::default());
+    let address = r#"{"type":"record","name":"Address","namespace":"x","fields":[{"name":"city","type":"string"}]}"#;
+    register(&mut s, &mut log, "address", address).unwrap();
+    let refs = vec![crate::schema::Reference {
+        name: "x.Address".into(),
+        subject: "address".into(),
+        version: 1,
+    }];
+    let person = |extra: &str| {
+        format!(
+            r#"{{"type":"record","name":"Person","namespace":"x","fields":[{{"name":"home","type":"Address"}}{extra}]}}"#
+        )
+    };
+    for (text, ok) in [
+        (person(""), true),
+        (person(r#",{"name":"age","type":"int","default":0}"#), true),
+        (
+            person(r#",{"name":"age","type":"int","default":0},{"name":"nick","type":"string"}"#),
+            false,
+        ),
+    ] {
+        let parsed = s.parse(SchemaType::Avro, &text, refs.clone()).unwrap();
+        match s.plan_register("person", &parsed, None, None) {
+            Ok(plan) => {
+                assert!(ok, "{text} was taken");
+                log.write(&mut s, plan);
+            }
+            Err(e) => assert!(!ok && e.status == 409, "{text}: {e:?}"),
+        }
+    }
+    assert_eq!(s.versions("person", false, false), Ok(vec![1, 2]));
+}
