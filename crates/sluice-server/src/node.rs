@@ -913,13 +913,17 @@ impl Node {
             share_state,
             persister,
         });
-        services
-            .schemas
-            .set_remote(Box::new(crate::schema_http::HttpRemote::new(
-                &config,
-                Arc::clone(&cache),
-                registry.as_ref().is_some_and(|(_, _, tls)| tls.is_some()),
-            )));
+        // Produce validation on a node without a registry listener has no way to the
+        // registry's leader either (all nodes' listeners are configured alike).
+        if let Some((_, _, tls)) = &registry {
+            services
+                .schemas
+                .set_remote(Box::new(crate::schema_http::HttpRemote::new(
+                    &config,
+                    Arc::clone(&cache),
+                    tls.is_some(),
+                )));
+        }
         let frontend = Arc::new(network::Frontend {
             node_id,
             config: Arc::clone(&config),

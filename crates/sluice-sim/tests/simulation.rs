@@ -778,6 +778,7 @@ fn node_config(i: usize, dir: &std::path::Path, fast: bool) -> BrokerConfig {
         ("controller.quorum.voters", voters.join(",")),
         ("log.dirs", dir.join(NODES[i]).display().to_string()),
         ("admin.http.listener", String::new()),
+        ("schema.registry.listener", "none".into()),
         ("default.replication.factor", "3".into()),
         ("min.insync.replicas", "2".into()),
         ("offsets.topic.replication.factor", "3".into()),
