@@ -2116,8 +2116,16 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
             let Some(t) = s.topics.get("eos-out") else {
                 return;
             };
-            let mut m = self.0.lock().unwrap();
-            let mut history = self.2.lock().unwrap();
+            // Poison-tolerant: this runs on librdkafka's thread, where a panic aborts the
+            // whole test binary (as it did when the test's failure message held the lock).
+            let mut m = self
+                .0
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut history = self
+                .2
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             for (p, st) in &t.partitions {
                 // Each change of the fetcher's state, with the client's clock (seconds).
                 let now = format!(
@@ -2208,11 +2216,19 @@ fn exactly_once_pipeline_survives_killing_the_pipeline_and_an_output_leader() {
             // What the pipeline said last, and how the reader saw each output partition.
             let log = std::fs::read_to_string("/tmp/eos-pipeline.log").unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(30).collect();
+            let reader_state = format!(
+                "{:?}",
+                *reader
+                    .context()
+                    .0
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+            );
             panic!(
-                "the pipeline committed {} of {RECORDS} inputs after {restarts} restarts (leader killed: {leader_killed:?}, back: {leader_back}); the pipeline's last lines, newest first:\n{}\nreader: {:?}",
+                "the pipeline committed {} of {RECORDS} inputs after {restarts} restarts (leader killed: {leader_killed:?}, back: {leader_back}); the pipeline's last lines, newest first:\n{}\nreader: {}",
                 committed_inputs(),
                 tail.join("\n"),
-                reader.context().0.lock().unwrap()
+                reader_state
             );
         }
         match reader.poll(Duration::from_millis(100)) {

@@ -637,9 +637,10 @@ fn retention_and_delete_records_trim_a_diskless_log_and_its_objects() {
     while low(&c).0 < 100 || wal_objects(&store) > objects_all - objects_old {
         assert!(
             Instant::now() < deadline,
-            "watermarks {:?}, {} of {objects_all} objects left",
+            "watermarks {:?}, {} of {objects_all} objects left; the node's log:\n{}",
             low(&c),
-            wal_objects(&store)
+            wal_objects(&store),
+            server.log()
         );
         std::thread::sleep(Duration::from_millis(100));
     }
