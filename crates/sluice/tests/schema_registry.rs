@@ -520,12 +520,15 @@ fn three_nodes_give_distinct_ids_and_lose_nothing_when_the_registry_leader_is_ki
         .map(|i| addrs[i].clone())
         .collect();
     let killed_flag = AtomicBool::new(false);
+    // Each registering thread says when it has five answers: the kill comes while they run.
+    let (started_tx, started) = std::sync::mpsc::channel::<()>();
     let acknowledged: Vec<(String, String, i64)> = std::thread::scope(|s| {
         let handles: Vec<_> = survivors
             .iter()
             .enumerate()
             .map(|(n, addr)| {
                 let killed_flag = &killed_flag;
+                let started_tx = started_tx.clone();
                 s.spawn(move || {
                     // Keep registering until ten registrations have been answered after
                     // the kill (so some were in flight when it happened).
@@ -537,6 +540,9 @@ fn three_nodes_give_distinct_ids_and_lose_nothing_when_the_registry_leader_is_ki
                         let schema = avro_record(&format!("D{n}_{j}"));
                         let id = register(addr, &subject, &schema).expect("registered");
                         out.push((subject, schema, id));
+                        if out.len() == 5 {
+                            let _ = started_tx.send(());
+                        }
                         if was_killed {
                             after_kill += 1;
                             if after_kill == 10 {
@@ -548,7 +554,11 @@ fn three_nodes_give_distinct_ids_and_lose_nothing_when_the_registry_leader_is_ki
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_millis(300));
+        for _ in 0..survivors.len() {
+            started
+                .recv_timeout(Duration::from_secs(60))
+                .expect("registrations answered before the kill");
+        }
         nodes[killed].kill();
         killed_flag.store(true, Ordering::SeqCst);
         handles

@@ -164,8 +164,10 @@ async fn schema_errors(
     records: &Bytes,
 ) -> Option<AppendError> {
     use sluice_protocol::batch::{for_each_record, BatchIter, RecordLimits};
+    let key_subject = format!("{topic}-key");
+    let value_subject = format!("{topic}-value");
     // (record index, subject, id or None when not in the wire format)
-    let mut found: Vec<(i32, String, Option<i32>)> = Vec::new();
+    let mut found: Vec<(i32, &str, Option<i32>)> = Vec::new();
     let mut index = 0i32;
     for batch in BatchIter::new(records) {
         let Ok((header, bytes)) = batch else { break };
@@ -173,10 +175,12 @@ async fn schema_errors(
             continue;
         }
         let walked = for_each_record(bytes, RecordLimits::default(), |r| {
-            for (on, part, suffix) in [(checks.key, r.key, "key"), (checks.value, r.value, "value")]
-            {
+            for (on, part, subject) in [
+                (checks.key, r.key, key_subject.as_str()),
+                (checks.value, r.value, value_subject.as_str()),
+            ] {
                 if let (true, Some(b)) = (on, part) {
-                    found.push((index, format!("{topic}-{suffix}"), schema_id(b)));
+                    found.push((index, subject, schema_id(b)));
                 }
             }
             index += 1;
@@ -187,18 +191,18 @@ async fn schema_errors(
             return None;
         }
     }
-    let mut checked: std::collections::HashMap<(String, i32), bool> = Default::default();
+    let mut checked: std::collections::HashMap<(&str, i32), bool> = Default::default();
     let mut errors: Vec<(i32, String)> = Vec::new();
     for (i, subject, id) in found {
         let Some(id) = id else {
             errors.push((i, format!("not in the schema registry's wire format (magic byte 0, schema id), as {subject} requires")));
             continue;
         };
-        let known = match checked.get(&(subject.clone(), id)) {
+        let known = match checked.get(&(subject, id)) {
             Some(k) => *k,
-            None => match h.schemas.id_in_subject(&subject, id).await {
+            None => match h.schemas.id_in_subject(subject, id).await {
                 Ok(k) => {
-                    checked.insert((subject.clone(), id), k);
+                    checked.insert((subject, id), k);
                     k
                 }
                 Err(e) => {
